@@ -1,0 +1,37 @@
+package iptables
+
+// Family selects iptables (IPv4) or ip6tables (IPv6).
+type Family int
+
+const (
+	IPv4 Family = 4
+	IPv6 Family = 6
+)
+
+// Table is an iptables table name.
+type Table string
+
+const (
+	TableNAT    Table = "nat"
+	TableFilter Table = "filter"
+)
+
+// Interface is one family's iptables.
+type Interface interface {
+	// Restore applies data (iptables-restore format, may hold several
+	// tables) with --noflush: chains declared with ":NAME - [0:0]" are
+	// created or flushed, all other chains are left as they are. The whole
+	// call is atomic: on error nothing changed.
+	Restore(data []byte) error
+	// Save returns the table as iptables-save prints it (without counters
+	// or comments starting with '#').
+	Save(table Table) ([]byte, error)
+	// EnsureRule appends rule (the arguments after "-A CHAIN") to chain
+	// unless an identical rule exists; it reports whether it existed.
+	EnsureRule(table Table, chain string, rule ...string) (existed bool, err error)
+	// DeleteRule deletes one rule identical to rule from chain; deleting a
+	// rule that is not there is not an error.
+	DeleteRule(table Table, chain string, rule ...string) error
+	// Family is the family this instance manages.
+	Family() Family
+}

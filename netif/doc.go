@@ -1,0 +1,8 @@
+// Package netif owns the dummy interface (kube-ipvs0) whose addresses make the
+// kernel accept packets for service IPs, and reads the node's own addresses
+// (for NodePort virtual servers).
+//
+// It never changes any interface but the dummy one it is given the name of.
+// The real implementation uses github.com/vishvananda/netlink; Fake keeps the
+// same state in memory.
+package netif

@@ -1,0 +1,12 @@
+package netif
+
+import "errors"
+
+var (
+	// ErrNotFound: the link or address does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: the address is already bound.
+	ErrExists = errors.New("already exists")
+	// ErrUnsupported: the kernel has no dummy driver.
+	ErrUnsupported = errors.New("dummy interfaces not supported")
+)

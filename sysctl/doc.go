@@ -1,0 +1,3 @@
+// Package sysctl reads and writes kernel parameters under /proc/sys. It
+// changes only the names it is given. Fake keeps values in memory.
+package sysctl
