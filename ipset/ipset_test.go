@@ -1,0 +1,320 @@
+package ipset
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"reflect"
+	"sort"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vishvananda/netns"
+)
+
+// backend is one implementation under test plus a way to make a set
+// referenced, as an iptables rule does.
+type backend struct {
+	Interface
+	// reference makes name referenced (busy) or not.
+	reference func(t *testing.T, name string, on bool)
+}
+
+// backends returns the Fake always and, when root with ip_set available, the
+// kernel inside a fresh network namespace removed at the end of the test.
+func backends(t *testing.T) map[string]func(t *testing.T) backend {
+	return map[string]func(t *testing.T) backend{
+		"fake": func(t *testing.T) backend {
+			f := NewFake()
+			return backend{Interface: f, reference: func(t *testing.T, name string, on bool) { f.MarkBusy(name, on) }}
+		},
+		"kernel": newKernelBackend,
+	}
+}
+
+var nsCounter atomic.Int32
+
+func newKernelBackend(t *testing.T) backend {
+	if os.Geteuid() != 0 {
+		t.Skip("real ipset tests need root to create a network namespace")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("real ipset tests need ip (iproute2) to create a network namespace")
+	}
+	name := fmt.Sprintf("ipvsproxy-ipset-%d-%d", os.Getpid(), nsCounter.Add(1))
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	ns, err := netns.GetFromName(name)
+	if err != nil {
+		t.Fatalf("open netns %s: %v", name, err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	k, err := NewInNamespace(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.Close() })
+	if _, err := k.Sets(); errors.Is(err, ErrUnsupported) {
+		t.Skipf("kernel has no ip_set: %v", err)
+	}
+	return backend{Interface: k, reference: func(t *testing.T, set string, on bool) {
+		if _, err := exec.LookPath("iptables"); err != nil {
+			t.Skip("referencing a set needs iptables")
+		}
+		op := "-D"
+		if on {
+			op = "-A"
+		}
+		run(t, "ip", "netns", "exec", name, "iptables", "-w", op, "INPUT",
+			"-m", "set", "--match-set", set, "src", "-j", "ACCEPT")
+	}}
+}
+
+func run(t *testing.T, cmd ...string) {
+	t.Helper()
+	if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd, err, out)
+	}
+}
+
+func mustAddr(s string) netip.Addr     { return netip.MustParseAddr(s) }
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+
+// shapes is one valid entry (and a second distinct one) per set type and family.
+var shapes = []struct {
+	set  Set
+	a, b Entry
+}{
+	{Set{Name: "ip4", Type: HashIP, Family: IPv4}, Entry{IP: mustAddr("10.96.0.10")}, Entry{IP: mustAddr("10.96.0.11")}},
+	{Set{Name: "ip6", Type: HashIP, Family: IPv6}, Entry{IP: mustAddr("fd00::10")}, Entry{IP: mustAddr("fd00::11")}},
+	{Set{Name: "ipport4", Type: HashIPPort, Family: IPv4},
+		Entry{IP: mustAddr("10.96.0.10"), Protocol: "tcp", Port: 80}, Entry{IP: mustAddr("10.96.0.10"), Protocol: "udp", Port: 80}},
+	{Set{Name: "ipport6", Type: HashIPPort, Family: IPv6},
+		Entry{IP: mustAddr("fd00::10"), Protocol: "sctp", Port: 443}, Entry{IP: mustAddr("fd00::10"), Protocol: "tcp", Port: 443}},
+	{Set{Name: "ipportip4", Type: HashIPPortIP, Family: IPv4},
+		Entry{IP: mustAddr("10.244.1.5"), Protocol: "tcp", Port: 8080, IP2: mustAddr("10.244.1.5")},
+		Entry{IP: mustAddr("10.244.1.5"), Protocol: "tcp", Port: 8080, IP2: mustAddr("10.244.1.6")}},
+	{Set{Name: "ipportip6", Type: HashIPPortIP, Family: IPv6},
+		Entry{IP: mustAddr("fd00:244::5"), Protocol: "udp", Port: 53, IP2: mustAddr("fd00:244::5")},
+		Entry{IP: mustAddr("fd00:244::6"), Protocol: "udp", Port: 53, IP2: mustAddr("fd00:244::6")}},
+	{Set{Name: "ipportnet4", Type: HashIPPortNet, Family: IPv4},
+		Entry{IP: mustAddr("10.96.0.10"), Protocol: "tcp", Port: 80, Net: mustPrefix("192.0.2.0/24")},
+		Entry{IP: mustAddr("10.96.0.10"), Protocol: "tcp", Port: 80, Net: mustPrefix("198.51.100.0/25")}},
+	{Set{Name: "ipportnet6", Type: HashIPPortNet, Family: IPv6},
+		Entry{IP: mustAddr("fd00::10"), Protocol: "tcp", Port: 80, Net: mustPrefix("2001:db8::/64")},
+		Entry{IP: mustAddr("fd00::10"), Protocol: "tcp", Port: 81, Net: mustPrefix("2001:db8::/64")}},
+	{Set{Name: "net4", Type: HashNet, Family: IPv4}, Entry{Net: mustPrefix("203.0.113.0/24")}, Entry{Net: mustPrefix("10.0.0.1/32")}},
+	{Set{Name: "net6", Type: HashNet, Family: IPv6}, Entry{Net: mustPrefix("2001:db8::/48")}, Entry{Net: mustPrefix("2001:db8:1::1/128")}},
+	{Set{Name: "ports", Type: BitmapPort}, Entry{Port: 30080}, Entry{Port: 0}},
+}
+
+func create(t *testing.T, ip Interface, sets ...Set) {
+	t.Helper()
+	for _, s := range sets {
+		if err := ip.CreateSet(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func wantErr(t *testing.T, what string, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: got error %v, want %v", what, err, want)
+	}
+}
+
+func entries(t *testing.T, ip Interface, name string) []string {
+	t.Helper()
+	es, err := ip.Entries(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sets []Set
+	if sets, err = ip.Sets(); err != nil {
+		t.Fatal(err)
+	}
+	var typ Type
+	for _, s := range sets {
+		if s.Name == name {
+			typ = s.Type
+		}
+	}
+	out := []string{}
+	for _, e := range es {
+		out = append(out, e.String(typ))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestSets(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, b backend)
+	}{
+		{"create lists every type and family", func(t *testing.T, b backend) {
+			var want []Set
+			for _, sh := range shapes {
+				create(t, b, sh.set)
+				want = append(want, sh.set)
+			}
+			got, err := b.Sets()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sort.Slice(got, func(i, j int) bool { return got[i].Name < got[j].Name })
+			sort.Slice(want, func(i, j int) bool { return want[i].Name < want[j].Name })
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("Sets() = %v, want %v", got, want)
+			}
+		}},
+		{"bitmap:port drops the family and comments are not read back", func(t *testing.T, b backend) {
+			create(t, b, Set{Name: "p", Type: BitmapPort, Family: IPv6, Comment: "node ports"})
+			got, err := b.Sets()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []Set{{Name: "p", Type: BitmapPort}}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("Sets() = %v, want %v", got, want)
+			}
+		}},
+		{"no sets lists empty", func(t *testing.T, b backend) {
+			got, err := b.Sets()
+			if err != nil || len(got) != 0 {
+				t.Fatalf("Sets() = %v, %v; want none", got, err)
+			}
+		}},
+		{"duplicate create fails", func(t *testing.T, b backend) {
+			create(t, b, Set{Name: "s", Type: HashIP, Family: IPv4})
+			wantErr(t, "create again", b.CreateSet(Set{Name: "s", Type: HashNet, Family: IPv4}), ErrExists)
+		}},
+		{"add, list and delete each shape", func(t *testing.T, b backend) {
+			for _, sh := range shapes {
+				create(t, b, sh.set)
+				for _, e := range []Entry{sh.a, sh.b} {
+					if err := b.AddEntry(sh.set.Name, e); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want := []string{sh.a.String(sh.set.Type), sh.b.String(sh.set.Type)}
+				sort.Strings(want)
+				if got := entries(t, b, sh.set.Name); !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s entries = %q, want %q", sh.set.Name, got, want)
+				}
+				wantErr(t, "duplicate add to "+sh.set.Name, b.AddEntry(sh.set.Name, sh.a), ErrExists)
+				if err := b.DeleteEntry(sh.set.Name, sh.a); err != nil {
+					t.Fatal(err)
+				}
+				want = []string{sh.b.String(sh.set.Type)}
+				if got := entries(t, b, sh.set.Name); !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s entries after delete = %q, want %q", sh.set.Name, got, want)
+				}
+				wantErr(t, "delete missing from "+sh.set.Name, b.DeleteEntry(sh.set.Name, sh.a), ErrNotFound)
+			}
+		}},
+		{"a network is stored masked", func(t *testing.T, b backend) {
+			create(t, b, Set{Name: "n", Type: HashNet, Family: IPv4})
+			if err := b.AddEntry("n", Entry{Net: mustPrefix("192.0.2.77/24")}); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := entries(t, b, "n"), []string{"192.0.2.0/24"}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("entries = %q, want %q", got, want)
+			}
+			wantErr(t, "same network, other host bits", b.AddEntry("n", Entry{Net: mustPrefix("192.0.2.1/24")}), ErrExists)
+		}},
+		{"missing set", func(t *testing.T, b backend) {
+			e := Entry{IP: mustAddr("10.96.0.10")}
+			wantErr(t, "add", b.AddEntry("nope", e), ErrNotFound)
+			wantErr(t, "delete", b.DeleteEntry("nope", e), ErrNotFound)
+			_, err := b.Entries("nope")
+			wantErr(t, "entries", err, ErrNotFound)
+			wantErr(t, "destroy", b.DestroySet("nope"), ErrNotFound)
+		}},
+		{"entries that do not fit", func(t *testing.T, b backend) {
+			create(t, b, Set{Name: "ip6", Type: HashIP, Family: IPv6}, Set{Name: "ipport4", Type: HashIPPort, Family: IPv4},
+				Set{Name: "ipportnet6", Type: HashIPPortNet, Family: IPv6}, Set{Name: "ports", Type: BitmapPort},
+				Set{Name: "net4", Type: HashNet, Family: IPv4})
+			for _, c := range []struct {
+				set string
+				e   Entry
+			}{
+				{"ip6", Entry{IP: mustAddr("10.96.0.10")}},
+				{"ip6", Entry{IP: mustAddr("fd00::1"), Port: 80}},
+				{"ipport4", Entry{IP: mustAddr("fd00::1"), Protocol: "tcp", Port: 80}},
+				{"ipport4", Entry{IP: mustAddr("10.96.0.10"), Protocol: "icmp", Port: 80}},
+				{"ipport4", Entry{IP: mustAddr("10.96.0.10"), Port: 80}},
+				{"ipport4", Entry{Protocol: "tcp", Port: 80}},
+				{"ipportnet6", Entry{IP: mustAddr("fd00::1"), Protocol: "tcp", Port: 80, Net: mustPrefix("192.0.2.0/24")}},
+				{"ports", Entry{IP: mustAddr("10.96.0.10"), Port: 30080}},
+				{"ports", Entry{Protocol: "tcp", Port: 30080}},
+				{"net4", Entry{Net: mustPrefix("0.0.0.0/0")}},
+				{"net4", Entry{IP: mustAddr("192.0.2.1")}},
+			} {
+				wantErr(t, fmt.Sprintf("add %+v to %s", c.e, c.set), b.AddEntry(c.set, c.e), ErrInvalidEntry)
+			}
+		}},
+		{"destroy a referenced set fails until released", func(t *testing.T, b backend) {
+			create(t, b, Set{Name: "s", Type: HashIP, Family: IPv4})
+			b.reference(t, "s", true)
+			wantErr(t, "destroy referenced", b.DestroySet("s"), ErrBusy)
+			b.reference(t, "s", false)
+			if err := b.DestroySet("s"); err != nil {
+				t.Fatal(err)
+			}
+			wantErr(t, "destroy again", b.DestroySet("s"), ErrNotFound)
+		}},
+		{"swap exchanges contents", func(t *testing.T, b backend) {
+			create(t, b, Set{Name: "live", Type: HashIP, Family: IPv4}, Set{Name: "next", Type: HashIP, Family: IPv4})
+			for name, ip := range map[string]string{"live": "10.96.0.1", "next": "10.96.0.2"} {
+				if err := b.AddEntry(name, Entry{IP: mustAddr(ip)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.SwapSets("live", "next"); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := entries(t, b, "live"), []string{"10.96.0.2"}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("live = %q, want %q", got, want)
+			}
+			if got, want := entries(t, b, "next"), []string{"10.96.0.1"}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("next = %q, want %q", got, want)
+			}
+			wantErr(t, "swap with missing second", b.SwapSets("live", "nope"), ErrNotFound)
+			wantErr(t, "swap with missing first", b.SwapSets("nope", "live"), ErrNotFound)
+			create(t, b, Set{Name: "v6", Type: HashIP, Family: IPv6}, Set{Name: "nets", Type: HashNet, Family: IPv4})
+			wantErr(t, "swap across families", b.SwapSets("live", "v6"), ErrInvalidEntry)
+			wantErr(t, "swap across types", b.SwapSets("live", "nets"), ErrInvalidEntry)
+		}},
+	}
+	for implName, newBackend := range backends(t) {
+		t.Run(implName, func(t *testing.T) {
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
+			}
+		})
+	}
+}
+
+func TestFakeDumpAndWrites(t *testing.T) {
+	f := NewFake()
+	create(t, f, Set{Name: "b", Type: BitmapPort}, Set{Name: "a", Type: HashIPPort, Family: IPv4})
+	for _, e := range []Entry{{IP: mustAddr("10.96.0.10"), Protocol: "udp", Port: 53}, {IP: mustAddr("10.96.0.10"), Protocol: "tcp", Port: 53}} {
+		if err := f.AddEntry("a", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.AddEntry("b", Entry{Port: 30080}); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.AddEntry("b", Entry{Port: 30080}) // fails, still a write
+	want := "set a hash:ip,port inet\n  10.96.0.10,tcp:53\n  10.96.0.10,udp:53\nset b bitmap:port\n  30080\n"
+	if got := f.Dump(); got != want {
+		t.Fatalf("Dump() =\n%s\nwant\n%s", got, want)
+	}
+	if got := f.Writes(); got != 6 {
+		t.Fatalf("Writes() = %d, want 6", got)
+	}
+}
