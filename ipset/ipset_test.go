@@ -20,6 +20,8 @@ type backend struct {
 	Interface
 	// reference makes name referenced (busy) or not.
 	reference func(t *testing.T, name string, on bool)
+	// namespace names the kernel backend's network namespace.
+	namespace string
 }
 
 // backends returns the Fake always and, when root with ip_set available, the
@@ -59,7 +61,7 @@ func newKernelBackend(t *testing.T) backend {
 	if _, err := k.Sets(); errors.Is(err, ErrUnsupported) {
 		t.Skipf("kernel has no ip_set: %v", err)
 	}
-	return backend{Interface: k, reference: func(t *testing.T, set string, on bool) {
+	return backend{Interface: k, namespace: name, reference: func(t *testing.T, set string, on bool) {
 		if _, err := exec.LookPath("iptables"); err != nil {
 			t.Skip("referencing a set needs iptables")
 		}

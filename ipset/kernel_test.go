@@ -1,0 +1,92 @@
+package ipset
+
+import (
+	"errors"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+)
+
+// kernelInNamespace returns a Kernel in a fresh namespace and the namespace's
+// name, skipping when not root.
+func kernelInNamespace(t *testing.T) (*Kernel, string) {
+	b := newKernelBackend(t)
+	return b.Interface.(*Kernel), b.namespace
+}
+
+// TestKernelMatchesIPsetTool checks the netlink encoding against the ipset
+// tool's own reading of the kernel, so that a mistake made symmetrically in
+// encoding and decoding (byte order, attribute choice) cannot hide.
+func TestKernelMatchesIPsetTool(t *testing.T) {
+	k, ns := kernelInNamespace(t)
+	if _, err := exec.LookPath("ipset"); err != nil {
+		t.Skip("cross-check needs the ipset tool")
+	}
+	var want []string
+	for _, sh := range shapes {
+		create(t, k, sh.set)
+		if err := k.AddEntry(sh.set.Name, sh.a); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, "add "+sh.set.Name+" "+sh.a.String(sh.set.Type))
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns, "ipset", "save").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ipset save: %v\n%s", err, out)
+	}
+	var got []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "add ") {
+			got = append(got, line)
+		}
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("ipset save lists\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestKernelLearnsTypeOfForeignSet adds through a second Kernel that did not
+// create the set, so the type comes from the kernel (lookup on a miss).
+func TestKernelLearnsTypeOfForeignSet(t *testing.T) {
+	k, ns := kernelInNamespace(t)
+	create(t, k, Set{Name: "ports", Type: BitmapPort}, Set{Name: "ipport6", Type: HashIPPort, Family: IPv6})
+	h, err := netns.GetFromName(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	other, err := NewInNamespace(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.AddEntry("ports", Entry{Port: 30080}); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "v4 entry in a foreign v6 set", other.AddEntry("ipport6", Entry{IP: mustAddr("10.0.0.1"), Protocol: "tcp", Port: 80}), ErrInvalidEntry)
+	if got := entries(t, k, "ports"); strings.Join(got, ",") != "30080" {
+		t.Fatalf("ports = %q, want [30080]", got)
+	}
+}
+
+// TestKernelErrorsForEntriesThatDoNotFit bypasses checkEntry to show that
+// the kernel itself refuses such entries and that mapError names it.
+func TestKernelErrorsForEntriesThatDoNotFit(t *testing.T) {
+	k, _ := kernelInNamespace(t)
+	create(t, k, Set{Name: "ip6", Type: HashIP, Family: IPv6}, Set{Name: "ipport4", Type: HashIPPort, Family: IPv4})
+	for set, e := range map[string]*netlink.IPSetEntry{
+		"ip6":     entryToNetlink(HashIP, Entry{IP: mustAddr("10.96.0.10")}),
+		"ipport4": {IP: entryToNetlink(HashIP, Entry{IP: mustAddr("10.96.0.10")}).IP},
+	} {
+		err := mapError(k.h.IpsetAdd(set, e), false)
+		if !errors.Is(err, ErrInvalidEntry) {
+			t.Errorf("raw add to %s: got %v, want %v", set, err, ErrInvalidEntry)
+		}
+	}
+}
