@@ -20,8 +20,11 @@ const (
 type Interface interface {
 	// Restore applies data (iptables-restore format, may hold several
 	// tables) with --noflush: chains declared with ":NAME - [0:0]" are
-	// created or flushed, all other chains are left as they are. The whole
-	// call is atomic: on error nothing changed.
+	// created or flushed, all other chains are left as they are. Each table
+	// block is atomic: iptables-restore (legacy and nft alike) commits a
+	// block at its COMMIT line, so on error the failing block and all later
+	// ones changed nothing, but blocks committed before it stay applied.
+	// Callers that need all-or-nothing pass one table per call.
 	Restore(data []byte) error
 	// Save returns the table as iptables-save prints it (without counters
 	// or comments starting with '#').

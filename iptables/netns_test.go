@@ -1,0 +1,80 @@
+package iptables
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netns"
+)
+
+// newTestNetNS creates a fresh named network namespace
+// (/run/netns/ipvsproxy-ipt-RANDOM, the same as `ip netns add`) and removes
+// it when the test ends. It returns the namespace's path.
+func newTestNetNS(t *testing.T) string {
+	t.Helper()
+	buf := make([]byte, 4)
+	if _, err := rand.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	name := "ipvsproxy-ipt-" + hex.EncodeToString(buf)
+
+	// NewNamed moves the calling thread into the new namespace; do it on a
+	// locked thread and move back before unlocking it.
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("get current network namespace: %v", err)
+	}
+	defer orig.Close()
+	ns, err := netns.NewNamed(name)
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("create network namespace %s: %v", name, err)
+	}
+	ns.Close()
+	if err := netns.Set(orig); err != nil {
+		// Leave the thread locked: it dies with the goroutine instead of
+		// running other tests in the wrong namespace.
+		t.Fatalf("return to the original network namespace: %v", err)
+	}
+	runtime.UnlockOSThread()
+
+	t.Cleanup(func() {
+		if err := netns.DeleteNamed(name); err != nil {
+			t.Errorf("delete network namespace %s: %v", name, err)
+		}
+	})
+	return "/run/netns/" + name
+}
+
+// requireRoot skips a real-kernel test when not running as root.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("real-kernel iptables tests need root (they create a network namespace)")
+	}
+}
+
+// createIPSet creates an ipset in the namespace with the ipset binary: a
+// rule naming a set the kernel does not have is refused. The product never
+// runs ipset; only these tests do.
+func createIPSet(t *testing.T, nsPath string, family Family, name, typ string) {
+	t.Helper()
+	bin, err := lookBinary("ipset")
+	if err != nil {
+		t.Skipf("ipset binary needed to create set %s for the rules under test: %v", name, err)
+	}
+	args := append([]string{"create", name}, strings.Fields(typ)...)
+	if family == IPv6 && strings.HasPrefix(typ, "hash:") {
+		args = append(args, "family", "inet6")
+	}
+	res, err := commandRunner{netnsPath: nsPath}.run(nil, bin, args...)
+	if err != nil || res.exitCode != 0 {
+		t.Fatalf("ipset %s: %v %s", strings.Join(args, " "), err, res.stderr)
+	}
+}
