@@ -49,8 +49,8 @@ func (t *Table) Flows(family int) ([]Flow, error) {
 	default:
 		return nil, fmt.Errorf("list conntrack flows: address family %d is neither 4 nor 6", family)
 	}
-	// The family in the request header selects the table's flows of that
-	// family on every kernel; the filter attribute adds nothing here.
+	// The family travels in the request header only (no filter
+	// attributes); flows are checked again here, which costs nothing.
 	flows, err := t.dump(pf)
 	if err != nil {
 		return nil, fmt.Errorf("list IPv%d conntrack flows: %w", family, err)

@@ -85,6 +85,9 @@ func newLab(t *testing.T) *lab {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tbl.Close() })
+	if _, err := tbl.Flows(4); errors.Is(err, ErrUnsupported) {
+		t.Skipf("kernel has no conntrack netlink: %v", err)
+	}
 	l.table = tbl
 	return l
 }

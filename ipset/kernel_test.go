@@ -2,7 +2,9 @@ package ipset
 
 import (
 	"errors"
+	"net/netip"
 	"os/exec"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -88,5 +90,42 @@ func TestKernelErrorsForEntriesThatDoNotFit(t *testing.T) {
 		if !errors.Is(err, ErrInvalidEntry) {
 			t.Errorf("raw add to %s: got %v, want %v", set, err, ErrInvalidEntry)
 		}
+	}
+}
+
+// TestKernelLargeSet lists a set too large for one netlink message: the
+// kernel splits the dump and only the first message carries the header.
+func TestKernelLargeSet(t *testing.T) {
+	k, _ := kernelInNamespace(t)
+	create(t, k, Set{Name: "big", Type: HashIPPort, Family: IPv4}, Set{Name: "after", Type: HashIP, Family: IPv4})
+	const n = 3000
+	for i := range n {
+		e := Entry{IP: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)}
+		if err := k.AddEntry("big", e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := k.Entries("big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[Entry]bool{}
+	for _, e := range got {
+		if e.Protocol != "tcp" || int(e.Port) != 1000+int(e.IP.As4()[2])<<8+int(e.IP.As4()[3]) {
+			t.Fatalf("entry %s was not added", e.String(HashIPPort))
+		}
+		seen[e] = true
+	}
+	if len(got) != n || len(seen) != n {
+		t.Fatalf("Entries listed %d (%d distinct), want %d", len(got), len(seen), n)
+	}
+	sets, err := k.Sets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Set{{Name: "big", Type: HashIPPort, Family: IPv4}, {Name: "after", Type: HashIP, Family: IPv4}}
+	sort.Slice(sets, func(i, j int) bool { return sets[i].Name > sets[j].Name })
+	if !reflect.DeepEqual(sets, want) {
+		t.Fatalf("Sets() = %v, want %v", sets, want)
 	}
 }
