@@ -5,4 +5,10 @@
 // by package ipvsproxy. Fake keeps sets in memory and enforces the kernel's
 // rules (duplicate entries fail, entries must fit the set's type and family,
 // a set referenced elsewhere cannot be destroyed when marked busy).
+//
+// Two requests bypass the library because v1.3.1 encodes them wrongly for our
+// purpose (request.go): destroy, which it sends without NLM_F_EXCL so that a
+// missing set "succeeds", and bitmap:port add/delete, where it adds a
+// protocol attribute the kernel refuses. Sets are created with the kernel's
+// default hashsize 1024 and maxelem 65536.
 package ipset
