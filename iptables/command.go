@@ -87,7 +87,7 @@ func execute(stdin []byte, name string, args ...string) (commandResult, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	res := commandResult{stdout: stdout.Bytes(), stderr: strings.TrimSpace(stderr.String())}
+	res := commandResult{stdout: stdout.Bytes(), stderr: cleanStderr(stderr.String())}
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
@@ -100,4 +100,19 @@ func execute(stdin []byte, name string, args ...string) (commandResult, error) {
 	default:
 		return res, fmt.Errorf("run %s %s: %w", name, strings.Join(args, " "), err)
 	}
+}
+
+// cleanStderr keeps what an iptables command said went wrong, on one line,
+// without the usage hint ("Try `iptables -h' ...") and the nft back end's
+// note about legacy tables.
+func cleanStderr(s string) string {
+	var kept []string
+	for _, line := range strings.Split(s, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "Try `") || strings.HasPrefix(line, "# Warning: iptables-legacy tables present") {
+			continue
+		}
+		kept = append(kept, line)
+	}
+	return strings.Join(kept, "; ")
 }

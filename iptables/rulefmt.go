@@ -12,7 +12,8 @@ import (
 // it wants with what Save returns to skip a write when nothing changed, so
 // callers must write rules in the form iptables-save prints. Found by
 // experiment with iptables v1.8.9, identical for the legacy and the nft back
-// end (see TestFakeSaveMatchesKernel):
+// end (TestAdapter's first case holds the Fake and both back ends to one
+// golden text):
 //
 //   - The address and interface part comes first, in this order, each with
 //     its "!" before the option: "! -s CIDR", "! -d CIDR", "-i IF", "-o IF",
@@ -40,6 +41,9 @@ import (
 //
 // Chains: built-in chains first in the kernel's order, then user chains
 // sorted by name; rules grouped by chain in the same order, in rule order.
+//
+// An ipset named by "-m set" must exist in the kernel or the whole table
+// block is refused; the Fake does not check sets.
 //
 // The Fake stores rules exactly as given and does none of these rewrites, so
 // code that writes the canonical form sees the same Save output from the Fake

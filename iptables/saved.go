@@ -1,0 +1,28 @@
+package iptables
+
+import "strings"
+
+// SavedRules splits the output of Save into chains: for each chain declared
+// in it, the rule lines in order, exactly as printed ("-A CHAIN ..."); a
+// declared chain without rules maps to an empty slice, an undeclared chain
+// is absent. The proxier compares these lines with the ones it would write
+// for the chains it owns to skip a restore when nothing changed; that only
+// works for rules written in canonical form (rulefmt.go).
+func SavedRules(save []byte) map[string][]string {
+	chains := map[string][]string{}
+	for _, line := range strings.Split(string(save), "\n") {
+		switch {
+		case strings.HasPrefix(line, ":"):
+			if name, _, ok := strings.Cut(line[1:], " "); ok {
+				if _, seen := chains[name]; !seen {
+					chains[name] = []string{}
+				}
+			}
+		case strings.HasPrefix(line, "-A "):
+			rest := line[len("-A "):]
+			name, _, _ := strings.Cut(rest, " ")
+			chains[name] = append(chains[name], line)
+		}
+	}
+	return chains
+}
