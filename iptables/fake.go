@@ -444,7 +444,7 @@ func (f *Fake) EnsureRule(table Table, chain string, rule ...string) (bool, erro
 	}
 	ch, ok := t.chains[chain]
 	if !ok {
-		return false, fmt.Errorf("ensure %s: chain: %w", what, ErrNotFound)
+		return false, fmt.Errorf("ensure %s: chain %w", what, ErrNotFound)
 	}
 	if ch.find(rule) >= 0 {
 		return true, nil

@@ -245,7 +245,7 @@ func (r *runner) EnsureRule(table Table, chain string, rule ...string) (bool, er
 	// "-A" says "No chain/target/match by that name" both for a missing
 	// chain and a missing match; the table listing tells them apart.
 	if exists, err := r.chainExists(table, chain); err == nil && !exists {
-		return false, fmt.Errorf("ensure %s: chain: %w", what, ErrNotFound)
+		return false, fmt.Errorf("ensure %s: chain %w", what, ErrNotFound)
 	}
 	return false, fmt.Errorf("ensure %s: %s: %w", what, res.stderr, ErrInvalid)
 }
