@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# prepare.sh — fetch and cache what the end-to-end VM boots: a Debian 6.12 kernel that has IPVS,
+# its modules (decompressed, depmod'ed) and a tiny initramfs that mounts this machine's / over
+# virtio-9p under a tmpfs overlay. Idempotent: a second run only checks and prints "cached".
+#
+# Why a VM at all: the host kernel has no IPVS and no dummy driver (see e2e/vm/README.md).
+#
+# Environment:
+#   IPVSPROXY_E2E_CACHE   cache directory (default /var/cache/ipvsproxy-e2e)
+#   IPVSPROXY_E2E_KERNEL  exact Debian package to use instead of the newest
+#                         linux-image-6.12.*+deb12-amd64-unsigned
+# On success it writes $IPVSPROXY_E2E_CACHE/current.env, which run.sh sources.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
+say() { printf 'prepare: %s\n' "$*"; }
+die() { printf 'prepare: error: %s\n' "$*" >&2; exit 1; }
+
+# Modules the initramfs loads itself, before the host root is mounted; kmod's modprobe inside the
+# guest loads everything else from the full tree.
+initramfs_modules=(9pnet_virtio 9p overlay)
+
+# Host packages the VM and the scripts use. busybox-static because the initramfs needs a static
+# shell; kmod because busybox's modprobe cannot load Debian's modules, the real one can.
+host_packages=(qemu-system-x86 kmod busybox-static cpio xz-utils socat ipvsadm iproute2)
+
+apt_updated=
+apt_update() {
+	if [[ -z $apt_updated ]]; then
+		say "apt-get update"
+		DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+		apt_updated=1
+	fi
+}
+
+install_host_packages() {
+	local missing=() p
+	for p in "${host_packages[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if ((${#missing[@]} == 0)); then
+		say "host packages present: ${host_packages[*]}"
+		return
+	fi
+	apt_update
+	say "apt-get install ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# newest_kernel_package prints the newest linux-image-6.12.N+deb12-amd64-unsigned known to apt.
+newest_kernel_package() {
+	apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' 2>/dev/null |
+		awk '{print $1}' | sort -V | tail -n1
+}
+
+pick_kernel_package() {
+	if [[ -n ${IPVSPROXY_E2E_KERNEL:-} ]]; then
+		pkg=$IPVSPROXY_E2E_KERNEL
+		return
+	fi
+	pkg=$(newest_kernel_package)
+	if [[ -z $pkg ]]; then
+		# Without apt lists, a cached kernel is good enough; only a cold cache needs the network.
+		if [[ -f $cache/current.env ]]; then
+			pkg=$(. "$cache/current.env" && echo "$PACKAGE")
+			say "apt knows no 6.12 kernel package; using cached $pkg"
+			return
+		fi
+		apt_update
+		pkg=$(newest_kernel_package)
+	fi
+	[[ -n $pkg ]] || die "apt knows no linux-image-6.12.*+deb12-amd64-unsigned package"
+}
+
+# fetch_kernel extracts the package and decompresses its modules into $dir/root.
+fetch_kernel() {
+	if [[ -f $dir/root.done ]]; then
+		say "kernel cached: $dir"
+		return
+	fi
+	rm -rf "$dir/root" "$dir/deb"
+	mkdir -p "$dir/deb"
+	say "apt-get download $pkg"
+	# apt drops privileges to _apt for downloads; a root-owned cache dir makes it warn and fall
+	# back to root, which is harmless, so silence that warning only.
+	(cd "$dir/deb" && apt-get download -qq "$pkg" 2>&1 | grep -v 'unsandboxed as root' || true)
+	local deb
+	deb=$(ls "$dir"/deb/*.deb 2>/dev/null | head -n1)
+	[[ -n $deb ]] || die "apt-get download $pkg produced no .deb"
+	say "extract $(basename "$deb")"
+	dpkg-deb -x "$deb" "$dir/root"
+	kver=$(ls "$dir/root/lib/modules")
+	# Debian ships modules xz-compressed; busybox's insmod in the initramfs needs plain .ko.
+	say "decompress $(find "$dir/root/lib/modules/$kver" -name '*.ko.xz' | wc -l) modules"
+	find "$dir/root/lib/modules/$kver" -name '*.ko.xz' -print0 | xargs -0 -r -P"$(nproc)" -n64 xz -d
+	say "depmod $kver"
+	depmod -b "$dir/root" "$kver"
+	rm -rf "$dir/deb"
+	touch "$dir/root.done"
+}
+
+# build_initramfs packs busybox, the init script and the 9p/overlay modules. Rebuilt when the
+# init script or the module list changes.
+build_initramfs() {
+	local stamp want
+	want=$( (cat "$here/initramfs-init.sh"; echo "${initramfs_modules[*]}"; sha256sum /bin/busybox) | sha256sum | cut -c1-16)
+	stamp=$(cat "$dir/initramfs.stamp" 2>/dev/null || true)
+	if [[ $stamp == "$want" && -f $dir/initramfs.cpio.gz ]]; then
+		say "initramfs cached: $dir/initramfs.cpio.gz"
+		return
+	fi
+	local ldd_out
+	ldd_out=$(ldd /bin/busybox 2>&1 || true)
+	[[ $ldd_out == *'not a dynamic'* ]] ||
+		die "/bin/busybox is not static (install busybox-static)"
+	local work
+	work=$(mktemp -d)
+	mkdir -p "$work"/{bin,dev,proc,sys,lower,upper,newroot,modules}
+	cp /bin/busybox "$work/bin/busybox"
+	ln -s busybox "$work/bin/sh"
+	cp "$here/initramfs-init.sh" "$work/init"
+	chmod 0755 "$work/init"
+	local m line seen=" "
+	: >"$work/modules/order"
+	for m in "${initramfs_modules[@]}"; do
+		while read -r line; do
+			# Lines are "insmod /path/x.ko [params]" or "builtin x".
+			[[ $line == insmod\ * ]] || continue
+			line=${line#insmod }
+			line=${line%% *}
+			local base
+			base=$(basename "$line")
+			[[ $seen == *" $base "* ]] && continue
+			seen+="$base "
+			cp "$line" "$work/modules/$base"
+			echo "$base" >>"$work/modules/order"
+		done < <(modprobe -d "$dir/root" -S "$kver" --show-depends "$m")
+	done
+	say "initramfs modules: $(tr '\n' ' ' <"$work/modules/order")"
+	(cd "$work" && find . -print0 | cpio --null -o -H newc --quiet) | gzip -1 >"$dir/initramfs.cpio.gz.tmp"
+	mv "$dir/initramfs.cpio.gz.tmp" "$dir/initramfs.cpio.gz"
+	echo "$want" >"$dir/initramfs.stamp"
+	rm -rf "$work"
+	say "initramfs built: $dir/initramfs.cpio.gz"
+}
+
+main() {
+	local start=$SECONDS
+	mkdir -p "$cache"
+	exec 9>"$cache/.lock"
+	flock 9
+	install_host_packages
+	pick_kernel_package
+	dir=$cache/$pkg
+	mkdir -p "$dir"
+	fetch_kernel
+	kver=$(ls "$dir/root/lib/modules")
+	build_initramfs
+	cat >"$cache/current.env.tmp" <<EOF
+PACKAGE=$pkg
+KVER=$kver
+VMLINUZ=$dir/root/boot/vmlinuz-$kver
+INITRAMFS=$dir/initramfs.cpio.gz
+MODULES=$dir/root/lib/modules/$kver
+EOF
+	mv "$cache/current.env.tmp" "$cache/current.env"
+	say "ready: $pkg (kernel $kver) in $((SECONDS - start))s; $cache/current.env"
+}
+
+main "$@"

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# run.sh — boot the end-to-end VM and run one command in it as root.
+#
+#   e2e/vm/run.sh [options] -- COMMAND [ARG...]
+#
+# The guest sees this machine's / read-only under a writable tmpfs overlay (so every path, the repo
+# included, is the same as here), the Debian 6.12 kernel's modules under /lib/modules/$(uname -r),
+# and no network device unless --host-port asks for one. COMMAND runs in the current directory; its
+# output streams to stdout; run.sh exits with its status (125 if the VM never reported one).
+#
+# Options:
+#   --mem MIB          guest memory (env IPVSPROXY_VM_MEM, default 2560)
+#   --timeout SEC      hard limit; qemu is killed after it (env IPVSPROXY_VM_TIMEOUT, default 1200)
+#   --results DIR      writable share, mounted in the guest at the same path (default: a temp dir
+#                      removed afterwards); the guest's exit status lands in DIR/exit-status
+#   --host-port PORT   add ONE user-mode NIC (restrict=on, net 192.0.2.0/24, guest 192.0.2.15)
+#                      and forward guest connections to 192.0.2.100:PORT to this machine's
+#                      127.0.0.1:PORT; repeatable, still one NIC. The guest sees E2E_HOST_ADDR.
+#   -e NAME=VALUE      set an environment variable for COMMAND; repeatable
+#   --kernel-log       show the kernel's boot messages
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
+mem=${IPVSPROXY_VM_MEM:-2560}
+timeout=${IPVSPROXY_VM_TIMEOUT:-1200}
+results= keep_results= kernel_log=
+host_ports=() envs=()
+
+# Addresses of the restricted user network: all from 192.0.2.0/24 (RFC 5737), so nothing the
+# guest sends there can mean a real host.
+readonly user_net=192.0.2.0/24 guest_addr=192.0.2.15 host_fwd_addr=192.0.2.100
+
+die() { printf 'run: %s\n' "$*" >&2; exit 125; }
+
+while (($#)); do
+	case $1 in
+	--mem) mem=$2; shift 2 ;;
+	--timeout) timeout=$2; shift 2 ;;
+	--results) results=$2; keep_results=1; shift 2 ;;
+	--host-port) host_ports+=("$2"); shift 2 ;;
+	-e) envs+=("$2"); shift 2 ;;
+	--kernel-log) kernel_log=1; shift ;;
+	--) shift; break ;;
+	*) die "unknown option $1 (usage: run.sh [options] -- COMMAND...)" ;;
+	esac
+done
+(($#)) || die "no command (usage: run.sh [options] -- COMMAND...)"
+
+[[ -f $cache/current.env ]] || "$here/prepare.sh" >&2
+# shellcheck source=/dev/null
+. "$cache/current.env"
+
+if [[ -n $results ]]; then
+	mkdir -p "$results"
+	results=$(cd "$results" && pwd)
+else
+	results=$(mktemp -d "${TMPDIR:-/tmp}/ipvsproxy-vm.XXXXXX")
+fi
+# Paths go on the kernel command line, which splits on spaces.
+for p in "$results" "$here" "$MODULES"; do
+	[[ $p != *[[:space:]]* ]] || die "path with white space not supported: $p"
+done
+rm -f "$results/exit-status"
+
+# command.sh is what the guest runs: same directory, chosen environment, exact argv.
+{
+	echo "cd $(printf '%q' "$PWD") || exit 125"
+	((${#host_ports[@]})) && echo "export E2E_HOST_ADDR=$host_fwd_addr"
+	for e in "${envs[@]}"; do
+		[[ $e == *=* ]] || die "-e wants NAME=VALUE, got $e"
+		echo "export ${e%%=*}=$(printf '%q' "${e#*=}")"
+	done
+	printf 'exec'
+	printf ' %q' "$@"
+	echo
+} >"$results/command.sh"
+
+append="console=ttyS0 panic=-1 e2e_stage2=$here/guest-init.sh e2e_results=$results e2e_modules=$MODULES"
+if [[ -n $kernel_log ]]; then append+=" loglevel=6"; else append+=" quiet loglevel=3"; fi
+
+net_args=()
+if ((${#host_ports[@]})); then
+	netdev="user,id=net0,restrict=on,net=$user_net,dhcpstart=$guest_addr"
+	for port in "${host_ports[@]}"; do
+		[[ $port =~ ^[0-9]+$ ]] || die "--host-port wants a port number, got $port"
+		# cmd: spawns one socat per guest connection, so connections run concurrently.
+		netdev+=",guestfwd=tcp:$host_fwd_addr:$port-cmd:socat - TCP:127.0.0.1:$port"
+	done
+	net_args=(-netdev "$netdev" -device virtio-net-pci,netdev=net0)
+	append+=" e2e_net=$guest_addr/24"
+fi
+
+qemu=(
+	qemu-system-x86_64
+	-accel tcg -cpu max -smp 1 -m "$mem"
+	-nodefaults -no-user-config -no-reboot -display none -monitor none
+	-chardev stdio,id=console,signal=off -serial chardev:console
+	-kernel "$VMLINUZ" -initrd "$INITRAMFS" -append "$append"
+	# multidevs=remap: / spans several host file systems; keep their inode numbers apart.
+	-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap
+	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
+	-fsdev local,id=results,path="$results",security_model=none,multidevs=remap
+	-device virtio-9p-pci,fsdev=results,mount_tag=results
+	"${net_args[@]}"
+)
+start=$SECONDS
+set +e
+timeout -k 10 "$timeout" "${qemu[@]}" </dev/null
+qemu_rc=$?
+set -e
+elapsed=$((SECONDS - start))
+
+if [[ -f $results/exit-status ]]; then
+	rc=$(<"$results/exit-status")
+	echo "run: command exited $rc; VM ran ${elapsed}s" >&2
+else
+	rc=125
+	if ((qemu_rc == 124 || qemu_rc == 137)); then
+		echo "run: VM killed after the ${timeout}s timeout; no exit status" >&2
+	else
+		echo "run: VM stopped (qemu exit $qemu_rc) without an exit status after ${elapsed}s" >&2
+	fi
+fi
+[[ -n $keep_results ]] || rm -rf "$results"
+exit "$rc"
