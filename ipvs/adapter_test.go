@@ -1,0 +1,267 @@
+package ipvs
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+)
+
+// One table of cases, run against Fake always and against the kernel in a
+// fresh network namespace when possible: the kernel half is what proves the
+// fake faithful.
+
+var (
+	vip4  = netip.MustParseAddr("192.0.2.10")
+	vip4b = netip.MustParseAddr("192.0.2.11")
+	vip6  = netip.MustParseAddr("2001:db8::10")
+	rip4a = netip.MustParseAddr("198.51.100.5")
+	rip4b = netip.MustParseAddr("203.0.113.7")
+	rip6  = netip.MustParseAddr("2001:db8:1::5")
+
+	tcp80  = VirtualServerKey{Protocol: TCP, Address: vip4, Port: 80}
+	udp80  = VirtualServerKey{Protocol: UDP, Address: vip4, Port: 80}
+	sctp   = VirtualServerKey{Protocol: SCTP, Address: vip4b, Port: 3868}
+	tcp6   = VirtualServerKey{Protocol: TCP, Address: vip6, Port: 443}
+	udp6   = VirtualServerKey{Protocol: UDP, Address: vip6, Port: 53}
+	tcp80b = VirtualServerKey{Protocol: TCP, Address: vip4b, Port: 80}
+)
+
+func rs(addr netip.Addr, port uint16, weight int) RealServer {
+	return RealServer{RealServerKey: RealServerKey{Address: addr, Port: port}, Weight: weight}
+}
+
+// timeoutReader is implemented by both *kernel and *Fake.
+type timeoutReader interface {
+	currentTimeouts() (Timeouts, error)
+}
+
+type adapterCase struct {
+	name string
+	run  func(t *testing.T, a Interface)
+}
+
+var adapterCases = []adapterCase{
+	{"empty table lists an empty slice", func(t *testing.T, a Interface) {
+		vss, err := a.VirtualServers()
+		ok(t, err)
+		if vss == nil || len(vss) != 0 {
+			t.Fatalf("VirtualServers() = %#v, want empty non-nil slice", vss)
+		}
+	}},
+	{"add and list virtual servers of every protocol and family", func(t *testing.T, a Interface) {
+		add := []VirtualServer{
+			{VirtualServerKey: tcp6, Scheduler: "sh", PersistenceTimeout: 10800 * time.Second},
+			{VirtualServerKey: udp80, Scheduler: "wrr"},
+			{VirtualServerKey: tcp80, Scheduler: "rr"},
+			{VirtualServerKey: sctp, Scheduler: "rr"},
+			{VirtualServerKey: udp6, Scheduler: "rr"},
+		}
+		for _, vs := range add {
+			ok(t, a.AddVirtualServer(vs))
+		}
+		want := []VirtualServer{add[2], add[1], add[3], add[4], add[0]}
+		wantVirtualServers(t, a, want...)
+	}},
+	{"adding an existing virtual server fails with ErrExists", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		wantErr(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "wrr"}), ErrExists)
+		// An IPv4-mapped IPv6 address reaches the kernel as IPv4.
+		mapped := tcp80
+		mapped.Address = netip.AddrFrom16(vip4.As16())
+		wantErr(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: mapped, Scheduler: "rr"}), ErrExists)
+		wantVirtualServers(t, a, VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"})
+	}},
+	{"update changes scheduler and persistence", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		persistent := VirtualServer{VirtualServerKey: tcp80, Scheduler: "wrr", PersistenceTimeout: 60 * time.Second}
+		ok(t, a.UpdateVirtualServer(persistent))
+		wantVirtualServers(t, a, persistent)
+		plain := VirtualServer{VirtualServerKey: tcp80, Scheduler: "wrr"}
+		ok(t, a.UpdateVirtualServer(plain))
+		wantVirtualServers(t, a, plain)
+	}},
+	{"update or delete of a missing virtual server fails with ErrNotFound", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		wantErr(t, a.UpdateVirtualServer(VirtualServer{VirtualServerKey: udp80, Scheduler: "rr"}), ErrNotFound)
+		wantErr(t, a.DeleteVirtualServer(udp80), ErrNotFound)
+		wantErr(t, a.DeleteVirtualServer(tcp6), ErrNotFound)
+		wantVirtualServers(t, a, VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"})
+	}},
+	{"delete removes the virtual server and its real servers", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+		ok(t, a.DeleteVirtualServer(tcp80))
+		wantVirtualServers(t, a)
+		_, err := a.RealServers(tcp80)
+		wantErr(t, err, ErrNotFound)
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		wantRealServers(t, a, tcp80)
+	}},
+	{"unknown scheduler fails with ErrNoScheduler", func(t *testing.T, a Interface) {
+		wantErr(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "nosuchsched"}), ErrNoScheduler)
+		wantErr(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80}), ErrNoScheduler)
+		wantVirtualServers(t, a)
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		wantErr(t, a.UpdateVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "nosuchsched"}), ErrNoScheduler)
+		wantVirtualServers(t, a, VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"})
+	}},
+	{"twos scheduler", func(t *testing.T, a Interface) {
+		err := a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "twos"})
+		if errors.Is(err, ErrNoScheduler) {
+			t.Skipf("this kernel has no ip_vs_twos module: %v", err)
+		}
+		ok(t, err)
+		wantVirtualServers(t, a, VirtualServer{VirtualServerKey: tcp80, Scheduler: "twos"})
+	}},
+	{"real servers: add, list, reweight, delete", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "wrr"}))
+		ok(t, a.AddRealServer(tcp80, rs(rip4b, 8080, 1)))
+		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 3)))
+		ok(t, a.AddRealServer(tcp80, rs(rip4a, 9090, 1)))
+		wantRealServers(t, a, tcp80, rs(rip4a, 8080, 3), rs(rip4a, 9090, 1), rs(rip4b, 8080, 1))
+		// Weight 0 is how a terminating endpoint drains.
+		ok(t, a.UpdateRealServer(tcp80, rs(rip4a, 8080, 0)))
+		wantRealServers(t, a, tcp80, rs(rip4a, 8080, 0), rs(rip4a, 9090, 1), rs(rip4b, 8080, 1))
+		ok(t, a.DeleteRealServer(tcp80, RealServerKey{Address: rip4a, Port: 8080}))
+		wantRealServers(t, a, tcp80, rs(rip4a, 9090, 1), rs(rip4b, 8080, 1))
+	}},
+	{"IPv6 real servers", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: udp6, Scheduler: "rr"}))
+		ok(t, a.AddRealServer(udp6, rs(rip6, 5353, 1)))
+		ok(t, a.UpdateRealServer(udp6, rs(rip6, 5353, 7)))
+		wantRealServers(t, a, udp6, rs(rip6, 5353, 7))
+		ok(t, a.DeleteRealServer(udp6, RealServerKey{Address: rip6, Port: 5353}))
+		wantRealServers(t, a, udp6)
+	}},
+	{"adding an existing real server fails with ErrExists", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+		wantErr(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 5)), ErrExists)
+		wantRealServers(t, a, tcp80, rs(rip4a, 8080, 1))
+	}},
+	{"real server commands on a missing virtual server fail with ErrNotFound", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		_, err := a.RealServers(udp80)
+		wantErr(t, err, ErrNotFound)
+		wantErr(t, a.AddRealServer(udp80, rs(rip4a, 8080, 1)), ErrNotFound)
+		wantErr(t, a.UpdateRealServer(udp80, rs(rip4a, 8080, 1)), ErrNotFound)
+		wantErr(t, a.DeleteRealServer(udp80, RealServerKey{Address: rip4a, Port: 8080}), ErrNotFound)
+	}},
+	{"update or delete of a missing real server fails with ErrNotFound", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+		wantErr(t, a.UpdateRealServer(tcp80, rs(rip4a, 8081, 1)), ErrNotFound)
+		wantErr(t, a.DeleteRealServer(tcp80, RealServerKey{Address: rip4b, Port: 8080}), ErrNotFound)
+		wantErr(t, a.DeleteRealServer(tcp80, RealServerKey{Address: rip6, Port: 8080}), ErrNotFound)
+		wantRealServers(t, a, tcp80, rs(rip4a, 8080, 1))
+	}},
+	{"a real server of the other address family is refused", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		err := a.AddRealServer(tcp80, rs(rip6, 8080, 1))
+		if err == nil || errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) {
+			t.Fatalf("AddRealServer(IPv6 to IPv4) = %v, want a plain error", err)
+		}
+		wantRealServers(t, a, tcp80)
+	}},
+	{"one real server in two virtual servers is two entries", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80b, Scheduler: "rr"}))
+		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+		ok(t, a.AddRealServer(tcp80b, rs(rip4a, 8080, 2)))
+		ok(t, a.DeleteRealServer(tcp80, RealServerKey{Address: rip4a, Port: 8080}))
+		wantRealServers(t, a, tcp80)
+		wantRealServers(t, a, tcp80b, rs(rip4a, 8080, 2))
+	}},
+	{"invalid input is refused", func(t *testing.T, a Interface) {
+		bad := []error{
+			a.AddVirtualServer(VirtualServer{VirtualServerKey: VirtualServerKey{Protocol: 99, Address: vip4, Port: 80}, Scheduler: "rr"}),
+			a.AddVirtualServer(VirtualServer{VirtualServerKey: VirtualServerKey{Protocol: TCP, Port: 80}, Scheduler: "rr"}),
+			a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr", PersistenceTimeout: 1500 * time.Millisecond}),
+			a.SetTimeouts(Timeouts{TCP: -time.Second}),
+		}
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80b, Scheduler: "rr"}))
+		bad = append(bad, a.AddRealServer(tcp80b, rs(rip4a, 80, -1)), a.AddRealServer(tcp80b, rs(rip4a, 80, 65536)))
+		for i, err := range bad {
+			if err == nil {
+				t.Errorf("invalid request %d succeeded", i)
+			}
+		}
+		wantVirtualServers(t, a, VirtualServer{VirtualServerKey: tcp80b, Scheduler: "rr"})
+		wantRealServers(t, a, tcp80b)
+	}},
+	{"timeouts start at the kernel defaults and zero leaves one unchanged", func(t *testing.T, a Interface) {
+		wantTimeouts(t, a, defaultTimeouts)
+		ok(t, a.SetTimeouts(Timeouts{TCP: 901 * time.Second}))
+		wantTimeouts(t, a, Timeouts{TCP: 901 * time.Second, TCPFin: defaultTimeouts.TCPFin, UDP: defaultTimeouts.UDP})
+		ok(t, a.SetTimeouts(Timeouts{TCPFin: 5 * time.Second, UDP: 30 * time.Second}))
+		wantTimeouts(t, a, Timeouts{TCP: 901 * time.Second, TCPFin: 5 * time.Second, UDP: 30 * time.Second})
+	}},
+	{"calls after Close fail", func(t *testing.T, a Interface) {
+		ok(t, a.Close())
+		if _, err := a.VirtualServers(); err == nil {
+			t.Fatal("VirtualServers after Close succeeded")
+		}
+		if err := a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}); err == nil {
+			t.Fatal("AddVirtualServer after Close succeeded")
+		}
+	}},
+}
+
+func TestAdapter(t *testing.T) {
+	t.Run("fake", func(t *testing.T) {
+		for _, c := range adapterCases {
+			t.Run(c.name, func(t *testing.T) { c.run(t, NewFake()) })
+		}
+	})
+	t.Run("kernel", func(t *testing.T) {
+		if reason := kernelSkipReason(); reason != "" {
+			t.Skip(reason)
+		}
+		for _, c := range adapterCases {
+			t.Run(c.name, func(t *testing.T) { c.run(t, newKernelInFreshNamespace(t)) })
+		}
+	})
+}
+
+func ok(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+}
+
+func wantErr(t *testing.T, err, sentinel error) {
+	t.Helper()
+	if !errors.Is(err, sentinel) {
+		t.Fatalf("error = %v, want %v", err, sentinel)
+	}
+}
+
+func wantVirtualServers(t *testing.T, a Interface, want ...VirtualServer) {
+	t.Helper()
+	got, err := a.VirtualServers()
+	ok(t, err)
+	if !slices.Equal(got, want) {
+		t.Fatalf("VirtualServers() =\n  %v\nwant\n  %v", got, want)
+	}
+}
+
+func wantRealServers(t *testing.T, a Interface, vs VirtualServerKey, want ...RealServer) {
+	t.Helper()
+	got, err := a.RealServers(vs)
+	ok(t, err)
+	if !slices.Equal(got, want) {
+		t.Fatalf("RealServers(%s) =\n  %v\nwant\n  %v", vs, got, want)
+	}
+}
+
+func wantTimeouts(t *testing.T, a Interface, want Timeouts) {
+	t.Helper()
+	got, err := a.(timeoutReader).currentTimeouts()
+	ok(t, err)
+	if got != want {
+		t.Fatalf("timeouts = %+v, want %+v", got, want)
+	}
+}

@@ -1,0 +1,104 @@
+package ipvs
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// What only Fake offers: knobs for tests elsewhere and its Dump.
+
+func TestFakeRemoveScheduler(t *testing.T) {
+	f := NewFake()
+	f.RemoveScheduler("twos")
+	wantErr(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "twos"}), ErrNoScheduler)
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+
+	f.SetSchedulers("twos")
+	wantErr(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: udp80, Scheduler: "rr"}), ErrNoScheduler)
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: udp80, Scheduler: "twos"}))
+}
+
+func TestFakeWritesCountsMutatingCallsOnly(t *testing.T) {
+	f := NewFake()
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+	wantErr(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}), ErrExists)
+	ok(t, f.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+	if got := f.Writes(); got != 3 {
+		t.Fatalf("Writes() after 3 writes (one failed) = %d", got)
+	}
+	if _, err := f.VirtualServers(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.RealServers(tcp80); err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Dump()
+	if got := f.Writes(); got != 3 {
+		t.Fatalf("Writes() after reads = %d, want 3", got)
+	}
+}
+
+func TestFakeConnectionsSurviveReweight(t *testing.T) {
+	f := NewFake()
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+	ok(t, f.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+	ok(t, f.SetConnections(tcp80, RealServerKey{Address: rip4a, Port: 8080}, 2, 5))
+	ok(t, f.UpdateRealServer(tcp80, rs(rip4a, 8080, 0)))
+	want := rs(rip4a, 8080, 0)
+	want.ActiveConnections, want.InactiveConnections = 2, 5
+	wantRealServers(t, f, tcp80, want)
+	wantErr(t, f.SetConnections(tcp80, RealServerKey{Address: rip4b, Port: 8080}, 1, 1), ErrNotFound)
+	wantErr(t, f.SetConnections(udp80, RealServerKey{Address: rip4a, Port: 8080}, 1, 1), ErrNotFound)
+}
+
+func TestFakeDump(t *testing.T) {
+	f := NewFake()
+	if got := f.Dump(); got != "" {
+		t.Fatalf("Dump() of an empty table = %q", got)
+	}
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp6, Scheduler: "rr", PersistenceTimeout: 10800 * time.Second}))
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: udp80, Scheduler: "rr"}))
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "twos"}))
+	ok(t, f.AddRealServer(tcp80, rs(rip4b, 8080, 1)))
+	ok(t, f.AddRealServer(tcp80, rs(rip4a, 8080, 0)))
+	ok(t, f.SetConnections(tcp80, RealServerKey{Address: rip4a, Port: 8080}, 2, 5))
+	ok(t, f.AddRealServer(tcp6, rs(rip6, 8443, 1)))
+	ok(t, f.SetTimeouts(Timeouts{UDP: 30 * time.Second}))
+	want := `timeouts tcp 900 tcpfin 120 udp 30
+TCP 192.0.2.10:80 twos
+  -> 198.51.100.5:8080 weight 0 active 2 inactive 5
+  -> 203.0.113.7:8080 weight 1
+UDP 192.0.2.10:80 rr
+TCP [2001:db8::10]:443 rr persistent 10800
+  -> [2001:db8:1::5]:8443 weight 1
+`
+	if got := f.Dump(); got != want {
+		t.Fatalf("Dump() =\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestFakeConcurrentUse(t *testing.T) {
+	f := NewFake()
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rs(rip4a, uint16(8000+i), 1)
+			if err := f.AddRealServer(tcp80, r); err != nil {
+				t.Error(err)
+			}
+			if _, err := f.RealServers(tcp80); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := f.RealServers(tcp80)
+	ok(t, err)
+	if len(got) != 8 {
+		t.Fatalf("after 8 concurrent adds: %d real servers", len(got))
+	}
+}

@@ -1,0 +1,375 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	mobyipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// IP_VS_SVC_F_PERSISTENT. IP_VS_SVC_F_HASHED (0x2) is deliberately never
+// sent: the kernel sets it itself, and kernels before the fix "ipvs: ignore
+// IP_VS_SVC_F_HASHED flag when adding service" leave a service that arrives
+// with it unhashed, i.e. unreachable. On reads it is masked away.
+const flagPersistent = 0x1
+
+// kernel is the IPVS table of one network namespace, reached over a single
+// long-lived generic netlink socket.
+type kernel struct {
+	// mu serialises requests: moby/ipvs sends and then reads replies on one
+	// socket, skipping replies with another sequence number, so two
+	// goroutines sharing the socket would eat each other's answers.
+	mu     sync.Mutex
+	handle *mobyipvs.Handle
+}
+
+var _ Interface = (*kernel)(nil)
+
+// New opens the IPVS table of the current network namespace. It fails with
+// ErrUnsupported when the kernel has no IPVS (module ip_vs not loaded).
+func New() (Interface, error) { return open("") }
+
+// NewInNamespace opens the IPVS table of the network namespace ns. The
+// handle may be closed once NewInNamespace returns.
+func NewInNamespace(ns netns.NsHandle) (Interface, error) {
+	return open(fmt.Sprintf("/proc/self/fd/%d", int(ns)))
+}
+
+func open(nsPath string) (*kernel, error) {
+	// Look the family up first: moby/ipvs resolves it once per process and,
+	// when that fails, keeps family 0 and sends every later request as a
+	// netlink no-op that the kernel acknowledges, so nothing would fail.
+	if err := checkAvailable(); err != nil {
+		return nil, err
+	}
+	h, err := mobyipvs.New(nsPath)
+	if err != nil {
+		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
+	}
+	return &kernel{handle: h}, nil
+}
+
+// checkAvailable reports ErrUnsupported unless the generic netlink family
+// "IPVS" is registered (families are global, not per namespace).
+func checkAvailable() error {
+	h, err := netlink.NewHandle(unix.NETLINK_GENERIC)
+	if err != nil {
+		return fmt.Errorf("open generic netlink socket: %w", err)
+	}
+	defer h.Close()
+	if _, err := h.GenlFamilyGet("IPVS"); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("generic netlink family IPVS not registered (is module ip_vs loaded?): %w", ErrUnsupported)
+		}
+		return fmt.Errorf("look up generic netlink family IPVS: %w", err)
+	}
+	return nil
+}
+
+var errClosed = errors.New("IPVS handle closed")
+
+func (k *kernel) lock() (*mobyipvs.Handle, error) {
+	k.mu.Lock()
+	if k.handle == nil {
+		k.mu.Unlock()
+		return nil, errClosed
+	}
+	return k.handle, nil
+}
+
+func (k *kernel) VirtualServers() ([]VirtualServer, error) {
+	h, err := k.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer k.mu.Unlock()
+	svcs, err := h.GetServices()
+	if err != nil {
+		return nil, fmt.Errorf("list virtual servers: %w", err)
+	}
+	out := []VirtualServer{}
+	for _, s := range svcs {
+		if vs, ok := fromService(s); ok {
+			out = append(out, vs)
+		}
+	}
+	sortVirtualServers(out)
+	return out, nil
+}
+
+func (k *kernel) AddVirtualServer(vs VirtualServer) error {
+	vs, err := checkVirtualServer(vs)
+	if err != nil {
+		return fmt.Errorf("add virtual server %s: %w", vs.VirtualServerKey, err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return err
+	}
+	defer k.mu.Unlock()
+	if err := h.NewService(toService(vs)); err != nil {
+		return fmt.Errorf("add virtual server %s: %w", vs.VirtualServerKey, serviceError(err))
+	}
+	return nil
+}
+
+func (k *kernel) UpdateVirtualServer(vs VirtualServer) error {
+	vs, err := checkVirtualServer(vs)
+	if err != nil {
+		return fmt.Errorf("update virtual server %s: %w", vs.VirtualServerKey, err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return err
+	}
+	defer k.mu.Unlock()
+	if err := h.UpdateService(toService(vs)); err != nil {
+		return fmt.Errorf("update virtual server %s: %w", vs.VirtualServerKey, serviceError(err))
+	}
+	return nil
+}
+
+func (k *kernel) DeleteVirtualServer(key VirtualServerKey) error {
+	key, err := key.canonical()
+	if err != nil {
+		return fmt.Errorf("delete virtual server %s: %w", key, err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return err
+	}
+	defer k.mu.Unlock()
+	if err := h.DelService(toService(VirtualServer{VirtualServerKey: key})); err != nil {
+		return fmt.Errorf("delete virtual server %s: %w", key, serviceError(err))
+	}
+	return nil
+}
+
+func (k *kernel) RealServers(key VirtualServerKey) ([]RealServer, error) {
+	key, err := key.canonical()
+	if err != nil {
+		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer k.mu.Unlock()
+	svc := toService(VirtualServer{VirtualServerKey: key})
+	// The kernel's destination dump answers an unknown service with an empty
+	// list, not an error, so ask for the service itself first (ESRCH).
+	if _, err := h.GetService(svc); err != nil {
+		return nil, fmt.Errorf("list real servers of %s: %w", key, serviceError(err))
+	}
+	dests, err := h.GetDestinations(svc)
+	if err != nil {
+		return nil, fmt.Errorf("list real servers of %s: %w", key, destinationError(err))
+	}
+	out := []RealServer{}
+	for _, d := range dests {
+		if rs, ok := fromDestination(d); ok {
+			out = append(out, rs)
+		}
+	}
+	sortRealServers(out)
+	return out, nil
+}
+
+func (k *kernel) AddRealServer(vs VirtualServerKey, rs RealServer) error {
+	vs, rs, err := checkRealServer(vs, rs)
+	if err != nil {
+		return fmt.Errorf("add real server %s to %s: %w", rs.RealServerKey, vs, err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return err
+	}
+	defer k.mu.Unlock()
+	if err := h.NewDestination(toService(VirtualServer{VirtualServerKey: vs}), toDestination(rs)); err != nil {
+		return fmt.Errorf("add real server %s to %s: %w", rs.RealServerKey, vs, destinationError(err))
+	}
+	return nil
+}
+
+// UpdateRealServer changes only the weight. IPVS has no "change the address
+// of a destination": a real server that moves is a delete plus an add.
+func (k *kernel) UpdateRealServer(vs VirtualServerKey, rs RealServer) error {
+	vs, rs, err := checkRealServer(vs, rs)
+	if err != nil {
+		return fmt.Errorf("update real server %s of %s: %w", rs.RealServerKey, vs, err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return err
+	}
+	defer k.mu.Unlock()
+	if err := h.UpdateDestination(toService(VirtualServer{VirtualServerKey: vs}), toDestination(rs)); err != nil {
+		return fmt.Errorf("update real server %s of %s: %w", rs.RealServerKey, vs, destinationError(err))
+	}
+	return nil
+}
+
+func (k *kernel) DeleteRealServer(vs VirtualServerKey, key RealServerKey) error {
+	vs, key, err := checkRealServerKey(vs, key)
+	if err != nil {
+		return fmt.Errorf("delete real server %s of %s: %w", key, vs, err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return err
+	}
+	defer k.mu.Unlock()
+	d := toDestination(RealServer{RealServerKey: key})
+	if err := h.DelDestination(toService(VirtualServer{VirtualServerKey: vs}), d); err != nil {
+		return fmt.Errorf("delete real server %s of %s: %w", key, vs, destinationError(err))
+	}
+	return nil
+}
+
+// SetTimeouts uses IPVS_CMD_SET_CONFIG, where the kernel treats a zero
+// value as "leave unchanged", matching Timeouts' contract.
+func (k *kernel) SetTimeouts(t Timeouts) error {
+	if err := checkTimeouts(t); err != nil {
+		return fmt.Errorf("set IPVS timeouts: %w", err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return err
+	}
+	defer k.mu.Unlock()
+	c := &mobyipvs.Config{TimeoutTCP: t.TCP, TimeoutTCPFin: t.TCPFin, TimeoutUDP: t.UDP}
+	if err := h.SetConfig(c); err != nil {
+		return fmt.Errorf("set IPVS timeouts: %w", err)
+	}
+	return nil
+}
+
+// currentTimeouts reads the timeouts back (used by the adapter tests).
+func (k *kernel) currentTimeouts() (Timeouts, error) {
+	h, err := k.lock()
+	if err != nil {
+		return Timeouts{}, err
+	}
+	defer k.mu.Unlock()
+	c, err := h.GetConfig()
+	if err != nil {
+		return Timeouts{}, fmt.Errorf("get IPVS timeouts: %w", err)
+	}
+	return Timeouts{TCP: c.TimeoutTCP, TCPFin: c.TimeoutTCPFin, UDP: c.TimeoutUDP}, nil
+}
+
+func (k *kernel) Close() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.handle != nil {
+		k.handle.Close()
+		k.handle = nil
+	}
+	return nil
+}
+
+// serviceError maps the errno of a command naming a virtual server. In
+// net/netfilter/ipvs/ip_vs_ctl.c: NEW_SERVICE on an existing one is EEXIST,
+// any other command on a missing one ESRCH, and an unknown scheduler ENOENT
+// (after request_module("ip_vs_<name>") failed).
+func serviceError(err error) error {
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("%w (%w)", ErrExists, err)
+	case errors.Is(err, unix.ESRCH):
+		return fmt.Errorf("%w (%w)", ErrNotFound, err)
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("%w (%w)", ErrNoScheduler, err)
+	}
+	return err
+}
+
+// destinationError maps the errno of a command naming a real server: ESRCH
+// when its virtual server is missing, ENOENT when the real server is,
+// EEXIST when adding one that is present.
+func destinationError(err error) error {
+	switch {
+	case errors.Is(err, unix.EEXIST):
+		return fmt.Errorf("%w (%w)", ErrExists, err)
+	case errors.Is(err, unix.ESRCH), errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("%w (%w)", ErrNotFound, err)
+	}
+	return err
+}
+
+// toService builds moby's service; vs must be canonical. The netmask is the
+// whole address (IPv4 0xffffffff, IPv6 prefix length 128), as kube-proxy
+// sends it; the kernel only uses it for persistence templates.
+func toService(vs VirtualServer) *mobyipvs.Service {
+	s := &mobyipvs.Service{
+		Address:       vs.Address.AsSlice(),
+		Protocol:      uint16(vs.Protocol),
+		Port:          vs.Port,
+		SchedName:     vs.Scheduler,
+		AddressFamily: unix.AF_INET,
+		Netmask:       0xffffffff,
+	}
+	if vs.Address.Is6() {
+		s.AddressFamily = unix.AF_INET6
+		s.Netmask = 128
+	}
+	if vs.PersistenceTimeout > 0 {
+		s.Flags = flagPersistent
+		s.Timeout = uint32(vs.PersistenceTimeout / time.Second)
+	}
+	return s
+}
+
+// fromService converts a dumped service. Firewall-mark services have no
+// address and port and cannot be represented; they are left out.
+func fromService(s *mobyipvs.Service) (VirtualServer, bool) {
+	if s.FWMark != 0 {
+		return VirtualServer{}, false
+	}
+	addr, ok := netip.AddrFromSlice(s.Address)
+	if !ok {
+		return VirtualServer{}, false
+	}
+	vs := VirtualServer{
+		VirtualServerKey: VirtualServerKey{Protocol: Protocol(s.Protocol), Address: addr.Unmap(), Port: s.Port},
+		Scheduler:        s.SchedName,
+	}
+	if s.Flags&flagPersistent != 0 {
+		vs.PersistenceTimeout = time.Duration(s.Timeout) * time.Second
+	}
+	return vs, true
+}
+
+// toDestination always asks for masquerading (NAT) forwarding.
+func toDestination(rs RealServer) *mobyipvs.Destination {
+	d := &mobyipvs.Destination{
+		Address:         rs.Address.AsSlice(),
+		Port:            rs.Port,
+		Weight:          rs.Weight,
+		ConnectionFlags: mobyipvs.ConnectionFlagMasq,
+		AddressFamily:   unix.AF_INET,
+	}
+	if rs.Address.Is6() {
+		d.AddressFamily = unix.AF_INET6
+	}
+	return d
+}
+
+func fromDestination(d *mobyipvs.Destination) (RealServer, bool) {
+	addr, ok := netip.AddrFromSlice(d.Address)
+	if !ok {
+		return RealServer{}, false
+	}
+	return RealServer{
+		RealServerKey:       RealServerKey{Address: addr.Unmap(), Port: d.Port},
+		Weight:              d.Weight,
+		ActiveConnections:   d.ActiveConnections,
+		InactiveConnections: d.InactiveConnections,
+	}, true
+}
