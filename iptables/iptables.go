@@ -61,6 +61,8 @@ var _ Interface = (*runner)(nil)
 // New returns the real iptables for family, using the back end the host
 // already uses (see Detect) unless WithBackend says otherwise. It fails with
 // ErrUnsupported when neither iptables-legacy nor iptables-nft is installed.
+// A caller creating both families should call Detect once and pass its
+// answer to both with WithBackend, so that they cannot disagree.
 func New(family Family, opts ...Option) (Interface, error) {
 	if family != IPv4 && family != IPv6 {
 		return nil, fmt.Errorf("iptables for %s: unknown family: %w", family, ErrUnsupported)
