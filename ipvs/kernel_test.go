@@ -9,7 +9,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -76,5 +78,21 @@ func freshNamespace(t *testing.T) netns.NsHandle {
 	}
 	runtime.UnlockOSThread()
 	t.Cleanup(func() { ns.Close() })
+	// IPv4 real servers need a routing table to exist: ip_vs_new_dest()
+	// requires inet_addr_type() to say RTN_UNICAST, and in a namespace with
+	// no address at all it says RTN_BROADCAST (EINVAL). Any real node has
+	// addresses; here, bringing lo up (127.0.0.1) is enough.
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatalf("open rtnetlink in test namespace: %v", err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err == nil {
+		err = h.LinkSetUp(lo)
+	}
+	if err != nil {
+		t.Fatalf("bring lo up in test namespace: %v", err)
+	}
 	return ns
 }
