@@ -1,0 +1,441 @@
+package ipvsproxy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// This file is where a Service becomes IPVS entries. BuildService is pure:
+// same input, same output, no syscalls, so it is tested with golden dumps and
+// fuzzed.
+
+// NodeInfo is what the builder needs to know about this node.
+type NodeInfo struct {
+	Name string
+	// Zone is the node's topology.kubernetes.io/zone label.
+	Zone string
+	// Addresses are the node's own addresses (every interface but
+	// kube-ipvs0), candidates for NodePort virtual servers.
+	Addresses []netip.Addr
+}
+
+// Virtual server kinds, as a person reading `inspect` knows them.
+const (
+	KindClusterIP    = "ClusterIP"
+	KindExternalIP   = "ExternalIP"
+	KindLoadBalancer = "LoadBalancer"
+	KindNodePort     = "NodePort"
+)
+
+// VirtualServerState is one virtual server the proxier wants, with its real
+// servers and the Service port it serves.
+type VirtualServerState struct {
+	ipvs.VirtualServer
+	// RealServers are sorted by address and port.
+	RealServers []ipvs.RealServer
+	Port        ServicePortName
+	Kind        string
+	// LocalOnly is true when only this node's endpoints may serve it
+	// (externalTrafficPolicy or internalTrafficPolicy Local).
+	LocalOnly bool
+}
+
+// ServiceState is everything one Service wants from the kernel of this node.
+type ServiceState struct {
+	Name types.NamespacedName
+	// Created orders Services when two want the same virtual server: the
+	// older keeps it.
+	Created        time.Time
+	VirtualServers []VirtualServerState
+	// Addresses are bound on kube-ipvs0.
+	Addresses  []netip.Addr
+	SetEntries []SetEntry
+	// HealthCheckNodePort is non-zero for a LoadBalancer Service with
+	// externalTrafficPolicy Local.
+	HealthCheckNodePort uint16
+	// LocalReadyEndpoints counts this node's distinct ready endpoint
+	// addresses; terminating ones do not count (the health check answer).
+	LocalReadyEndpoints int
+	Problems            []Problem
+}
+
+// defaultAffinityTimeout is Kubernetes' default ClientIP affinity (3 hours).
+const defaultAffinityTimeout = 10800 * time.Second
+
+// BuildService computes what svc and its EndpointSlices need on this node.
+// Bad parts of the input are skipped and listed in Problems; the rest is
+// still built.
+func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, node NodeInfo, cfg Config) *ServiceState {
+	st := &ServiceState{Name: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, Created: svc.CreationTimestamp.Time}
+	// ExternalName Services are DNS only; headless ones have no virtual IP.
+	if svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone {
+		return st
+	}
+	b := builder{svc: svc, node: node, cfg: cfg, st: st, ref: serviceRef(svc), vsSeen: map[ipvs.VirtualServerKey]bool{}}
+	ports := b.validPorts()
+	affinity := b.affinity()
+	externalLocal := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
+	localReady := map[netip.Addr]bool{}
+
+	for _, family := range cfg.Families {
+		clusterIP, ok := b.clusterIP(family)
+		if !ok {
+			continue
+		}
+		endpoints, problems := endpointsByPort(endpointSlices, family)
+		st.Problems = append(st.Problems, problems...)
+		externalIPs := b.addresses(family, svc.Spec.ExternalIPs, "external IP")
+		lbIPs := b.loadBalancerIPs(family)
+		sourceRanges := b.sourceRanges(family)
+		nodeAddrs := nodePortAddresses(node, cfg, family)
+
+		for _, port := range ports {
+			name := ServicePortName{NamespacedName: st.Name, Port: port.Name, Protocol: port.Protocol}
+			eps := endpoints[portKey{name: port.Name, protocol: port.Protocol}]
+			for _, e := range eps {
+				if e.Ready && e.NodeName == node.Name {
+					localReady[e.Addr] = true
+				}
+			}
+			cluster, local := trafficEndpoints(eps, node)
+			internal, external := cluster, cluster
+			if internalLocal {
+				internal = local
+			}
+			if externalLocal {
+				external = local
+			}
+			proto := strings.ToLower(string(port.Protocol))
+			vs := func(addr netip.Addr, p uint16, kind string, eps []Endpoint, localOnly bool) bool {
+				return b.addVirtualServer(ipvs.VirtualServer{
+					VirtualServerKey:   ipvs.VirtualServerKey{Protocol: ipvsProtocol(port.Protocol), Address: addr, Port: p},
+					Scheduler:          cfg.Scheduler,
+					PersistenceTimeout: affinity,
+				}, name, kind, eps, localOnly)
+			}
+			entry := func(set string, e ipset.Entry) {
+				st.SetEntries = append(st.SetEntries, SetEntry{Set: setName(set, family), Entry: e})
+			}
+			ipPort := func(a netip.Addr) ipset.Entry { return ipset.Entry{IP: a, Protocol: proto, Port: uint16(port.Port)} }
+
+			if vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
+				st.Addresses = append(st.Addresses, clusterIP)
+				entry(setClusterIP, ipPort(clusterIP))
+				entry(setIPVSServices, ipPort(clusterIP))
+			}
+			for _, ip := range externalIPs {
+				if !vs(ip, uint16(port.Port), KindExternalIP, external, externalLocal) {
+					continue
+				}
+				st.Addresses = append(st.Addresses, ip)
+				entry(setIPVSServices, ipPort(ip))
+				if !externalLocal {
+					entry(setExternalIP, ipPort(ip))
+				}
+			}
+			for _, ip := range lbIPs {
+				if !vs(ip, uint16(port.Port), KindLoadBalancer, external, externalLocal) {
+					continue
+				}
+				st.Addresses = append(st.Addresses, ip)
+				entry(setIPVSServices, ipPort(ip))
+				if !externalLocal {
+					entry(setLoadBalancer, ipPort(ip))
+				}
+				if len(sourceRanges) > 0 {
+					entry(setLBFirewall, ipPort(ip))
+					for _, r := range sourceRanges {
+						e := ipPort(ip)
+						e.Net = r
+						entry(setLBSourceCIDR, e)
+					}
+				}
+			}
+			if port.NodePort != 0 && b.validNodePort(port) {
+				np := uint16(port.NodePort)
+				for _, addr := range nodeAddrs {
+					if !vs(addr, np, KindNodePort, external, externalLocal) || externalLocal {
+						continue
+					}
+					if port.Protocol == v1.ProtocolSCTP {
+						entry(setNodePortSCTP, ipset.Entry{IP: addr, Protocol: proto, Port: np})
+					}
+				}
+				if !externalLocal && len(nodeAddrs) > 0 {
+					switch port.Protocol {
+					case v1.ProtocolTCP:
+						entry(setNodePortTCP, ipset.Entry{Port: np})
+					case v1.ProtocolUDP:
+						entry(setNodePortUDP, ipset.Entry{Port: np})
+					}
+				}
+			}
+			// A local endpoint reaching itself through the Service must be
+			// masqueraded or its own reply would bypass IPVS (hairpin).
+			for _, e := range union(internal, external) {
+				if e.NodeName == node.Name {
+					entry(setLoopBack, ipset.Entry{IP: e.Addr, Protocol: proto, Port: e.Port, IP2: e.Addr})
+				}
+			}
+		}
+	}
+	if svc.Spec.Type == v1.ServiceTypeLoadBalancer && externalLocal && svc.Spec.HealthCheckNodePort != 0 {
+		if svc.Spec.HealthCheckNodePort < 1 || svc.Spec.HealthCheckNodePort > 65535 {
+			b.problem(ReasonInvalidService, "healthCheckNodePort %d out of range", svc.Spec.HealthCheckNodePort)
+		} else {
+			st.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
+		}
+	}
+	st.LocalReadyEndpoints = len(localReady)
+	for _, a := range st.Addresses {
+		st.SetEntries = append(st.SetEntries, SetEntry{Set: setName(setIPVSIPs, familyOf(a)), Entry: ipset.Entry{IP: a}})
+	}
+	st.normalize()
+	return st
+}
+
+// builder carries one BuildService call's context.
+type builder struct {
+	svc    *v1.Service
+	node   NodeInfo
+	cfg    Config
+	st     *ServiceState
+	ref    v1.ObjectReference
+	vsSeen map[ipvs.VirtualServerKey]bool
+}
+
+func (b *builder) problem(reason, format string, args ...any) {
+	b.st.Problems = append(b.st.Problems, Problem{Object: b.ref, Reason: reason, Message: fmt.Sprintf(format, args...)})
+}
+
+// validPorts drops ports the kernel could not serve, and repeats.
+func (b *builder) validPorts() []v1.ServicePort {
+	var out []v1.ServicePort
+	seen := map[portKey]bool{}
+	seenNumber := map[string]bool{}
+	for _, p := range b.svc.Spec.Ports {
+		switch {
+		case p.Port < 1 || p.Port > 65535:
+			b.problem(ReasonInvalidService, "port %q: %d out of range", p.Name, p.Port)
+		case ipvsProtocol(p.Protocol) == 0:
+			b.problem(ReasonInvalidService, "port %q: unsupported protocol %q", p.Name, p.Protocol)
+		case seen[portKey{p.Name, p.Protocol}] || seenNumber[fmt.Sprintf("%s/%d", p.Protocol, p.Port)]:
+			b.problem(ReasonInvalidService, "port %q (%d/%s) repeats another port", p.Name, p.Port, p.Protocol)
+		default:
+			seen[portKey{p.Name, p.Protocol}] = true
+			seenNumber[fmt.Sprintf("%s/%d", p.Protocol, p.Port)] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (b *builder) validNodePort(p v1.ServicePort) bool {
+	if p.NodePort < 1 || p.NodePort > 65535 {
+		b.problem(ReasonInvalidService, "port %q: nodePort %d out of range", p.Name, p.NodePort)
+		return false
+	}
+	return true
+}
+
+// affinity is the persistence timeout for ClientIP session affinity.
+func (b *builder) affinity() time.Duration {
+	if b.svc.Spec.SessionAffinity != v1.ServiceAffinityClientIP {
+		return 0
+	}
+	c := b.svc.Spec.SessionAffinityConfig
+	if c == nil || c.ClientIP == nil || c.ClientIP.TimeoutSeconds == nil {
+		return defaultAffinityTimeout
+	}
+	if s := *c.ClientIP.TimeoutSeconds; s >= 1 && s <= 86400 {
+		return time.Duration(s) * time.Second
+	}
+	b.problem(ReasonInvalidService, "sessionAffinity timeout %d out of range 1-86400; using %v", *c.ClientIP.TimeoutSeconds, defaultAffinityTimeout)
+	return defaultAffinityTimeout
+}
+
+// clusterIP is the Service's cluster IP of family, if any.
+func (b *builder) clusterIP(family v1.IPFamily) (netip.Addr, bool) {
+	ips := b.svc.Spec.ClusterIPs
+	if len(ips) == 0 && b.svc.Spec.ClusterIP != "" {
+		ips = []string{b.svc.Spec.ClusterIP}
+	}
+	for _, s := range ips {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			if family == b.cfg.Families[0] { // report once, not per family
+				b.problem(ReasonInvalidService, "cluster IP %q is not an IP address", s)
+			}
+			continue
+		}
+		a = a.Unmap()
+		if familyOf(a) == family && !b.cfg.excluded(a) {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// addresses parses the list, keeping valid ones of family; bad ones are
+// reported once (on the first family).
+func (b *builder) addresses(family v1.IPFamily, list []string, what string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range list {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" || !a.IsGlobalUnicast() && !a.IsPrivate() {
+			if family == b.cfg.Families[0] {
+				b.problem(ReasonInvalidService, "%s %q is not a usable IP address", what, s)
+			}
+			continue
+		}
+		a = a.Unmap()
+		if familyOf(a) == family && !b.cfg.excluded(a) && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// loadBalancerIPs are the ingress IPs in VIP mode; Proxy mode ones belong to
+// the load balancer, which delivers to node ports itself (KEP-1860).
+func (b *builder) loadBalancerIPs(family v1.IPFamily) []netip.Addr {
+	if b.svc.Spec.Type != v1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	var list []string
+	for _, ing := range b.svc.Status.LoadBalancer.Ingress {
+		if ing.IP == "" || ing.IPMode != nil && *ing.IPMode == v1.LoadBalancerIPModeProxy {
+			continue
+		}
+		list = append(list, ing.IP)
+	}
+	return b.addresses(family, list, "load balancer IP")
+}
+
+func (b *builder) sourceRanges(family v1.IPFamily) []netip.Prefix {
+	if b.svc.Spec.Type != v1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, s := range b.svc.Spec.LoadBalancerSourceRanges {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil {
+			if family == b.cfg.Families[0] {
+				b.problem(ReasonInvalidService, "loadBalancerSourceRange %q is not a CIDR; ignored", s)
+			}
+			continue
+		}
+		if p = p.Masked(); p.Addr().Is4() == (family == v1.IPv4Protocol) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// addVirtualServer records a virtual server unless the Service already has
+// one with the same key (e.g. an external IP equal to the cluster IP).
+func (b *builder) addVirtualServer(vs ipvs.VirtualServer, port ServicePortName, kind string, eps []Endpoint, localOnly bool) bool {
+	if b.vsSeen[vs.VirtualServerKey] {
+		b.problem(ReasonPortConflict, "%s %s repeats another port of the same Service; skipped", kind, vs.VirtualServerKey)
+		return false
+	}
+	b.vsSeen[vs.VirtualServerKey] = true
+	state := VirtualServerState{VirtualServer: vs, Port: port, Kind: kind, LocalOnly: localOnly}
+	for _, e := range eps {
+		state.RealServers = append(state.RealServers, ipvs.RealServer{
+			RealServerKey: ipvs.RealServerKey{Address: e.Addr, Port: e.Port},
+			Weight:        1,
+		})
+	}
+	b.st.VirtualServers = append(b.st.VirtualServers, state)
+	return true
+}
+
+// nodePortAddresses are the node's addresses of family that get NodePort
+// virtual servers. Loopback and link-local addresses are left out: IPVS
+// cannot serve NodePorts on them (kubernetes#96879).
+func nodePortAddresses(node NodeInfo, cfg Config, family v1.IPFamily) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range node.Addresses {
+		a = a.Unmap()
+		if familyOf(a) != family || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || !a.IsValid() || cfg.excluded(a) {
+			continue
+		}
+		if len(cfg.NodePortAddresses) > 0 && !slices.ContainsFunc(cfg.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			continue
+		}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+func ipvsProtocol(p v1.Protocol) ipvs.Protocol {
+	switch p {
+	case v1.ProtocolTCP:
+		return ipvs.TCP
+	case v1.ProtocolUDP:
+		return ipvs.UDP
+	case v1.ProtocolSCTP:
+		return ipvs.SCTP
+	}
+	return 0
+}
+
+func union(a, b []Endpoint) []Endpoint {
+	out := append([]Endpoint{}, a...)
+	for _, e := range b {
+		if !slices.ContainsFunc(out, func(x Endpoint) bool { return x.Addr == e.Addr && x.Port == e.Port }) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// normalize sorts and de-duplicates so that equal input gives equal output.
+func (st *ServiceState) normalize() {
+	slices.SortFunc(st.VirtualServers, func(a, b VirtualServerState) int { return compareVSKey(a.VirtualServerKey, b.VirtualServerKey) })
+	for i := range st.VirtualServers {
+		slices.SortFunc(st.VirtualServers[i].RealServers, func(a, b ipvs.RealServer) int {
+			return netip.AddrPortFrom(a.Address, a.Port).Compare(netip.AddrPortFrom(b.Address, b.Port))
+		})
+	}
+	slices.SortFunc(st.Addresses, netip.Addr.Compare)
+	st.Addresses = slices.Compact(st.Addresses)
+	slices.SortFunc(st.SetEntries, func(a, b SetEntry) int {
+		return strings.Compare(a.Set+" "+a.Entry.String(setTypeOf(a.Set)), b.Set+" "+b.Entry.String(setTypeOf(b.Set)))
+	})
+	st.SetEntries = slices.Compact(st.SetEntries)
+}
+
+func compareVSKey(a, b ipvs.VirtualServerKey) int {
+	if c := a.Address.Compare(b.Address); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	return int(a.Protocol) - int(b.Protocol)
+}
+
+// setTypeOf finds the type of an owned set by its full name.
+func setTypeOf(name string) ipset.Type {
+	for _, s := range setSpecs {
+		if name == s.name || name == setName(s.name, v1.IPv6Protocol) {
+			return s.typ
+		}
+	}
+	return ""
+}

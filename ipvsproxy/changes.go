@@ -1,0 +1,262 @@
+package ipvsproxy
+
+import (
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ChangeTracker receives informer events and remembers, per Service, that
+// something changed. It keeps the latest Services, EndpointSlices and Node so
+// a sync can build exactly the Services that changed.
+type ChangeTracker struct {
+	mu       sync.Mutex
+	nodeName string
+	services map[types.NamespacedName]*v1.Service
+	slices   map[types.NamespacedName]map[string]*discovery.EndpointSlice
+	node     *v1.Node
+	pending  pendingChanges
+	// notify is called (without the lock) after every change that needs a
+	// sync.
+	notify func()
+}
+
+// pendingChanges is what accumulated since the last Drain.
+type pendingChanges struct {
+	services        map[types.NamespacedName]bool
+	nodeChanged     bool
+	serviceChanges  int
+	endpointChanges int
+	// oldest is when the oldest pending change arrived (zero when none).
+	oldest time.Time
+	// triggerTimes are the EndpointSlices' last-change-trigger-time
+	// annotations, for network programming latency.
+	triggerTimes []time.Time
+}
+
+// NewChangeTracker tracks the objects relevant to nodeName; notify is
+// called whenever a sync is needed.
+func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
+	t := &ChangeTracker{
+		nodeName: nodeName,
+		services: map[types.NamespacedName]*v1.Service{},
+		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		notify:   notify,
+	}
+	t.pending.services = map[types.NamespacedName]bool{}
+	return t
+}
+
+func (t *ChangeTracker) changed(name types.NamespacedName, endpoints bool) {
+	if t.pending.oldest.IsZero() {
+		t.pending.oldest = time.Now()
+	}
+	t.pending.services[name] = true
+	if endpoints {
+		t.pending.endpointChanges++
+	} else {
+		t.pending.serviceChanges++
+	}
+}
+
+func (t *ChangeTracker) fire() {
+	if t.notify != nil {
+		t.notify()
+	}
+}
+
+// SetService records a Service (added or updated).
+func (t *ChangeTracker) SetService(svc *v1.Service) {
+	name := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	t.mu.Lock()
+	t.services[name] = svc
+	t.changed(name, false)
+	t.mu.Unlock()
+	t.fire()
+}
+
+// DeleteService forgets a Service.
+func (t *ChangeTracker) DeleteService(namespace, name string) {
+	n := types.NamespacedName{Namespace: namespace, Name: name}
+	t.mu.Lock()
+	delete(t.services, n)
+	t.changed(n, false)
+	t.mu.Unlock()
+	t.fire()
+}
+
+// SetEndpointSlice records an EndpointSlice (added or updated). A slice
+// without the kubernetes.io/service-name label belongs to no Service.
+func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
+	svc, ok := slice.Labels[discovery.LabelServiceName]
+	if !ok || svc == "" {
+		return
+	}
+	name := types.NamespacedName{Namespace: slice.Namespace, Name: svc}
+	t.mu.Lock()
+	if t.slices[name] == nil {
+		t.slices[name] = map[string]*discovery.EndpointSlice{}
+	}
+	t.slices[name][slice.Name] = slice
+	t.changed(name, true)
+	if ts, err := time.Parse(time.RFC3339Nano, slice.Annotations[v1.EndpointsLastChangeTriggerTime]); err == nil {
+		t.pending.triggerTimes = append(t.pending.triggerTimes, ts)
+	}
+	t.mu.Unlock()
+	t.fire()
+}
+
+// DeleteEndpointSlice forgets an EndpointSlice.
+func (t *ChangeTracker) DeleteEndpointSlice(slice *discovery.EndpointSlice) {
+	svc, ok := slice.Labels[discovery.LabelServiceName]
+	if !ok || svc == "" {
+		return
+	}
+	name := types.NamespacedName{Namespace: slice.Namespace, Name: svc}
+	t.mu.Lock()
+	if m := t.slices[name]; m != nil {
+		delete(m, slice.Name)
+		if len(m) == 0 {
+			delete(t.slices, name)
+		}
+	}
+	t.changed(name, true)
+	t.mu.Unlock()
+	t.fire()
+}
+
+// SetNode records this node's object (nil when deleted). Only its zone
+// label changes what is built; every Service is rebuilt when it changes.
+func (t *ChangeTracker) SetNode(node *v1.Node) {
+	t.mu.Lock()
+	old := zoneOf(t.node)
+	t.node = node
+	if zoneOf(node) != old {
+		t.pending.nodeChanged = true
+		if t.pending.oldest.IsZero() {
+			t.pending.oldest = time.Now()
+		}
+	}
+	changed := t.pending.nodeChanged
+	t.mu.Unlock()
+	if changed {
+		t.fire()
+	}
+}
+
+func zoneOf(n *v1.Node) string {
+	if n == nil {
+		return ""
+	}
+	return n.Labels[v1.LabelTopologyZone]
+}
+
+// Node returns the last Node object seen (nil before the first).
+func (t *ChangeTracker) Node() *v1.Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.node
+}
+
+// drain takes the pending changes.
+func (t *ChangeTracker) drain() pendingChanges {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pending
+	t.pending = pendingChanges{services: map[types.NamespacedName]bool{}}
+	return p
+}
+
+// Pending reports the queued changes without taking them (metrics, health).
+func (t *ChangeTracker) Pending() (services, endpoints int, oldest time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pending.serviceChanges, t.pending.endpointChanges, t.pending.oldest
+}
+
+// input returns the current Service (nil when absent) and its slices.
+func (t *ChangeTracker) input(name types.NamespacedName) (*v1.Service, []*discovery.EndpointSlice) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	svc := t.services[name]
+	var out []*discovery.EndpointSlice
+	for _, s := range t.slices[name] {
+		out = append(out, s)
+	}
+	return svc, out
+}
+
+// serviceNames lists every Service known.
+func (t *ChangeTracker) serviceNames() []types.NamespacedName {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]types.NamespacedName, 0, len(t.services))
+	for n := range t.services {
+		out = append(out, n)
+	}
+	return out
+}
+
+// EventHandlers adapt the tracker to client-go informers.
+func (t *ChangeTracker) ServiceHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.onService(obj) },
+		UpdateFunc: func(_, obj any) { t.onService(obj) },
+		DeleteFunc: func(obj any) {
+			if svc, ok := untombstone(obj).(*v1.Service); ok {
+				t.DeleteService(svc.Namespace, svc.Name)
+			}
+		},
+	}
+}
+
+func (t *ChangeTracker) onService(obj any) {
+	if svc, ok := obj.(*v1.Service); ok {
+		t.SetService(svc)
+	}
+}
+
+// EndpointSliceHandler adapts the tracker to an EndpointSlice informer.
+func (t *ChangeTracker) EndpointSliceHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.onSlice(obj) },
+		UpdateFunc: func(_, obj any) { t.onSlice(obj) },
+		DeleteFunc: func(obj any) {
+			if s, ok := untombstone(obj).(*discovery.EndpointSlice); ok {
+				t.DeleteEndpointSlice(s)
+			}
+		},
+	}
+}
+
+func (t *ChangeTracker) onSlice(obj any) {
+	if s, ok := obj.(*discovery.EndpointSlice); ok {
+		t.SetEndpointSlice(s)
+	}
+}
+
+// NodeHandler adapts the tracker to an informer on this node only.
+func (t *ChangeTracker) NodeHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { t.onNode(obj) },
+		UpdateFunc: func(_, obj any) { t.onNode(obj) },
+		DeleteFunc: func(obj any) { t.SetNode(nil) },
+	}
+}
+
+func (t *ChangeTracker) onNode(obj any) {
+	if n, ok := obj.(*v1.Node); ok && n.Name == t.nodeName {
+		t.SetNode(n)
+	}
+}
+
+func untombstone(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
+}

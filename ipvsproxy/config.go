@@ -1,0 +1,126 @@
+package ipvsproxy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// DummyInterface is the link that holds service addresses so the kernel
+// accepts packets for them (kube-proxy uses the same name).
+const DummyInterface = "kube-ipvs0"
+
+// Config is what the daemon's flags decide; BuildService reads it, never
+// changes it.
+type Config struct {
+	// Families are the IP families this node proxies (IPv4, IPv6 or both).
+	Families []v1.IPFamily
+	// ClusterCIDRs: traffic to a cluster IP from outside them is masqueraded.
+	ClusterCIDRs []netip.Prefix
+	// NodePortAddresses narrows which node addresses get NodePort virtual
+	// servers (and health-check listeners); empty means every address.
+	NodePortAddresses []netip.Prefix
+	// NodePortRange is the API server's --service-node-port-range; a virtual
+	// server on a node address with a port in it belongs to the proxier.
+	NodePortMin, NodePortMax uint16
+	// MasqueradeAll marks all cluster IP traffic for SNAT.
+	MasqueradeAll bool
+	// MasqueradeMark is the fwmark bit set on traffic to SNAT (0x4000).
+	MasqueradeMark uint32
+	// Scheduler is the IPVS scheduler for every virtual server.
+	Scheduler string
+	// ExcludeCIDRs are never touched, whoever created what is in them.
+	ExcludeCIDRs []netip.Prefix
+	StrictARP    bool
+	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
+	// the kernel is written.
+	SyncPeriod, MinSyncPeriod time.Duration
+	// IPVS connection timeouts; zero leaves the kernel's value.
+	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
+	// DrainTimeout bounds how long a removed TCP real server stays at weight
+	// 0 waiting for its connections to end.
+	DrainTimeout time.Duration
+}
+
+// DefaultConfig returns kube-proxy's defaults.
+func DefaultConfig() Config {
+	return Config{
+		Families:       []v1.IPFamily{v1.IPv4Protocol},
+		NodePortMin:    30000,
+		NodePortMax:    32767,
+		MasqueradeMark: 0x4000,
+		Scheduler:      "twos",
+		SyncPeriod:     30 * time.Second,
+		MinSyncPeriod:  time.Second,
+		DrainTimeout:   15 * time.Minute,
+	}
+}
+
+// Validate reports every problem with the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Families) == 0 {
+		errs = append(errs, errors.New("no IP family enabled"))
+	}
+	for _, f := range c.Families {
+		if f != v1.IPv4Protocol && f != v1.IPv6Protocol {
+			errs = append(errs, fmt.Errorf("unknown IP family %q", f))
+		}
+	}
+	for _, p := range append(append(append([]netip.Prefix{}, c.ClusterCIDRs...), c.NodePortAddresses...), c.ExcludeCIDRs...) {
+		if !p.IsValid() {
+			errs = append(errs, fmt.Errorf("invalid CIDR %v", p))
+		}
+	}
+	if c.NodePortMin == 0 || c.NodePortMin > c.NodePortMax {
+		errs = append(errs, fmt.Errorf("invalid node port range %d-%d", c.NodePortMin, c.NodePortMax))
+	}
+	if c.MasqueradeMark == 0 || c.MasqueradeMark&(c.MasqueradeMark-1) != 0 {
+		errs = append(errs, fmt.Errorf("masquerade mark %#x must be a single bit", c.MasqueradeMark))
+	}
+	if c.Scheduler == "" {
+		errs = append(errs, errors.New("empty IPVS scheduler"))
+	}
+	if c.SyncPeriod <= 0 {
+		errs = append(errs, fmt.Errorf("sync period %v must be positive", c.SyncPeriod))
+	}
+	if c.MinSyncPeriod < 0 || c.MinSyncPeriod > c.SyncPeriod {
+		errs = append(errs, fmt.Errorf("min sync period %v must be between 0 and the sync period %v", c.MinSyncPeriod, c.SyncPeriod))
+	}
+	for name, d := range map[string]time.Duration{"tcp": c.TCPTimeout, "tcpfin": c.TCPFinTimeout, "udp": c.UDPTimeout} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("IPVS %s timeout %v must not be negative", name, d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// excluded reports whether addr lies in --ipvs-exclude-cidrs.
+func (c Config) excluded(addr netip.Addr) bool {
+	for _, p := range c.ExcludeCIDRs {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// familyOf returns the Kubernetes family of an address.
+func familyOf(a netip.Addr) v1.IPFamily {
+	if a.Is4() {
+		return v1.IPv4Protocol
+	}
+	return v1.IPv6Protocol
+}
+
+func (c Config) hasFamily(f v1.IPFamily) bool {
+	for _, x := range c.Families {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}

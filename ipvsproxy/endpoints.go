@@ -1,0 +1,200 @@
+package ipvsproxy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// Endpoint is one address:port that can serve a Service port.
+type Endpoint struct {
+	Addr netip.Addr
+	Port uint16
+	// Conditions, with the EndpointSlice API's defaults for nil: ready and
+	// serving default to true, terminating to false.
+	Ready, Serving, Terminating bool
+	NodeName                    string
+	ZoneHints, NodeHints        []string
+}
+
+func (e Endpoint) String() string { return netip.AddrPortFrom(e.Addr, e.Port).String() }
+
+// endpointsByPort collects the valid endpoints of each port of the slices
+// (all of one Service), keyed by port name and protocol, for one family.
+// Bad endpoints are skipped and reported.
+func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (map[portKey][]Endpoint, []Problem) {
+	out := map[portKey][]Endpoint{}
+	seen := map[portKey]map[netip.AddrPort]int{}
+	var problems []Problem
+	for _, slice := range slices_ {
+		if string(slice.AddressType) != string(family) {
+			continue // the other family's slices, and FQDN ones, are not ours
+		}
+		ref := v1.ObjectReference{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1", Namespace: slice.Namespace, Name: slice.Name, UID: slice.UID}
+		bad := func(format string, args ...any) {
+			problems = append(problems, Problem{Object: ref, Reason: ReasonInvalidEndpoint, Message: fmt.Sprintf(format, args...)})
+		}
+		for _, port := range slice.Ports {
+			if port.Port == nil {
+				continue // the EndpointSlice API allows a port-less slice; nothing to proxy
+			}
+			if *port.Port < 1 || *port.Port > 65535 {
+				bad("port %d out of range", *port.Port)
+				continue
+			}
+			key := portKey{name: deref(port.Name, ""), protocol: deref(port.Protocol, v1.ProtocolTCP)}
+			if seen[key] == nil {
+				seen[key] = map[netip.AddrPort]int{}
+			}
+			for _, ep := range slice.Endpoints {
+				if len(ep.Addresses) == 0 {
+					continue
+				}
+				// Only the first address is used: the API says consumers
+				// may assume the rest are interchangeable (kubernetes#106267).
+				addr, err := netip.ParseAddr(ep.Addresses[0])
+				if err != nil || addr.Zone() != "" {
+					bad("endpoint address %q is not an IP address", ep.Addresses[0])
+					continue
+				}
+				addr = addr.Unmap()
+				if familyOf(addr) != family {
+					bad("endpoint address %s is not %s", addr, family)
+					continue
+				}
+				e := Endpoint{
+					Addr:        addr,
+					Port:        uint16(*port.Port),
+					Ready:       deref(ep.Conditions.Ready, true),
+					Serving:     deref(ep.Conditions.Serving, true),
+					Terminating: deref(ep.Conditions.Terminating, false),
+					NodeName:    deref(ep.NodeName, ""),
+				}
+				if ep.Hints != nil {
+					for _, z := range ep.Hints.ForZones {
+						e.ZoneHints = append(e.ZoneHints, z.Name)
+					}
+					for _, n := range ep.Hints.ForNodes {
+						e.NodeHints = append(e.NodeHints, n.Name)
+					}
+				}
+				ap := netip.AddrPortFrom(addr, e.Port)
+				if i, dup := seen[key][ap]; dup {
+					// Overlap is legal while the controller moves an
+					// endpoint between slices; keep the ready copy.
+					if !out[key][i].Ready && e.Ready {
+						out[key][i] = e
+					}
+					bad("endpoint %s of port %q listed twice; using one", ap, key.name)
+					continue
+				}
+				seen[key][ap] = len(out[key])
+				out[key] = append(out[key], e)
+			}
+		}
+	}
+	for k := range out {
+		slices.SortFunc(out[k], func(a, b Endpoint) int {
+			return netip.AddrPortFrom(a.Addr, a.Port).Compare(netip.AddrPortFrom(b.Addr, b.Port))
+		})
+	}
+	return out, problems
+}
+
+type portKey struct {
+	name     string
+	protocol v1.Protocol
+}
+
+// trafficEndpoints splits a port's endpoints the way kube-proxy does
+// (pkg/proxy/topology.go): cluster endpoints are ready ones, narrowed by
+// topology hints when every ready endpoint has one for this node or zone,
+// else serving-and-terminating ones when none is ready; local endpoints are
+// this node's ready ones, else its serving-and-terminating ones. Not-ready
+// endpoints are never used.
+func trafficEndpoints(eps []Endpoint, node NodeInfo) (cluster, local []Endpoint) {
+	mode := topologyMode(eps, node)
+	for _, e := range eps {
+		if e.Ready && availableForTopology(e, mode, node) {
+			cluster = append(cluster, e)
+		}
+	}
+	if len(cluster) == 0 {
+		for _, e := range eps {
+			if e.Serving && e.Terminating {
+				cluster = append(cluster, e)
+			}
+		}
+	}
+	for _, e := range eps {
+		if e.Ready && e.NodeName == node.Name {
+			local = append(local, e)
+		}
+	}
+	if len(local) == 0 {
+		for _, e := range eps {
+			if e.Serving && e.Terminating && e.NodeName == node.Name {
+				local = append(local, e)
+			}
+		}
+	}
+	return cluster, local
+}
+
+const (
+	topologyNone = iota
+	topologySameNode
+	topologySameZone
+)
+
+// topologyMode follows hints only when every ready endpoint carries one and
+// some hint names this node (or zone); otherwise hints are ignored so that a
+// half-updated slice never blackholes traffic.
+func topologyMode(eps []Endpoint, node NodeInfo) int {
+	anyReady, allNode, forNode, allZone, forZone := false, true, false, true, false
+	for _, e := range eps {
+		if !e.Ready {
+			continue
+		}
+		anyReady = true
+		if len(e.NodeHints) == 0 {
+			allNode = false
+		} else if slices.Contains(e.NodeHints, node.Name) {
+			forNode = true
+		}
+		if len(e.ZoneHints) == 0 {
+			allZone = false
+		} else if node.Zone != "" && slices.Contains(e.ZoneHints, node.Zone) {
+			forZone = true
+		}
+	}
+	switch {
+	case !anyReady:
+		return topologyNone
+	case allNode && forNode:
+		return topologySameNode
+	case allZone && forZone:
+		return topologySameZone
+	}
+	return topologyNone
+}
+
+func availableForTopology(e Endpoint, mode int, node NodeInfo) bool {
+	switch mode {
+	case topologySameNode:
+		return slices.Contains(e.NodeHints, node.Name)
+	case topologySameZone:
+		return slices.Contains(e.ZoneHints, node.Zone)
+	}
+	return true
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
