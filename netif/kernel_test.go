@@ -1,0 +1,113 @@
+package netif
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+const testDummy = "ipvsp-test0"
+
+// kernelSkipReason says why the real-kernel half of the adapter table cannot
+// run here, or "" when it can. It probes for the dummy driver in a throwaway
+// namespace and tries `modprobe dummy` once. Any failure other than
+// ErrUnsupported fails the test: that would be a bug, not a missing feature.
+func kernelSkipReason(t *testing.T) string {
+	if os.Geteuid() != 0 {
+		return "real-kernel netif tests need root to create a network namespace"
+	}
+	probe := func() error {
+		a := newKernelInFreshNamespace(t)
+		return a.EnsureDummy()
+	}
+	err := probe()
+	if errors.Is(err, ErrUnsupported) {
+		out, merr := exec.Command("modprobe", "dummy").CombinedOutput()
+		if merr != nil {
+			return "kernel has no dummy driver (modprobe dummy: " + strings.TrimSpace(string(out)) + ": " + merr.Error() + "): " + err.Error()
+		}
+		err = probe()
+	}
+	if errors.Is(err, ErrUnsupported) {
+		return "kernel has no dummy driver even after modprobe dummy: " + err.Error()
+	}
+	if err != nil {
+		t.Fatalf("probing for the dummy driver: %v", err)
+	}
+	return ""
+}
+
+// newKernelInFreshNamespace opens the real implementation in a new, empty
+// network namespace that disappears when the test ends.
+func newKernelInFreshNamespace(t *testing.T) Interface {
+	t.Helper()
+	a, _ := kernelInFreshNamespace(t)
+	return a
+}
+
+func kernelInFreshNamespace(t *testing.T) (Interface, netns.NsHandle) {
+	t.Helper()
+	ns := freshNamespace(t)
+	a, err := NewInNamespace(testDummy, ns)
+	if err != nil {
+		t.Fatalf("open netif in fresh namespace: %v", err)
+	}
+	t.Cleanup(func() { a.(*kernel).Close() })
+	return a, ns
+}
+
+// bindToLoopback brings lo up in ns and binds addr to it, standing in for
+// the node's own interfaces.
+func bindToLoopback(t *testing.T, ns netns.NsHandle, addr netip.Addr) {
+	t.Helper()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatalf("open rtnetlink in test namespace: %v", err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err == nil {
+		err = h.LinkSetUp(lo)
+	}
+	if err == nil {
+		err = h.AddrAdd(lo, &netlink.Addr{IPNet: hostPrefix(addr), Flags: unix.IFA_F_NODAD})
+	}
+	if err != nil {
+		t.Fatalf("bind %s to lo in test namespace: %v", addr, err)
+	}
+}
+
+// freshNamespace creates a network namespace without entering it: only the
+// locked thread switches in and straight back. The namespace lives as long as
+// the returned handle or a socket opened inside it.
+func freshNamespace(t *testing.T) netns.NsHandle {
+	t.Helper()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("get current network namespace: %v", err)
+	}
+	defer orig.Close()
+	ns, err := netns.New()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("create network namespace: %v", err)
+	}
+	if err := netns.Set(orig); err != nil {
+		// Leave the thread locked: the runtime then discards it instead of
+		// reusing a thread stuck in the test namespace.
+		t.Fatalf("return to original network namespace: %v", err)
+	}
+	runtime.UnlockOSThread()
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
