@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	mobyipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -95,4 +96,20 @@ func freshNamespace(t *testing.T) netns.NsHandle {
 		t.Fatalf("bring lo up in test namespace: %v", err)
 	}
 	return ns
+}
+
+// A firewall-mark service has no address or port to report; listing leaves
+// it out rather than inventing a key. Kernel only: Fake cannot hold one.
+func TestKernelListsNoFirewallMarkServices(t *testing.T) {
+	if reason := kernelSkipReason(); reason != "" {
+		t.Skip(reason)
+	}
+	a := newKernelInFreshNamespace(t)
+	k := a.(*kernel)
+	fwmark := &mobyipvs.Service{FWMark: 7, AddressFamily: unix.AF_INET, SchedName: "rr", Netmask: 0xffffffff}
+	if err := k.handle.NewService(fwmark); err != nil {
+		t.Fatalf("add firewall-mark service: %v", err)
+	}
+	ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+	wantVirtualServers(t, a, VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"})
 }

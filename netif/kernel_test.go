@@ -111,3 +111,32 @@ func freshNamespace(t *testing.T) netns.NsHandle {
 	t.Cleanup(func() { ns.Close() })
 	return ns
 }
+
+// An address bound to the dummy with another prefix length (kube-proxy
+// leftovers, an admin) is listed and can be unbound. Kernel only: Fake binds
+// nothing but single-address prefixes.
+func TestKernelUnbindsAddressOfAnyPrefixLength(t *testing.T) {
+	if reason := kernelSkipReason(t); reason != "" {
+		t.Skip(reason)
+	}
+	a, ns := kernelInFreshNamespace(t)
+	ok(t, a.EnsureDummy())
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	link, err := h.LinkByName(testDummy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide, err := netlink.ParseAddr("192.0.2.10/24")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok(t, h.AddrAdd(link, wide))
+	wantDummy(t, a, svc4a)
+	ok(t, a.DeleteDummyAddress(svc4a))
+	wantDummy(t, a)
+	wantErr(t, a.DeleteDummyAddress(svc4a), ErrNotFound)
+}
