@@ -58,11 +58,6 @@ func Cleanup(k Kernel, cfg Config) error {
 		if ipt == nil {
 			continue
 		}
-		for _, j := range jumpRules() {
-			if err := ipt.DeleteRule(j.table, j.chain, j.rule...); err != nil {
-				fail(fmt.Errorf("delete %s jump from %s %s: %w", family, j.table, j.chain, err))
-			}
-		}
 		for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
 			save, err := ipt.Save(table)
 			if err != nil {
@@ -70,6 +65,16 @@ func Cleanup(k Kernel, cfg Config) error {
 				continue
 			}
 			present := iptables.SavedRules(save)
+			// Jumps first; a jump to a chain that is gone cannot even be
+			// looked up (iptables: "Couldn't load target").
+			for _, j := range jumpRules() {
+				if _, ok := present[j.rule[len(j.rule)-1]]; !ok || j.table != table {
+					continue
+				}
+				if err := ipt.DeleteRule(j.table, j.chain, j.rule...); err != nil {
+					fail(fmt.Errorf("delete %s jump from %s %s: %w", family, j.table, j.chain, err))
+				}
+			}
 			var flush, remove strings.Builder
 			for _, c := range ownedChains[table] {
 				if _, ok := present[c]; ok {

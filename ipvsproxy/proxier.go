@@ -354,4 +354,3 @@ func sumValues(m map[string]int) int {
 	}
 	return n
 }
-

@@ -32,6 +32,8 @@ type reconciler struct {
 	errs     []writeError
 }
 
+// fail records a failed write. The adapters' errors already name the
+// operation and the object.
 func (r *reconciler) fail(object string, err error) {
 	klog.ErrorS(err, "Kernel write failed; will retry with a full sync")
 	r.errs = append(r.errs, writeError{object: object, err: err})
@@ -45,7 +47,7 @@ func (r *reconciler) apply(t touched) {
 		if r.desired.addrRefs[a] > 0 && !r.view.addresses[a] {
 			r.writes++
 			if err := r.k.Netif.AddDummyAddress(a); err != nil {
-				r.fail("address", fmt.Errorf("bind %s on %s: %w", a, DummyInterface, err))
+				r.fail("address", err)
 				continue
 			}
 			r.view.addresses[a] = true
@@ -63,7 +65,7 @@ func (r *reconciler) apply(t touched) {
 		if r.desired.entryRefs[k] == 0 && r.view.sets[k.set][k.entry] {
 			r.writes++
 			if err := r.k.IPSet.DeleteEntry(k.set, k.entry); err != nil && !errors.Is(err, ipset.ErrNotFound) {
-				r.fail("ipset", fmt.Errorf("delete %s from ipset %s: %w", k.entry.String(setTypeOf(k.set)), k.set, err))
+				r.fail("ipset", err)
 				continue
 			}
 			delete(r.view.sets[k.set], k.entry)
@@ -73,7 +75,7 @@ func (r *reconciler) apply(t touched) {
 		if r.desired.addrRefs[a] == 0 && r.view.addresses[a] {
 			r.writes++
 			if err := r.k.Netif.DeleteDummyAddress(a); err != nil && !errors.Is(err, netif.ErrNotFound) {
-				r.fail("address", fmt.Errorf("unbind %s from %s: %w", a, DummyInterface, err))
+				r.fail("address", err)
 				continue
 			}
 			delete(r.view.addresses, a)
@@ -89,7 +91,7 @@ func (r *reconciler) addEntry(k setEntryKey) {
 	}
 	r.writes++
 	if err := r.k.IPSet.AddEntry(k.set, k.entry); err != nil && !errors.Is(err, ipset.ErrExists) {
-		r.fail("ipset", fmt.Errorf("add %s to ipset %s: %w", k.entry.String(setTypeOf(k.set)), k.set, err))
+		r.fail("ipset", err)
 		return
 	}
 	members[k.entry] = true
@@ -108,7 +110,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		// kube-proxy; only endpoints of a live Service drain.
 		r.writes++
 		if err := r.k.IPVS.DeleteVirtualServer(k); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
-			r.fail("ipvs", fmt.Errorf("delete virtual server %s: %w", k, err))
+			r.fail("ipvs", err)
 			return
 		}
 		delete(r.view.virtualServers, k)
@@ -117,7 +119,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 	case have == nil:
 		r.writes++
 		if err := r.k.IPVS.AddVirtualServer(want.VirtualServer); err != nil {
-			r.fail("ipvs", fmt.Errorf("add virtual server %s: %w", k, err))
+			r.fail("ipvs", err)
 			return
 		}
 		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
@@ -125,7 +127,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 	case have.vs != want.VirtualServer:
 		r.writes++
 		if err := r.k.IPVS.UpdateVirtualServer(want.VirtualServer); err != nil {
-			r.fail("ipvs", fmt.Errorf("update virtual server %s: %w", k, err))
+			r.fail("ipvs", err)
 			return
 		}
 		have.vs = want.VirtualServer
@@ -138,14 +140,14 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		case !ok:
 			r.writes++
 			if err := r.k.IPVS.AddRealServer(k, rs); err != nil {
-				r.fail("ipvs", fmt.Errorf("add real server %s to %s: %w", rs.RealServerKey, k, err))
+				r.fail("ipvs", err)
 				continue
 			}
 		case cur.Weight != rs.Weight:
 			// Also revives an endpoint that was draining and came back.
 			r.writes++
 			if err := r.k.IPVS.UpdateRealServer(k, rs); err != nil {
-				r.fail("ipvs", fmt.Errorf("set weight %d on real server %s of %s: %w", rs.Weight, rs.RealServerKey, k, err))
+				r.fail("ipvs", err)
 				continue
 			}
 		}
@@ -194,7 +196,7 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 				r.writes++
 				rs.Weight = 0
 				if err := r.k.IPVS.UpdateRealServer(k, rs); err != nil {
-					r.fail("ipvs", fmt.Errorf("drain real server %s of %s: %w", key, k, err))
+					r.fail("ipvs", err)
 					continue
 				}
 				have.realServers[key] = rs
@@ -209,7 +211,7 @@ func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealSe
 	k := have.vs.VirtualServerKey
 	r.writes++
 	if err := r.k.IPVS.DeleteRealServer(k, key); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
-		r.fail("ipvs", fmt.Errorf("delete real server %s from %s: %w", key, k, err))
+		r.fail("ipvs", err)
 		return
 	}
 	delete(have.realServers, key)
@@ -232,7 +234,7 @@ func (r *reconciler) drain() {
 		}
 		current, err := r.k.IPVS.RealServers(k)
 		if err != nil {
-			r.fail("ipvs", fmt.Errorf("list real servers of %s: %w", k, err))
+			r.fail("ipvs", err)
 			continue
 		}
 		conns := map[ipvs.RealServerKey]int{}
@@ -281,4 +283,3 @@ func adoptDraining(view *kernelView, desired *desiredState, draining map[ipvs.Vi
 		}
 	}
 }
-

@@ -9,17 +9,17 @@ import (
 // carry "6-" after "KUBE-". Sets that drive masquerade hold only entries of
 // Cluster-policy traffic, so Local-policy traffic matches no rule at all.
 const (
-	setClusterIP    = "KUBE-CLUSTER-IP"                // cluster IP,proto:port of every Service port
-	setExternalIP   = "KUBE-EXTERNAL-IP"               // external IPs of Cluster-policy ports: SNAT
-	setLoadBalancer = "KUBE-LOAD-BALANCER"             // LB ingress IPs of Cluster-policy ports: SNAT
-	setNodePortTCP  = "KUBE-NODE-PORT-TCP"             // Cluster-policy TCP node ports: SNAT
-	setNodePortUDP  = "KUBE-NODE-PORT-UDP"             // Cluster-policy UDP node ports: SNAT
-	setNodePortSCTP = "KUBE-NODE-PORT-SCTP-HASH"       // node IP,sctp:port of Cluster-policy SCTP node ports
-	setLoopBack     = "KUBE-LOOP-BACK"                 // endpoint IP,proto:port,endpoint IP: hairpin SNAT
-	setIPVSServices = "KUBE-IPVS-SERVICES"             // every IP,proto:port with a virtual server on kube-ipvs0
-	setIPVSIPs      = "KUBE-IPVS-IPS"                  // every address bound on kube-ipvs0
-	setLBFirewall   = "KUBE-LOAD-BALANCER-FW"          // LB IP,proto:port that has loadBalancerSourceRanges
-	setLBSourceCIDR = "KUBE-LOAD-BALANCER-SOURCE-CIDR" // LB IP,proto:port,allowed source CIDR
+	setClusterIP    = "KUBE-CLUSTER-IP"             // cluster IP,proto:port of every Service port
+	setExternalIP   = "KUBE-EXTERNAL-IP"            // external IPs of Cluster-policy ports: SNAT
+	setLoadBalancer = "KUBE-LOAD-BALANCER"          // LB ingress IPs of Cluster-policy ports: SNAT
+	setNodePortTCP  = "KUBE-NODE-PORT-TCP"          // Cluster-policy TCP node ports: SNAT
+	setNodePortUDP  = "KUBE-NODE-PORT-UDP"          // Cluster-policy UDP node ports: SNAT
+	setNodePortSCTP = "KUBE-NODE-PORT-SCTP-HASH"    // node IP,sctp:port of Cluster-policy SCTP node ports
+	setLoopBack     = "KUBE-LOOP-BACK"              // endpoint IP,proto:port,endpoint IP: hairpin SNAT
+	setIPVSServices = "KUBE-IPVS-SERVICES"          // every IP,proto:port with a virtual server on kube-ipvs0
+	setIPVSIPs      = "KUBE-IPVS-IPS"               // every address bound on kube-ipvs0
+	setLBFirewall   = "KUBE-LOAD-BALANCER-FW"       // LB IP,proto:port that has loadBalancerSourceRanges
+	setLBSourceCIDR = "KUBE-LOAD-BALANCER-SRC-CIDR" // LB IP,proto:port,allowed source CIDR
 )
 
 // setSpec is one owned set, with its purpose as the comment.
@@ -43,7 +43,7 @@ var setSpecs = []setSpec{
 	{setLBSourceCIDR, ipset.HashIPPortNet, "load balancer IP + port + allowed source range"},
 }
 
-// setName is the kernel name of an owned set for a family.
+// setName is the kernel name (at most 31 bytes: IPSET_MAXNAMELEN) of an owned set for a family.
 func setName(base string, family v1.IPFamily) string {
 	if family == v1.IPv6Protocol {
 		return "KUBE-6-" + base[len("KUBE-"):]
