@@ -1,0 +1,248 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	v1 "k8s.io/api/core/v1"
+)
+
+const (
+	kubeProxySubsystem = "kubeproxy"
+	ourNamespace       = "ipvsproxy"
+)
+
+// Label values of KernelWriteFailuresTotal's "object" label: the kernel
+// object kinds the proxier writes.
+const (
+	ObjectIPVS      = "ipvs"
+	ObjectAddress   = "address"
+	ObjectIPSet     = "ipset"
+	ObjectIPTables  = "iptables"
+	ObjectConntrack = "conntrack"
+	ObjectSysctl    = "sysctl"
+)
+
+// Label values of NoLocalEndpoints's "traffic_policy" label, as kube-proxy
+// sets them: internal for internalTrafficPolicy Local, external for
+// externalTrafficPolicy Local.
+const (
+	TrafficPolicyInternal = "internal"
+	TrafficPolicyExternal = "external"
+)
+
+// Metrics are the proxier's metrics. Fields are exported for the proxier to
+// set directly; labels named ip_family take string(v1.IPv4Protocol) or
+// string(v1.IPv6Protocol), as kube-proxy's do.
+type Metrics struct {
+	// Registry holds every metric below plus the Go runtime and process
+	// collectors kube-proxy also exposes. ServeStatus serves it.
+	Registry *prometheus.Registry
+
+	// kube-proxy's metrics (names, buckets and labels as in v1.36).
+
+	// SyncProxyRulesLatency observes each sync's duration in seconds
+	// (ip_family).
+	SyncProxyRulesLatency *prometheus.HistogramVec
+	// SyncProxyRulesLastTimestamp is the Unix time of the last successful
+	// sync (ip_family).
+	SyncProxyRulesLastTimestamp *prometheus.GaugeVec
+	// SyncProxyRulesLastQueuedTimestamp is the Unix time a sync was last
+	// queued (ip_family); far ahead of the last sync means a hung proxier.
+	SyncProxyRulesLastQueuedTimestamp *prometheus.GaugeVec
+	// NetworkProgrammingLatency observes, per changed EndpointSlice, the
+	// seconds from its last-change-trigger-time to the sync that programmed
+	// it (ip_family). See ObserveNetworkProgramming.
+	NetworkProgrammingLatency *prometheus.HistogramVec
+	// EndpointChangesPending is the number of EndpointSlice changes not yet
+	// synced.
+	EndpointChangesPending prometheus.Gauge
+	// EndpointChangesTotal counts EndpointSlice changes seen.
+	EndpointChangesTotal prometheus.Counter
+	// ServiceChangesPending is the number of Service changes not yet synced.
+	ServiceChangesPending prometheus.Gauge
+	// ServiceChangesTotal counts Service changes seen.
+	ServiceChangesTotal prometheus.Counter
+	// NoLocalEndpoints is, after each sync, the number of Services with a
+	// Local traffic policy and no local endpoint (traffic_policy, ip_family).
+	// A gauge despite its _total name, as in kube-proxy.
+	NoLocalEndpoints *prometheus.GaugeVec
+	// IPTablesRestoreFailuresTotal counts failed iptables-restore runs
+	// (ip_family); kube-proxy's IPVS mode exposes it too.
+	IPTablesRestoreFailuresTotal *prometheus.CounterVec
+	// ProxyHealthzTotal and ProxyLivezTotal count /healthz and /livez answers
+	// by HTTP status (code); pass them to healthcheck.ProxyHealth.CountResponses.
+	ProxyHealthzTotal *prometheus.CounterVec
+	ProxyLivezTotal   *prometheus.CounterVec
+
+	// Our own metrics.
+
+	// KernelWriteFailuresTotal counts failed kernel writes by kind of object
+	// (object: the Object* constants). Every value starts at 0 so alerts on
+	// increase() see the first failure.
+	KernelWriteFailuresTotal *prometheus.CounterVec
+	// SchedulerFallback is 1 for the configured IPVS scheduler (scheduler)
+	// when the kernel refused it and wrr is used instead, 0 otherwise. See
+	// SetSchedulerFallback.
+	SchedulerFallback *prometheus.GaugeVec
+	// ConntrackEntriesDeletedTotal counts conntrack flows deleted because
+	// their UDP endpoint went away or their Service got its first endpoint
+	// (ip_family).
+	ConntrackEntriesDeletedTotal *prometheus.CounterVec
+	// RealServersDraining is the number of real servers at weight 0 waiting
+	// for their connections to end before deletion.
+	RealServersDraining prometheus.Gauge
+	// SyncFullTotal and SyncPartialTotal count completed syncs by kind.
+	SyncFullTotal    prometheus.Counter
+	SyncPartialTotal prometheus.Counter
+}
+
+// alpha marks help text the way Kubernetes' component-base does for ALPHA
+// metrics, so /metrics reads the same as kube-proxy's.
+func alpha(help string) string { return "[ALPHA] " + help }
+
+// syncBuckets are kube-proxy's: 1ms doubling to about 16s.
+var syncBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
+
+// networkProgrammingBuckets are kube-proxy's: a leading 0 (component-base's
+// MergeBuckets starts with one), 0.25s and 0.5s, every second to 59s, every
+// 5s to 115s, every 30s to 5min.
+var networkProgrammingBuckets = mergeBuckets(
+	prometheus.LinearBuckets(0.25, 0.25, 2),
+	prometheus.LinearBuckets(1, 1, 59),
+	prometheus.LinearBuckets(60, 5, 12),
+	prometheus.LinearBuckets(120, 30, 7),
+)
+
+func mergeBuckets(parts ...[]float64) []float64 {
+	merged := []float64{0}
+	for _, p := range parts {
+		merged = append(merged, p...)
+	}
+	return merged
+}
+
+// New returns the proxier's metrics registered in a new registry.
+func New() *Metrics {
+	ipFamily := []string{"ip_family"}
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+
+		SyncProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_duration_seconds",
+			Help: alpha("SyncProxyRules latency in seconds"), Buckets: syncBuckets,
+		}, ipFamily),
+		SyncProxyRulesLastTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_last_timestamp_seconds",
+			Help: alpha("The last time proxy rules were successfully synced"),
+		}, ipFamily),
+		SyncProxyRulesLastQueuedTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_last_queued_timestamp_seconds",
+			Help: alpha("The last time a sync of proxy rules was queued"),
+		}, ipFamily),
+		NetworkProgrammingLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxySubsystem, Name: "network_programming_duration_seconds",
+			Help: alpha("In Cluster Network Programming Latency in seconds"), Buckets: networkProgrammingBuckets,
+		}, ipFamily),
+		EndpointChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_endpoint_changes_pending",
+			Help: alpha("Pending proxy rules Endpoint changes"),
+		}),
+		EndpointChangesTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_endpoint_changes_total",
+			Help: alpha("Cumulative proxy rules Endpoint changes"),
+		}),
+		ServiceChangesPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_service_changes_pending",
+			Help: alpha("Pending proxy rules Service changes"),
+		}),
+		ServiceChangesTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_service_changes_total",
+			Help: alpha("Cumulative proxy rules Service changes"),
+		}),
+		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_no_local_endpoints_total",
+			Help: alpha("Number of services with a Local traffic policy and no endpoints"),
+		}, []string{"traffic_policy", "ip_family"}),
+		IPTablesRestoreFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_iptables_restore_failures_total",
+			Help: alpha("Cumulative proxy iptables restore failures"),
+		}, ipFamily),
+		ProxyHealthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: kubeProxySubsystem, Name: "proxy_healthz_total",
+			Help: alpha("Cumulative proxy healthz HTTP status"),
+		}, []string{"code"}),
+		ProxyLivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: kubeProxySubsystem, Name: "proxy_livez_total",
+			Help: alpha("Cumulative proxy livez HTTP status"),
+		}, []string{"code"}),
+
+		KernelWriteFailuresTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ourNamespace, Name: "kernel_write_failures_total",
+			Help: "Kernel writes that failed and will be retried on the next sync, by kind of object",
+		}, []string{"object"}),
+		SchedulerFallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ourNamespace, Name: "scheduler_fallback",
+			Help: "1 when the kernel refused the configured IPVS scheduler (label) and wrr is used instead",
+		}, []string{"scheduler"}),
+		ConntrackEntriesDeletedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ourNamespace, Name: "conntrack_entries_deleted_total",
+			Help: "Stale conntrack flows deleted: of UDP endpoints that went away, or of UDP Services that got their first endpoint",
+		}, ipFamily),
+		RealServersDraining: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ourNamespace, Name: "real_servers_draining",
+			Help: "IPVS real servers at weight 0 waiting for their connections to end",
+		}),
+		SyncFullTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ourNamespace, Name: "sync_full_total",
+			Help: "Completed full syncs (start-up, after a failure, periodic)",
+		}),
+		SyncPartialTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ourNamespace, Name: "sync_partial_total",
+			Help: "Completed partial syncs (only what changed)",
+		}),
+	}
+
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.SyncProxyRulesLatency,
+		m.SyncProxyRulesLastTimestamp,
+		m.SyncProxyRulesLastQueuedTimestamp,
+		m.NetworkProgrammingLatency,
+		m.EndpointChangesPending,
+		m.EndpointChangesTotal,
+		m.ServiceChangesPending,
+		m.ServiceChangesTotal,
+		m.NoLocalEndpoints,
+		m.IPTablesRestoreFailuresTotal,
+		m.ProxyHealthzTotal,
+		m.ProxyLivezTotal,
+		m.KernelWriteFailuresTotal,
+		m.SchedulerFallback,
+		m.ConntrackEntriesDeletedTotal,
+		m.RealServersDraining,
+		m.SyncFullTotal,
+		m.SyncPartialTotal,
+	)
+	for _, object := range []string{ObjectIPVS, ObjectAddress, ObjectIPSet, ObjectIPTables, ObjectConntrack, ObjectSysctl} {
+		m.KernelWriteFailuresTotal.WithLabelValues(object)
+	}
+	return m
+}
+
+// SetSchedulerFallback records the start-up scheduler probe: fellBack is true
+// when the kernel refused configured and wrr replaced it.
+func (m *Metrics) SetSchedulerFallback(configured string, fellBack bool) {
+	value := 0.0
+	if fellBack {
+		value = 1
+	}
+	m.SchedulerFallback.WithLabelValues(configured).Set(value)
+}
+
+// SetNoLocalEndpoints records, after a sync, how many Services of family have
+// a Local internal or external traffic policy and no local endpoint.
+func (m *Metrics) SetNoLocalEndpoints(family v1.IPFamily, internal, external int) {
+	m.NoLocalEndpoints.WithLabelValues(TrafficPolicyInternal, string(family)).Set(float64(internal))
+	m.NoLocalEndpoints.WithLabelValues(TrafficPolicyExternal, string(family)).Set(float64(external))
+}

@@ -1,0 +1,55 @@
+package metrics
+
+import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// LastChangeTriggerTime reads the endpoints.kubernetes.io/last-change-trigger-time
+// annotation the EndpointSlice controller sets: when the Service or Pod change
+// that produced this version of the slice happened. It returns the zero time
+// when the annotation is absent, and an error naming the slice when it does
+// not parse as RFC 3339.
+func LastChangeTriggerTime(slice *discoveryv1.EndpointSlice) (time.Time, error) {
+	value, ok := slice.Annotations[v1.EndpointsLastChangeTriggerTime]
+	if !ok {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, value)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parse %s of EndpointSlice %s/%s: %w", v1.EndpointsLastChangeTriggerTime, slice.Namespace, slice.Name, err)
+	}
+	return t, nil
+}
+
+// NetworkProgrammingTrigger is the trigger time to remember for a changed
+// slice, with kube-proxy's rules: a deleted slice has none (its annotation
+// dates from its last update, not from the deletion), nor has one without a
+// readable annotation, nor one changed before trackerStart (when the proxier
+// began watching), since a restart would otherwise report the age of every
+// slice as latency. ok is false when nothing should be observed.
+func NetworkProgrammingTrigger(slice *discoveryv1.EndpointSlice, deleted bool, trackerStart time.Time) (t time.Time, ok bool, err error) {
+	if deleted {
+		return time.Time{}, false, nil
+	}
+	t, err = LastChangeTriggerTime(slice)
+	if err != nil || t.IsZero() || !t.After(trackerStart) {
+		return time.Time{}, false, err
+	}
+	return t, true, nil
+}
+
+// ObserveNetworkProgramming records, once the sync that programmed them has
+// finished at synced, the latency of each trigger time of family.
+func (m *Metrics) ObserveNetworkProgramming(family v1.IPFamily, triggers []time.Time, synced time.Time) {
+	observer := m.NetworkProgrammingLatency.WithLabelValues(string(family))
+	for _, t := range triggers {
+		if t.IsZero() {
+			continue
+		}
+		observer.Observe(synced.Sub(t).Seconds())
+	}
+}
