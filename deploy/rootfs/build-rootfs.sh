@@ -1,0 +1,105 @@
+#!/bin/sh
+# Builds the ipvsproxy container's root file system as a tarball, from Debian
+# packages only, without a container engine: the static ipvsproxy binary plus
+# the tools it runs on the host's behalf (iptables-restore/-save in both the
+# nft and legacy back ends, modprobe from kmod) and their shared libraries.
+# The Dockerfile runs this same script, so the image and the tarball that
+# check-rootfs.sh inspects are the same file tree.
+#
+# usage: build-rootfs.sh [--binary PATH] [--staging DIR] OUTPUT.tar
+#   --binary   a static ipvsproxy binary; default: CGO_ENABLED=0 go build ./cmd/ipvsproxy
+#   --staging  build the tree in DIR and keep it (default: a temporary directory)
+# env: IPVSPROXY_DEB_CACHE   where downloaded .debs are kept between runs
+#                            (default: <repo>/_output/rootfs-debs)
+#      SOURCE_DATE_EPOCH     mtime of every file in the tarball (default 0)
+#
+# Needs apt-get, apt-cache and dpkg-deb (Debian's apt and dpkg), and package
+# lists from `apt-get update`. Packages come from the host's configured
+# Debian release; run it on the release the image is meant for.
+set -eu
+
+# The packages the daemon runs, plus what they link against. apt-cache
+# resolves the closure; recommends and suggests are left out.
+PACKAGES="iptables kmod"
+BIN_PATH=/usr/local/bin/ipvsproxy
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+binary= staging= output=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--binary) binary=$2; shift 2 ;;
+	--staging) staging=$2; shift 2 ;;
+	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+	-*) echo "build-rootfs: unknown option $1" >&2; exit 2 ;;
+	*) output=$1; shift ;;
+	esac
+done
+[ -n "$output" ] || { echo "usage: build-rootfs.sh [--binary PATH] [--staging DIR] OUTPUT.tar" >&2; exit 2; }
+case $output in /*) ;; *) output=$PWD/$output ;; esac
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -z "$staging" ]; then
+	staging=$work/rootfs
+fi
+case $staging in /*) ;; *) staging=$PWD/$staging ;; esac
+rm -rf "$staging"
+mkdir -p "$staging"
+
+if [ -z "$binary" ]; then
+	binary=$work/ipvsproxy
+	echo "build-rootfs: building ./cmd/ipvsproxy (static)" >&2
+	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$binary" ./cmd/ipvsproxy)
+fi
+[ -x "$binary" ] || { echo "build-rootfs: $binary is not an executable" >&2; exit 1; }
+
+# Every real package in the dependency closure (virtual ones print as <name>).
+closure=$(apt-cache depends --recurse --no-recommends --no-suggests \
+	--no-conflicts --no-breaks --no-replaces --no-enhances $PACKAGES |
+	grep -E '^[a-z0-9]' | sort -u)
+[ -n "$closure" ] || { echo "build-rootfs: apt-cache knows none of: $PACKAGES (run apt-get update)" >&2; exit 1; }
+
+cache=${IPVSPROXY_DEB_CACHE:-$repo/_output/rootfs-debs}
+mkdir -p "$cache"
+manifest=$work/packages.txt
+: >"$manifest"
+for pkg in $closure; do
+	version=$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')
+	if [ -z "$version" ] || [ "$version" = "(none)" ]; then
+		echo "build-rootfs: no installable version of $pkg (run apt-get update)" >&2
+		exit 1
+	fi
+	# apt-get download names files with the epoch's colon escaped as %3a.
+	deb=$(ls "$cache/${pkg}_$(echo "$version" | sed 's/:/%3a/')_"*.deb 2>/dev/null | head -n 1 || true)
+	if [ -z "$deb" ]; then
+		# As root, apt would warn that its _apt sandbox user cannot write the cache.
+		(cd "$cache" && apt-get download -q -o APT::Sandbox::User=root "$pkg=$version" >&2)
+		deb=$(ls "$cache/${pkg}_$(echo "$version" | sed 's/:/%3a/')_"*.deb | head -n 1)
+	fi
+	dpkg-deb -x "$deb" "$staging"
+	echo "$pkg $version" >>"$manifest"
+done
+
+# Debian's postinst scripts, which dpkg-deb -x does not run, choose the
+# default iptables back end with update-alternatives (nft, priority 20 over
+# legacy's 10). Make the same choice with plain symlinks; ipvsproxy itself
+# calls iptables-nft-* or iptables-legacy-* after detecting what the host uses.
+for tool in iptables iptables-restore iptables-save ip6tables ip6tables-restore ip6tables-save; do
+	nft=$(echo "$tool" | sed 's/^\(ip6\{0,1\}tables\)/\1-nft/')
+	[ -e "$staging/usr/sbin/$nft" ] || { echo "build-rootfs: $nft missing from the iptables package" >&2; exit 1; }
+	ln -sf "$nft" "$staging/usr/sbin/$tool"
+done
+
+install -D -m 0755 "$binary" "$staging$BIN_PATH"
+install -D -m 0644 "$manifest" "$staging/usr/share/doc/ipvsproxy/packages.txt"
+# /run holds the xtables lock (a hostPath in the DaemonSet); /tmp for tools.
+mkdir -p "$staging/run" "$staging/tmp" "$staging/etc"
+chmod 1777 "$staging/tmp"
+# Documentation and manual pages are not needed at run time.
+rm -rf "$staging/usr/share/man" "$staging/usr/share/info" "$staging/usr/share/lintian"
+
+mkdir -p "$(dirname "$output")"
+tar --sort=name --mtime="@${SOURCE_DATE_EPOCH:-0}" --numeric-owner --owner=0 --group=0 \
+	-C "$staging" -cf "$output" .
+echo "build-rootfs: wrote $output ($(wc -l <"$manifest") packages: $(tr '\n' ' ' <"$manifest" | sed 's/ $//'))" >&2
