@@ -73,6 +73,25 @@ func TestProxyHealthBodies(t *testing.T) {
 	}
 }
 
+func TestProxyHealthBeforeFirstSync(t *testing.T) {
+	// kube-proxy v1.36 judges only IP families that synced at least once, so
+	// a change queued long ago does not fail the probe before the first sync.
+	clock := clocktesting.NewFakeClock(start)
+	h := NewProxyHealth(syncPeriod, clock)
+	h.QueuedUpdate()
+	clock.Step(10 * syncPeriod)
+	if !h.Healthy() {
+		t.Error("Healthy() = false before the first sync")
+	}
+	// From the first sync on, the rule applies.
+	h.Updated()
+	h.QueuedUpdate()
+	clock.Step(2 * syncPeriod)
+	if h.Healthy() {
+		t.Error("Healthy() = true with a change queued for 2*syncPeriod after a sync")
+	}
+}
+
 func TestProxyHealthNodeEligibility(t *testing.T) {
 	clock := clocktesting.NewFakeClock(start)
 	h := NewProxyHealth(syncPeriod, clock)

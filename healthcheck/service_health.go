@@ -79,6 +79,12 @@ func (s *ServiceHealthServer) SyncServices(ports map[types.NamespacedName]uint16
 		if s.services[name] != nil {
 			continue
 		}
+		if port == 0 {
+			// No healthCheckNodePort allocated: listening on 0 would pick a
+			// random port nobody probes.
+			klog.V(2).InfoS("Service has no health check node port", "service", name)
+			continue
+		}
 		klog.V(2).InfoS("Opening service health check", "service", name, "port", port)
 		svc, err := s.open(name, port)
 		if err != nil {

@@ -226,6 +226,19 @@ func TestServiceHealthPortInUseIsReportedAndRetried(t *testing.T) {
 	}
 }
 
+func TestServiceHealthSkipsUnallocatedPort(t *testing.T) {
+	recorder := record.NewFakeRecorder(10)
+	s, _, _ := newTestServiceHealth(t, recorder)
+	name := types.NamespacedName{Namespace: "default", Name: "loadbalancer"}
+	s.SyncServices(map[types.NamespacedName]uint16{name: 0})
+	s.lock.RLock()
+	open := len(s.services)
+	s.lock.RUnlock()
+	if open != 0 || len(recorder.Events) != 0 {
+		t.Errorf("port 0: %d listeners, %d events; want none", open, len(recorder.Events))
+	}
+}
+
 func TestServiceHealthListensOnMatchingNodeAddressesOnly(t *testing.T) {
 	name := types.NamespacedName{Namespace: "default", Name: "loadbalancer"}
 
