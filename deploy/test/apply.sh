@@ -1,0 +1,23 @@
+#!/bin/sh
+# Server-side applies the kustomized manifests of deploy/ to a real API server
+# (not a dry run), with strict field validation, and checks the
+# ServiceAccount's access against docs/rbac.md. Any schema error fails.
+#
+# usage: deploy/test/apply.sh ADMIN-KUBECONFIG [TOKEN-KUBECONFIG-OUT]
+#   TOKEN-KUBECONFIG-OUT: also write a kubeconfig holding a token of the
+#   ipvsproxy ServiceAccount, for running the proxy with exactly its RBAC.
+#
+# The example overlay is applied first and the base last, so the cluster ends
+# with the base's objects; both are checked by the server.
+# Needs only Go (it runs deploy/test/apply; kubectl is not required).
+set -eu
+[ $# -ge 1 ] || { echo "usage: apply.sh ADMIN-KUBECONFIG [TOKEN-KUBECONFIG-OUT]" >&2; exit 2; }
+kubeconfig=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+token_out=
+if [ $# -ge 2 ]; then
+	token_out=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
+fi
+cd "$(dirname "$0")/../.."
+GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+exec "$GO" run ./deploy/test/apply -kubeconfig "$kubeconfig" ${token_out:+-token-kubeconfig "$token_out"} \
+	deploy/overlays/example deploy/base
