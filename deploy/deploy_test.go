@@ -435,6 +435,16 @@ func TestOverlayPatchesBase(t *testing.T) {
 	if !oc.Resources.Requests.Cpu().Equal(*bc.Resources.Requests.Cpu()) {
 		t.Errorf("overlay cpu request %v, want the base's %v", oc.Resources.Requests.Cpu(), bc.Resources.Requests.Cpu())
 	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range oc.Env {
+		env[e.Name] = e
+	}
+	if env["KUBERNETES_SERVICE_HOST"].Value == "" || env["KUBERNETES_SERVICE_PORT"].Value == "" {
+		t.Errorf("overlay does not point the proxy at the API server's address: %+v", oc.Env)
+	}
+	if _, kept := env["IPVSPROXY_HOSTNAME_OVERRIDE"]; !kept || len(oc.Env) != len(bc.Env)+2 {
+		t.Errorf("overlay env %+v does not extend the base's %+v", oc.Env, bc.Env)
+	}
 	if oc.LivenessProbe == nil || len(oc.VolumeMounts) != len(bc.VolumeMounts) {
 		t.Errorf("overlay container lost fields of the base: %+v", oc)
 	}
