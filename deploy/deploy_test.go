@@ -305,7 +305,8 @@ func TestEnvVarsAreDocumentedFlags(t *testing.T) {
 			if !documented[key] {
 				t.Errorf("%s: ConfigMap %s sets %s, which is no flag in the table of %s", dir, r.config.Name, key, migrateDoc)
 			}
-			// urfave/cli reads an empty list variable as one empty item.
+			// urfave/cli takes a set but empty variable as the value "",
+			// replacing the flag's default.
 			if strings.TrimSpace(value) == "" {
 				t.Errorf("%s: ConfigMap %s sets %s to an empty value; leave it out instead", dir, r.config.Name, key)
 			}
