@@ -60,6 +60,8 @@ type Proxier struct {
 	tracker  *ChangeTracker
 	// OnSync, when set, is called after every sync.
 	OnSync func(SyncResult)
+	// OnQueued, when set, is called whenever a change is queued.
+	OnQueued func()
 
 	mu           sync.Mutex // one sync at a time; guards what follows
 	desired      *desiredState
@@ -108,6 +110,9 @@ func (p *Proxier) Tracker() *ChangeTracker { return p.tracker }
 func (p *Proxier) Config() Config { return p.cfg }
 
 func (p *Proxier) requestSync() {
+	if p.OnQueued != nil {
+		p.OnQueued()
+	}
 	select {
 	case p.trigger <- struct{}{}:
 	default:

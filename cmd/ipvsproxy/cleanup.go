@@ -1,0 +1,32 @@
+package main
+
+import (
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/urfave/cli/v2"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+func cleanupAction(c *cli.Context) error {
+	cfg, err := configFromFlags(c)
+	if err != nil {
+		return err
+	}
+	// Clean both families: the node may have run dual-stack before. A
+	// host without ip6tables has no IPv6 rules to clean.
+	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	k, closeKernel, err := openKernel(cfg.Families)
+	if err != nil {
+		klog.InfoS("Cleaning IPv4 only", "reason", err)
+		cfg.Families = cfg.Families[:1]
+		if k, closeKernel, err = openKernel(cfg.Families); err != nil {
+			return err
+		}
+	}
+	defer closeKernel()
+	if err := ipvsproxy.Cleanup(k, cfg); err != nil {
+		return err
+	}
+	klog.InfoS("Removed everything ipvsproxy installed")
+	return nil
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/urfave/cli/v2"
+)
+
+// Flag names follow kube-proxy's where the meaning is the same. Every flag
+// also reads IPVSPROXY_<NAME> (the DaemonSet's ConfigMap sets those).
+func envOf(name string) []string {
+	return []string{"IPVSPROXY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
+}
+
+func proxierFlags() []cli.Flag {
+	d := ipvsproxy.DefaultConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "cluster-cidr", EnvVars: envOf("cluster-cidr"), Usage: "pod CIDRs, comma-separated (one per family); cluster IP traffic from outside them is masqueraded"},
+		&cli.StringFlag{Name: "nodeport-addresses", EnvVars: envOf("nodeport-addresses"), Usage: "CIDRs of the node addresses that serve NodePorts and health checks, comma-separated; empty means all"},
+		&cli.BoolFlag{Name: "masquerade-all", EnvVars: envOf("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
+		&cli.StringFlag{Name: "ipvs-scheduler", EnvVars: envOf("ipvs-scheduler"), Value: d.Scheduler, Usage: "IPVS scheduler; falls back to wrr when the kernel lacks it"},
+		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
+		&cli.BoolFlag{Name: "ipvs-strict-arp", EnvVars: envOf("ipvs-strict-arp"), Usage: "set arp_ignore=1 and arp_announce=2 so service addresses are not announced"},
+		&cli.StringFlag{Name: "service-node-port-range", EnvVars: envOf("service-node-port-range"), Value: fmt.Sprintf("%d-%d", d.NodePortMin, d.NodePortMax), Usage: "the API server's NodePort range: virtual servers on node addresses in it belong to ipvsproxy"},
+		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
+	}
+}
+
+func runFlags() []cli.Flag {
+	d := ipvsproxy.DefaultConfig()
+	return []cli.Flag{
+		&cli.StringFlag{Name: "kubeconfig", EnvVars: envOf("kubeconfig"), Usage: "kubeconfig file; empty means in-cluster configuration"},
+		&cli.StringFlag{Name: "hostname-override", EnvVars: envOf("hostname-override"), Usage: "this node's name, if not the host name"},
+		&cli.DurationFlag{Name: "ipvs-sync-period", EnvVars: envOf("ipvs-sync-period"), Value: d.SyncPeriod, Usage: "how often everything is re-checked against the kernel"},
+		&cli.DurationFlag{Name: "ipvs-min-sync-period", EnvVars: envOf("ipvs-min-sync-period"), Value: d.MinSyncPeriod, Usage: "the shortest time between two kernel syncs"},
+		&cli.DurationFlag{Name: "ipvs-tcp-timeout", EnvVars: envOf("ipvs-tcp-timeout"), Usage: "IPVS timeout for idle TCP connections (0 leaves the kernel's)"},
+		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", EnvVars: envOf("ipvs-tcpfin-timeout"), Usage: "IPVS timeout for TCP connections after FIN (0 leaves the kernel's)"},
+		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: envOf("ipvs-udp-timeout"), Usage: "IPVS timeout for UDP flows (0 leaves the kernel's)"},
+		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
+		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz and /livez"},
+	}
+}
+
+// configFromFlags turns flags into a validated Config; families are
+// resolved later (they may depend on the node's addresses).
+func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
+	cfg := ipvsproxy.DefaultConfig()
+	var err error
+	if cfg.ClusterCIDRs, err = parseCIDRs("cluster-cidr", c.String("cluster-cidr")); err != nil {
+		return cfg, err
+	}
+	if cfg.NodePortAddresses, err = parseCIDRs("nodeport-addresses", c.String("nodeport-addresses")); err != nil {
+		return cfg, err
+	}
+	if cfg.ExcludeCIDRs, err = parseCIDRs("ipvs-exclude-cidrs", c.String("ipvs-exclude-cidrs")); err != nil {
+		return cfg, err
+	}
+	cfg.MasqueradeAll = c.Bool("masquerade-all")
+	cfg.Scheduler = c.String("ipvs-scheduler")
+	cfg.StrictARP = c.Bool("ipvs-strict-arp")
+	if cfg.NodePortMin, cfg.NodePortMax, err = parsePortRange(c.String("service-node-port-range")); err != nil {
+		return cfg, err
+	}
+	if c.IsSet("ipvs-sync-period") || c.Command.Name == "run" {
+		cfg.SyncPeriod = c.Duration("ipvs-sync-period")
+		cfg.MinSyncPeriod = c.Duration("ipvs-min-sync-period")
+		cfg.TCPTimeout = c.Duration("ipvs-tcp-timeout")
+		cfg.TCPFinTimeout = c.Duration("ipvs-tcpfin-timeout")
+		cfg.UDPTimeout = c.Duration("ipvs-udp-timeout")
+	}
+	for _, name := range []string{"metrics-bind-address", "healthz-bind-address"} {
+		if v := c.String(name); v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return cfg, fmt.Errorf("--%s=%q: %w", name, v, err)
+			}
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func parseCIDRs(flag, value string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(value, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %q is not a CIDR: %w", flag, s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func parsePortRange(value string) (uint16, uint16, error) {
+	lo, hi, ok := strings.Cut(value, "-")
+	a, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
+	b, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
+	if !ok || err1 != nil || err2 != nil || a == 0 || a > b {
+		return 0, 0, fmt.Errorf("--service-node-port-range=%q: want MIN-MAX within 1-65535", value)
+	}
+	return uint16(a), uint16(b), nil
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/urfave/cli/v2"
+)
+
+// parse runs the run command's flag parsing on args and returns the config.
+func parse(t *testing.T, args ...string) (ipvsproxy.Config, error) {
+	t.Helper()
+	var cfg ipvsproxy.Config
+	var parseErr error
+	app := newApp()
+	app.Writer, app.ErrWriter = &bytes.Buffer{}, &bytes.Buffer{}
+	for _, c := range app.Commands {
+		if c.Name == "run" {
+			c.Action = func(c *cli.Context) error {
+				cfg, parseErr = configFromFlags(c)
+				return nil
+			}
+		}
+	}
+	if err := app.Run(append([]string{"ipvsproxy", "run"}, args...)); err != nil {
+		return cfg, err
+	}
+	return cfg, parseErr
+}
+
+func TestFlagsFollowKubeProxyDefaults(t *testing.T) {
+	cfg, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Scheduler != "twos" || cfg.SyncPeriod != 30*time.Second || cfg.MinSyncPeriod != time.Second ||
+		cfg.MasqueradeMark != 0x4000 || cfg.NodePortMin != 30000 || cfg.NodePortMax != 32767 {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+}
+
+func TestFlagsParse(t *testing.T) {
+	cfg, err := parse(t, "--cluster-cidr=10.244.0.0/16,fd00:244::/56", "--nodeport-addresses=198.51.100.0/24",
+		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp",
+		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-udp-timeout=10s", "--service-node-port-range=31000-31999")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ipvsproxy.DefaultConfig()
+	want.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}
+	want.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	want.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/28")}
+	want.Scheduler, want.MasqueradeAll, want.StrictARP = "rr", true, true
+	want.SyncPeriod, want.MinSyncPeriod, want.UDPTimeout = time.Minute, 2*time.Second, 10*time.Second
+	want.NodePortMin, want.NodePortMax = 31000, 31999
+	if got, w := strings.ReplaceAll(sprint(cfg), " ", ""), strings.ReplaceAll(sprint(want), " ", ""); got != w {
+		t.Fatalf("got  %s\nwant %s", got, w)
+	}
+}
+
+func TestBadFlagsAreClearErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster-cidr=10.244.0.0/33"}, `--cluster-cidr: "10.244.0.0/33" is not a CIDR`},
+		{[]string{"--nodeport-addresses=nope"}, `--nodeport-addresses: "nope" is not a CIDR`},
+		{[]string{"--service-node-port-range=32767-30000"}, "--service-node-port-range"},
+		{[]string{"--service-node-port-range=0-70000"}, "--service-node-port-range"},
+		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "min sync period"},
+		{[]string{"--ipvs-sync-period=0s"}, "sync period 0s must be positive"},
+		{[]string{"--ipvs-udp-timeout=-1s"}, "udp timeout"},
+		{[]string{"--ipvs-scheduler="}, "empty IPVS scheduler"},
+		{[]string{"--metrics-bind-address=localhost"}, "--metrics-bind-address"},
+	} {
+		_, err := parse(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: got %v, want an error containing %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestFamiliesOf(t *testing.T) {
+	addrs := func(s ...string) (out []netip.Addr) {
+		for _, a := range s {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		in   []netip.Addr
+		want string
+	}{
+		{addrs("127.0.0.1", "::1", "fe80::1"), "[IPv4]"},
+		{addrs("198.51.100.1", "fe80::1"), "[IPv4]"},
+		{addrs("2001:db8::1"), "[IPv6]"},
+		{addrs("198.51.100.1", "2001:db8::1"), "[IPv4 IPv6]"},
+	} {
+		if got := sprint(familiesOf(c.in)); got != c.want {
+			t.Errorf("familiesOf(%v) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+func sprint(v any) string { return strings.TrimSpace(fmt.Sprint(v)) }

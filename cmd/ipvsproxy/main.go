@@ -1,0 +1,56 @@
+// Command ipvsproxy is the node daemon that replaces kube-proxy: `run`
+// programs IPVS from the API server's Services and EndpointSlices,
+// `cleanup` removes everything it installed, `version` prints its version.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+	"k8s.io/klog/v2"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "ipvsproxy:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:    "ipvsproxy",
+		Usage:   "Kubernetes service proxy on IPVS, replacing kube-proxy",
+		Version: version,
+		Commands: []*cli.Command{
+			{
+				Name:   "run",
+				Usage:  "run the node daemon",
+				Flags:  append(proxierFlags(), runFlags()...),
+				Action: runAction,
+			},
+			{
+				Name:   "cleanup",
+				Usage:  "remove every virtual server, address, ipset and iptables rule ipvsproxy installed",
+				Flags:  proxierFlags(),
+				Action: cleanupAction,
+			},
+			{
+				Name:  "version",
+				Usage: "print the version",
+				Action: func(c *cli.Context) error {
+					fmt.Fprintln(c.App.Writer, version)
+					return nil
+				},
+			},
+		},
+		Before: func(c *cli.Context) error {
+			klog.SetOutput(c.App.ErrWriter)
+			return nil
+		},
+	}
+}

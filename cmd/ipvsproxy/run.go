@@ -1,0 +1,236 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/metrics"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Labels with which a Service or EndpointSlice opts out of this proxy, as
+// kube-proxy honours them.
+const (
+	labelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+	labelHeadless         = "service.kubernetes.io/headless"
+)
+
+func runAction(c *cli.Context) error {
+	cfg, err := configFromFlags(c)
+	if err != nil {
+		return err
+	}
+	if cfg.Families, err = resolveFamilies(c.String("ip-families")); err != nil {
+		return err
+	}
+	nodeName, err := nodeNameOf(c.String("hostname-override"))
+	if err != nil {
+		return err
+	}
+	client, err := newClient(c.String("kubeconfig"))
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	k, closeKernel, err := openKernel(cfg.Families)
+	if err != nil {
+		return err
+	}
+	defer closeKernel()
+	var uts unix.Utsname
+	_ = unix.Uname(&uts)
+	prepared, err := ipvsproxy.Prepare(cfg, k, unix.ByteSliceToString(uts.Release[:]))
+	if err != nil {
+		return err
+	}
+	cfg = prepared.Config
+
+	m := metrics.New()
+	m.SetSchedulerFallback(prepared.Requested, prepared.SchedulerFellBack)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "ipvsproxy", Host: nodeName})
+
+	health := healthcheck.NewProxyHealth(cfg.SyncPeriod, clock.RealClock{})
+	health.SetIPFamilies(cfg.Families...)
+	health.CountResponses(m.ProxyHealthzTotal, m.ProxyLivezTotal)
+	serviceHealth := healthcheck.NewServiceHealthServer(cfg.NodePortAddresses, recorder, health, healthcheck.WithNodeName(nodeName))
+	defer serviceHealth.Close()
+
+	proxier, err := ipvsproxy.New(cfg, nodeName, k, recorder)
+	if err != nil {
+		return err
+	}
+	proxier.OnQueued = func() {
+		health.QueuedUpdate()
+		m.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(familyLabels(cfg.Families)...).SetToCurrentTime()
+	}
+	proxier.OnSync = func(r ipvsproxy.SyncResult) { observeSync(m, health, serviceHealth, cfg.Families, r) }
+
+	// Informers: every Service and EndpointSlice that is not another
+	// proxy's, and this node only.
+	notOthers, _ := labels.NewRequirement(labelServiceProxyName, selection.DoesNotExist, nil)
+	notHeadless, _ := labels.NewRequirement(labelHeadless, selection.DoesNotExist, nil)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.NewSelector().Add(*notOthers).String()
+	}))
+	sliceFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.NewSelector().Add(*notOthers, *notHeadless).String()
+	}))
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
+	}))
+	tracker := proxier.Tracker()
+	if _, err := factory.Core().V1().Services().Informer().AddEventHandler(tracker.ServiceHandler()); err != nil {
+		return err
+	}
+	if _, err := sliceFactory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(tracker.EndpointSliceHandler()); err != nil {
+		return err
+	}
+	nodeInformer := nodeFactory.Core().V1().Nodes().Informer()
+	if _, err := nodeInformer.AddEventHandler(tracker.NodeHandler()); err != nil {
+		return err
+	}
+	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { health.SyncNode(asNode(obj)) },
+		UpdateFunc: func(_, obj any) { health.SyncNode(asNode(obj)) },
+		DeleteFunc: func(obj any) { health.SyncNode(nil) },
+	}); err != nil {
+		return err
+	}
+	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory} {
+		f.Start(ctx.Done())
+	}
+
+	errs := make(chan error, 2)
+	go func() { errs <- healthcheck.ServeProxyHealth(ctx, c.String("healthz-bind-address"), health) }()
+	go func() { errs <- metrics.ServeStatus(ctx, c.String("metrics-bind-address"), m.Registry) }()
+
+	klog.InfoS("Waiting for informers", "node", nodeName)
+	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory} {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("informer for %v did not sync", typ)
+			}
+		}
+	}
+	klog.InfoS("Proxier running", "node", nodeName, "families", cfg.Families, "scheduler", cfg.Scheduler)
+	go proxier.Run(ctx)
+	select {
+	case <-ctx.Done():
+		klog.InfoS("Stopping; the kernel state stays so traffic keeps flowing")
+		return nil
+	case err := <-errs:
+		return err
+	}
+}
+
+// observeSync feeds one sync's result to the metrics and health servers.
+func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *healthcheck.ServiceHealthServer, families []v1.IPFamily, r ipvsproxy.SyncResult) {
+	fam := familyLabels(families)
+	for _, f := range fam {
+		m.SyncProxyRulesLatency.WithLabelValues(f).Observe(r.Duration.Seconds())
+		m.ConntrackEntriesDeletedTotal.WithLabelValues(f).Add(0)
+	}
+	if r.ConntrackDeleted > 0 {
+		m.ConntrackEntriesDeletedTotal.WithLabelValues(fam[0]).Add(float64(r.ConntrackDeleted))
+	}
+	m.ServiceChangesTotal.Add(float64(r.ServiceChanges))
+	m.EndpointChangesTotal.Add(float64(r.EndpointChanges))
+	for object, n := range r.WriteErrors {
+		m.KernelWriteFailuresTotal.WithLabelValues(object).Add(float64(n))
+	}
+	if n := r.WriteErrors["iptables"]; n > 0 {
+		m.IPTablesRestoreFailuresTotal.WithLabelValues(fam[0]).Add(float64(n))
+	}
+	m.RealServersDraining.Set(float64(r.Draining))
+	if r.Full {
+		m.SyncFullTotal.Inc()
+	} else {
+		m.SyncPartialTotal.Inc()
+	}
+	for _, f := range families {
+		m.SetNoLocalEndpoints(f, r.NoLocalEndpoints["internal"], r.NoLocalEndpoints["external"])
+	}
+	if r.Err() == nil {
+		health.Updated()
+		for _, f := range fam {
+			m.SyncProxyRulesLastTimestamp.WithLabelValues(f).SetToCurrentTime()
+			m.ObserveNetworkProgramming(v1.IPFamily(f), r.TriggerTimes, r.Start.Add(r.Duration))
+		}
+	}
+	if err := services.SyncServices(r.HealthCheckNodePorts); err != nil {
+		klog.ErrorS(err, "Syncing health check node ports")
+	}
+	if err := services.SyncEndpoints(r.LocalReadyEndpoints); err != nil {
+		klog.ErrorS(err, "Syncing health check endpoints")
+	}
+	m.ServiceChangesPending.Set(0)
+	m.EndpointChangesPending.Set(0)
+}
+
+func familyLabels(families []v1.IPFamily) []string {
+	out := make([]string, len(families))
+	for i, f := range families {
+		out[i] = string(f)
+	}
+	return out
+}
+
+func asNode(obj any) *v1.Node {
+	n, _ := obj.(*v1.Node)
+	return n
+}
+
+func nodeNameOf(override string) (string, error) {
+	if override = strings.TrimSpace(override); override != "" {
+		return strings.ToLower(override), nil
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("no --hostname-override and no host name: %w", err)
+	}
+	return strings.ToLower(h), nil
+}
+
+func newClient(kubeconfig string) (kubernetes.Interface, error) {
+	var restConfig *rest.Config
+	var err error
+	if kubeconfig == "" {
+		restConfig, err = rest.InClusterConfig()
+	} else {
+		restConfig, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("API server configuration: %w", err)
+	}
+	restConfig.UserAgent = "ipvsproxy/" + version
+	restConfig.Timeout = 30 * time.Second
+	return kubernetes.NewForConfig(restConfig)
+}
