@@ -1,0 +1,13 @@
+// Command etcd is the upstream etcd server, built from go.etcd.io/etcd/server/v3
+// as the kube-apiserver's storage for the end-to-end tests.
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
