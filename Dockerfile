@@ -13,7 +13,7 @@ RUN go mod download
 COPY . .
 # Static: the binary must not depend on the image's libc, only the iptables
 # tools it runs do.
-RUN CGO_ENABLED=0 go build -trimpath -o /out/ipvsproxy ./cmd/ipvsproxy
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ipvsproxy ./cmd/ipvsproxy
 
 # The release the packages come from; the rootfs tarball built outside a
 # container comes from the build host's release, so keep them the same.

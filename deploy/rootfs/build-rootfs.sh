@@ -50,7 +50,7 @@ mkdir -p "$staging"
 if [ -z "$binary" ]; then
 	binary=$work/ipvsproxy
 	echo "build-rootfs: building ./cmd/ipvsproxy (static)" >&2
-	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -o "$binary" ./cmd/ipvsproxy)
+	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$binary" ./cmd/ipvsproxy)
 fi
 [ -x "$binary" ] || { echo "build-rootfs: $binary is not an executable" >&2; exit 1; }
 
@@ -96,8 +96,12 @@ install -D -m 0644 "$manifest" "$staging/usr/share/doc/ipvsproxy/packages.txt"
 # /run holds the xtables lock (a hostPath in the DaemonSet); /tmp for tools.
 mkdir -p "$staging/run" "$staging/tmp" "$staging/etc"
 chmod 1777 "$staging/tmp"
-# Documentation and manual pages are not needed at run time.
-rm -rf "$staging/usr/share/man" "$staging/usr/share/info" "$staging/usr/share/lintian"
+# Not needed at run time: manual pages, shell completion, boot scripts, and
+# glibc's iconv modules (8 MB; neither iptables nor kmod converts charsets).
+# /usr/share/doc stays: it holds the packages' copyright files.
+rm -rf "$staging/usr/share/man" "$staging/usr/share/info" "$staging/usr/share/lintian" \
+	"$staging/usr/share/bash-completion" "$staging/usr/share/initramfs-tools" \
+	"$staging/etc/init.d" "$staging/usr/lib/x86_64-linux-gnu/gconv"
 
 mkdir -p "$(dirname "$output")"
 tar --sort=name --mtime="@${SOURCE_DATE_EPOCH:-0}" --numeric-owner --owner=0 --group=0 \

@@ -64,7 +64,9 @@ for tool in \
 	/usr/sbin/ip6tables-restore /usr/sbin/ip6tables-save /usr/sbin/ip6tables \
 	/usr/sbin/iptables-nft-restore /usr/sbin/iptables-nft-save \
 	/usr/sbin/iptables-legacy-restore /usr/sbin/iptables-legacy-save \
-	/usr/sbin/ip6tables-nft-restore /usr/sbin/ip6tables-legacy-restore \
+	/usr/sbin/iptables-nft /usr/sbin/iptables-legacy \
+	/usr/sbin/ip6tables-nft /usr/sbin/ip6tables-nft-save /usr/sbin/ip6tables-nft-restore \
+	/usr/sbin/ip6tables-legacy /usr/sbin/ip6tables-legacy-save /usr/sbin/ip6tables-legacy-restore \
 	/sbin/modprobe; do
 	if out=$($chroot_cmd "$root" "$tool" --version 2>&1); then
 		pass "$tool --version: $(echo "$out" | head -n 1)"
