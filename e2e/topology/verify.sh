@@ -9,4 +9,4 @@ go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 # Under the cache, not /tmp: the guest sees the host root but mounts its own /tmp.
 mkdir -p "$cache/bin"
 (cd "$repo" && CGO_ENABLED=0 "$go" build -o "$cache/bin/echoserver" ./e2e/echoserver)
-exec "$repo/e2e/vm/run.sh" -e "ECHOSERVER=$cache/bin/echoserver" -- "$here/verify-guest.sh"
+IPVSPROXY_VM_PREPARED=1 exec "$repo/e2e/vm/run.sh" -e "ECHOSERVER=$cache/bin/echoserver" -- "$here/verify-guest.sh"

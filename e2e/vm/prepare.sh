@@ -17,13 +17,13 @@ cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 say() { printf 'prepare: %s\n' "$*"; }
 die() { printf 'prepare: error: %s\n' "$*" >&2; exit 1; }
 
-# Modules the initramfs loads itself, before the host root is mounted; kmod's modprobe inside the
+# Modules the initramfs loads itself (before the host root is mounted, and the NIC); kmod's modprobe inside the
 # guest loads everything else from the full tree.
-initramfs_modules=(9pnet_virtio 9p overlay)
+initramfs_modules=(9pnet_virtio 9p overlay virtio_net)
 
 # Host packages the VM and the scripts use. busybox-static because the initramfs needs a static
 # shell; kmod because busybox's modprobe cannot load Debian's modules, the real one can.
-host_packages=(qemu-system-x86 kmod busybox-static cpio xz-utils socat ipvsadm iproute2)
+host_packages=(qemu-system-x86 kmod busybox-static cpio xz-utils zstd socat ipvsadm iproute2)
 
 apt_updated=
 apt_update() {
@@ -100,6 +100,29 @@ fetch_kernel() {
 	touch "$dir/root.done"
 }
 
+# extract_vmlinux unpacks the ELF kernel from the zstd-compressed bzImage, as the kernel's
+# scripts/extract-vmlinux does. qemu boots an ELF kernel through PVH, skipping the firmware's
+# real-mode loader and the in-guest decompression: about 5 s less per boot under emulation.
+# On any failure run.sh boots the bzImage instead.
+extract_vmlinux() {
+	local vmlinuz=$dir/root/boot/vmlinuz-$kver out=$dir/vmlinux off
+	if [[ -s $out ]]; then
+		say "vmlinux cached: $out"
+		return
+	fi
+	for off in $(LC_ALL=C grep -aboUP '\x28\xb5\x2f\xfd' "$vmlinuz" | cut -d: -f1); do
+		# zstd complains about the bytes after the frame; the frame itself is complete.
+		tail -c +$((off + 1)) "$vmlinuz" | zstd -dcq 2>/dev/null >"$out.tmp" || true
+		if [[ $(head -c4 "$out.tmp" | od -An -tx1 | tr -d ' ') == 7f454c46 ]]; then
+			mv "$out.tmp" "$out"
+			say "vmlinux extracted: $out"
+			return
+		fi
+	done
+	rm -f "$out.tmp"
+	say "no ELF kernel inside $vmlinuz; booting the bzImage"
+}
+
 # build_initramfs packs busybox, the init script and the 9p/overlay modules. Rebuilt when the
 # init script or the module list changes.
 build_initramfs() {
@@ -156,11 +179,14 @@ main() {
 	mkdir -p "$dir"
 	fetch_kernel
 	kver=$(ls "$dir/root/lib/modules")
+	extract_vmlinux
 	build_initramfs
+	local kernel=$dir/root/boot/vmlinuz-$kver
+	[[ -s $dir/vmlinux ]] && kernel=$dir/vmlinux
 	cat >"$cache/current.env.tmp" <<EOF
 PACKAGE=$pkg
 KVER=$kver
-VMLINUZ=$dir/root/boot/vmlinuz-$kver
+KERNEL=$kernel
 INITRAMFS=$dir/initramfs.cpio.gz
 MODULES=$dir/root/lib/modules/$kver
 EOF

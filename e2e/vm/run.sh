@@ -47,7 +47,11 @@ while (($#)); do
 done
 (($#)) || die "no command (usage: run.sh [options] -- COMMAND...)"
 
-[[ -f $cache/current.env ]] || "$here/prepare.sh" >&2
+# prepare.sh is cheap when everything is cached (about 2 s) and rebuilds the initramfs when its
+# script changed; callers that just ran it set IPVSPROXY_VM_PREPARED=1.
+if [[ -z ${IPVSPROXY_VM_PREPARED:-} ]]; then
+	"$here/prepare.sh" >/dev/null || die "prepare.sh failed"
+fi
 # shellcheck source=/dev/null
 . "$cache/current.env"
 
@@ -76,7 +80,7 @@ rm -f "$results/exit-status"
 	echo
 } >"$results/command.sh"
 
-append="console=ttyS0 panic=-1 e2e_stage2=$here/guest-init.sh e2e_results=$results e2e_modules=$MODULES"
+append="console=ttyS0 panic=-1 mitigations=off e2e_stage2=$here/guest-init.sh e2e_results=$results e2e_modules=$MODULES"
 if [[ -n $kernel_log ]]; then append+=" loglevel=6"; else append+=" quiet loglevel=3"; fi
 
 net_args=()
@@ -96,7 +100,7 @@ qemu=(
 	-accel tcg -cpu max -smp 1 -m "$mem"
 	-nodefaults -no-user-config -no-reboot -display none -monitor none
 	-chardev stdio,id=console,signal=off -serial chardev:console
-	-kernel "$VMLINUZ" -initrd "$INITRAMFS" -append "$append"
+	-kernel "$KERNEL" -initrd "$INITRAMFS" -append "$append"
 	# multidevs=remap: / spans several host file systems; keep their inode numbers apart.
 	-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap
 	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot

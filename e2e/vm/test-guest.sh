@@ -11,13 +11,17 @@ modules=(ip_vs ip_vs_rr ip_vs_wrr ip_vs_twos ip_vs_sh dummy veth bridge nf_connt
 	nf_conntrack_netlink ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip
 	ip_set_hash_ipportnet ip_set_hash_net ip_set_bitmap_port xt_set xt_mark xt_comment
 	xt_conntrack xt_addrtype xt_MASQUERADE iptable_nat iptable_filter nft_compat)
-for m in "${modules[@]}"; do
-	modprobe "$m" || echo "test-guest: modprobe $m failed"
-done
+# One modprobe for all: every program started from the 9p root costs time under emulation.
+if ! modprobe -a "${modules[@]}"; then
+	for m in "${modules[@]}"; do
+		modprobe "$m" || echo "test-guest: modprobe $m failed"
+	done
+fi
 
 passed=0 failed=0 skipped=0
 while read -r name bin dir; do
 	echo "=== binary $name"
+	started=$SECONDS
 	log=$(mktemp)
 	if [[ $name == smoke ]]; then
 		(cd "$dir" && "$bin") 2>&1 | tee "$log"
@@ -32,7 +36,7 @@ while read -r name bin dir; do
 	s=$(grep -c '^--- SKIP: ' "$log")
 	# A binary that dies (panic, timeout, bad flag) may print no FAIL line; count it once.
 	if ((rc != 0 && f == 0)); then f=1; fi
-	echo "=== binary $name: exit $rc, $p passed, $f failed, $s skipped"
+	echo "=== binary $name: exit $rc, $p passed, $f failed, $s skipped, $((SECONDS - started))s"
 	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
 	rm -f "$log"
 done <"$plan"

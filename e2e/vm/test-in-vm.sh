@@ -61,7 +61,7 @@ fi
 compiled=$SECONDS
 
 set +e
-"$here/run.sh" --results "$work/results" -e "TEST_RUN=$run_regex" -- \
+IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --results "$work/results" -e "TEST_RUN=$run_regex" -- \
 	"$here/test-guest.sh" "$work/plan" "$work/results"
 rc=$?
 set -e
