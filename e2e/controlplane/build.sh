@@ -44,6 +44,7 @@ else
 fi
 
 start=$(date +%s)
-"$GO" build -trimpath -o "$bin/" ./cmd/e2ectl
+# Static, so scenario scripts can run it in any guest root file system.
+CGO_ENABLED=0 "$GO" build -trimpath -o "$bin/" ./cmd/e2ectl
 log "built e2ectl in $(( $(date +%s) - start ))s"
 echo "$bin"

@@ -119,6 +119,16 @@ if command -v curl >/dev/null; then
 		'^"name":"echo-clusterip" "name":"echo-loadbalancer" "name":"echo-nodeport" $'
 	body=$(as_proxier_get /api/v1/nodes/node1 2>&1)
 	expect "proxier reads node1's InternalIP" "$(tr -d ' \n' <<<"$body" | grep -o '"type":"InternalIP","address":"[^"]*"')" '198\.51\.100\.1"$'
+
+	# The guest's kubeconfig: its server address (192.0.2.100, reached through
+	# qemu's guestfwd) must verify against the serving certificate; here the
+	# connection is steered to loopback, as the guestfwd does.
+	server=$(sed -n 's/^ *server: //p' "$PROXIER_KUBECONFIG")
+	hostport=${server#https://}
+	body=$(curl -sS --fail --cacert "$work/pki/ca.crt" --connect-to "$hostport:127.0.0.1:6443" \
+		-H "Authorization: Bearer $(sed -n 's/^ *token: //p' "$PROXIER_KUBECONFIG")" "$server/api/v1/nodes" 2>&1)
+	expect "proxier.kubeconfig ($server) lists nodes over verified TLS" \
+		"$(tr -d ' \n' <<<"$body" | grep -o '"name":"node[12]"' | sort -u | tr '\n' ' ')" '^"name":"node1" "name":"node2" $'
 else
 	fail "curl missing: cannot read back as the proxier"
 fi
