@@ -1,0 +1,56 @@
+# The two commands a newcomer needs:
+#   make demo   boots the end-to-end VM and replays the seed tutorial (no cluster needed)
+#   make test   everything CI runs: unit and namespace tests, IPVS tests in the VM, end to end
+# Both install what they need (Debian packages) on first use; run them as root.
+
+GO        ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+BIN       := bin/ipvsproxy
+# Packages whose real-kernel half needs IPVS or the dummy driver: they run in the VM.
+VM_PKGS   := ./ipvs ./netif ./ipvsproxy
+
+.PHONY: all build test unit vm-test e2e demo deps fuzz bench image rootfs clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ipvsproxy
+
+deps:
+	e2e/install-deps.sh
+
+# Unit tests on the fakes, plus the real-kernel halves that this machine's
+# kernel supports (ipset, iptables, conntrack in fresh network namespaces).
+unit: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+# The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy).
+vm-test: deps
+	e2e/vm/test-in-vm.sh --smoke $(VM_PKGS)
+
+# The seed tutorial as assertions, two nodes in the VM against a real API server.
+e2e: deps build
+	e2e/run.sh
+
+test: unit vm-test e2e
+
+demo: deps build
+	e2e/run.sh --demo
+
+fuzz:
+	$(GO) test ./ipvsproxy -run XXX -fuzz FuzzBuildService -fuzztime 60s
+
+bench:
+	$(GO) test ./benchmarks/... -run XXX -bench . -benchmem
+
+# Needs a container engine; see deploy/rootfs for the same file system without one.
+image:
+	docker build -t ipvsproxy/ipvsproxy:$(VERSION) .
+
+rootfs: build
+	deploy/rootfs/build-rootfs.sh $(BIN) _output/rootfs.tar
+
+clean:
+	rm -rf bin _output

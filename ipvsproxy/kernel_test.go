@@ -1,0 +1,194 @@
+package ipvsproxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	"github.com/ipvsproxy/ipvsproxy/sysctl"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	v1 "k8s.io/api/core/v1"
+)
+
+// realKernelInNamespace opens every real adapter inside a fresh named
+// network namespace, removed when the test ends. It skips where the kernel
+// lacks IPVS or the dummy driver (this development host; the VM has both).
+func realKernelInNamespace(t *testing.T) Kernel {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("real-kernel proxier test needs root")
+	}
+	name := fmt.Sprintf("ipvsproxy-p-%d", os.Getpid())
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := netns.NewNamed(name)
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("create namespace: %v", err)
+	}
+	if err := netns.Set(orig); err != nil {
+		t.Fatalf("leave namespace: %v", err)
+	}
+	orig.Close()
+	runtime.UnlockOSThread()
+	t.Cleanup(func() {
+		ns.Close()
+		netns.DeleteNamed(name)
+	})
+
+	// The namespace's own address stands for the node's: on lo, so no
+	// packet can leave.
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(lo); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: node1IP.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
+		t.Fatal(err)
+	}
+
+	k := Kernel{IPTables: map[v1.IPFamily]iptables.Interface{}}
+	if k.IPVS, err = ipvs.NewInNamespace(ns); err != nil {
+		if errors.Is(err, ipvs.ErrUnsupported) {
+			t.Skipf("kernel has no IPVS: %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.IPVS.Close() })
+	if k.Netif, err = netif.NewInNamespace(DummyInterface, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Netif.EnsureDummy(); errors.Is(err, netif.ErrUnsupported) {
+		t.Skipf("kernel has no dummy driver: %v", err)
+	}
+	if k.IPSet, err = ipset.NewInNamespace(ns); err != nil {
+		t.Fatal(err)
+	}
+	ct, err := conntrack.NewInNamespace(int(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ct.Close() })
+	k.Conntrack = ct
+	if k.IPTables[v1.IPv4Protocol], err = iptables.New(iptables.IPv4, iptables.InNetNS("/run/netns/"+name)); err != nil {
+		t.Skipf("no iptables: %v", err)
+	}
+	k.Sysctl = sysctl.NewFake(map[string]string{})
+	return k
+}
+
+// TestProxierOnRealKernel runs a sync, a resync, a restart and a cleanup
+// against the real kernel: the resync and the restart must write nothing,
+// which proves that what the proxier reads back (virtual servers, set
+// members, iptables rules) compares equal to what it wrote.
+func TestProxierOnRealKernel(t *testing.T) {
+	k := realKernelInNamespace(t)
+	cfg := testConfig()
+	if ok, err := probeScheduler(k.IPVS, cfg.Scheduler); err != nil || !ok {
+		t.Fatalf("the VM's kernel should have the %s scheduler: ok=%v err=%v", cfg.Scheduler, ok, err)
+	}
+	world := func(p *Proxier) {
+		web := service("web", "10.96.0.10", nodePort(30080), func(s *v1.Service) {
+			s.Spec.ExternalIPs = []string{"203.0.113.5"}
+			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+		})
+		lb := service("lb", "10.96.0.20", loadBalancer(30090, "203.0.113.140"), externalLocal(32122), func(s *v1.Service) {
+			s.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
+		})
+		dns := service("dns", "10.96.0.53", protocol(v1.ProtocolUDP), nodePort(30053))
+		sctp := service("sctp", "10.96.0.60", protocol(v1.ProtocolSCTP), nodePort(30060))
+		for _, s := range []*v1.Service{web, lb, dns, sctp} {
+			p.Tracker().SetService(s)
+			p.Tracker().SetEndpointSlice(slice(s, s.Name+"-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
+		}
+	}
+	p, _ := newRealProxier(t, k, cfg)
+	world(p)
+	res := p.Sync()
+	if err := res.Err(); err != nil {
+		t.Fatalf("first sync: %v", err)
+	}
+	if res.Writes == 0 {
+		t.Fatal("first sync wrote nothing")
+	}
+	rss, err := k.IPVS.RealServers(ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: node1IP, Port: 30080})
+	if err != nil || len(rss) != 2 {
+		t.Fatalf("node port real servers: %v %v", rss, err)
+	}
+	lbRSS, err := k.IPVS.RealServers(ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("203.0.113.140"), Port: 80})
+	if err != nil || len(lbRSS) != 1 || lbRSS[0].Address != ep1.Address {
+		t.Fatalf("Local LB real servers: %v %v", lbRSS, err)
+	}
+
+	p.needFull = true
+	if res := p.Sync(); res.Err() != nil || res.Writes != 0 {
+		t.Fatalf("full resync: writes=%d err=%v", res.Writes, res.Err())
+	}
+	p2, _ := newRealProxier(t, k, cfg)
+	world(p2)
+	if res := p2.Sync(); res.Err() != nil || res.Writes != 0 {
+		t.Fatalf("restart: writes=%d err=%v", res.Writes, res.Err())
+	}
+
+	// A drained TCP endpoint without connections goes at once.
+	web := service("web", "10.96.0.10", nodePort(30080))
+	p2.Tracker().SetEndpointSlice(slice(web, "web-a", 8080, "10.244.1.5@node1"))
+	if res := p2.Sync(); res.Err() != nil || res.Full {
+		t.Fatalf("partial sync: full=%v err=%v", res.Full, res.Err())
+	}
+	if rss, _ := k.IPVS.RealServers(webVS); len(rss) != 1 {
+		t.Fatalf("after endpoint removal: %v", rss)
+	}
+
+	if err := Cleanup(k, cfg); err != nil {
+		t.Fatalf("cleanup: %v", err)
+	}
+	if vss, _ := k.IPVS.VirtualServers(); len(vss) != 0 {
+		t.Fatalf("virtual servers left: %v", vss)
+	}
+	sets, _ := k.IPSet.Sets()
+	for _, s := range sets {
+		if strings.HasPrefix(s.Name, "KUBE-") {
+			t.Fatalf("set left: %s", s.Name)
+		}
+	}
+	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+		save, _ := k.IPTables[v1.IPv4Protocol].Save(table)
+		if strings.Contains(string(save), "KUBE-") {
+			t.Fatalf("rules left in %s:\n%s", table, save)
+		}
+	}
+	if _, err := k.Netif.DummyAddresses(); !errors.Is(err, netif.ErrNotFound) {
+		t.Fatalf("%s left: %v", DummyInterface, err)
+	}
+}
+
+func newRealProxier(t *testing.T, k Kernel, cfg Config) (*Proxier, error) {
+	t.Helper()
+	p, err := New(cfg, thisNode, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, nil
+}
