@@ -94,7 +94,8 @@ done
 install -D -m 0755 "$binary" "$staging$BIN_PATH"
 install -D -m 0644 "$manifest" "$staging/usr/share/doc/ipvsproxy/packages.txt"
 # /run holds the xtables lock (a hostPath in the DaemonSet); /tmp for tools.
-mkdir -p "$staging/run" "$staging/tmp" "$staging/etc"
+# /lib/modules is where the DaemonSet mounts the host's modules.
+mkdir -p "$staging/run" "$staging/tmp" "$staging/etc" "$staging/lib/modules"
 chmod 1777 "$staging/tmp"
 # Not needed at run time: manual pages, shell completion, boot scripts, and
 # glibc's iconv modules (8 MB; neither iptables nor kmod converts charsets).

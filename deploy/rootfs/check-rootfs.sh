@@ -6,6 +6,10 @@
 # usage: check-rootfs.sh ROOTFS.tar [VERSION-ARGS...]
 #   VERSION-ARGS: what to run the binary with to prove it starts (default:
 #   "version"); the binary must exit 0.
+# env: MODULES_DIR  a lib/modules directory holding one kernel's modules
+#                   (after depmod); if set, modprobe in the tree must resolve
+#                   the modules ipvsproxy loads from it, mounted read-only at
+#                   /lib/modules as the DaemonSet mounts the host's.
 # Runs commands with chroot, so it needs root, or unprivileged user
 # namespaces (then it runs under `unshare -r`).
 set -eu
@@ -74,6 +78,24 @@ for tool in \
 		fail "$tool --version: $out"
 	fi
 done
+# Host modules are usually compressed (Debian: xz; others: zstd); a kmod
+# built without the matching support cannot load them.
+features=$($chroot_cmd "$root" /sbin/modprobe --version 2>&1 | tail -n 1)
+case $features in
+*+XZ*+ZSTD*|*+ZSTD*+XZ*) pass "modprobe reads xz and zstd modules ($features)" ;;
+*) fail "modprobe lacks xz or zstd support: $features" ;;
+esac
+if [ -n "${MODULES_DIR:-}" ]; then
+	kver=$(ls "$MODULES_DIR" | head -n 1)
+	for module in ip_vs ip_vs_twos ip_vs_wrr ip_vs_rr nf_conntrack dummy; do
+		if out=$($netns_cmd -m sh -c 'mount --bind -o ro "$1" "$2/lib/modules" &&
+			chroot "$2" /sbin/modprobe --show-depends -S "$3" "$4"' sh "$MODULES_DIR" "$root" "$kver" "$module" 2>&1); then
+			pass "modprobe resolves $module of $kver: $(echo "$out" | wc -l) modules"
+		else
+			fail "modprobe cannot resolve $module of $kver: $out"
+		fi
+	done
+fi
 # The default iptables is the nft back end, matching Debian's own default.
 case $($chroot_cmd "$root" /usr/sbin/iptables-restore --version 2>&1) in
 *nf_tables*) pass "iptables-restore defaults to nf_tables" ;;
