@@ -4,11 +4,13 @@
 # proxier its identity from deploy/base (ServiceAccount kube-system/ipvsproxy,
 # its ClusterRole and binding, a TokenRequest token).
 #
-# Usage: start.sh [WORKDIR]     (WORKDIR must be new or empty; default: a fresh temp dir)
+# Usage: start.sh [WORKDIR]     (WORKDIR must be new or empty; default: a fresh dir under
+#                               /var/tmp, which the VM guest sees, unlike /tmp)
 # Prints progress and times on stderr and, last on stdout, WORKDIR=<dir>.
 # The work dir then holds:
 #   admin.kubeconfig          cluster-admin (client certificate), server https://127.0.0.1:6443
-#   proxier.kubeconfig        the proxier's token, server $PROXIER_SERVER (the VM guest's view)
+#   admin-guest.kubeconfig    cluster-admin, server $GUEST_SERVER (the VM guest's view of the host)
+#   proxier.kubeconfig        the proxier's token, server $GUEST_SERVER
 #   proxier-host.kubeconfig   the same identity, server https://127.0.0.1:6443
 #   env                       shell variables (E2E_BIN, KUBECONFIG paths) to source
 #   pki/ etcd/ logs/          certificates, etcd data, etcd.log and kube-apiserver.log
@@ -17,7 +19,7 @@
 # Env: IPVSPROXY_E2E_BIN      directory with kube-apiserver, etcd, e2ectl (default: run build.sh)
 #      APISERVER_PORT         6443
 #      ETCD_CLIENT_PORT       2379;  ETCD_PEER_PORT 2380
-#      PROXIER_SERVER         https://192.0.2.100:6443 (qemu guestfwd to the host's 127.0.0.1:6443)
+#      GUEST_SERVER           https://192.0.2.100:6443 (qemu guestfwd to the host's 127.0.0.1:6443)
 #      SERVICE_CIDR           10.96.0.0/16
 #      RBAC_DIR               <repo>/deploy/base
 #      READY_TIMEOUT          300 (seconds)
@@ -28,12 +30,12 @@ repo=$(cd "$here/../.." && pwd)
 apiserver_port=${APISERVER_PORT:-6443}
 etcd_client_port=${ETCD_CLIENT_PORT:-2379}
 etcd_peer_port=${ETCD_PEER_PORT:-2380}
-proxier_server=${PROXIER_SERVER:-https://192.0.2.100:6443}
+guest_server=${GUEST_SERVER:-https://192.0.2.100:6443}
 service_cidr=${SERVICE_CIDR:-10.96.0.0/16}
 rbac_dir=${RBAC_DIR:-$repo/deploy/base}
 ready_timeout=${READY_TIMEOUT:-300}
-# The host part of PROXIER_SERVER goes into the serving certificate's SANs.
-guest_host_ip=${proxier_server#*://}
+# The host part of GUEST_SERVER goes into the serving certificate's SANs.
+guest_host_ip=${guest_server#*://}
 guest_host_ip=${guest_host_ip%%/*}
 guest_host_ip=${guest_host_ip%:*}
 guest_host_ip=${guest_host_ip#[}
@@ -50,7 +52,9 @@ for b in kube-apiserver etcd e2ectl; do
 	[[ -x $bin/$b ]] || die "$bin/$b missing: run build.sh or set IPVSPROXY_E2E_BIN"
 done
 
-work=${1:-$(mktemp -d /tmp/ipvsproxy-e2e-cp.XXXXXX)}
+# Not under /tmp: the VM guest mounts a fresh tmpfs there, while it sees
+# /var/tmp through its read-only share of this machine's root.
+work=${1:-$(mktemp -d /var/tmp/ipvsproxy-e2e-cp.XXXXXX)}
 mkdir -p "$work"
 [[ -z $(ls -A "$work" 2>/dev/null) ]] || die "$work is not empty"
 work=$(cd "$work" && pwd)
@@ -118,6 +122,7 @@ pki=$work/pki
 echo $! >"$work/kube-apiserver.pid"
 
 "$bin/e2ectl" admin-kubeconfig --pki "$pki" --server "https://127.0.0.1:$apiserver_port" --out "$work/admin.kubeconfig"
+"$bin/e2ectl" admin-kubeconfig --pki "$pki" --server "$guest_server" --out "$work/admin-guest.kubeconfig"
 export KUBECONFIG=$work/admin.kubeconfig
 deadline=$(($(date +%s) + ready_timeout))
 until "$bin/e2ectl" wait-ready --timeout 5s >/dev/null 2>&1; do
@@ -128,7 +133,7 @@ log "kube-apiserver ready (/readyz ok) after $(since "$t_api")"
 
 t_id=$(now)
 "$bin/e2ectl" apply-rbac --dir "$rbac_dir" >&2
-"$bin/e2ectl" proxier-kubeconfig --server "$proxier_server" --out "$work/proxier.kubeconfig"
+"$bin/e2ectl" proxier-kubeconfig --server "$guest_server" --out "$work/proxier.kubeconfig"
 "$bin/e2ectl" proxier-kubeconfig --server "https://127.0.0.1:$apiserver_port" --out "$work/proxier-host.kubeconfig"
 log "proxier identity from $rbac_dir ready after $(since "$t_id")"
 
@@ -136,6 +141,7 @@ cat >"$work/env" <<ENV
 E2E_BIN=$bin
 E2E_WORKDIR=$work
 ADMIN_KUBECONFIG=$work/admin.kubeconfig
+ADMIN_GUEST_KUBECONFIG=$work/admin-guest.kubeconfig
 PROXIER_KUBECONFIG=$work/proxier.kubeconfig
 PROXIER_HOST_KUBECONFIG=$work/proxier-host.kubeconfig
 ENV
