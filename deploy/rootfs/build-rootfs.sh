@@ -7,6 +7,7 @@
 # check-rootfs.sh inspects are the same file tree.
 #
 # usage: build-rootfs.sh [--binary PATH] [--staging DIR] OUTPUT.tar
+#        build-rootfs.sh [--staging DIR] BINARY OUTPUT.tar
 #   --binary   a static ipvsproxy binary; default: CGO_ENABLED=0 go build ./cmd/ipvsproxy
 #   --staging  build the tree in DIR and keep it (default: a temporary directory)
 # env: IPVSPROXY_DEB_CACHE   where downloaded .debs are kept between runs
@@ -25,17 +26,29 @@ BIN_PATH=/usr/local/bin/ipvsproxy
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+usage="usage: build-rootfs.sh [--binary PATH] [--staging DIR] OUTPUT.tar, or [--staging DIR] BINARY OUTPUT.tar"
 binary= staging= output=
+set_positional() {
+	if [ -z "$output" ]; then
+		output=$1
+	elif [ -z "$binary" ]; then
+		# Two positional arguments: BINARY OUTPUT.tar.
+		binary=$output output=$1
+	else
+		echo "$usage" >&2
+		exit 2
+	fi
+}
 while [ $# -gt 0 ]; do
 	case $1 in
 	--binary) binary=$2; shift 2 ;;
 	--staging) staging=$2; shift 2 ;;
-	-h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+	-h|--help) sed -n '2,21p' "$0"; exit 0 ;;
 	-*) echo "build-rootfs: unknown option $1" >&2; exit 2 ;;
-	*) output=$1; shift ;;
+	*) set_positional "$1"; shift ;;
 	esac
 done
-[ -n "$output" ] || { echo "usage: build-rootfs.sh [--binary PATH] [--staging DIR] OUTPUT.tar" >&2; exit 2; }
+[ -n "$output" ] || { echo "$usage" >&2; exit 2; }
 case $output in /*) ;; *) output=$PWD/$output ;; esac
 
 work=$(mktemp -d)
