@@ -37,7 +37,7 @@ else
 	# Build into a temporary dir and move in, so an interrupted build never
 	# leaves a half-written binary that the cache check would accept.
 	tmp=$(mktemp -d "$bin/.build.XXXXXX")
-	"$GO" build -trimpath -ldflags "$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/etcd
+	"$GO" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/etcd
 	mv "$tmp/kube-apiserver" "$tmp/etcd" "$bin/"
 	rmdir "$tmp"
 	log "built kube-apiserver and etcd in $(( $(date +%s) - start ))s"
@@ -45,6 +45,6 @@ fi
 
 start=$(date +%s)
 # Static, so scenario scripts can run it in any guest root file system.
-CGO_ENABLED=0 "$GO" build -trimpath -o "$bin/" ./cmd/e2ectl
+CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -o "$bin/" ./cmd/e2ectl
 log "built e2ectl in $(( $(date +%s) - start ))s"
 echo "$bin"

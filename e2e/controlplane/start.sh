@@ -107,6 +107,8 @@ log "etcd listening after $(since "$t_etcd")"
 
 t_api=$(now)
 pki=$work/pki
+# --allow-privileged as kubeadm and most clusters set it: a DaemonSet of
+# deploy/ asking for privilege is otherwise refused before RBAC is ever tested.
 "$bin/kube-apiserver" \
 	--etcd-servers="$etcd_url" \
 	--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$apiserver_port" \
@@ -115,6 +117,7 @@ pki=$work/pki
 	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 	--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
 	--authorization-mode=Node,RBAC \
+	--allow-privileged=true \
 	--service-cluster-ip-range="$service_cidr" \
 	--endpoint-reconciler-type=none \
 	--profiling=false \
