@@ -1,6 +1,7 @@
 package ipvsproxy
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -414,10 +415,22 @@ func (st *ServiceState) normalize() {
 	}
 	slices.SortFunc(st.Addresses, netip.Addr.Compare)
 	st.Addresses = slices.Compact(st.Addresses)
-	slices.SortFunc(st.SetEntries, func(a, b SetEntry) int {
-		return strings.Compare(a.Set+" "+a.Entry.String(setTypeOf(a.Set)), b.Set+" "+b.Entry.String(setTypeOf(b.Set)))
-	})
+	slices.SortFunc(st.SetEntries, compareSetEntries)
 	st.SetEntries = slices.Compact(st.SetEntries)
+}
+
+// compareSetEntries orders by set, then field by field; it allocates
+// nothing, since it runs for every member of every Service built.
+func compareSetEntries(a, b SetEntry) int {
+	return cmp.Or(
+		strings.Compare(a.Set, b.Set),
+		a.Entry.IP.Compare(b.Entry.IP),
+		strings.Compare(a.Entry.Protocol, b.Entry.Protocol),
+		cmp.Compare(a.Entry.Port, b.Entry.Port),
+		a.Entry.IP2.Compare(b.Entry.IP2),
+		a.Entry.Net.Addr().Compare(b.Entry.Net.Addr()),
+		cmp.Compare(a.Entry.Net.Bits(), b.Entry.Net.Bits()),
+	)
 }
 
 func compareVSKey(a, b ipvs.VirtualServerKey) int {
