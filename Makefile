@@ -25,6 +25,7 @@ deps:
 unit: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	cd e2e/controlplane && $(GO) test -count=1 ./pki/ ./cluster/
 
 # The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy).
 vm-test: deps
