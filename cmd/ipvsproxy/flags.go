@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"net"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
+	"k8s.io/klog/v2"
 )
 
 // Flag names follow kube-proxy's where the meaning is the same. Every flag
@@ -27,6 +29,7 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
 		&cli.BoolFlag{Name: "ipvs-strict-arp", EnvVars: envOf("ipvs-strict-arp"), Usage: "set arp_ignore=1 and arp_announce=2 so service addresses are not announced"},
 		&cli.StringFlag{Name: "service-node-port-range", EnvVars: envOf("service-node-port-range"), Value: fmt.Sprintf("%d-%d", d.NodePortMin, d.NodePortMax), Usage: "the API server's NodePort range: virtual servers on node addresses in it belong to ipvsproxy"},
+		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync, 4 every kernel write"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
 	}
 }
@@ -51,6 +54,9 @@ func runFlags() []cli.Flag {
 func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	cfg := ipvsproxy.DefaultConfig()
 	var err error
+	if err := setVerbosity(c.Int("v")); err != nil {
+		return cfg, err
+	}
 	if cfg.ClusterCIDRs, err = parseCIDRs("cluster-cidr", c.String("cluster-cidr")); err != nil {
 		return cfg, err
 	}
@@ -110,4 +116,14 @@ func parsePortRange(value string) (uint16, uint16, error) {
 		return 0, 0, fmt.Errorf("--service-node-port-range=%q: want MIN-MAX within 1-65535", value)
 	}
 	return uint16(a), uint16(b), nil
+}
+
+// setVerbosity sets klog's -v, which has no setter of its own.
+func setVerbosity(v int) error {
+	if v < 0 {
+		return fmt.Errorf("--v=%d must not be negative", v)
+	}
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	return fs.Set("v", strconv.Itoa(v))
 }
