@@ -19,7 +19,13 @@ type Interface interface {
 }
 
 // New returns the real /proc/sys implementation.
-func New() Interface { return procSys{root: "/proc/sys"} }
+func New() Interface { return NewAt("/proc/sys") }
+
+// NewAt reads and writes under root instead of /proc/sys: in a container
+// whose /proc/sys the runtime mounts read-only, the host's /proc/sys/net can
+// be mounted elsewhere (e.g. /host/proc/sys/net) and written there. The
+// files show the network namespace of the process that opens them.
+func NewAt(root string) Interface { return procSys{root: root} }
 
 type procSys struct{ root string }
 
@@ -39,7 +45,14 @@ func (p procSys) Get(name string) (string, error) {
 }
 
 func (p procSys) Set(name, value string) error {
-	err := os.WriteFile(p.path(name), []byte(value+"\n"), 0o644)
+	// No O_CREATE: a parameter that does not exist must fail, as in /proc.
+	f, err := os.OpenFile(p.path(name), os.O_WRONLY|os.O_TRUNC, 0)
+	if err == nil {
+		_, err = f.WriteString(value + "\n")
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("write sysctl %s=%s: %w", name, value, ErrNotFound)
 	}

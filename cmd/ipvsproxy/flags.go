@@ -29,6 +29,7 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
 		&cli.BoolFlag{Name: "ipvs-strict-arp", EnvVars: envOf("ipvs-strict-arp"), Usage: "set arp_ignore=1 and arp_announce=2 so service addresses are not announced"},
 		&cli.StringFlag{Name: "service-node-port-range", EnvVars: envOf("service-node-port-range"), Value: fmt.Sprintf("%d-%d", d.NodePortMin, d.NodePortMax), Usage: "the API server's NodePort range: virtual servers on node addresses in it belong to ipvsproxy"},
+		&cli.StringFlag{Name: "sysctl-root", EnvVars: envOf("sysctl-root"), Value: "/proc/sys", Usage: "where the kernel parameters are written; a mount of the host's /proc/sys/net below it lets the container run unprivileged"},
 		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
 	}

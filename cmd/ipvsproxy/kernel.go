@@ -17,7 +17,7 @@ import (
 )
 
 // openKernel opens the real adapters for the families.
-func openKernel(families []v1.IPFamily) (ipvsproxy.Kernel, func(), error) {
+func openKernel(families []v1.IPFamily, sysctlRoot string) (ipvsproxy.Kernel, func(), error) {
 	var k ipvsproxy.Kernel
 	var closers []func()
 	closeAll := func() {
@@ -49,7 +49,7 @@ func openKernel(families []v1.IPFamily) (ipvsproxy.Kernel, func(), error) {
 	}
 	k.Conntrack = ct
 	closers = append(closers, func() { ct.Close() })
-	k.Sysctl = sysctl.New()
+	k.Sysctl = sysctl.NewAt(sysctlRoot)
 	// One detection for both families, so they cannot pick different back
 	// ends.
 	backend, err := iptables.Detect()

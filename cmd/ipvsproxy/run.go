@@ -56,7 +56,7 @@ func runAction(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	k, closeKernel, err := openKernel(cfg.Families)
+	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"))
 	if err != nil {
 		return err
 	}
