@@ -52,6 +52,7 @@ image:
 
 rootfs: build
 	deploy/rootfs/build-rootfs.sh $(BIN) _output/rootfs.tar
+	deploy/rootfs/check-rootfs.sh _output/rootfs.tar
 
 clean:
 	rm -rf bin _output
