@@ -107,6 +107,12 @@ check "only the healthy node gets traffic, with the client's address" bash -c "
 	ipvsadm_out=\$('$topo' exec lb ipvsadm -Ln); echo \"\$ipvsadm_out\"
 	[[ \$(grep 'client_address=198.51.100.79 ' <<<\"\$out\" | grep -c 'hostname=node1 ') == 4 ]]"
 
+if [[ -n ${E2E_HOST_ADDR:-} && -n ${E2E_HOST_PORT:-} ]]; then
+	# The path a proxier in a node takes to an API server on the host's loopback.
+	check "node1 reaches the host's loopback through the restricted NIC" \
+		expect_line node1 "http://$E2E_HOST_ADDR:$E2E_HOST_PORT/" host-loopback-ok
+fi
+
 check "topology down" "$topo" down
 check "nothing left behind" no_netns_left
 
