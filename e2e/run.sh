@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# run.sh — the seed tutorial ("Using Source IP") as an end-to-end test: a real kube-apiserver on
+# this machine's loopback, one VM (the host kernel has no IPVS) with two nodes in network
+# namespaces, one `ipvsproxy run` per node, and the scenarios of issue 4 in e2e/scenarios/.
+#
+#   e2e/run.sh            PASS/FAIL per scenario, last line `N passed, N failed`; exit 1 on failure
+#   e2e/run.sh --demo     the same run, printed for a person: seed by seed, each command and its answer
+#
+# Host side (this file): build the control plane (cached) and the echo server, start the control
+# plane, boot the VM with a restricted user NIC whose only way out is a guestfwd to the API
+# server's 127.0.0.1:6443, run e2e/scenarios/guest.sh as root in it, then stop everything (trap).
+# Needs root, bin/ipvsproxy (`make build`; built here when missing) and Go.
+#
+# Environment:
+#   IPVSPROXY_E2E_CACHE    cache root (default /var/cache/ipvsproxy-e2e): VM kernel, control-plane
+#                          binaries, and this run's work dir (the guest mounts its own /tmp, so
+#                          everything it reads lives under the cache, not /tmp)
+#   IPVSPROXY_E2E_KEEP=1   keep the work dir (control-plane logs, proxier logs) after the run
+#   IPVSPROXY_VM_TIMEOUT   hard limit for the VM (default 900 s)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
+go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+demo=0
+case ${1:-} in
+--demo) demo=1 ;;
+"") ;;
+*) echo "usage: $0 [--demo]" >&2; exit 2 ;;
+esac
+
+say() { printf 'e2e: %s\n' "$*" >&2; }
+die() { say "error: $*"; exit 1; }
+[[ $(id -u) == 0 ]] || die "run as root (the VM shares / and the scenarios need netns)"
+
+t_all=$SECONDS
+mkdir -p "$cache/e2e"
+work=$(mktemp -d "$cache/e2e/run.XXXXXX")
+cp_dir=$work/controlplane
+cp_started=
+
+cleanup() {
+	local rc=$?
+	if [[ -n $cp_started && -e $cp_dir/.ipvsproxy-e2e-controlplane ]]; then
+		if ((rc != 0)) || [[ -n ${IPVSPROXY_E2E_KEEP:-} ]]; then
+			# stop.sh removes its dir: keep the API server's log for reading first.
+			cp -r "$cp_dir/logs" "$work/controlplane-logs" 2>/dev/null || true
+		fi
+		"$repo/e2e/controlplane/stop.sh" "$cp_dir" 2>/dev/null || true
+	fi
+	if ((rc != 0)) || [[ -n ${IPVSPROXY_E2E_KEEP:-} ]]; then
+		say "logs kept in $work"
+	else
+		rm -rf -- "$work"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# 1. Binaries. The control plane is cached by build.sh; e2ectl is rebuilt each time (seconds).
+t=$SECONDS
+cp_bin=$("$repo/e2e/controlplane/build.sh")
+t_build=$((SECONDS - t))
+say "control plane binaries in $cp_bin (${t_build}s)"
+if [[ ! -x $repo/bin/ipvsproxy ]]; then
+	say "bin/ipvsproxy missing: make build"
+	make -C "$repo" build >&2
+fi
+(cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/echoserver" ./e2e/echoserver)
+
+# 2. The VM's kernel and initramfs (cached; about 2 s when nothing changed).
+t=$SECONDS
+"$repo/e2e/vm/prepare.sh" >/dev/null
+say "VM prepared ($((SECONDS - t))s)"
+
+# 3. The control plane, on 127.0.0.1:6443.
+t=$SECONDS
+cp_started=1
+"$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
+	cat "$work/controlplane-start.log" >&2
+	die "control plane did not start"
+}
+t_cp=$((SECONDS - t))
+say "control plane up (${t_cp}s)"
+# The guest's admin identity: same certificate, the API server as the guest sees it (guestfwd).
+"$cp_bin/e2ectl" admin-kubeconfig --pki "$cp_dir/pki" --server https://192.0.2.100:6443 \
+	--out "$work/admin-guest.kubeconfig"
+
+# 4. One VM boot for every scenario. The guest writes its proxier logs into the results share.
+mkdir -p "$work/results"
+t=$SECONDS
+set +e
+IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
+	--timeout "${IPVSPROXY_VM_TIMEOUT:-900}" --results "$work/results" --host-port 6443 \
+	-e "E2E_BIN=$cp_bin" -e "ECHOSERVER=$work/echoserver" -e "E2E_DEMO=$demo" \
+	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
+	-e "ADMIN_KUBECONFIG=$work/admin-guest.kubeconfig" \
+	-e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
+	-- "$repo/e2e/scenarios/guest.sh"
+rc=$?
+set -e
+t_vm=$((SECONDS - t))
+say "times: control-plane build ${t_build}s, control-plane start ${t_cp}s, VM run ${t_vm}s (boot included), whole $((SECONDS - t_all))s"
+exit "$rc"

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# guest.sh — the scenarios of issue 4, run as root inside the VM by e2e/run.sh (never on a host:
+# it builds network namespaces and starts daemons). Prints one PASS/FAIL line per scenario with
+# the commands it ran and what they answered, then `N passed, N failed`; exits 1 on any failure.
+# With E2E_DEMO=1 it prints the seeds' transcript instead: each command, then its answer.
+#
+# Environment (set by run.sh): E2E_BIN (e2ectl), ECHOSERVER, ADMIN_KUBECONFIG, PROXIER_KUBECONFIG,
+# E2E_PKI, E2E_LOGS (a writable directory the host keeps), E2E_HOST_ADDR (the API server's
+# address as the guest sees it), E2E_DEMO.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+[[ $(id -u) == 0 && -n ${E2E_HOST_ADDR:-} ]] || { echo "guest.sh runs inside the VM (e2e/run.sh)" >&2; exit 2; }
+export ECHOSERVER PATH=$repo/bin:$PATH
+
+. "$here/lib.sh"
+. "$here/setup.sh"
+# Set by earlier scenarios, read by later ones.
+cluster_ip= spread_ip= udp_ip= hc_port=
+for f in "$here"/[0-9][0-9]-*.sh; do
+	. "$f"
+done
+
+finish() {
+	if [[ -n ${setup_failed:-} ]]; then
+		echo "===== state of the nodes after the failed setup"
+		dump_node node1
+		dump_node node2
+		echo "----- topology logs"
+		tail -n 5 /run/e2e-topology/*.log 2>/dev/null
+	fi
+	stop_proxier node1
+	stop_proxier node2
+	"$topo" down >/dev/null 2>&1
+}
+trap finish EXIT
+
+t0=$SECONDS
+if ! why=$(setup_cluster 2>&1); then
+	setup_failed=1
+	echo "FAIL 0 setup: $why"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+echo "setup: topology, 5 pods' servers and two proxiers ready in $((SECONDS - t0))s"
+
+for n in 1 2 3 4 5 6 7 8 9 10; do
+	t=$SECONDS
+	"scenario_$n"
+	((demo)) || echo "    (${n}: $((SECONDS - t))s)"
+done
+echo "scenarios took $((SECONDS - t0))s"
+finish
+trap - EXIT
+echo "$passed passed, $failed failed"
+((failed == 0))

@@ -1,0 +1,138 @@
+# lib.sh — helpers the scenarios share (sourced by guest.sh inside the VM, as root).
+#
+# A scenario is a function that runs commands through `ask` (which records the command line and
+# its answer) and ends in `verdict N NAME CONDITION...`. In test mode each verdict is one line:
+#   PASS 3 NodePort Local: client -> node1: `curl ... | grep client_address` -> client_address=198.51.100.79
+# In demo mode (E2E_DEMO=1) every command is printed as a person would type it, then what it
+# answered, as in the seed's transcript; the verdict follows.
+
+passed=0 failed=0
+demo=${E2E_DEMO:-0}
+asked=() # "where $ command => answer" of the current scenario, for the verdict line
+
+# heading TEXT: a seed's section title (demo only).
+heading() {
+	((demo)) || return 0
+	printf '\n=== %s ===\n' "$*"
+}
+
+# note TEXT: a sentence for the person watching (demo only).
+note() {
+	((demo)) || return 0
+	printf '# %s\n' "$*"
+}
+
+# ask WHERE CMD: run the shell command CMD in network namespace WHERE ("-" for the VM's root
+# namespace) and set $answer to its output (stdout and stderr, trailing newline dropped) and
+# $status to its exit status. A pipeline is fine: CMD runs under bash -c.
+ask() {
+	local where=$1 cmd=$2
+	if [[ $where == - ]]; then
+		answer=$(bash -c "$cmd" 2>&1)
+	else
+		answer=$(ip netns exec "$where" bash -c "$cmd" 2>&1)
+	fi
+	status=$?
+	local shown=${answer:-<nothing>}
+	((status == 0)) || shown+=" (exit $status)"
+	asked+=("${where/#-/vm} \$ $cmd => $(oneline "$shown")")
+	if ((demo)); then
+		printf '%s $ %s\n' "$(prompt "$where")" "$cmd"
+		printf '%s\n' "$shown" | sed 's/^/    /'
+	fi
+	return 0
+}
+
+# show WHERE CMD ANSWER: record (and in demo mode print) a command that was run another way, with
+# the answer it gave, e.g. e2ectl reading a manifest from a here-document.
+show() {
+	answer=$3 status=0
+	asked+=("${1/#-/vm} \$ $2 => $(oneline "${3:-<nothing>}")")
+	if ((demo)); then
+		printf '%s $ %s\n' "$(prompt "$1")" "$2"
+		printf '%s\n' "${3:-<nothing>}" | sed 's/^/    /'
+	fi
+	return 0
+}
+
+# prompt WHERE: how the demo names the place a command runs.
+prompt() {
+	case $1 in
+	-) echo "vm" ;;
+	node*) echo "$1" ;;
+	client) echo "client(198.51.100.79)" ;;
+	lb) echo "lb" ;;
+	*) echo "pod $1($(pod_ip "$1"))" ;;
+	esac
+}
+
+oneline() { tr '\n' ' ' <<<"$1" | sed 's/ *$//' | cut -c1-400; }
+
+# verdict NUM NAME TEST...: PASS when the command TEST... succeeds. Prints the commands asked
+# since the last verdict with their answers, and what TEST said when it failed.
+verdict() {
+	local num=$1 name=$2 why
+	shift 2
+	if why=$("$@" 2>&1); then
+		passed=$((passed + 1))
+		echo "PASS $num $name"
+	else
+		failed=$((failed + 1))
+		echo "FAIL $num $name${why:+: $(oneline "$why")}"
+		# The nodes' state now, before later scenarios change it.
+		{ dump_node node1; dump_node node2; } >"$E2E_LOGS/scenario-$num-failure.txt" 2>&1
+	fi
+	if ! ((demo)); then
+		local a
+		for a in "${asked[@]}"; do printf '    %s\n' "$a"; done
+	fi
+	if [[ -e $E2E_LOGS/scenario-$num-failure.txt ]]; then
+		echo "    ----- the nodes' state at the failure ($E2E_LOGS/scenario-$num-failure.txt)"
+		sed 's/^/    /' "$E2E_LOGS/scenario-$num-failure.txt"
+	fi
+	asked=()
+}
+
+# no_failures MESSAGE...: a verdict test that passes when no failure was collected.
+no_failures() {
+	(($# == 0)) || { printf '%s; ' "$@"; return 1; }
+}
+
+# wait_until SECONDS CMD...: poll CMD every 0.2 s until it succeeds; fail after SECONDS.
+wait_until() {
+	local limit=$1 start=$SECONDS
+	shift
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS - start < limit)) || return 1
+		sleep 0.2
+	done
+}
+
+# e2ectl as cluster admin (the guest's view of the API server).
+kc() { "$E2E_BIN/e2ectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+
+# set_lb_ingress SVC IP: write status.loadBalancer.ingress as a cloud controller would. e2ectl has
+# no command for the status subresource, so this is the REST call with the admin certificate.
+set_lb_ingress() {
+	curl -sS --fail --max-time 20 --cacert "$E2E_PKI/ca.crt" --cert "$E2E_PKI/admin.crt" \
+		--key "$E2E_PKI/admin.key" -X PATCH -H 'Content-Type: application/merge-patch+json' \
+		--data "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$2\"}]}}}" \
+		"https://$E2E_HOST_ADDR:6443/api/v1/namespaces/default/services/$1/status" >/dev/null
+}
+
+# real_servers NODE PROTO VIP:PORT: the real servers IPVS has for a virtual server in NODE.
+real_servers() {
+	ip netns exec "$1" ipvsadm -Ln "--$2-service" "$3" 2>/dev/null | awk '$1 == "->" && $2 != "RemoteAddress:Port" { print $2 }' | sort
+}
+
+# wait_real_servers NODE PROTO VIP:PORT WANT: wait until the real servers are exactly WANT
+# (space-separated, sorted; empty means "the virtual server exists with none").
+wait_real_servers() {
+	local node=$1 proto=$2 vs=$3 want=$4
+	wait_until 30 bash -c "
+		ip netns exec $node ipvsadm -Ln --$proto-service $vs >/dev/null 2>&1 &&
+		[[ \"\$(ip netns exec $node ipvsadm -Ln --$proto-service $vs | awk '\$1 == \"->\" && \$2 != \"RemoteAddress:Port\" { print \$2 }' | sort | tr '\n' ' ' | sed 's/ \$//')\" == '$want' ]]"
+}
+
+# field NAME TEXT: the value of NAME= in TEXT (first match).
+field() { sed -n "s/^$1=//p" <<<"$2" | head -n1; }
