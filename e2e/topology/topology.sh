@@ -148,8 +148,8 @@ cmd_echo() {
 	in_ns "$ns" "$bin" -name "$ns" "$@" >"$state/$ns.echo.log" 2>&1 &
 	echo $! >"$state/$ns.echo.pid"
 	# Wait until it listens; emulated CPUs start programs slowly.
-	local i
-	for i in $(seq 100); do
+
+	for _ in $(seq 100); do
 		in_ns "$ns" ss -Hltnu 2>/dev/null | grep -q . && return 0
 		sleep 0.1
 	done

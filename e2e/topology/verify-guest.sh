@@ -40,8 +40,7 @@ expect_udp() {
 
 # lb_answers PORT N: N requests from the client through the VIP; print which node answered each.
 lb_answers() {
-	local i
-	for i in $(seq "$2"); do
+	for _ in $(seq "$2"); do
 		"$topo" exec client curl -sS --max-time 10 "http://203.0.113.140:$1/" | grep -E '^(hostname|client_address)=' | tr '\n' ' '
 		echo
 	done

@@ -21,7 +21,7 @@ for m in $(cat /modules/order); do
 	insmod "/modules/$m" || fail "insmod $m failed"
 done
 
-stage2= results= modules= net=
+stage2='' results='' modules='' net=''
 for arg in $(cat /proc/cmdline); do
 	case $arg in
 	e2e_stage2=*) stage2=${arg#e2e_stage2=} ;;

@@ -84,9 +84,9 @@ fetch_kernel() {
 	say "apt-get download $pkg"
 	# apt drops privileges to _apt for downloads; a root-owned cache dir makes it warn and fall
 	# back to root, which is harmless, so silence that warning only.
-	(cd "$dir/deb" && apt-get download -qq "$pkg" 2>&1 | grep -v 'unsandboxed as root' || true)
+	(cd "$dir/deb" && { apt-get download -qq "$pkg" 2>&1 | grep -v 'unsandboxed as root'; true; })
 	local deb
-	deb=$(ls "$dir"/deb/*.deb 2>/dev/null | head -n1)
+	deb=$(find "$dir/deb" -name '*.deb' | head -n1)
 	[[ -n $deb ]] || die "apt-get download $pkg produced no .deb"
 	say "extract $(basename "$deb")"
 	dpkg-deb -x "$deb" "$dir/root"

@@ -24,7 +24,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 mem=${IPVSPROXY_VM_MEM:-2560}
 timeout=${IPVSPROXY_VM_TIMEOUT:-1200}
-results= keep_results= kernel_log=
+results='' kernel_log=''
 host_ports=() envs=()
 
 # Addresses of the restricted user network: all from 192.0.2.0/24 (RFC 5737), so nothing the
@@ -37,7 +37,7 @@ while (($#)); do
 	case $1 in
 	--mem) mem=$2; shift 2 ;;
 	--timeout) timeout=$2; shift 2 ;;
-	--results) results=$2; keep_results=1; shift 2 ;;
+	--results) results=$2; shift 2 ;;
 	--host-port) host_ports+=("$2"); shift 2 ;;
 	-e) envs+=("$2"); shift 2 ;;
 	--kernel-log) kernel_log=1; shift ;;
@@ -60,6 +60,7 @@ if [[ -n $results ]]; then
 	results=$(cd "$results" && pwd)
 else
 	results=$(mktemp -d "${TMPDIR:-/tmp}/ipvsproxy-vm.XXXXXX")
+	trap 'rm -rf "$results"' EXIT
 fi
 # Paths go on the kernel command line, which splits on spaces.
 for p in "$results" "$here" "$MODULES"; do
@@ -91,10 +92,12 @@ if ((${#host_ports[@]})); then
 		# cmd: spawns one socat per guest connection, so connections run concurrently.
 		netdev+=",guestfwd=tcp:$host_fwd_addr:$port-cmd:socat - TCP:127.0.0.1:$port"
 	done
+	# shellcheck disable=SC2054 # commas belong to qemu's option syntax
 	net_args=(-netdev "$netdev" -device virtio-net-pci,netdev=net0)
 	append+=" e2e_net=$guest_addr/24"
 fi
 
+# shellcheck disable=SC2054 # commas belong to qemu's option syntax
 qemu=(
 	qemu-system-x86_64
 	-accel tcg -cpu max -smp 1 -m "$mem"
@@ -126,5 +129,4 @@ else
 		echo "run: VM stopped (qemu exit $qemu_rc) without an exit status after ${elapsed}s" >&2
 	fi
 fi
-[[ -n $keep_results ]] || rm -rf "$results"
 exit "$rc"

@@ -17,7 +17,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-smoke= run_regex=
+smoke='' run_regex=''
 pkgs=()
 while (($#)); do
 	case $1 in
