@@ -191,6 +191,13 @@ INITRAMFS=$dir/initramfs.cpio.gz
 MODULES=$dir/root/lib/modules/$kver
 EOF
 	mv "$cache/current.env.tmp" "$cache/current.env"
+	# Older kernels left by earlier runs are half a gigabyte each; only the current one is booted.
+	local old
+	for old in "$cache"/linux-image-*; do
+		[[ -d $old && $old != "$dir" ]] || continue
+		say "remove old kernel $old"
+		rm -rf -- "$old"
+	done
 	say "ready: $pkg (kernel $kver) in $((SECONDS - start))s; $cache/current.env"
 }
 
