@@ -89,6 +89,9 @@ func runAction(c *cli.Context) error {
 	}
 	proxier.OnQueued = func() {
 		health.QueuedUpdate()
+		services, endpoints, _ := proxier.Tracker().Pending()
+		m.ServiceChangesPending.Set(float64(services))
+		m.EndpointChangesPending.Set(float64(endpoints))
 		m.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(familyLabels(cfg.Families)...).SetToCurrentTime()
 	}
 	proxier.OnSync = func(r ipvsproxy.SyncResult) { observeSync(m, health, serviceHealth, cfg.Families, r) }
