@@ -1,14 +1,10 @@
 package iptables
 
 import (
-	"crypto/rand"
-	"encoding/hex"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
-
-	"github.com/vishvananda/netns"
 )
 
 // newTestNetNS creates a fresh named network namespace
@@ -16,40 +12,8 @@ import (
 // it when the test ends. It returns the namespace's path.
 func newTestNetNS(t *testing.T) string {
 	t.Helper()
-	buf := make([]byte, 4)
-	if _, err := rand.Read(buf); err != nil {
-		t.Fatal(err)
-	}
-	name := "ipvsproxy-ipt-" + hex.EncodeToString(buf)
-
-	// NewNamed moves the calling thread into the new namespace; do it on a
-	// locked thread and move back before unlocking it.
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("get current network namespace: %v", err)
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("create network namespace %s: %v", name, err)
-	}
-	ns.Close()
-	if err := netns.Set(orig); err != nil {
-		// Leave the thread locked: it dies with the goroutine instead of
-		// running other tests in the wrong namespace.
-		t.Fatalf("return to the original network namespace: %v", err)
-	}
-	runtime.UnlockOSThread()
-
-	t.Cleanup(func() {
-		if err := netns.DeleteNamed(name); err != nil {
-			t.Errorf("delete network namespace %s: %v", name, err)
-		}
-	})
-	return "/run/netns/" + name
+	_, path := netnstest.NewNamed(t, "ipvsproxy-ipt-")
+	return path
 }
 
 // requireRoot skips a real-kernel test when not running as root.

@@ -2,11 +2,10 @@ package ipvsproxy
 
 import (
 	"errors"
-	"fmt"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -29,26 +27,7 @@ func realKernelInNamespace(t *testing.T) Kernel {
 	if os.Geteuid() != 0 {
 		t.Skip("real-kernel proxier test needs root")
 	}
-	name := fmt.Sprintf("ipvsproxy-p-%d", os.Getpid())
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := netns.NewNamed(name)
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("create namespace: %v", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		t.Fatalf("leave namespace: %v", err)
-	}
-	orig.Close()
-	runtime.UnlockOSThread()
-	t.Cleanup(func() {
-		ns.Close()
-		netns.DeleteNamed(name)
-	})
+	ns, path := netnstest.NewNamed(t, "ipvsproxy-p-")
 
 	// The namespace's own address stands for the node's: on lo, so no
 	// packet can leave.
@@ -91,7 +70,7 @@ func realKernelInNamespace(t *testing.T) Kernel {
 	}
 	t.Cleanup(func() { ct.Close() })
 	k.Conntrack = ct
-	if k.IPTables[v1.IPv4Protocol], err = iptables.New(iptables.IPv4, iptables.InNetNS("/run/netns/"+name)); err != nil {
+	if k.IPTables[v1.IPv4Protocol], err = iptables.New(iptables.IPv4, iptables.InNetNS(path)); err != nil {
 		t.Skipf("no iptables: %v", err)
 	}
 	k.Sysctl = sysctl.NewFake(map[string]string{})

@@ -2,10 +2,10 @@ package netif
 
 import (
 	"errors"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -55,7 +55,7 @@ func newKernelInFreshNamespace(t *testing.T) Interface {
 
 func kernelInFreshNamespace(t *testing.T) (Interface, netns.NsHandle) {
 	t.Helper()
-	ns := freshNamespace(t)
+	ns := netnstest.New(t)
 	a, err := NewInNamespace(testDummy, ns)
 	if err != nil {
 		t.Fatalf("open netif in fresh namespace: %v", err)
@@ -83,33 +83,6 @@ func bindToLoopback(t *testing.T, ns netns.NsHandle, addr netip.Addr) {
 	if err != nil {
 		t.Fatalf("bind %s to lo in test namespace: %v", addr, err)
 	}
-}
-
-// freshNamespace creates a network namespace without entering it: only the
-// locked thread switches in and straight back. The namespace lives as long as
-// the returned handle or a socket opened inside it.
-func freshNamespace(t *testing.T) netns.NsHandle {
-	t.Helper()
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("get current network namespace: %v", err)
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("create network namespace: %v", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		// Leave the thread locked: the runtime then discards it instead of
-		// reusing a thread stuck in the test namespace.
-		t.Fatalf("return to original network namespace: %v", err)
-	}
-	runtime.UnlockOSThread()
-	t.Cleanup(func() { ns.Close() })
-	return ns
 }
 
 // An address bound to the dummy with another prefix length (kube-proxy

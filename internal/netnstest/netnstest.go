@@ -1,0 +1,87 @@
+// Package netnstest creates network namespaces for tests that touch the real
+// kernel, and removes them when the test ends. It never changes the
+// namespace the test runs in: only a locked thread switches in and back.
+package netnstest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"runtime"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// New creates an anonymous network namespace. It lives as long as the
+// returned handle (closed at the end of the test) or a socket opened inside.
+func New(t testing.TB) netns.NsHandle {
+	t.Helper()
+	ns := create(t, func() (netns.NsHandle, error) { return netns.New() })
+	t.Cleanup(func() { ns.Close() })
+	return ns
+}
+
+// NewNamed creates a namespace bound at /run/netns/<prefix><random>, for
+// tools that need a path (iptables-restore in the namespace, ip netns exec),
+// and returns its handle and path. Both go at the end of the test.
+func NewNamed(t testing.TB, prefix string) (netns.NsHandle, string) {
+	t.Helper()
+	buf := make([]byte, 4)
+	if _, err := rand.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	name := prefix + hex.EncodeToString(buf)
+	ns := create(t, func() (netns.NsHandle, error) { return netns.NewNamed(name) })
+	t.Cleanup(func() {
+		ns.Close()
+		if err := netns.DeleteNamed(name); err != nil {
+			t.Errorf("delete network namespace %s: %v", name, err)
+		}
+	})
+	return ns, "/run/netns/" + name
+}
+
+func create(t testing.TB, make func() (netns.NsHandle, error)) netns.NsHandle {
+	t.Helper()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("get current network namespace: %v", err)
+	}
+	defer orig.Close()
+	ns, err := make()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("create network namespace: %v", err)
+	}
+	if err := netns.Set(orig); err != nil {
+		// Leave the thread locked: the runtime then discards it instead of
+		// reusing a thread stuck in the test namespace.
+		t.Fatalf("return to the original network namespace: %v", err)
+	}
+	runtime.UnlockOSThread()
+	return ns
+}
+
+// LoopbackUp brings lo up in ns. IPv4 real servers need it: the kernel's
+// ip_vs_new_dest() requires inet_addr_type() to say RTN_UNICAST, and in a
+// namespace with no address at all it says RTN_BROADCAST (EINVAL). Any
+// real node has addresses; here 127.0.0.1 on lo is enough.
+func LoopbackUp(t testing.TB, ns netns.NsHandle) {
+	t.Helper()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatalf("open rtnetlink in test namespace: %v", err)
+	}
+	defer h.Close()
+	lo, err := h.LinkByName("lo")
+	if err == nil {
+		err = h.LinkSetUp(lo)
+	}
+	if err != nil {
+		t.Fatalf("bring lo up in test namespace: %v", err)
+	}
+}
