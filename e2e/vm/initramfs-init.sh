@@ -56,7 +56,8 @@ ln -sfn /proc/self/fd/0 $r/dev/stdin
 ln -sfn /proc/self/fd/1 $r/dev/stdout
 ln -sfn /proc/self/fd/2 $r/dev/stderr
 mount -t tmpfs -o mode=0755 tmpfs $r/run
-mount -t tmpfs -o mode=1777 tmpfs $r/tmp
+# /tmp stays the overlay's (host content, writes to tmpfs): a checkout under /tmp, as CI's may be,
+# must be visible in the guest at the same path.
 mount -t cgroup2 cgroup2 $r/sys/fs/cgroup 2>/dev/null
 # The results share sits at the same path as on the host, so the caller finds files where it
 # expects; cache=none so every write reaches the host at once.
