@@ -89,7 +89,9 @@ say "control plane up (${t_cp}s)"
 	--out "$work/admin-guest.kubeconfig"
 
 # 4. One VM boot for every scenario. The guest writes its proxier logs into the results share.
+# Its `N passed, N failed` line is held back and printed last, after the times.
 mkdir -p "$work/results"
+summary_re='^[0-9]+ passed, [0-9]+ failed$'
 t=$SECONDS
 set +e
 IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
@@ -98,9 +100,17 @@ IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
 	-e "ADMIN_KUBECONFIG=$work/admin-guest.kubeconfig" \
 	-e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
-	-- "$repo/e2e/scenarios/guest.sh"
-rc=$?
+	-- "$repo/e2e/scenarios/guest.sh" | tee "$work/output.log" | grep --line-buffered -Ev "$summary_re"
+rc=${PIPESTATUS[0]}
 set -e
 t_vm=$((SECONDS - t))
-say "times: control-plane build ${t_build}s, control-plane start ${t_cp}s, VM run ${t_vm}s (boot included), whole $((SECONDS - t_all))s"
+boot=$(sed -n 's/^vm: guest ready after \([0-9.]*\)s.*/\1/p' "$work/output.log")
+say "times: control-plane build ${t_build}s, control-plane start ${t_cp}s, VM boot ${boot:-?}s, VM run ${t_vm}s (boot and scenarios), whole $((SECONDS - t_all))s"
+summary=$(grep -E "$summary_re" "$work/output.log" | tail -n1)
+if [[ -z $summary ]]; then
+	# The guest never finished: count what it printed, plus the run itself as a failure.
+	summary="$(grep -c '^PASS ' "$work/output.log") passed, $(($(grep -c '^FAIL ' "$work/output.log") + 1)) failed"
+	((rc != 0)) || rc=1
+fi
+echo "$summary"
 exit "$rc"

@@ -7,7 +7,9 @@
 #     server deleted and added again would restart from 0);
 #   - the iptables rules are the same and their packet counters only grew (an iptables-restore of
 #     a chain resets its counters);
-#   - the ipsets are the same.
+#   - the ipsets are the same;
+#   - `ip monitor address link` and `xtables-monitor -e` in the node report no change at all
+#     while the new daemon starts and syncs.
 # The proxier logs "Sync finished ... writes=N" only at -v=2, which `ipvsproxy run` does not
 # expose; the checks above see writes from outside instead.
 
@@ -27,6 +29,13 @@ scenario_9() {
 	ipt_before=$(ip netns exec node1 iptables-save -c)
 	sets_before=$(ip netns exec node1 ipset list)
 
+	# Watch the kernel for writes while the new daemon starts: address and link changes (kube-ipvs0)
+	# and iptables rule changes (the nft back end reports every rule added or deleted).
+	local mon_ip=$E2E_LOGS/restart-ip-monitor.log mon_ipt=$E2E_LOGS/restart-xtables-monitor.log
+	ip netns exec node1 ip monitor address link >"$mon_ip" 2>&1 &
+	local mon1=$!
+	ip netns exec node1 xtables-monitor -e >"$mon_ipt" 2>&1 &
+	local mon2=$!
 	stop_proxier node1 KILL
 	start_proxier node1
 	show - "kill -KILL <node1's ipvsproxy>; ip netns exec node1 ipvsproxy run ... &" ""
@@ -35,6 +44,11 @@ scenario_9() {
 	sleep 2 # requests after the first sync, too
 	touch "$stop"
 	wait "$loop"
+	kill "$mon1" "$mon2" 2>/dev/null
+	wait "$mon1" "$mon2" 2>/dev/null
+	show node1 "ip monitor address link; xtables-monitor -e  # while the daemon restarted" "$(cat "$mon_ip" "$mon_ipt")"
+	local monitored
+	monitored=$(cat "$mon_ip" "$mon_ipt")
 
 	local codes
 	codes=$(sort "$log" | uniq -c)
@@ -48,7 +62,7 @@ scenario_9() {
 
 	verdict 9 "restart under load: no request failed, IPVS, iptables and ipsets not rewritten" \
 		restart_ok "$synced" "$codes" "$ipvs_before" "$ipvs_after" "$stats_before" "$stats_after" \
-		"$ipt_before" "$ipt_after" "$sets_before" "$sets_after"
+		"$ipt_before" "$ipt_after" "$sets_before" "$sets_after" "$monitored"
 }
 
 # ipvs_table NODE: `ipvsadm -Ln` without the active/inactive connection counts, which move.
@@ -67,7 +81,7 @@ rule_counters() {
 }
 
 restart_ok() {
-	local synced=$1 codes=$2 ipvs_b=$3 ipvs_a=$4 st_b=$5 st_a=$6 ipt_b=$7 ipt_a=$8 sets_b=$9 sets_a=${10}
+	local synced=$1 codes=$2 ipvs_b=$3 ipvs_a=$4 st_b=$5 st_a=$6 ipt_b=$7 ipt_a=$8 sets_b=$9 sets_a=${10} monitored=${11}
 	[[ -n $synced ]] || { echo "the restarted daemon did not finish a sync"; return 1; }
 	if grep -vq '^ *[0-9]* 200$' <<<"$codes"; then echo "requests failed: $(oneline "$codes")"; return 1; fi
 	local total
@@ -88,4 +102,5 @@ restart_ok() {
 	reset=$(paste -d'|' <(echo "$rb") <(echo "$ra") | awk -F'|' '{ nb = $1; sub(/.* = /, "", nb); na = $2; sub(/.* = /, "", na); if (na + 0 < nb + 0) print $2 " (was " nb ")" }')
 	[[ -z $reset ]] || { echo "iptables counters reset (rules rewritten): $reset"; return 1; }
 	[[ $sets_b == "$sets_a" ]] || { echo "ipsets changed:"; diff <(echo "$sets_b") <(echo "$sets_a"); return 1; }
+	[[ -z $monitored ]] || { echo "the kernel reported writes during the restart: $monitored"; return 1; }
 }

@@ -44,6 +44,13 @@ if ! why=$(setup_cluster 2>&1); then
 	exit 1
 fi
 echo "setup: topology, 5 pods' servers and two proxiers ready in $((SECONDS - t0))s"
+if ((demo)); then
+	heading "The cluster: two nodes, each running ipvsproxy; a client outside"
+	show - "e2ectl create-nodes  # kubectl get nodes" "$(kc create-nodes)"
+	note "pods: $(awk 'NF { printf "%s%s %s on %s", sep, $1, $3, $2; sep = ", " }' <<<"$pods")"
+	note "client $client_addr is outside the cluster; the load balancer's VIP is $vip"
+	asked=()
+fi
 
 for n in 1 2 3 4 5 6 7 8 9 10; do
 	t=$SECONDS

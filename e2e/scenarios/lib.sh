@@ -134,5 +134,9 @@ wait_real_servers() {
 		[[ \"\$(ip netns exec $node ipvsadm -Ln --$proto-service $vs | awk '\$1 == \"->\" && \$2 != \"RemoteAddress:Port\" { print \$2 }' | sort | tr '\n' ' ' | sed 's/ \$//')\" == '$want' ]]"
 }
 
+# now, since T: wall-clock seconds with a fraction, and the time elapsed since T ("1.3").
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
 # field NAME TEXT: the value of NAME= in TEXT (first match).
 field() { sed -n "s/^$1=//p" <<<"$2" | head -n1; }

@@ -57,7 +57,10 @@ stop_proxier() {
 	[[ -f $f ]] || return 0
 	pid=$(<"$f")
 	kill "-${2:-TERM}" "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
+	# wait reaps it when it is our child; the ones setup started in a subshell are not: poll
+	# until it is gone or a zombie.
+	wait "$pid" 2>/dev/null
+	wait_until 30 bash -c "[[ ! -e /proc/$pid ]] || [[ \$(awk '{ print \$3 }' /proc/$pid/stat 2>/dev/null) == Z ]]"
 	rm -f "$f"
 }
 
