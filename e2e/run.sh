@@ -17,6 +17,8 @@
 #                          everything it reads lives under the cache, not /tmp)
 #   IPVSPROXY_E2E_KEEP=1   keep the work dir (control-plane logs, proxier logs) after the run
 #   IPVSPROXY_VM_TIMEOUT   hard limit for the VM (default 900 s)
+#   IPVSPROXY_E2E_PROXIER_ARGS  extra `ipvsproxy run` flags (e.g. --ipvs-scheduler=rr, which
+#                          scenario 6 must then reject: a way to see the suite fail)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -98,6 +100,7 @@ IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
 	--timeout "${IPVSPROXY_VM_TIMEOUT:-900}" --results "$work/results" --host-port 6443 \
 	-e "E2E_BIN=$cp_bin" -e "ECHOSERVER=$work/echoserver" -e "E2E_DEMO=$demo" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
+	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" \
 	-e "ADMIN_KUBECONFIG=$work/admin-guest.kubeconfig" \
 	-e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
 	-- "$repo/e2e/scenarios/guest.sh" | tee "$work/output.log" | grep --line-buffered -Ev "$summary_re"

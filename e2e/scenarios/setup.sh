@@ -46,7 +46,7 @@ start_proxier() {
 		--kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
 		--cluster-cidr 10.244.0.0/16 \
 		--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
-		>>"$E2E_LOGS/ipvsproxy-$node.log" 2>&1 &
+		${E2E_PROXIER_ARGS:-} >>"$E2E_LOGS/ipvsproxy-$node.log" 2>&1 &
 	# ip netns exec execs the program: this is the daemon's pid.
 	echo $! >"$E2E_LOGS/ipvsproxy-$node.pid"
 }
