@@ -52,7 +52,7 @@ cleanup() {
 		"$repo/e2e/controlplane/stop.sh" "$cp_dir" 2>/dev/null || true
 	fi
 	if ((rc != 0)) || [[ -n ${IPVSPROXY_E2E_KEEP:-} ]]; then
-		say "logs kept in $work"
+		[[ -n ${summary:-} ]] || say "logs kept in $work"
 	else
 		rm -rf -- "$work"
 	fi
@@ -114,6 +114,9 @@ if [[ -z $summary ]]; then
 	# The guest never finished: count what it printed, plus the run itself as a failure.
 	summary="$(grep -c '^PASS ' "$work/output.log") passed, $(($(grep -c '^FAIL ' "$work/output.log") + 1)) failed"
 	((rc != 0)) || rc=1
+fi
+if ((rc != 0)) || [[ -n ${IPVSPROXY_E2E_KEEP:-} ]]; then
+	say "logs kept in $work (output.log, results/logs/, controlplane-logs/)"
 fi
 echo "$summary"
 exit "$rc"

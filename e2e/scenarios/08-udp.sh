@@ -82,9 +82,13 @@ YAML
 			{ echo 'no reply from $survivor within ${limit}s of the update'; exit 1; }"
 }
 
-# kill_tree PID: stop a background pipeline started in a network namespace.
+# kill_tree PID: stop a background pipeline started in a network namespace, descendants first
+# (from /proc, so nothing beyond the kernel and bash is needed).
 kill_tree() {
-	pkill -P "$1" 2>/dev/null
+	local c
+	for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+		kill_tree "$c"
+	done
 	kill "$1" 2>/dev/null
 	wait "$1" 2>/dev/null
 }
