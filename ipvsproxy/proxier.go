@@ -72,6 +72,11 @@ type Proxier struct {
 	appliedRules map[v1.IPFamily]string
 	lastSync     time.Time
 	now          func() time.Time
+	// started is set by the first successful sync. Before it the desired
+	// state is empty, so every Service would look new: its UDP flows must
+	// not be flushed as if it had just gained endpoints (a restart drops
+	// no flow).
+	started bool
 
 	trigger chan struct{}
 }
@@ -191,8 +196,9 @@ func (p *Proxier) Sync() SyncResult {
 		if svc != nil {
 			st = BuildService(svc, endpointSlices, node, p.cfg)
 		}
-		old := p.desired.services[name]
-		staleFilters.add(staleUDPFlows(old, st))
+		if p.started {
+			staleFilters.add(staleUDPFlows(p.desired.services[name], st))
+		}
 		p.desired.set(name, st, t)
 	}
 	res.Services = len(names)
@@ -215,6 +221,7 @@ func (p *Proxier) Sync() SyncResult {
 	r.apply(t)
 	p.syncRules(r, full)
 	r.drain()
+	staleFilters.add(r.staleFlows)
 	res.Writes = r.writes
 	for _, e := range r.errs {
 		res.WriteErrors[e.object]++
@@ -230,6 +237,7 @@ func (p *Proxier) Sync() SyncResult {
 		}
 	}
 	res.Draining = drainingCount(p.draining)
+	p.started = p.started || len(res.WriteErrors) == 0
 	p.finish(&res)
 	return res
 }

@@ -482,3 +482,34 @@ func drainEvents(rec *record.FakeRecorder) string {
 		}
 	}
 }
+
+// A restart must not flush the flows of live UDP endpoints (every Service
+// looks new to a fresh proxier), but flows of an endpoint that went away
+// while the daemon was down are stale and go.
+func TestRestartKeepsLiveUDPFlowsAndFlushesVanishedEndpoints(t *testing.T) {
+	fk := newFakeKernel()
+	p, _ := newTestProxier(t, fk, testConfig())
+	svc := service("dns", "10.96.0.53", protocol(v1.ProtocolUDP))
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "dns-a", 53, "10.244.1.5@node1", "10.244.2.7@node2"))
+	mustSync(t, p)
+	vip := netip.MustParseAddrPort("10.96.0.53:80")
+	live := conntrack.Flow{Protocol: conntrack.UDP, OrigSrc: netip.MustParseAddrPort("10.244.3.8:40000"), OrigDst: vip,
+		ReplySrc: netip.MustParseAddrPort("10.244.1.5:53"), ReplyDst: netip.MustParseAddrPort("10.244.3.8:40000")}
+	gone := conntrack.Flow{Protocol: conntrack.UDP, OrigSrc: netip.MustParseAddrPort("10.244.3.9:40000"), OrigDst: vip,
+		ReplySrc: netip.MustParseAddrPort("10.244.2.7:53"), ReplyDst: netip.MustParseAddrPort("10.244.3.9:40000")}
+	for _, f := range []conntrack.Flow{live, gone} {
+		if err := fk.conntrack.AddFlow(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The daemon restarts; meanwhile 10.244.2.7 was deleted.
+	p2, _ := newTestProxier(t, fk, testConfig())
+	p2.Tracker().SetService(svc)
+	p2.Tracker().SetEndpointSlice(slice(svc, "dns-a", 53, "10.244.1.5@node1"))
+	res := mustSync(t, p2)
+	left, _ := fk.conntrack.Flows(4)
+	if res.ConntrackDeleted != 1 || len(left) != 1 || left[0] != live {
+		t.Fatalf("deleted %d, left %v; want only the live flow kept", res.ConntrackDeleted, left)
+	}
+}

@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"errors"
 	"fmt"
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -30,6 +31,9 @@ type reconciler struct {
 	now      time.Time
 	writes   int
 	errs     []writeError
+	// staleFlows selects the UDP flows of the real servers this sync
+	// deleted: their replies would come from an endpoint that is gone.
+	staleFlows []conntrack.Filter
 }
 
 // fail records a failed write. The adapters' errors already name the
@@ -215,6 +219,9 @@ func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealSe
 		return
 	}
 	delete(have.realServers, key)
+	if k.Protocol == ipvs.UDP {
+		r.staleFlows = append(r.staleFlows, conntrack.Filter{Protocol: conntrack.UDP, OrigDst: k.Address, OrigDstPort: k.Port, ReplySrc: key.Address, ReplySrcPort: key.Port})
+	}
 	if d := r.draining[k]; d != nil {
 		delete(d, key)
 		if len(d) == 0 {
