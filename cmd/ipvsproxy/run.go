@@ -110,14 +110,17 @@ func runAction(c *cli.Context) error {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
 	}))
 	tracker := proxier.Tracker()
-	if _, err := factory.Core().V1().Services().Informer().AddEventHandler(tracker.ServiceHandler()); err != nil {
+	serviceReg, err := factory.Core().V1().Services().Informer().AddEventHandler(tracker.ServiceHandler())
+	if err != nil {
 		return err
 	}
-	if _, err := sliceFactory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(tracker.EndpointSliceHandler()); err != nil {
+	sliceReg, err := sliceFactory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(tracker.EndpointSliceHandler())
+	if err != nil {
 		return err
 	}
 	nodeInformer := nodeFactory.Core().V1().Nodes().Informer()
-	if _, err := nodeInformer.AddEventHandler(tracker.NodeHandler()); err != nil {
+	nodeReg, err := nodeInformer.AddEventHandler(tracker.NodeHandler())
+	if err != nil {
 		return err
 	}
 	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -135,13 +138,12 @@ func runAction(c *cli.Context) error {
 	go func() { errs <- healthcheck.ServeProxyHealth(ctx, c.String("healthz-bind-address"), health) }()
 	go func() { errs <- metrics.ServeStatus(ctx, c.String("metrics-bind-address"), m.Registry) }()
 
+	// Wait until the tracker itself has seen every object, not only the
+	// informers' caches: handlers run asynchronously, and a first full sync
+	// that missed a Service would delete its virtual servers.
 	klog.InfoS("Waiting for informers", "node", nodeName)
-	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory} {
-		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-			if !ok {
-				return fmt.Errorf("informer for %v did not sync", typ)
-			}
-		}
+	if !cache.WaitForCacheSync(ctx.Done(), serviceReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced) {
+		return fmt.Errorf("informers did not sync before shutdown")
 	}
 	klog.InfoS("Proxier running", "node", nodeName, "families", cfg.Families, "scheduler", cfg.Scheduler)
 	go proxier.Run(ctx)
