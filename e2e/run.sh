@@ -86,6 +86,17 @@ cp_started=1
 }
 t_cp=$((SECONDS - t))
 say "control plane up (${t_cp}s)"
+# Issue 5: the DaemonSet's manifests, server-side applied to this real API server with strict
+# field validation (any schema error fails), and the ServiceAccount's access checked against
+# docs/rbac.md. Counted as one more test in the summary.
+if "$repo/deploy/test/apply.sh" "$cp_dir/admin.kubeconfig" >"$work/deploy-apply.log" 2>&1; then
+	deploy_ok=1
+	echo "PASS deploy: kustomized manifests server-side applied; RBAC allows exactly docs/rbac.md"
+else
+	deploy_ok=0
+	echo "FAIL deploy: applying deploy/ to the API server failed:"
+	sed 's/^/    /' "$work/deploy-apply.log"
+fi
 # The guest's admin identity: same certificate, the API server as the guest sees it (guestfwd).
 "$cp_bin/e2ectl" admin-kubeconfig --pki "$cp_dir/pki" --server https://192.0.2.100:6443 \
 	--out "$work/admin-guest.kubeconfig"
@@ -115,6 +126,13 @@ if [[ -z $summary ]]; then
 	summary="$(grep -c '^PASS ' "$work/output.log") passed, $(($(grep -c '^FAIL ' "$work/output.log") + 1)) failed"
 	((rc != 0)) || rc=1
 fi
+read -r passed _ failed _ <<<"$summary"
+if ((deploy_ok)); then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1)) rc=1
+fi
+summary="$passed passed, $failed failed"
 if ((rc != 0)) || [[ -n ${IPVSPROXY_E2E_KEEP:-} ]]; then
 	say "logs kept in $work (output.log, results/logs/, controlplane-logs/)"
 fi
