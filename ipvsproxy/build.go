@@ -293,7 +293,7 @@ func (b *builder) addresses(family v1.IPFamily, list []string, what string) []ne
 	var out []netip.Addr
 	for _, s := range list {
 		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" || !a.IsGlobalUnicast() && !a.IsPrivate() {
+		if err != nil || a.Zone() != "" || !a.IsGlobalUnicast() {
 			if family == b.cfg.Families[0] {
 				b.problem(ReasonInvalidService, "%s %q is not a usable IP address", what, s)
 			}

@@ -117,7 +117,7 @@ func (d *desiredState) conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.
 		c := d.claims[k]
 		for _, loser := range c[min(1, len(c)):] {
 			st := d.services[loser.service]
-			ref := st.refOrEmpty()
+			ref := st.serviceRef()
 			out[loser.service] = append(out[loser.service], Problem{Object: ref, Reason: ReasonPortConflict,
 				Message: fmt.Sprintf("%s %s is already used by Service %s; skipped", loser.vs.Kind, k, c[0].service)})
 		}
@@ -125,7 +125,8 @@ func (d *desiredState) conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.
 	return out
 }
 
-func (st *ServiceState) refOrEmpty() (ref v1.ObjectReference) {
+// serviceRef names the Service for an Event.
+func (st *ServiceState) serviceRef() (ref v1.ObjectReference) {
 	ref.Kind, ref.APIVersion, ref.Namespace, ref.Name = "Service", "v1", st.Name.Namespace, st.Name.Name
 	return ref
 }

@@ -73,7 +73,8 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	if cfg.NodePortMin, cfg.NodePortMax, err = parsePortRange(c.String("service-node-port-range")); err != nil {
 		return cfg, err
 	}
-	if c.IsSet("ipvs-sync-period") || c.Command.Name == "run" {
+	// Only run has the sync and timeout flags; cleanup keeps the defaults.
+	if c.Command.Name == "run" {
 		cfg.SyncPeriod = c.Duration("ipvs-sync-period")
 		cfg.MinSyncPeriod = c.Duration("ipvs-min-sync-period")
 		cfg.TCPTimeout = c.Duration("ipvs-tcp-timeout")
