@@ -3,7 +3,6 @@ package ipvsproxy
 import (
 	"errors"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
-	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
-	"github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -31,22 +29,9 @@ func realKernelInNamespace(t *testing.T) Kernel {
 
 	// The namespace's own address stands for the node's: on lo, so no
 	// packet can leave.
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.LinkSetUp(lo); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.AddrAdd(lo, &netlink.Addr{IPNet: &net.IPNet{IP: node1IP.AsSlice(), Mask: net.CIDRMask(32, 32)}}); err != nil {
-		t.Fatal(err)
-	}
+	netnstest.LoopbackUp(t, ns, node1IP)
 
+	var err error
 	k := Kernel{IPTables: map[v1.IPFamily]iptables.Interface{}}
 	if k.IPVS, err = ipvs.NewInNamespace(ns); err != nil {
 		if errors.Is(err, ipvs.ErrUnsupported) {

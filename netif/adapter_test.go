@@ -2,6 +2,7 @@ package netif
 
 import (
 	"errors"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"net/netip"
 	"slices"
 	"testing"
@@ -135,7 +136,7 @@ func TestAdapter(t *testing.T) {
 		for _, c := range adapterCases {
 			t.Run(c.name, func(t *testing.T) {
 				a, ns := kernelInFreshNamespace(t)
-				c.run(t, a, env{addHostAddress: func(t *testing.T, addr netip.Addr) { bindToLoopback(t, ns, addr) }})
+				c.run(t, a, env{addHostAddress: func(t *testing.T, addr netip.Addr) { netnstest.LoopbackUp(t, ns, addr) }})
 			})
 		}
 	})

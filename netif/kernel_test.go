@@ -3,7 +3,6 @@ package netif
 import (
 	"errors"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
-	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -62,27 +61,6 @@ func kernelInFreshNamespace(t *testing.T) (Interface, netns.NsHandle) {
 	}
 	t.Cleanup(func() { a.(*kernel).Close() })
 	return a, ns
-}
-
-// bindToLoopback brings lo up in ns and binds addr to it, standing in for
-// the node's own interfaces.
-func bindToLoopback(t *testing.T, ns netns.NsHandle, addr netip.Addr) {
-	t.Helper()
-	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatalf("open rtnetlink in test namespace: %v", err)
-	}
-	defer h.Close()
-	lo, err := h.LinkByName("lo")
-	if err == nil {
-		err = h.LinkSetUp(lo)
-	}
-	if err == nil {
-		err = h.AddrAdd(lo, &netlink.Addr{IPNet: hostPrefix(addr), Flags: unix.IFA_F_NODAD})
-	}
-	if err != nil {
-		t.Fatalf("bind %s to lo in test namespace: %v", addr, err)
-	}
 }
 
 // An address bound to the dummy with another prefix length (kube-proxy

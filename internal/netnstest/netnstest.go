@@ -6,6 +6,8 @@ package netnstest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net"
+	"net/netip"
 	"runtime"
 	"testing"
 
@@ -66,11 +68,12 @@ func create(t testing.TB, make func() (netns.NsHandle, error)) netns.NsHandle {
 	return ns
 }
 
-// LoopbackUp brings lo up in ns. IPv4 real servers need it: the kernel's
-// ip_vs_new_dest() requires inet_addr_type() to say RTN_UNICAST, and in a
-// namespace with no address at all it says RTN_BROADCAST (EINVAL). Any
-// real node has addresses; here 127.0.0.1 on lo is enough.
-func LoopbackUp(t testing.TB, ns netns.NsHandle) {
+// LoopbackUp brings lo up in ns and binds addrs to it (/32 or /128,
+// without duplicate address detection), standing in for a node's own
+// interfaces. IPv4 real servers need lo up: the kernel's ip_vs_new_dest()
+// requires inet_addr_type() to say RTN_UNICAST, and in a namespace with no
+// address at all it says RTN_BROADCAST (EINVAL).
+func LoopbackUp(t testing.TB, ns netns.NsHandle, addrs ...netip.Addr) {
 	t.Helper()
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
@@ -83,5 +86,12 @@ func LoopbackUp(t testing.TB, ns netns.NsHandle) {
 	}
 	if err != nil {
 		t.Fatalf("bring lo up in test namespace: %v", err)
+	}
+	for _, a := range addrs {
+		a = a.Unmap()
+		prefix := &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+		if err := h.AddrAdd(lo, &netlink.Addr{IPNet: prefix, Flags: unix.IFA_F_NODAD}); err != nil {
+			t.Fatalf("bind %s to lo in test namespace: %v", a, err)
+		}
 	}
 }
