@@ -10,7 +10,7 @@ BIN       := bin/ipvsproxy
 # Packages whose real-kernel half needs IPVS or the dummy driver: they run in the VM.
 VM_PKGS   := ./ipvs ./netif ./ipvsproxy
 
-.PHONY: all build test unit vm-test e2e demo deps fuzz bench image rootfs clean
+.PHONY: all build test unit vm-test e2e demo deps fuzz bench image rootfs clean fresh-check
 
 all: build
 
@@ -39,6 +39,10 @@ test: unit vm-test e2e
 
 demo: deps build
 	e2e/run.sh --demo
+
+# `make test` from a clean clone of HEAD with every cache empty, as on a new machine; prints its time.
+fresh-check:
+	e2e/fresh-check.sh test
 
 fuzz:
 	$(GO) test ./ipvsproxy -run XXX -fuzz FuzzBuildService -fuzztime 60s

@@ -120,10 +120,13 @@ set -e
 t_vm=$((SECONDS - t))
 boot=$(sed -n 's/^vm: guest ready after \([0-9.]*\)s.*/\1/p' "$work/output.log")
 say "times: control-plane build ${t_build}s, control-plane start ${t_cp}s, VM boot ${boot:-?}s, VM run ${t_vm}s (boot and scenarios), whole $((SECONDS - t_all))s"
-summary=$(grep -E "$summary_re" "$work/output.log" | tail -n1)
+summary=$(grep -E "$summary_re" "$work/output.log" | tail -n1 || true)
 if [[ -z $summary ]]; then
 	# The guest never finished: count what it printed, plus the run itself as a failure.
-	summary="$(grep -c '^PASS ' "$work/output.log") passed, $(($(grep -c '^FAIL ' "$work/output.log") + 1)) failed"
+	# grep -c exits 1 when it counts 0; under set -e that would end the script here.
+	n_pass=$(grep -c '^PASS ' "$work/output.log" || true)
+	n_fail=$(grep -c '^FAIL ' "$work/output.log" || true)
+	summary="$n_pass passed, $((n_fail + 1)) failed"
 	((rc != 0)) || rc=1
 fi
 read -r passed _ failed _ <<<"$summary"

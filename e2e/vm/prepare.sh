@@ -82,9 +82,9 @@ fetch_kernel() {
 	rm -rf "$dir/root" "$dir/deb"
 	mkdir -p "$dir/deb"
 	say "apt-get download $pkg"
-	# apt drops privileges to _apt for downloads; a root-owned cache dir makes it warn and fall
-	# back to root, which is harmless, so silence that warning only.
-	(cd "$dir/deb" && { apt-get download -qq "$pkg" 2>&1 | grep -v 'unsandboxed as root'; true; })
+	# As root, apt would warn that its _apt sandbox user cannot write the cache dir; run the
+	# download as root outright. apt's own exit status decides (set -e): no output filter.
+	(cd "$dir/deb" && apt-get download -qq -o APT::Sandbox::User=root "$pkg")
 	local deb
 	deb=$(find "$dir/deb" -name '*.deb' | head -n1)
 	[[ -n $deb ]] || die "apt-get download $pkg produced no .deb"
