@@ -19,6 +19,7 @@
 #   IPVSPROXY_VM_TIMEOUT   hard limit for the VM (default 900 s)
 #   IPVSPROXY_E2E_PROXIER_ARGS  extra `ipvsproxy run` flags (e.g. --ipvs-scheduler=rr, which
 #                          scenario 6 must then reject: a way to see the suite fail)
+#   IPVSPROXY_E2E_SCENARIOS    run only these scenarios, e.g. "11 12" (default: all)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,6 +37,13 @@ say() { printf 'e2e: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 [[ $(id -u) == 0 ]] || die "run as root (the VM shares / and the scenarios need netns)"
 
+# One run at a time on a machine: the control plane listens on 127.0.0.1:6443. A second run
+# waits here instead of failing on the busy port.
+exec 8>/var/lock/ipvsproxy-e2e-run.lock
+if ! flock -n 8; then
+	say "another e2e run holds /var/lock/ipvsproxy-e2e-run.lock; waiting for it"
+	flock 8
+fi
 t_all=$SECONDS
 mkdir -p "$cache/e2e"
 work=$(mktemp -d "$cache/e2e/run.XXXXXX")
@@ -112,6 +120,7 @@ IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
 	-e "E2E_BIN=$cp_bin" -e "ECHOSERVER=$work/echoserver" -e "E2E_DEMO=$demo" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
 	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" \
+	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" \
 	-e "ADMIN_KUBECONFIG=$work/admin-guest.kubeconfig" \
 	-e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
 	-- "$repo/e2e/scenarios/guest.sh" | tee "$work/output.log" | grep --line-buffered -Ev "$summary_re"
