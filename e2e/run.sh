@@ -37,13 +37,22 @@ say() { printf 'e2e: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 [[ $(id -u) == 0 ]] || die "run as root (the VM shares / and the scenarios need netns)"
 
-# One run at a time on a machine: the control plane listens on 127.0.0.1:6443. A second run
-# waits here instead of failing on the busy port.
-exec 8>/var/lock/ipvsproxy-e2e-run.lock
-if ! flock -n 8; then
-	say "another e2e run holds /var/lock/ipvsproxy-e2e-run.lock; waiting for it"
-	flock 8
-fi
+# Up to three runs at a time on a machine, each in its own slot of host ports for the control
+# plane (slot 0: 6443, 2379, 2380; slot N adds 100*N). The guest always sees 192.0.2.100:6443.
+# A fourth run waits for a slot instead of failing on a busy port.
+slot=
+while [[ -z $slot ]]; do
+	for s in 0 1 2; do
+		exec 8>"/var/lock/ipvsproxy-e2e-slot-$s.lock"
+		if flock -n 8; then slot=$s; break; fi
+		exec 8>&-
+	done
+	if [[ -z $slot ]]; then
+		say "three e2e runs in progress; waiting for a slot"
+		sleep 10
+	fi
+done
+export APISERVER_PORT=$((6443 + 100 * slot)) ETCD_CLIENT_PORT=$((2379 + 100 * slot)) ETCD_PEER_PORT=$((2380 + 100 * slot))
 t_all=$SECONDS
 mkdir -p "$cache/e2e"
 work=$(mktemp -d "$cache/e2e/run.XXXXXX")
@@ -85,7 +94,7 @@ t=$SECONDS
 "$repo/e2e/vm/prepare.sh" >/dev/null
 say "VM prepared ($((SECONDS - t))s)"
 
-# 3. The control plane, on 127.0.0.1:6443.
+# 3. The control plane, on 127.0.0.1:$APISERVER_PORT.
 t=$SECONDS
 cp_started=1
 "$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
@@ -116,7 +125,7 @@ summary_re='^[0-9]+ passed, [0-9]+ failed$'
 t=$SECONDS
 set +e
 IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
-	--timeout "${IPVSPROXY_VM_TIMEOUT:-900}" --results "$work/results" --host-port 6443 \
+	--timeout "${IPVSPROXY_VM_TIMEOUT:-900}" --results "$work/results" --host-port "6443:$APISERVER_PORT" \
 	-e "E2E_BIN=$cp_bin" -e "ECHOSERVER=$work/echoserver" -e "E2E_DEMO=$demo" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
 	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" \

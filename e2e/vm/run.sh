@@ -13,7 +13,7 @@
 #   --timeout SEC      hard limit; qemu is killed after it (env IPVSPROXY_VM_TIMEOUT, default 1200)
 #   --results DIR      writable share, mounted in the guest at the same path (default: a temp dir
 #                      removed afterwards); the guest's exit status lands in DIR/exit-status
-#   --host-port PORT   add ONE user-mode NIC (restrict=on, net 192.0.2.0/24, guest 192.0.2.15)
+#   --host-port PORT[:HOST_PORT]  (guest port, host port if different) add ONE user-mode NIC (restrict=on, net 192.0.2.0/24, guest 192.0.2.15)
 #                      and forward guest connections to 192.0.2.100:PORT to this machine's
 #                      127.0.0.1:PORT; repeatable, still one NIC. The guest sees E2E_HOST_ADDR.
 #   -e NAME=VALUE      set an environment variable for COMMAND; repeatable
@@ -88,9 +88,10 @@ net_args=()
 if ((${#host_ports[@]})); then
 	netdev="user,id=net0,restrict=on,net=$user_net,dhcpstart=$guest_addr"
 	for port in "${host_ports[@]}"; do
-		[[ $port =~ ^[0-9]+$ ]] || die "--host-port wants a port number, got $port"
+		[[ $port =~ ^([0-9]+)(:([0-9]+))?$ ]] || die "--host-port wants PORT or GUEST_PORT:HOST_PORT, got $port"
+		guest_port=${BASH_REMATCH[1]} host_port=${BASH_REMATCH[3]:-${BASH_REMATCH[1]}}
 		# cmd: spawns one socat per guest connection, so connections run concurrently.
-		netdev+=",guestfwd=tcp:$host_fwd_addr:$port-cmd:socat - TCP:127.0.0.1:$port"
+		netdev+=",guestfwd=tcp:$host_fwd_addr:$guest_port-cmd:socat - TCP:127.0.0.1:$host_port"
 	done
 	# shellcheck disable=SC2054 # commas belong to qemu's option syntax
 	net_args=(-netdev "$netdev" -device virtio-net-pci,netdev=net0)
