@@ -29,6 +29,9 @@ mkdir -p "$bin"
 log() { echo "build.sh: $*" >&2; }
 
 cd "$here"
+# Concurrent runs on one machine build once: the second waits for the first's binaries.
+exec 9>"$bin/.lock"
+flock 9
 if [[ -x $bin/kube-apiserver && -x $bin/etcd ]]; then
 	log "kube-apiserver and etcd cached in $bin"
 else
