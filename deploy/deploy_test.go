@@ -268,7 +268,7 @@ func TestProbesUseHealthzPort(t *testing.T) {
 			name  string
 			probe *corev1.Probe
 			path  string
-		}{{"liveness", c.LivenessProbe, "/livez"}, {"readiness", c.ReadinessProbe, "/healthz"}} {
+		}{{"liveness", c.LivenessProbe, "/livez"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
 			if p.probe == nil || p.probe.HTTPGet == nil {
 				t.Errorf("%s: %s probe is not an HTTP GET", dir, p.name)
 				continue

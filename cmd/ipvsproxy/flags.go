@@ -46,7 +46,8 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", EnvVars: envOf("ipvs-tcpfin-timeout"), Usage: "IPVS timeout for TCP connections after FIN (0 leaves the kernel's)"},
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: envOf("ipvs-udp-timeout"), Usage: "IPVS timeout for UDP flows (0 leaves the kernel's)"},
 		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
-		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz and /livez"},
+		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz, /livez and /readyz"},
+		&cli.BoolFlag{Name: "bind-address-hard-fail", EnvVars: envOf("bind-address-hard-fail"), Usage: "exit when --healthz-bind-address or --metrics-bind-address cannot be bound, instead of logging and retrying every 5s"},
 	}
 }
 
