@@ -77,6 +77,8 @@ type Proxier struct {
 	// not be flushed as if it had just gained endpoints (a restart drops
 	// no flow).
 	started bool
+	// conntrack reconciles UDP flows against the desired state.
+	conntrack conntrackReconciler
 
 	trigger chan struct{}
 }
@@ -233,6 +235,14 @@ func (p *Proxier) Sync() SyncResult {
 		res.ConntrackDeleted = n
 		if err != nil {
 			klog.ErrorS(err, "Deleting stale UDP conntrack flows failed")
+			res.WriteErrors["conntrack"]++
+		}
+	}
+	if p.kernel.Conntrack != nil && p.conntrack.due(full, len(res.WriteErrors) > 0) {
+		n, err := p.conntrack.run(p.kernel.Conntrack, p.desired, p.cfg.Families)
+		res.ConntrackDeleted += n
+		if err != nil {
+			klog.ErrorS(err, "Reconciling UDP conntrack flows failed")
 			res.WriteErrors["conntrack"]++
 		}
 	}

@@ -1,0 +1,253 @@
+package conntrack
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/mdlayher/netlink"
+	ct "github.com/ti-mo/conntrack"
+	"golang.org/x/sys/unix"
+)
+
+// This file streams the conntrack table: one dump request, then one
+// receive buffer at a time, each flow handed to the caller and dropped.
+// ti-mo/conntrack's Dump (like mdlayher/netlink's Receive under it) gathers
+// the whole multi-part answer before returning, about 470 MiB per million
+// flows (issue 8); here memory is one buffer and one batch, whatever the
+// size of the table.
+
+// ctnetlink message and attribute numbers (linux/netfilter/nfnetlink.h,
+// nfnetlink_conntrack.h).
+const (
+	nfnlSubsysCTNetlink = 1
+	ctMsgGet            = 1
+
+	ctaTupleOrig  = 1
+	ctaTupleReply = 2
+	ctaZone       = 18
+	ctaFilter     = 25
+
+	ctaTupleIP    = 1
+	ctaTupleProto = 2
+
+	ctaIPv4Src = 1
+	ctaIPv4Dst = 2
+	ctaIPv6Src = 3
+	ctaIPv6Dst = 4
+
+	ctaProtoNum     = 1
+	ctaProtoSrcPort = 2
+	ctaProtoDstPort = 3
+
+	ctaFilterOrigFlags  = 1
+	ctaFilterReplyFlags = 2
+	// ctaFilterFlagProtoNum is CTA_FILTER_F_CTA_PROTO_NUM.
+	ctaFilterFlagProtoNum = 1 << 3
+)
+
+// receiveBufferSize holds one dump batch: the kernel fills at most 32 KiB
+// per multi-part message (netlink_dump); twice that leaves room.
+const receiveBufferSize = 64 << 10
+
+// kernelFlow is a dumped flow with what a delete needs.
+type kernelFlow struct {
+	orig, reply ct.Tuple
+	zone        uint16
+}
+
+// dumpRequest asks for every flow of family (unix.AF_INET or AF_INET6) and,
+// when protocol is not 0, only that layer 4 protocol. The protocol filter
+// (CTA_FILTER, Linux 5.8) is applied by the kernel; older kernels ignore the
+// attribute and send everything, which streamFlows' caller checks anyway.
+func dumpRequest(family uint8, protocol uint8) (netlink.Message, error) {
+	data := []byte{family, unix.NFNETLINK_V0, 0, 0}
+	if protocol != 0 {
+		ae := netlink.NewAttributeEncoder()
+		ae.Nested(ctaFilter, func(nae *netlink.AttributeEncoder) error {
+			nae.Uint32(ctaFilterOrigFlags, ctaFilterFlagProtoNum)
+			nae.Uint32(ctaFilterReplyFlags, 0)
+			return nil
+		})
+		ae.Nested(ctaTupleOrig, func(nae *netlink.AttributeEncoder) error {
+			nae.Nested(ctaTupleProto, func(pae *netlink.AttributeEncoder) error {
+				pae.Uint8(ctaProtoNum, protocol)
+				return nil
+			})
+			return nil
+		})
+		attrs, err := ae.Encode()
+		if err != nil {
+			return netlink.Message{}, err
+		}
+		data = append(data, attrs...)
+	}
+	return netlink.Message{
+		Header: netlink.Header{
+			Type:  netlink.HeaderType(nfnlSubsysCTNetlink<<8 | ctMsgGet),
+			Flags: netlink.Request | netlink.Dump,
+		},
+		Data: data,
+	}, nil
+}
+
+// streamFlows dumps the flows of family (and protocol, if not 0) on conn and
+// calls batch once per received buffer. The slice is reused: batch must not
+// keep it. A batch error stops the dump and is returned.
+func streamFlows(conn *netlink.Conn, family, protocol uint8, batch func([]kernelFlow) error) error {
+	req, err := dumpRequest(family, protocol)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Send(req); err != nil {
+		return fmt.Errorf("send dump request: %w", err)
+	}
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, receiveBufferSize)
+	flows := make([]kernelFlow, 0, 256)
+	for {
+		var n int
+		var recvErr error
+		if err := raw.Read(func(fd uintptr) bool {
+			n, _, recvErr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+			return recvErr != unix.EAGAIN && recvErr != unix.EWOULDBLOCK
+		}); err != nil {
+			return fmt.Errorf("receive dump: %w", err)
+		}
+		if recvErr != nil {
+			return fmt.Errorf("receive dump: %w", recvErr)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return fmt.Errorf("parse dump: %w", err)
+		}
+		flows = flows[:0]
+		done := false
+		for _, m := range msgs {
+			switch m.Header.Type {
+			case unix.NLMSG_DONE:
+				done = true
+			case unix.NLMSG_ERROR:
+				if len(m.Data) < 4 {
+					return errors.New("dump: short error message")
+				}
+				if errno := -int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
+					return syscall.Errno(errno)
+				}
+			default:
+				if len(m.Data) < 4 {
+					continue
+				}
+				f, err := parseFlow(m.Data[4:]) // after struct nfgenmsg
+				if err != nil {
+					return fmt.Errorf("parse dumped flow: %w", err)
+				}
+				flows = append(flows, f)
+			}
+		}
+		if len(flows) > 0 {
+			if err := batch(flows); err != nil {
+				if !done {
+					drain(raw, buf)
+				}
+				return err
+			}
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// drain reads the rest of an abandoned dump so the socket can be used again.
+func drain(raw syscall.RawConn, buf []byte) {
+	for {
+		var n int
+		var recvErr error
+		if raw.Read(func(fd uintptr) bool {
+			n, _, recvErr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+			return recvErr != unix.EAGAIN && recvErr != unix.EWOULDBLOCK
+		}) != nil || recvErr != nil {
+			return
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return
+		}
+		for _, m := range msgs {
+			if m.Header.Type == unix.NLMSG_DONE || m.Header.Type == unix.NLMSG_ERROR {
+				return
+			}
+		}
+	}
+}
+
+func parseFlow(b []byte) (kernelFlow, error) {
+	var f kernelFlow
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return f, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	for ad.Next() {
+		switch ad.Type() {
+		case ctaTupleOrig:
+			ad.Nested(func(nad *netlink.AttributeDecoder) error { return parseTuple(nad, &f.orig) })
+		case ctaTupleReply:
+			ad.Nested(func(nad *netlink.AttributeDecoder) error { return parseTuple(nad, &f.reply) })
+		case ctaZone:
+			f.zone = ad.Uint16()
+		}
+	}
+	return f, ad.Err()
+}
+
+func parseTuple(ad *netlink.AttributeDecoder, t *ct.Tuple) error {
+	for ad.Next() {
+		switch ad.Type() {
+		case ctaTupleIP:
+			ad.Nested(func(nad *netlink.AttributeDecoder) error {
+				for nad.Next() {
+					switch nad.Type() {
+					case ctaIPv4Src, ctaIPv6Src:
+						t.IP.SourceAddress = addrOf(nad.Bytes())
+					case ctaIPv4Dst, ctaIPv6Dst:
+						t.IP.DestinationAddress = addrOf(nad.Bytes())
+					}
+				}
+				return nil
+			})
+		case ctaTupleProto:
+			ad.Nested(func(nad *netlink.AttributeDecoder) error {
+				for nad.Next() {
+					switch nad.Type() {
+					case ctaProtoNum:
+						t.Proto.Protocol = nad.Uint8()
+					case ctaProtoSrcPort:
+						t.Proto.SourcePort = nad.Uint16()
+					case ctaProtoDstPort:
+						t.Proto.DestinationPort = nad.Uint16()
+					}
+				}
+				return nil
+			})
+		}
+	}
+	return ad.Err()
+}
+
+func addrOf(b []byte) netip.Addr {
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// toFlow is the package's view of a dumped flow; ok is false without
+// addresses (a flow of another family cannot be, but stay safe).
+func (f kernelFlow) toFlow() (Flow, bool) {
+	return fromKernel(ct.Flow{TupleOrig: f.orig, TupleReply: f.reply})
+}
