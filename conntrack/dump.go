@@ -122,33 +122,33 @@ func streamFlows(conn *netlink.Conn, family, protocol uint8, batch func([]kernel
 		if recvErr != nil {
 			return fmt.Errorf("receive dump: %w", recvErr)
 		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return fmt.Errorf("parse dump: %w", err)
-		}
 		flows = flows[:0]
 		done := false
-		for _, m := range msgs {
-			switch m.Header.Type {
+		err := messages(buf[:n], func(typ uint16, payload []byte) error {
+			switch typ {
 			case unix.NLMSG_DONE:
 				done = true
 			case unix.NLMSG_ERROR:
-				if len(m.Data) < 4 {
+				if len(payload) < 4 {
 					return errors.New("dump: short error message")
 				}
-				if errno := -int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
+				if errno := -int32(binary.NativeEndian.Uint32(payload)); errno != 0 {
 					return syscall.Errno(errno)
 				}
 			default:
-				if len(m.Data) < 4 {
-					continue
+				if len(payload) < 4 {
+					return nil
 				}
-				f, err := parseFlow(m.Data[4:]) // after struct nfgenmsg
+				f, err := parseFlow(payload[4:]) // after struct nfgenmsg
 				if err != nil {
 					return fmt.Errorf("parse dumped flow: %w", err)
 				}
 				flows = append(flows, f)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if len(flows) > 0 {
 			if err := batch(flows); err != nil {
@@ -175,70 +175,105 @@ func drain(raw syscall.RawConn, buf []byte) {
 		}) != nil || recvErr != nil {
 			return
 		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
+		end := false
+		messages(buf[:n], func(typ uint16, _ []byte) error {
+			end = end || typ == unix.NLMSG_DONE || typ == unix.NLMSG_ERROR
+			return nil
+		})
+		if end {
 			return
 		}
-		for _, m := range msgs {
-			if m.Header.Type == unix.NLMSG_DONE || m.Header.Type == unix.NLMSG_ERROR {
-				return
-			}
-		}
 	}
+}
+
+// attributes calls fn for each netlink attribute in b (type without the
+// nested and byte-order flags, and its payload). Parsing by hand, without
+// an AttributeDecoder per level, keeps a clean-up at no allocation per flow.
+func attributes(b []byte, fn func(typ uint16, payload []byte) error) error {
+	for len(b) >= unix.SizeofNlAttr {
+		length := int(binary.NativeEndian.Uint16(b[0:2]))
+		typ := binary.NativeEndian.Uint16(b[2:4]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+		if length < unix.SizeofNlAttr || length > len(b) {
+			return fmt.Errorf("netlink attribute of length %d in %d bytes", length, len(b))
+		}
+		if err := fn(typ, b[unix.SizeofNlAttr:length]); err != nil {
+			return err
+		}
+		aligned := (length + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
+		if aligned > len(b) {
+			break
+		}
+		b = b[aligned:]
+	}
+	return nil
 }
 
 func parseFlow(b []byte) (kernelFlow, error) {
 	var f kernelFlow
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return f, err
-	}
-	ad.ByteOrder = binary.BigEndian
-	for ad.Next() {
-		switch ad.Type() {
+	err := attributes(b, func(typ uint16, payload []byte) error {
+		switch typ {
 		case ctaTupleOrig:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error { return parseTuple(nad, &f.orig) })
+			return parseTuple(payload, &f.orig)
 		case ctaTupleReply:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error { return parseTuple(nad, &f.reply) })
+			return parseTuple(payload, &f.reply)
 		case ctaZone:
-			f.zone = ad.Uint16()
+			if len(payload) >= 2 {
+				f.zone = binary.BigEndian.Uint16(payload)
+			}
 		}
-	}
-	return f, ad.Err()
+		return nil
+	})
+	return f, err
 }
 
-func parseTuple(ad *netlink.AttributeDecoder, t *ct.Tuple) error {
-	for ad.Next() {
-		switch ad.Type() {
+func parseTuple(b []byte, t *ct.Tuple) error {
+	return attributes(b, func(typ uint16, payload []byte) error {
+		switch typ {
 		case ctaTupleIP:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					switch nad.Type() {
-					case ctaIPv4Src, ctaIPv6Src:
-						t.IP.SourceAddress = addrOf(nad.Bytes())
-					case ctaIPv4Dst, ctaIPv6Dst:
-						t.IP.DestinationAddress = addrOf(nad.Bytes())
-					}
+			return attributes(payload, func(typ uint16, payload []byte) error {
+				switch typ {
+				case ctaIPv4Src, ctaIPv6Src:
+					t.IP.SourceAddress = addrOf(payload)
+				case ctaIPv4Dst, ctaIPv6Dst:
+					t.IP.DestinationAddress = addrOf(payload)
 				}
 				return nil
 			})
 		case ctaTupleProto:
-			ad.Nested(func(nad *netlink.AttributeDecoder) error {
-				for nad.Next() {
-					switch nad.Type() {
-					case ctaProtoNum:
-						t.Proto.Protocol = nad.Uint8()
-					case ctaProtoSrcPort:
-						t.Proto.SourcePort = nad.Uint16()
-					case ctaProtoDstPort:
-						t.Proto.DestinationPort = nad.Uint16()
-					}
+			return attributes(payload, func(typ uint16, payload []byte) error {
+				switch {
+				case typ == ctaProtoNum && len(payload) >= 1:
+					t.Proto.Protocol = payload[0]
+				case typ == ctaProtoSrcPort && len(payload) >= 2:
+					t.Proto.SourcePort = binary.BigEndian.Uint16(payload)
+				case typ == ctaProtoDstPort && len(payload) >= 2:
+					t.Proto.DestinationPort = binary.BigEndian.Uint16(payload)
 				}
 				return nil
 			})
 		}
+		return nil
+	})
+}
+
+// messages calls fn for each netlink message in b (its type and payload).
+func messages(b []byte, fn func(typ uint16, payload []byte) error) error {
+	for len(b) >= unix.SizeofNlMsghdr {
+		length := int(binary.NativeEndian.Uint32(b[0:4]))
+		typ := binary.NativeEndian.Uint16(b[4:6])
+		if length < unix.SizeofNlMsghdr || length > len(b) {
+			return fmt.Errorf("netlink message of length %d in %d bytes", length, len(b))
+		}
+		if err := fn(typ, b[unix.SizeofNlMsghdr:length]); err != nil {
+			return err
+		}
+		aligned := (length + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
+		if aligned > len(b) {
+			break
+		}
+		b = b[aligned:]
 	}
-	return ad.Err()
+	return nil
 }
 
 func addrOf(b []byte) netip.Addr {

@@ -79,6 +79,8 @@ type Proxier struct {
 	started bool
 	// conntrack reconciles UDP flows against the desired state.
 	conntrack conntrackReconciler
+	// capacity refuses Services that would overflow an owned set.
+	capacity setCapacity
 
 	trigger chan struct{}
 }
@@ -105,6 +107,7 @@ func New(cfg Config, nodeName string, k Kernel, recorder record.EventRecorder) (
 		appliedRules: map[v1.IPFamily]string{},
 		now:          time.Now,
 		trigger:      make(chan struct{}, 1),
+		capacity:     newSetCapacity(cfg.IPSetMaxElements),
 	}
 	p.tracker = NewChangeTracker(nodeName, p.requestSync)
 	return p, nil
@@ -198,6 +201,7 @@ func (p *Proxier) Sync() SyncResult {
 		if svc != nil {
 			st = BuildService(svc, endpointSlices, node, p.cfg)
 		}
+		st = p.capacity.admit(p.desired, name, st)
 		if p.started {
 			staleFilters.add(staleUDPFlows(p.desired.services[name], st))
 		}
