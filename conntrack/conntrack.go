@@ -1,6 +1,7 @@
 package conntrack
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -83,7 +84,7 @@ func (t *Table) DeleteFlows(filters ...Filter) (int, error) {
 	}
 	deleted := 0
 	var errs []error
-	for _, family := range []int{4, 6} {
+	for _, family := range filterFamilies(filters) {
 		n, err := t.DeleteFlowsMatching(family, protocol, func(flow Flow) bool { return matchesAny(filters, flow) })
 		deleted += n
 		if err != nil {
@@ -139,6 +140,30 @@ func (t *Table) deleteMatching(flows []kernelFlow, match func(Flow) bool) (int, 
 		}
 	}
 	return deleted, errors.Join(errs...)
+}
+
+// filterFamilies are the address families whose table a filter can match:
+// the family of its addresses, or both when it names none.
+func filterFamilies(filters []Filter) []int {
+	var v4, v6 bool
+	for _, f := range filters {
+		switch a := cmp.Or(f.OrigDst, f.ReplySrc); {
+		case !a.IsValid():
+			v4, v6 = true, true
+		case a.Is4():
+			v4 = true
+		default:
+			v6 = true
+		}
+	}
+	var out []int
+	if v4 {
+		out = append(out, 4)
+	}
+	if v6 {
+		out = append(out, 6)
+	}
+	return out
 }
 
 func addressFamily(family int) (uint8, error) {
