@@ -52,6 +52,10 @@ YAML
 	esac
 	note "the flow from source port $ct35_src_port reaches $victim; stop node1's daemon, then remove $victim as it would have"
 	stop_proxier node1 TERM
+	# SIGTERM leaves the kernel state in place: the virtual server keeps both real servers.
+	local kept
+	kept=$(real_servers node1 udp "$ip:5353" | tr '\n' ' ' | sed 's/ $//')
+	show node1 "ipvsadm -Ln -u $ip:5353  # after SIGTERM" "real servers: $kept"
 	"$topo" del-pod "$victim"
 	kc delete-endpoint udp35 "$victim_ip" >/dev/null
 	# The daemon's last act before dying: the real server is gone, its flow is not.
@@ -74,6 +78,7 @@ YAML
 	show node1 "curl -s 127.0.0.1:10249/metrics | grep ipvsproxy_conntrack_entries_deleted_total" \
 		"$(metric node1 ipvsproxy_conntrack_entries_deleted_total)"
 	"$topo" del-pod "$survivor" >/dev/null 2>&1
-	verdict 35 "UDP reconcile: after a restart over a stale flow to $victim, replies from $survivor within ${limit}s of the start (after ${resumed:-never}s)" \
-		bash -c "[[ -n '$resumed' ]] || { echo 'the flow stayed stale: no reply from $survivor'; exit 1; }"
+	verdict 35 "UDP reconcile: SIGTERM kept the real servers; after a restart over a stale flow to $victim, replies from $survivor within ${limit}s of the start (after ${resumed:-never}s)" \
+		bash -c "[[ '$kept' == '$ct35_a:8081 $ct35_b:8081' ]] || { echo 'after SIGTERM the real servers were: $kept'; exit 1; }
+			[[ -n '$resumed' ]] || { echo 'the flow stayed stale: no reply from $survivor'; exit 1; }"
 }
