@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	ct "github.com/ti-mo/conntrack"
@@ -101,9 +102,13 @@ func streamFlows(conn *netlink.Conn, family, protocol uint8, batch func([]kernel
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Send(req); err != nil {
+	sent, err := conn.Send(req)
+	if err != nil {
 		return fmt.Errorf("send dump request: %w", err)
 	}
+	// A kernel that stops answering must not hang the sync; the deadline
+	// is per receive, so a long dump is fine.
+	defer conn.SetReadDeadline(time.Time{})
 	raw, err := conn.SyscallConn()
 	if err != nil {
 		return err
@@ -111,24 +116,21 @@ func streamFlows(conn *netlink.Conn, family, protocol uint8, batch func([]kernel
 	buf := make([]byte, receiveBufferSize)
 	flows := make([]kernelFlow, 0, 256)
 	for {
-		var n int
-		var recvErr error
-		if err := raw.Read(func(fd uintptr) bool {
-			n, _, recvErr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-			return recvErr != unix.EAGAIN && recvErr != unix.EWOULDBLOCK
-		}); err != nil {
+		n, err := receive(conn, raw, buf)
+		if err != nil {
 			return fmt.Errorf("receive dump: %w", err)
-		}
-		if recvErr != nil {
-			return fmt.Errorf("receive dump: %w", recvErr)
 		}
 		flows = flows[:0]
 		done := false
-		err := messages(buf[:n], func(typ uint16, payload []byte) error {
+		err = messages(buf[:n], func(typ uint16, seq uint32, payload []byte) error {
+			if seq != sent.Header.Sequence {
+				return nil // left over from an abandoned dump
+			}
 			switch typ {
 			case unix.NLMSG_DONE:
 				done = true
 			case unix.NLMSG_ERROR:
+				done = true // an error ends the dump
 				if len(payload) < 4 {
 					return errors.New("dump: short error message")
 				}
@@ -147,16 +149,14 @@ func streamFlows(conn *netlink.Conn, family, protocol uint8, batch func([]kernel
 			}
 			return nil
 		})
-		if err != nil {
-			return err
+		if err == nil && len(flows) > 0 {
+			err = batch(flows)
 		}
-		if len(flows) > 0 {
-			if err := batch(flows); err != nil {
-				if !done {
-					drain(raw, buf)
-				}
-				return err
+		if err != nil {
+			if !done {
+				drain(conn, raw, buf)
 			}
+			return err
 		}
 		if done {
 			return nil
@@ -164,19 +164,36 @@ func streamFlows(conn *netlink.Conn, family, protocol uint8, batch func([]kernel
 	}
 }
 
-// drain reads the rest of an abandoned dump so the socket can be used again.
-func drain(raw syscall.RawConn, buf []byte) {
+// receiveTimeout bounds one receive of a dump.
+const receiveTimeout = 30 * time.Second
+
+// receive reads one datagram of the dump into buf.
+func receive(conn *netlink.Conn, raw syscall.RawConn, buf []byte) (int, error) {
+	if err := conn.SetReadDeadline(time.Now().Add(receiveTimeout)); err != nil {
+		return 0, err
+	}
+	var n int
+	var recvErr error
+	if err := raw.Read(func(fd uintptr) bool {
+		n, _, recvErr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+		return recvErr != unix.EAGAIN
+	}); err != nil {
+		return 0, err
+	}
+	return n, recvErr
+}
+
+// drain reads the rest of an abandoned dump (up to its end, or a receive
+// timing out), so the next dump starts on a quiet socket; messages of it
+// that still arrive later carry its sequence number and are skipped.
+func drain(conn *netlink.Conn, raw syscall.RawConn, buf []byte) {
 	for {
-		var n int
-		var recvErr error
-		if raw.Read(func(fd uintptr) bool {
-			n, _, recvErr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-			return recvErr != unix.EAGAIN && recvErr != unix.EWOULDBLOCK
-		}) != nil || recvErr != nil {
+		n, err := receive(conn, raw, buf)
+		if err != nil {
 			return
 		}
 		end := false
-		messages(buf[:n], func(typ uint16, _ []byte) error {
+		messages(buf[:n], func(typ uint16, _ uint32, _ []byte) error {
 			end = end || typ == unix.NLMSG_DONE || typ == unix.NLMSG_ERROR
 			return nil
 		})
@@ -256,15 +273,17 @@ func parseTuple(b []byte, t *ct.Tuple) error {
 	})
 }
 
-// messages calls fn for each netlink message in b (its type and payload).
-func messages(b []byte, fn func(typ uint16, payload []byte) error) error {
+// messages calls fn for each netlink message in b (its type, sequence
+// number and payload).
+func messages(b []byte, fn func(typ uint16, seq uint32, payload []byte) error) error {
 	for len(b) >= unix.SizeofNlMsghdr {
 		length := int(binary.NativeEndian.Uint32(b[0:4]))
 		typ := binary.NativeEndian.Uint16(b[4:6])
+		seq := binary.NativeEndian.Uint32(b[8:12])
 		if length < unix.SizeofNlMsghdr || length > len(b) {
 			return fmt.Errorf("netlink message of length %d in %d bytes", length, len(b))
 		}
-		if err := fn(typ, b[unix.SizeofNlMsghdr:length]); err != nil {
+		if err := fn(typ, seq, b[unix.SizeofNlMsghdr:length]); err != nil {
 			return err
 		}
 		aligned := (length + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
