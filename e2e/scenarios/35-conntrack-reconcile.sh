@@ -78,7 +78,9 @@ YAML
 	show node1 "curl -s 127.0.0.1:10249/metrics | grep ipvsproxy_conntrack_entries_deleted_total" \
 		"$(metric node1 ipvsproxy_conntrack_entries_deleted_total)"
 	"$topo" del-pod "$survivor" >/dev/null 2>&1
-	verdict 35 "UDP reconcile: SIGTERM kept the real servers; after a restart over a stale flow to $victim, replies from $survivor within ${limit}s of the start (after ${resumed:-never}s)" \
+	local when=never
+	[[ -z $resumed ]] || when="after ${resumed}s"
+	verdict 35 "UDP reconcile: SIGTERM kept the real servers; after a restart over a stale flow to $victim, replies from $survivor within ${limit}s of the start ($when)" \
 		bash -c "[[ '$kept' == '$ct35_a:8081 $ct35_b:8081' ]] || { echo 'after SIGTERM the real servers were: $kept'; exit 1; }
 			[[ -n '$resumed' ]] || { echo 'the flow stayed stale: no reply from $survivor'; exit 1; }"
 }

@@ -52,6 +52,8 @@ YAML
 	ip netns exec node1 iptables -w -P FORWARD ACCEPT
 	"$topo" del-pod u37a >/dev/null 2>&1
 	"$topo" del-pod u37b >/dev/null 2>&1
-	verdict 37 "UDP periodic reconcile: the injected stale flow was deleted and replies came within ${limit}s (after ${resumed:-never}s)" \
+	local when=never
+	[[ -z $resumed ]] || when="after ${resumed}s"
+	verdict 37 "UDP periodic reconcile: the injected stale flow was deleted and replies came within ${limit}s ($when)" \
 		bash -c "[[ -n '$resumed' ]] || { echo 'no reply within ${limit}s: the stale flow stayed'; exit 1; }"
 }
