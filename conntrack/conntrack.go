@@ -1,94 +1,134 @@
 package conntrack
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
 
 	"github.com/mdlayher/netlink"
 	ct "github.com/ti-mo/conntrack"
-	"github.com/ti-mo/netfilter"
 	"golang.org/x/sys/unix"
 )
 
 // Table is the conntrack table of one network namespace, reached over
-// ctnetlink through github.com/ti-mo/conntrack.
+// ctnetlink: dumps stream on a socket of their own (dump.go), deletes go
+// through github.com/ti-mo/conntrack on another, so a clean-up deletes while
+// the dump is still running.
 type Table struct {
 	conn *ct.Conn
+	dump *netlink.Conn
 }
 
 var _ Interface = (*Table)(nil)
 
-// New opens a ctnetlink socket in the caller's network namespace.
+// New opens ctnetlink sockets in the caller's network namespace.
 func New() (*Table, error) {
 	return NewInNamespace(0)
 }
 
-// NewInNamespace opens a ctnetlink socket in the network namespace whose file
+// NewInNamespace opens ctnetlink sockets in the network namespace whose file
 // descriptor is nsFD (a netns.NsHandle converted to int); 0 means the
-// caller's own. The socket stays in that namespace for its lifetime.
+// caller's own. The sockets stay in that namespace for their lifetime.
 func NewInNamespace(nsFD int) (*Table, error) {
 	conn, err := ct.Dial(&netlink.Config{NetNS: nsFD})
 	if err != nil {
 		return nil, fmt.Errorf("open conntrack netlink socket: %w", mapError(err))
 	}
-	return &Table{conn: conn}, nil
+	dump, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: nsFD})
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("open conntrack dump socket: %w", mapError(err))
+	}
+	return &Table{conn: conn, dump: dump}, nil
 }
 
 func (t *Table) Close() error {
-	return t.conn.Close()
+	return errors.Join(t.conn.Close(), t.dump.Close())
 }
 
 func (t *Table) Flows(family int) ([]Flow, error) {
-	var pf netfilter.ProtoFamily
-	switch family {
-	case 4:
-		pf = netfilter.ProtoIPv4
-	case 6:
-		pf = netfilter.ProtoIPv6
-	default:
-		return nil, fmt.Errorf("list conntrack flows: address family %d is neither 4 nor 6", family)
-	}
-	// The family travels in the request header only (no filter
-	// attributes); flows are checked again here, which costs nothing.
-	flows, err := t.dump(pf)
+	af, err := addressFamily(family)
 	if err != nil {
-		return nil, fmt.Errorf("list IPv%d conntrack flows: %w", family, err)
+		return nil, fmt.Errorf("list conntrack flows: %w", err)
 	}
 	var out []Flow
-	for _, f := range flows {
-		if flow, ok := fromKernel(f); ok && flowFamily(flow) == family {
-			out = append(out, flow)
+	err = streamFlows(t.dump, af, 0, func(batch []kernelFlow) error {
+		for _, f := range batch {
+			if flow, ok := f.toFlow(); ok && flowFamily(flow) == family {
+				out = append(out, flow)
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list IPv%d conntrack flows: %w", family, mapError(err))
 	}
 	return out, nil
 }
 
-// DeleteFlows dumps the whole table once and deletes each matching flow by
-// its tuples. Matching happens here: ti-mo/conntrack v0.6.0 filters dumps and
-// flushes by family, mark, status and zone only, and the kernel's tuple
-// filter for dumps (CTA_FILTER with CTA_FILTER_ORIG_FLAGS/REPLY_FLAGS) exists
-// only since Linux 5.8 and never applies to a flush or delete.
+// DeleteFlows streams each family's table once and deletes each flow that
+// matches a filter. Matching happens here: the kernel's tuple filter for
+// dumps (CTA_FILTER, Linux 5.8) takes one tuple per request and never
+// applies to a delete; only the protocol, when every filter names the same
+// one, is left to the kernel.
 func (t *Table) DeleteFlows(filters ...Filter) (int, error) {
 	if len(filters) == 0 {
 		return 0, nil
 	}
-	flows, err := t.dump(netfilter.ProtoUnspec)
-	if err != nil {
-		return 0, fmt.Errorf("delete conntrack flows: list: %w", err)
+	protocol := filters[0].Protocol
+	for _, f := range filters {
+		if f.Protocol != protocol {
+			protocol = 0
+		}
 	}
-	return t.deleteMatching(flows, filters)
+	deleted := 0
+	var errs []error
+	for _, family := range filterFamilies(filters) {
+		n, err := t.DeleteFlowsMatching(family, protocol, func(flow Flow) bool { return matchesAny(filters, flow) })
+		deleted += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete conntrack flows: %w", err))
+		}
+	}
+	return deleted, errors.Join(errs...)
 }
 
-func (t *Table) deleteMatching(flows []ct.Flow, filters []Filter) (int, error) {
+// DeleteFlowsMatching streams the table of one family, filtered by protocol
+// in the kernel, and deletes each flow stale selects while the dump goes on.
+// It holds one receive buffer and one batch of flows at a time.
+func (t *Table) DeleteFlowsMatching(family int, protocol uint8, stale func(Flow) bool) (int, error) {
+	af, err := addressFamily(family)
+	if err != nil {
+		return 0, fmt.Errorf("delete conntrack flows: %w", err)
+	}
+	deleted := 0
+	var errs []error
+	err = streamFlows(t.dump, af, protocol, func(batch []kernelFlow) error {
+		n, err := t.deleteMatching(batch, func(flow Flow) bool {
+			return (protocol == 0 || flow.Protocol == protocol) && flowFamily(flow) == family && stale(flow)
+		})
+		deleted += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list IPv%d conntrack flows: %w", family, mapError(err)))
+	}
+	return deleted, errors.Join(errs...)
+}
+
+func (t *Table) deleteMatching(flows []kernelFlow, match func(Flow) bool) (int, error) {
 	deleted := 0
 	var errs []error
 	for _, f := range flows {
-		flow, ok := fromKernel(f)
-		if !ok || !matchesAny(filters, flow) {
+		flow, ok := f.toFlow()
+		if !ok || !match(flow) {
 			continue
 		}
-		err := t.conn.Delete(ct.Flow{TupleOrig: f.TupleOrig, TupleReply: f.TupleReply, Zone: f.Zone})
+		err := t.conn.Delete(ct.Flow{TupleOrig: f.orig, TupleReply: f.reply, Zone: f.zone})
 		switch {
 		case err == nil:
 			deleted++
@@ -102,20 +142,38 @@ func (t *Table) deleteMatching(flows []ct.Flow, filters []Filter) (int, error) {
 	return deleted, errors.Join(errs...)
 }
 
-func (t *Table) dump(pf netfilter.ProtoFamily) ([]ct.Flow, error) {
-	var (
-		flows []ct.Flow
-		err   error
-	)
-	if pf == netfilter.ProtoUnspec {
-		flows, err = t.conn.Dump(nil)
-	} else {
-		flows, err = t.conn.DumpFilter(ct.NewFilter().Family(pf), nil)
+// filterFamilies are the address families whose table a filter can match:
+// the family of its addresses, or both when it names none.
+func filterFamilies(filters []Filter) []int {
+	var v4, v6 bool
+	for _, f := range filters {
+		switch a := cmp.Or(f.OrigDst, f.ReplySrc); {
+		case !a.IsValid():
+			v4, v6 = true, true
+		case a.Is4():
+			v4 = true
+		default:
+			v6 = true
+		}
 	}
-	if err != nil {
-		return nil, mapError(err)
+	var out []int
+	if v4 {
+		out = append(out, 4)
 	}
-	return flows, nil
+	if v6 {
+		out = append(out, 6)
+	}
+	return out
+}
+
+func addressFamily(family int) (uint8, error) {
+	switch family {
+	case 4:
+		return unix.AF_INET, nil
+	case 6:
+		return unix.AF_INET6, nil
+	}
+	return 0, fmt.Errorf("address family %d is neither 4 nor 6", family)
 }
 
 func mapError(err error) error {
@@ -126,7 +184,6 @@ func mapError(err error) error {
 	}
 	return err
 }
-
 func matchesAny(filters []Filter, flow Flow) bool {
 	for _, f := range filters {
 		if f.Matches(flow) {

@@ -79,6 +79,26 @@ func (f *Fake) DeleteFlows(filters ...Filter) (int, error) {
 	return n, nil
 }
 
+func (f *Fake) DeleteFlowsMatching(family int, protocol uint8, stale func(Flow) bool) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.usable(); err != nil {
+		return 0, err
+	}
+	if family != 4 && family != 6 {
+		return 0, fmt.Errorf("delete conntrack flows: address family %d is neither 4 nor 6", family)
+	}
+	n := 0
+	for key, flow := range f.flows {
+		if flowFamily(flow) == family && (protocol == 0 || flow.Protocol == protocol) && stale(flow) {
+			delete(f.flows, key)
+			n++
+		}
+	}
+	f.deleted += n
+	return n, nil
+}
+
 func (f *Fake) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

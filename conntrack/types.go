@@ -59,6 +59,12 @@ type Interface interface {
 	// DeleteFlows deletes every flow that matches any of filters and returns
 	// how many it deleted. A flow that vanishes meanwhile is not an error.
 	DeleteFlows(filters ...Filter) (int, error)
+	// DeleteFlowsMatching deletes every flow of one address family (4 or 6)
+	// and, unless protocol is 0, one protocol, for which stale returns true,
+	// and returns how many it deleted. The table is streamed, not loaded:
+	// memory does not grow with its size. A flow that vanishes meanwhile
+	// is not an error.
+	DeleteFlowsMatching(family int, protocol uint8, stale func(Flow) bool) (int, error)
 	// Close releases the netlink socket.
 	Close() error
 }

@@ -25,7 +25,7 @@ const (
 )
 
 // kustomizations are every directory a user may apply.
-var kustomizations = []string{"base", "overlays/example"}
+var kustomizations = []string{"base", "overlays/example", "overlays/modprobe"}
 
 // rendered holds the typed objects of one kustomization.
 type rendered struct {
@@ -268,7 +268,7 @@ func TestProbesUseHealthzPort(t *testing.T) {
 			name  string
 			probe *corev1.Probe
 			path  string
-		}{{"liveness", c.LivenessProbe, "/livez"}, {"readiness", c.ReadinessProbe, "/healthz"}} {
+		}{{"liveness", c.LivenessProbe, "/livez"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
 			if p.probe == nil || p.probe.HTTPGet == nil {
 				t.Errorf("%s: %s probe is not an HTTP GET", dir, p.name)
 				continue
@@ -372,6 +372,17 @@ func TestDaemonSetRunsOnEveryNodeInHostNetwork(t *testing.T) {
 
 func checkHostMounts(t *testing.T, dir string, pod corev1.PodSpec, c *corev1.Container) {
 	t.Helper()
+	checkHostMountsOf(t, dir, pod, c, []hostMount{{"/run/xtables.lock", false, corev1.HostPathFileOrCreate}})
+}
+
+type hostMount struct {
+	path     string
+	readOnly bool
+	hostType corev1.HostPathType
+}
+
+func checkHostMountsOf(t *testing.T, dir string, pod corev1.PodSpec, c *corev1.Container, wanted []hostMount) {
+	t.Helper()
 	volumes := map[string]corev1.Volume{}
 	for _, v := range pod.Volumes {
 		volumes[v.Name] = v
@@ -380,14 +391,7 @@ func checkHostMounts(t *testing.T, dir string, pod corev1.PodSpec, c *corev1.Con
 	for _, m := range c.VolumeMounts {
 		mounts[m.MountPath] = m
 	}
-	for _, want := range []struct {
-		path     string
-		readOnly bool
-		hostType corev1.HostPathType
-	}{
-		{"/lib/modules", true, ""},
-		{"/run/xtables.lock", false, corev1.HostPathFileOrCreate},
-	} {
+	for _, want := range wanted {
 		m, ok := mounts[want.path]
 		if !ok {
 			t.Errorf("%s: nothing mounted at %s", dir, want.path)
@@ -461,6 +465,57 @@ func TestSplitImage(t *testing.T) {
 		r, tag, d := splitImage(image)
 		if got := [3]string{r, tag, d}; got != want {
 			t.Errorf("splitImage(%q) = %q, want %q", image, got, want)
+		}
+	}
+}
+
+// The container runs with the least the kernel needs (issue 8 item 9): no
+// privilege escalation, the runtime's seccomp profile, a read-only root,
+// a memory limit, and CAP_SYS_MODULE with /lib/modules only in the overlay
+// that asks for it.
+func TestContainerIsHardened(t *testing.T) {
+	for _, dir := range kustomizations {
+		r := renderTyped(t, dir)
+		c := proxyContainer(t, r.daemonSet)
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Errorf("%s: no securityContext", dir)
+			continue
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("%s: privileged", dir)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s: allowPrivilegeEscalation is not false", dir)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s: readOnlyRootFilesystem is not true", dir)
+		}
+		if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s: seccompProfile %+v, want RuntimeDefault", dir, sc.SeccompProfile)
+		}
+		if sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+			t.Errorf("%s: capabilities %+v, want drop ALL", dir, sc.Capabilities)
+			continue
+		}
+		want := []corev1.Capability{"NET_ADMIN", "NET_RAW"}
+		if dir == "overlays/modprobe" {
+			want = append(want, "SYS_MODULE")
+			checkHostMountsOf(t, dir, r.daemonSet.Spec.Template.Spec, c, []hostMount{{"/lib/modules", true, ""}})
+		} else {
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == "/lib/modules" {
+					t.Errorf("%s: /lib/modules is mounted without CAP_SYS_MODULE to use it", dir)
+				}
+			}
+		}
+		if !reflect.DeepEqual(sc.Capabilities.Add, want) {
+			t.Errorf("%s: capabilities add %v, want %v", dir, sc.Capabilities.Add, want)
+		}
+		if c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("%s: no memory limit", dir)
+		} else if c.Resources.Limits.Memory().Cmp(*c.Resources.Requests.Memory()) < 0 {
+			t.Errorf("%s: memory limit %v below the request %v", dir, c.Resources.Limits.Memory(), c.Resources.Requests.Memory())
 		}
 	}
 }

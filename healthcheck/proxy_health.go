@@ -42,8 +42,10 @@ type ProxyHealth struct {
 	lastUpdated         map[v1.IPFamily]time.Time
 	oldestPendingQueued map[v1.IPFamily]time.Time
 	nodeEligible        bool
-	healthzTotal        *prometheus.CounterVec
-	livezTotal          *prometheus.CounterVec
+	// programmed is set once a full sync has written every Service.
+	programmed   bool
+	healthzTotal *prometheus.CounterVec
+	livezTotal   *prometheus.CounterVec
 }
 
 // NewProxyHealth returns the health of a proxier that syncs at least every
@@ -102,6 +104,16 @@ func (h *ProxyHealth) Updated() {
 	}
 }
 
+// Programmed records that a full sync has completed: the kernel holds every
+// Service the informers listed, so this node may take traffic. /readyz
+// answers 503 until then; it never goes back (a later failing sync shows on
+// /healthz and /livez, which judge the loop keeping up).
+func (h *ProxyHealth) Programmed() {
+	h.lock.Lock()
+	defer h.lock.Unlock()
+	h.programmed = true
+}
+
 // SyncNode records whether this node may receive load-balanced traffic: not
 // when it is being deleted or carries ToBeDeletedTaint. A nil node means the
 // Node object is gone, which kube-proxy also treats as not eligible.
@@ -142,11 +154,13 @@ type familyStatus struct {
 // proxyStatus is the JSON body of /healthz and /livez, field for field
 // kube-proxy's ProxyHealth (same names, order and omissions).
 type proxyStatus struct {
-	LastUpdated  time.Time                    `json:"lastUpdated"`
-	CurrentTime  time.Time                    `json:"currentTime"`
-	NodeEligible *bool                        `json:"nodeEligible,omitempty"`
-	Healthy      bool                         `json:"healthy"`
-	Status       map[v1.IPFamily]familyStatus `json:"status,omitempty"`
+	LastUpdated  time.Time `json:"lastUpdated"`
+	CurrentTime  time.Time `json:"currentTime"`
+	NodeEligible *bool     `json:"nodeEligible,omitempty"`
+	// Programmed is only in /readyz's body.
+	Programmed *bool                        `json:"programmed,omitempty"`
+	Healthy    bool                         `json:"healthy"`
+	Status     map[v1.IPFamily]familyStatus `json:"status,omitempty"`
 }
 
 func (h *ProxyHealth) status() proxyStatus {
@@ -168,12 +182,28 @@ func (h *ProxyHealth) status() proxyStatus {
 	return st
 }
 
-// Handler serves /healthz and /livez; any other path is 404.
+// Handler serves /healthz, /livez and /readyz; any other path is 404.
 func (h *ProxyHealth) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", h.serveHealthz)
 	mux.HandleFunc("/livez", h.serveLivez)
+	mux.HandleFunc("/readyz", h.serveReadyz)
 	return mux
+}
+
+// serveReadyz is the DaemonSet's readiness: /livez's verdict, and 503 until
+// the first full sync has completed. kube-proxy has no such endpoint; its
+// /healthz counts a proxier that never synced as healthy (and must stay so
+// for load balancers), which let a daemon that cannot reach the API server
+// or read the kernel pass a rolling update on every node (issue 8). The body
+// is /livez's with "programmed" added.
+func (h *ProxyHealth) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	st := h.status()
+	h.lock.RLock()
+	programmed := h.programmed
+	h.lock.RUnlock()
+	st.Programmed = &programmed
+	h.respond(w, st, st.Healthy && programmed, nil)
 }
 
 func (h *ProxyHealth) serveHealthz(w http.ResponseWriter, _ *http.Request) {
@@ -215,7 +245,7 @@ func (h *ProxyHealth) respond(w http.ResponseWriter, st proxyStatus, healthy boo
 	w.Write(body)
 }
 
-// ServeProxyHealth serves h's /healthz and /livez on addr (kube-proxy's
+// ServeProxyHealth serves h's /healthz, /livez and /readyz on addr (kube-proxy's
 // --healthz-bind-address, 0.0.0.0:10256 by default) until ctx is done.
 func ServeProxyHealth(ctx context.Context, addr string, h *ProxyHealth, opts ...Option) error {
 	return ListenAndServe(ctx, addr, h.Handler(), opts...)

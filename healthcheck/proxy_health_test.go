@@ -206,3 +206,27 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func TestProxyHealthReadyOnlyOnceProgrammed(t *testing.T) {
+	clock := clocktesting.NewFakeClock(start)
+	h := NewProxyHealth(syncPeriod, clock)
+	base := startProxyHealth(t, h)
+
+	// Never synced (API server unreachable, kernel unreadable): /healthz stays
+	// kube-proxy's 200 for load balancers, /readyz keeps the pod unready.
+	checkProxyAnswer(t, base+"/healthz", http.StatusOK, "")
+	checkProxyAnswer(t, base+"/readyz", http.StatusServiceUnavailable,
+		`{"lastUpdated":"0001-01-01T00:00:00Z","currentTime":"2026-01-02T03:04:05Z","programmed":false,"healthy":true}`)
+	// A sync that was not a complete full one does not make it ready.
+	h.Updated()
+	checkProxyAnswer(t, base+"/readyz", http.StatusServiceUnavailable, "")
+
+	h.Programmed()
+	checkProxyAnswer(t, base+"/readyz", http.StatusOK,
+		`{"lastUpdated":"2026-01-02T03:04:05Z","currentTime":"2026-01-02T03:04:05Z","programmed":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-01-02T03:04:05Z","healthy":true}}}`)
+	// Falling behind makes it unready again, as /livez fails.
+	h.QueuedUpdate()
+	clock.Step(2 * syncPeriod)
+	checkProxyAnswer(t, base+"/readyz", http.StatusServiceUnavailable, "")
+	checkProxyAnswer(t, base+"/livez", http.StatusServiceUnavailable, "")
+}

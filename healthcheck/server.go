@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // ServerLimits bound what one client can cost the daemon. Every node-facing
@@ -28,8 +26,10 @@ type ServerLimits struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes caps the request header size.
 	MaxHeaderBytes int
-	// MaxConnections caps the connections open at once per listener; further
-	// ones wait in the kernel's accept backlog instead of costing memory.
+	// MaxConnections caps the connections open at once per server. A new
+	// connection is always accepted; beyond the cap the one that has waited
+	// longest without a request in progress is closed (connectionShedder), so
+	// idle or slow clients cost bounded memory and never starve a probe.
 	MaxConnections int
 }
 
@@ -41,7 +41,8 @@ var DefaultServerLimits = ServerLimits{
 	WriteTimeout:      10 * time.Second,
 	IdleTimeout:       60 * time.Second,
 	MaxHeaderBytes:    16 << 10,
-	MaxConnections:    64,
+	// About 20 KiB each (two 4 KiB buffers and a goroutine): 5 MiB at most.
+	MaxConnections: 256,
 }
 
 // Option adjusts the servers of this package and of package metrics. Each
@@ -83,7 +84,7 @@ func WithHostAddresses(list func() ([]netip.Addr, error)) Option {
 
 // newHTTPServer is the one place the limits become an http.Server.
 func newHTTPServer(handler http.Handler, limits ServerLimits) *http.Server {
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: limits.ReadHeaderTimeout,
 		ReadTimeout:       limits.ReadTimeout,
@@ -91,14 +92,11 @@ func newHTTPServer(handler http.Handler, limits ServerLimits) *http.Server {
 		IdleTimeout:       limits.IdleTimeout,
 		MaxHeaderBytes:    limits.MaxHeaderBytes,
 	}
-}
-
-// limitListener applies MaxConnections; zero or less means no limit.
-func limitListener(ln net.Listener, limits ServerLimits) net.Listener {
-	if limits.MaxConnections <= 0 {
-		return ln
+	// Zero or less means no limit.
+	if limits.MaxConnections > 0 {
+		srv.ConnState = newConnectionShedder(limits.MaxConnections).track
 	}
-	return netutil.LimitListener(ln, limits.MaxConnections)
+	return srv
 }
 
 // Serve answers handler on ln with the configured limits until ctx is done,
@@ -108,7 +106,7 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, opts ...O
 	s := newSettings(opts)
 	srv := newHTTPServer(handler, s.limits)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(limitListener(ln, s.limits)) }()
+	go func() { served <- srv.Serve(ln) }()
 
 	select {
 	case err := <-served:

@@ -306,8 +306,8 @@ func TestServiceHealthSilentClient(t *testing.T) {
 }
 
 func TestServiceHealthConnectionLimitFreesSlotOfSilentClient(t *testing.T) {
-	// With room for one connection, a silent client holds the only slot until
-	// the header timeout closes it; the probe behind it is then served.
+	// With room for one connection, a silent client is shed when the probe
+	// arrives; the probe is served.
 	limits := DefaultServerLimits
 	limits.ReadHeaderTimeout = 200 * time.Millisecond
 	limits.MaxConnections = 1

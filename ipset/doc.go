@@ -10,5 +10,6 @@
 // purpose (request.go): destroy, which it sends without NLM_F_EXCL so that a
 // missing set "succeeds", and bitmap:port add/delete, where it adds a
 // protocol attribute the kernel refuses. Sets are created with the kernel's
-// default hashsize 1024 and maxelem 65536.
+// default hashsize 1024 and the maxelem asked for (the kernel's 65536 by
+// default); the Fake refuses an entry beyond maxelem as the kernel does.
 package ipset

@@ -11,6 +11,8 @@ var (
 	ErrBusy = errors.New("set in use")
 	// ErrInvalidEntry: the entry does not fit the set's type or family.
 	ErrInvalidEntry = errors.New("entry does not fit set")
+	// ErrFull: the set holds maxelem entries (IPSET_ERR_HASH_FULL).
+	ErrFull = errors.New("set is full")
 	// ErrUnsupported: the kernel lacks ip_set or the set type.
 	ErrUnsupported = errors.New("ipset not supported")
 )

@@ -8,8 +8,9 @@ import (
 )
 
 // Fake is an in-memory Interface that applies the kernel's rules: names and
-// entries are unique, entries must fit their set's type and family
-// (checkEntry, shared with Kernel), a busy set cannot be destroyed, and only
+// entries are unique, names are at most 31 bytes, entries must fit their
+// set's type and family (checkEntry, shared with Kernel), a hash set holds at
+// most maxelem entries (65536 by default), a busy set cannot be destroyed, and only
 // sets of the same type and family can be swapped (IPSET_ERR_TYPE_MISMATCH).
 // It is safe for concurrent use.
 type Fake struct {
@@ -118,6 +119,9 @@ func (f *Fake) AddEntry(name string, e Entry) error {
 	key := e.String(s.set.Type)
 	if _, ok := s.entries[key]; ok {
 		return fmt.Errorf("add entry %s in %s set %s: %w", key, s.set.Type, name, ErrExists)
+	}
+	if s.set.MaxElem > 0 && len(s.entries) >= int(s.set.MaxElem) {
+		return fmt.Errorf("add entry %s in %s set %s of maxelem %d: %w", key, s.set.Type, name, s.set.MaxElem, ErrFull)
 	}
 	s.entries[key] = e
 	return nil

@@ -104,6 +104,7 @@ func (k *Kernel) CreateSet(s Set) error {
 		opts.PortFrom, opts.PortTo = 0, 65535
 	default:
 		opts.Family = familyNumber(s.Family)
+		opts.MaxElements = s.MaxElem
 	}
 	err = guard(func() error { return k.h.IpsetCreate(s.Name, string(s.Type), opts) })
 	if err != nil {
@@ -241,6 +242,10 @@ func mapError(err error, deleting bool) error {
 			return fmt.Errorf("%w (second set: %v)", ErrNotFound, err)
 		case nl.IPSET_ERR_BUSY, nl.IPSET_ERR_REFERENCED:
 			return fmt.Errorf("%w (%v)", ErrBusy, err)
+		case nl.IPSET_ERR_TYPE_SPECIFIC: // IPSET_ERR_HASH_FULL
+			if !deleting {
+				return fmt.Errorf("%w (%v)", ErrFull, err)
+			}
 		case nl.IPSET_ERR_FIND_TYPE:
 			return fmt.Errorf("%w (%v)", ErrUnsupported, err)
 		case nl.IPSET_ERR_PROTOCOL, nl.IPSET_ERR_TYPE_MISMATCH, nl.IPSET_ERR_INVALID_CIDR,
@@ -277,7 +282,7 @@ func familyNumber(f Family) uint8 {
 }
 
 func setFromResult(r *netlink.IPSetResult) Set {
-	s := Set{Name: r.SetName, Type: Type(r.TypeName)}
+	s := Set{Name: r.SetName, Type: Type(r.TypeName), MaxElem: r.MaxElements}
 	switch r.Family {
 	case unix.AF_INET:
 		s.Family = IPv4

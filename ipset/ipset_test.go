@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"reflect"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -161,7 +162,12 @@ func TestSets(t *testing.T) {
 			var want []Set
 			for _, sh := range shapes {
 				create(t, b, sh.set)
-				want = append(want, sh.set)
+				// Created without a maxelem, a hash set has the kernel's.
+				listed := sh.set
+				if listed.Type != BitmapPort {
+					listed.MaxElem = DefaultMaxElem
+				}
+				want = append(want, listed)
 			}
 			got, err := b.Sets()
 			if err != nil {
@@ -181,6 +187,36 @@ func TestSets(t *testing.T) {
 			}
 			if want := []Set{{Name: "p", Type: BitmapPort}}; !reflect.DeepEqual(got, want) {
 				t.Fatalf("Sets() = %v, want %v", got, want)
+			}
+		}},
+		{"a hash set holds at most maxelem entries", func(t *testing.T, b backend) {
+			create(t, b, Set{Name: "small", Type: HashIPPort, Family: IPv4, MaxElem: 4})
+			entry := func(i int) Entry {
+				return Entry{IP: netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}), Protocol: "tcp", Port: 80}
+			}
+			for i := 0; i < 4; i++ {
+				if err := b.AddEntry("small", entry(i)); err != nil {
+					t.Fatalf("add entry %d of 4: %v", i+1, err)
+				}
+			}
+			wantErr(t, "add a fifth entry", b.AddEntry("small", entry(4)), ErrFull)
+			// Making room makes the add possible again.
+			if err := b.DeleteEntry("small", entry(0)); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.AddEntry("small", entry(4)); err != nil {
+				t.Fatalf("add after a delete: %v", err)
+			}
+			sets, err := b.Sets()
+			if err != nil || len(sets) != 1 || sets[0].MaxElem != 4 {
+				t.Fatalf("Sets() = %v, %v; want small with maxelem 4", sets, err)
+			}
+		}},
+		{"names are at most 31 bytes", func(t *testing.T, b backend) {
+			long := "KUBE-" + strings.Repeat("X", 26)
+			create(t, b, Set{Name: long, Type: HashIP, Family: IPv4})
+			if err := b.CreateSet(Set{Name: long + "Y", Type: HashIP, Family: IPv4}); err == nil {
+				t.Fatal("a 32-byte set name was accepted")
 			}
 		}},
 		{"no sets lists empty", func(t *testing.T, b backend) {

@@ -123,9 +123,27 @@ func TestKernelLargeSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Set{{Name: "big", Type: HashIPPort, Family: IPv4}, {Name: "after", Type: HashIP, Family: IPv4}}
+	want := []Set{{Name: "big", Type: HashIPPort, Family: IPv4, MaxElem: DefaultMaxElem}, {Name: "after", Type: HashIP, Family: IPv4, MaxElem: DefaultMaxElem}}
 	sort.Slice(sets, func(i, j int) bool { return sets[i].Name > sets[j].Name })
 	if !reflect.DeepEqual(sets, want) {
 		t.Fatalf("Sets() = %v, want %v", sets, want)
+	}
+}
+
+// The Fake's name limit is the kernel's: the kernel itself (not checkSet,
+// which the request bypasses here) takes 31 bytes and refuses 32.
+func TestKernelNameLengthLimit(t *testing.T) {
+	b := newKernelBackend(t)
+	k := b.Interface.(*Kernel)
+	create := func(name string) error {
+		return guard(func() error {
+			return k.h.IpsetCreate(name, string(HashIP), netlink.IpsetCreateOptions{Family: familyNumber(IPv4)})
+		})
+	}
+	if err := create(strings.Repeat("a", maxNameLen)); err != nil {
+		t.Fatalf("kernel refused a %d-byte name: %v", maxNameLen, err)
+	}
+	if err := create(strings.Repeat("b", maxNameLen+1)); err == nil {
+		t.Fatalf("kernel accepted a %d-byte name", maxNameLen+1)
 	}
 }

@@ -32,9 +32,13 @@ func checkSet(s Set) (Set, error) {
 	switch s.Type {
 	case BitmapPort:
 		s.Family = ""
+		s.MaxElem = 0
 	case HashIP, HashIPPort, HashIPPortIP, HashIPPortNet, HashNet:
 		if s.Family != IPv4 && s.Family != IPv6 {
 			return s, fmt.Errorf("set %s: family %q is neither %s nor %s", s.Name, s.Family, IPv4, IPv6)
+		}
+		if s.MaxElem == 0 {
+			s.MaxElem = DefaultMaxElem
 		}
 	default:
 		return s, fmt.Errorf("set %s: type %q: %w", s.Name, s.Type, ErrUnsupported)

@@ -36,7 +36,15 @@ type Set struct {
 	// Comment is descriptive only; the kernel stores it per entry, so it is
 	// not read back.
 	Comment string
+	// MaxElem is how many entries a hash set holds at most (the kernel's
+	// maxelem); 0 when creating means DefaultMaxElem. Sets and the Fake
+	// report it as the kernel does: DefaultMaxElem when created with 0, and
+	// 0 for bitmap:port, whose size is its port range.
+	MaxElem uint32
 }
+
+// DefaultMaxElem is the kernel's maxelem of a hash set created without one.
+const DefaultMaxElem = 65536
 
 // Entry is one member. Which fields are used depends on the set type:
 //

@@ -395,10 +395,18 @@ func ipvsProtocol(p v1.Protocol) ipvs.Protocol {
 	return 0
 }
 
+// union is a, then the endpoints of b not in a (by address and port). It is
+// linear: a Service with 20,000 endpoints took 0.73 s per port and rebuild
+// with a scan of out per endpoint (issue 8).
 func union(a, b []Endpoint) []Endpoint {
-	out := append([]Endpoint{}, a...)
+	out := append(make([]Endpoint, 0, len(a)+len(b)), a...)
+	seen := make(map[netip.AddrPort]bool, len(a)+len(b))
+	for _, e := range a {
+		seen[netip.AddrPortFrom(e.Addr, e.Port)] = true
+	}
 	for _, e := range b {
-		if !slices.ContainsFunc(out, func(x Endpoint) bool { return x.Addr == e.Addr && x.Port == e.Port }) {
+		if k := netip.AddrPortFrom(e.Addr, e.Port); !seen[k] {
+			seen[k] = true
 			out = append(out, e)
 		}
 	}

@@ -98,7 +98,7 @@ func Cleanup(k Kernel, cfg Config) error {
 		fail(fmt.Errorf("list ipsets: %w", err))
 	}
 	owned := map[string]bool{}
-	for _, s := range ownedSets(cfg.Families) {
+	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
 		owned[s.Name] = true
 	}
 	for _, s := range sets {

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/ipset"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -43,6 +44,10 @@ type Config struct {
 	// DrainTimeout bounds how long a removed TCP real server stays at weight
 	// 0 waiting for its connections to end.
 	DrainTimeout time.Duration
+	// IPSetMaxElements is the maxelem of every owned hash set created (the
+	// kernel's default is 65536); a Service that would overflow a set is
+	// refused (limits.go).
+	IPSetMaxElements uint32
 }
 
 // DefaultConfig returns kube-proxy's defaults.
@@ -56,6 +61,8 @@ func DefaultConfig() Config {
 		SyncPeriod:     30 * time.Second,
 		MinSyncPeriod:  time.Second,
 		DrainTimeout:   15 * time.Minute,
+
+		IPSetMaxElements: ipset.DefaultMaxElem,
 	}
 }
 
@@ -80,6 +87,9 @@ func (c Config) Validate() error {
 	}
 	if c.MasqueradeMark == 0 || c.MasqueradeMark&(c.MasqueradeMark-1) != 0 {
 		errs = append(errs, fmt.Errorf("masquerade mark %#x must be a single bit", c.MasqueradeMark))
+	}
+	if c.IPSetMaxElements == 0 {
+		errs = append(errs, errors.New("ipset max elements must be positive"))
 	}
 	if c.Scheduler == "" {
 		errs = append(errs, errors.New("empty IPVS scheduler"))

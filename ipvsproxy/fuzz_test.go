@@ -88,7 +88,7 @@ func applyToFakes(t *testing.T, st *ServiceState, cfg Config) {
 			t.Fatalf("kernel would refuse: %v", err)
 		}
 	}
-	for _, s := range ownedSets(cfg.Families) {
+	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
 		if err := sets.CreateSet(s); err != nil {
 			t.Fatalf("kernel would refuse set %s: %v", s.Name, err)
 		}

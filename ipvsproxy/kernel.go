@@ -102,7 +102,7 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	for _, s := range present {
 		exists[s.Name] = s
 	}
-	for _, want := range ownedSets(cfg.Families) {
+	for _, want := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
 		have, ok := exists[want.Name]
 		if ok && (have.Type != want.Type || want.Type != ipset.BitmapPort && have.Family != want.Family) {
 			// An older layout under our name: recreate it with the right type.

@@ -41,6 +41,8 @@ const (
 	ReasonInvalidService  = "InvalidService"
 	ReasonInvalidEndpoint = "InvalidEndpoint"
 	ReasonPortConflict    = "PortConflict"
+	// ReasonServiceTooLarge: the Service would overflow an ipset (limits.go).
+	ReasonServiceTooLarge = "ServiceTooLarge"
 )
 
 func serviceRef(svc *v1.Service) v1.ObjectReference {

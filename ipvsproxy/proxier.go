@@ -77,6 +77,10 @@ type Proxier struct {
 	// not be flushed as if it had just gained endpoints (a restart drops
 	// no flow).
 	started bool
+	// conntrack reconciles UDP flows against the desired state.
+	conntrack conntrackReconciler
+	// capacity refuses Services that would overflow an owned set.
+	capacity setCapacity
 
 	trigger chan struct{}
 }
@@ -103,6 +107,7 @@ func New(cfg Config, nodeName string, k Kernel, recorder record.EventRecorder) (
 		appliedRules: map[v1.IPFamily]string{},
 		now:          time.Now,
 		trigger:      make(chan struct{}, 1),
+		capacity:     newSetCapacity(cfg.IPSetMaxElements),
 	}
 	p.tracker = NewChangeTracker(nodeName, p.requestSync)
 	return p, nil
@@ -196,6 +201,7 @@ func (p *Proxier) Sync() SyncResult {
 		if svc != nil {
 			st = BuildService(svc, endpointSlices, node, p.cfg)
 		}
+		st = p.capacity.admit(p.desired, name, st)
 		if p.started {
 			staleFilters.add(staleUDPFlows(p.desired.services[name], st))
 		}
@@ -233,6 +239,14 @@ func (p *Proxier) Sync() SyncResult {
 		res.ConntrackDeleted = n
 		if err != nil {
 			klog.ErrorS(err, "Deleting stale UDP conntrack flows failed")
+			res.WriteErrors["conntrack"]++
+		}
+	}
+	if p.kernel.Conntrack != nil && p.conntrack.due(full, len(res.WriteErrors) > 0) {
+		n, err := p.conntrack.run(p.kernel.Conntrack, p.desired, p.cfg.Families)
+		res.ConntrackDeleted += n
+		if err != nil {
+			klog.ErrorS(err, "Reconciling UDP conntrack flows failed")
 			res.WriteErrors["conntrack"]++
 		}
 	}

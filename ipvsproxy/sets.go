@@ -51,8 +51,9 @@ func setName(base string, family v1.IPFamily) string {
 	return base
 }
 
-// ownedSets lists every set the proxier owns for the families, fully named.
-func ownedSets(families []v1.IPFamily) []ipset.Set {
+// ownedSets lists every set the proxier owns for the families, fully named,
+// hash sets sized to hold maxElem entries.
+func ownedSets(families []v1.IPFamily, maxElem uint32) []ipset.Set {
 	var out []ipset.Set
 	for _, f := range families {
 		fam := ipset.IPv4
@@ -60,7 +61,7 @@ func ownedSets(families []v1.IPFamily) []ipset.Set {
 			fam = ipset.IPv6
 		}
 		for _, s := range setSpecs {
-			out = append(out, ipset.Set{Name: setName(s.name, f), Type: s.typ, Family: fam, Comment: s.comment})
+			out = append(out, ipset.Set{Name: setName(s.name, f), Type: s.typ, Family: fam, Comment: s.comment, MaxElem: maxElem})
 		}
 	}
 	return out

@@ -45,8 +45,10 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-tcp-timeout", EnvVars: envOf("ipvs-tcp-timeout"), Usage: "IPVS timeout for idle TCP connections (0 leaves the kernel's)"},
 		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", EnvVars: envOf("ipvs-tcpfin-timeout"), Usage: "IPVS timeout for TCP connections after FIN (0 leaves the kernel's)"},
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: envOf("ipvs-udp-timeout"), Usage: "IPVS timeout for UDP flows (0 leaves the kernel's)"},
+		&cli.UintFlag{Name: "ipset-max-elements", EnvVars: envOf("ipset-max-elements"), Value: uint(d.IPSetMaxElements), Usage: "maxelem of the ipsets created; a Service that would overflow one is refused with an Event"},
 		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
-		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz and /livez"},
+		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz, /livez and /readyz"},
+		&cli.BoolFlag{Name: "bind-address-hard-fail", EnvVars: envOf("bind-address-hard-fail"), Usage: "exit when --healthz-bind-address or --metrics-bind-address cannot be bound, instead of logging and retrying every 5s"},
 	}
 }
 
@@ -80,6 +82,11 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		cfg.TCPTimeout = c.Duration("ipvs-tcp-timeout")
 		cfg.TCPFinTimeout = c.Duration("ipvs-tcpfin-timeout")
 		cfg.UDPTimeout = c.Duration("ipvs-udp-timeout")
+		if n := c.Uint("ipset-max-elements"); n > 0 && n <= 1<<31 {
+			cfg.IPSetMaxElements = uint32(n)
+		} else {
+			return cfg, fmt.Errorf("--ipset-max-elements=%d must be between 1 and %d", n, 1<<31)
+		}
 	}
 	for _, name := range []string{"metrics-bind-address", "healthz-bind-address"} {
 		if v := c.String(name); v != "" {

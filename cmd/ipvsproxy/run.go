@@ -135,8 +135,7 @@ func runAction(c *cli.Context) error {
 	}
 
 	errs := make(chan error, 2)
-	go func() { errs <- healthcheck.ServeProxyHealth(ctx, c.String("healthz-bind-address"), health) }()
-	go func() { errs <- metrics.ServeStatus(ctx, c.String("metrics-bind-address"), m.Registry) }()
+	serveHealthAndMetrics(ctx, c, health, m, errs)
 
 	// Wait until the tracker itself has seen every object, not only the
 	// informers' caches: handlers run asynchronously, and a first full sync
@@ -146,7 +145,9 @@ func runAction(c *cli.Context) error {
 		return fmt.Errorf("informers did not sync before shutdown")
 	}
 	klog.InfoS("Proxier running", "node", nodeName, "families", cfg.Families, "scheduler", cfg.Scheduler)
-	go proxier.Run(ctx)
+	stopped := startSyncLoop(ctx, proxier)
+	// Runs before closeKernel (deferred earlier): the sync in flight ends first.
+	defer func() { stop(); <-stopped }()
 	select {
 	case <-ctx.Done():
 		klog.InfoS("Stopping; the kernel state stays so traffic keeps flowing")
@@ -183,6 +184,7 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 	for _, f := range families {
 		m.SetNoLocalEndpoints(f, r.NoLocalEndpoints["internal"], r.NoLocalEndpoints["external"])
 	}
+	markProgrammed(r, health.Programmed)
 	if r.Err() == nil {
 		health.Updated()
 		for _, f := range fam {

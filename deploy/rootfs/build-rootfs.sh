@@ -107,7 +107,7 @@ done
 install -D -m 0755 "$binary" "$staging$BIN_PATH"
 install -D -m 0644 "$manifest" "$staging/usr/share/doc/ipvsproxy/packages.txt"
 # /run holds the xtables lock (a hostPath in the DaemonSet); /tmp for tools.
-# /lib/modules is where the DaemonSet mounts the host's modules.
+# /lib/modules is where deploy/overlays/modprobe mounts the host's modules.
 mkdir -p "$staging/run" "$staging/tmp" "$staging/etc" "$staging/lib/modules"
 chmod 1777 "$staging/tmp"
 # Not needed at run time: manual pages, shell completion, boot scripts, and

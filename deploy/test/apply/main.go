@@ -53,6 +53,7 @@ var forbidden = []deploy.RBACRule{
 	{APIGroup: "", Resource: "endpoints", Verb: "list"},
 	{APIGroup: "discovery.k8s.io", Resource: "endpointslices", Verb: "create"},
 	{APIGroup: "discovery.k8s.io", Resource: "endpointslices", Verb: "update"},
+	{APIGroup: "", Resource: "nodes", Verb: "get"},
 	{APIGroup: "", Resource: "nodes", Verb: "update"},
 	{APIGroup: "", Resource: "nodes", Verb: "patch"},
 	{APIGroup: "", Resource: "nodes", Verb: "delete"},
