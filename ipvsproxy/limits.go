@@ -2,6 +2,8 @@ package ipvsproxy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,7 +40,9 @@ func (c *setCapacity) admit(d *desiredState, name types.NamespacedName, st *Serv
 	old := d.services[name]
 	delta := entryDelta(d, old, st)
 	if st != nil {
-		for set, n := range delta {
+		// In name order, so the Event names the same set every time.
+		for _, set := range slices.Sorted(maps.Keys(delta)) {
+			n := delta[set]
 			if setTypeOf(set) == ipset.BitmapPort {
 				continue // holds every port; cannot overflow
 			}

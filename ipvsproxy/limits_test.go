@@ -46,10 +46,11 @@ func TestServiceOverflowingASetIsRefusedAndOthersKeepWorking(t *testing.T) {
 		t.Fatalf("sync with an oversized Service failed: %v", err)
 	}
 
-	// The oversized Service is refused with an Event naming the set...
+	// The oversized Service is refused with an Event naming the set: of the
+	// sets it overflows (KUBE-EXTERNAL-IP, KUBE-IPVS-SERVICES), the first by name.
 	events := drainEvents(rec)
-	if !strings.Contains(events, "ServiceTooLarge") || !strings.Contains(events, "KUBE-IPVS-SERVICES") {
-		t.Errorf("events %q, want a ServiceTooLarge warning naming KUBE-IPVS-SERVICES", events)
+	if !strings.Contains(events, "ServiceTooLarge") || !strings.Contains(events, "KUBE-EXTERNAL-IP") {
+		t.Errorf("events %q, want a ServiceTooLarge warning naming KUBE-EXTERNAL-IP", events)
 	}
 	vss, _ := fk.ipvs.VirtualServers()
 	for _, vs := range vss {
