@@ -77,6 +77,8 @@ type Proxier struct {
 	// not be flushed as if it had just gained endpoints (a restart drops
 	// no flow).
 	started bool
+	// status is what Status reports (status.go).
+	status syncStatus
 
 	trigger chan struct{}
 }
@@ -169,6 +171,7 @@ func (p *Proxier) Sync() SyncResult {
 		if err != nil {
 			klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
 			res.WriteErrors["read"]++
+			p.status.recordWrites([]writeError{{object: "read", err: err}}, res.Start)
 			p.finish(&res)
 			return res
 		}
@@ -234,10 +237,12 @@ func (p *Proxier) Sync() SyncResult {
 		if err != nil {
 			klog.ErrorS(err, "Deleting stale UDP conntrack flows failed")
 			res.WriteErrors["conntrack"]++
+			r.errs = append(r.errs, writeError{object: "conntrack", err: fmt.Errorf("delete stale UDP conntrack flows: %w", err)})
 		}
 	}
 	res.Draining = drainingCount(p.draining)
 	p.started = p.started || len(res.WriteErrors) == 0
+	p.status.recordWrites(r.errs, res.Start)
 	p.finish(&res)
 	return res
 }
@@ -247,6 +252,7 @@ func (p *Proxier) finish(res *SyncResult) {
 	res.Duration = p.now().Sub(res.Start)
 	p.needFull = len(res.WriteErrors) > 0
 	p.lastSync = p.now()
+	p.status.recordSync(*res)
 	res.HealthCheckNodePorts = map[types.NamespacedName]uint16{}
 	res.LocalReadyEndpoints = map[types.NamespacedName]int{}
 	res.NoLocalEndpoints = map[string]int{}
