@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -211,3 +212,13 @@ func desiredVirtualServer(vs *VirtualServerState, c endpointConditions) DesiredV
 
 // protocolName is the lower-case protocol as ipset entries carry it.
 func protocolName(p ipvs.Protocol) string { return strings.ToLower(p.String()) }
+
+// OwnedSetNames lists the kernel names of the ipsets the proxier owns for
+// the families (inspect --check compares their members).
+func OwnedSetNames(families []v1.IPFamily) []string {
+	var out []string
+	for _, s := range ownedSets(families) {
+		out = append(out, s.Name)
+	}
+	return out
+}
