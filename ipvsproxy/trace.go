@@ -112,11 +112,10 @@ func (s Snapshot) Trace(pkt Packet) Trace {
 	// to INPUT: KUBE-IPVS-FILTER only sees it when no virtual server does.
 	if !t.FromNode || vs == nil {
 		if target := tc.walk(&t, st, iptablesTableFilter, chainIPVSFilter); target == "DROP" || target == "REJECT" {
-			t.Verdict = VerdictDropped
+			t.Verdict, t.Reason = VerdictDropped, chainIPVSFilter+" drops it: "+t.Steps[len(t.Steps)-1].Effect
 			if target == "REJECT" {
-				t.Verdict = VerdictRejected
+				t.Verdict, t.Reason = VerdictRejected, chainIPVSFilter+" rejects it: "+t.Steps[len(t.Steps)-1].Effect
 			}
-			t.Reason = t.Steps[len(t.Steps)-1].Effect
 			return t
 		}
 	}

@@ -171,7 +171,7 @@ func traceRules(cfg Config, family v1.IPFamily) map[string][]traceRule {
 		},
 		target: "DROP",
 		describe: func(st *packetState) string {
-			return fmt.Sprintf("dropped: load balancer %s has loadBalancerSourceRanges and %s is outside them", st.dst, st.pkt.Source)
+			return fmt.Sprintf("load balancer %s has loadBalancerSourceRanges and %s is outside them", st.dst, st.pkt.Source)
 		},
 	})
 	add(iptablesTableFilter, chainIPVSFilter, traceRule{
@@ -189,8 +189,8 @@ func traceRules(cfg Config, family v1.IPFamily) map[string][]traceRule {
 		match:  func(st *packetState) bool { return st.ctx.inSet(setIPVSIPs, ipset.Entry{IP: st.dst.Addr()}) },
 		target: "REJECT",
 		describe: func(st *packetState) string {
-			return fmt.Sprintf("rejected (%s): %s is a service address but %s port %d is no virtual server, and no host port may answer there (kubernetes#72236)",
-				reject, st.dst.Addr(), st.pkt.Protocol, st.dst.Port())
+			return fmt.Sprintf("%s is a service address but %s port %d is no virtual server: answered %s, so that no host port answers there (kubernetes#72236)",
+				st.dst.Addr(), st.pkt.Protocol, st.dst.Port(), reject)
 		},
 	})
 
