@@ -222,3 +222,16 @@ func OwnedSetNames(families []v1.IPFamily) []string {
 	}
 	return out
 }
+
+// VirtualServerNames maps each desired virtual server to the Service port
+// it serves, cheaper than a Snapshot (per-Service metrics read it on every
+// scrape).
+func (p *Proxier) VirtualServerNames() map[ipvs.VirtualServerKey]ServicePortName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[ipvs.VirtualServerKey]ServicePortName, len(p.desired.claims))
+	for k := range p.desired.claims {
+		out[k] = p.desired.virtualServer(k).Port
+	}
+	return out
+}

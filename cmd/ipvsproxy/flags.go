@@ -47,6 +47,7 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: envOf("ipvs-udp-timeout"), Usage: "IPVS timeout for UDP flows (0 leaves the kernel's)"},
 		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
 		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz and /livez"},
+		&cli.BoolFlag{Name: "metrics-per-service", EnvVars: envOf("metrics-per-service"), Usage: "export ipvsproxy_service_{connections,packets,bytes}_total per Service port from the IPVS counters (one series per Service port)"},
 		&cli.BoolFlag{Name: "inspect-endpoint", EnvVars: envOf("inspect-endpoint"), Value: true, Usage: "serve the read-only desired state and sync status for `ipvsproxy inspect` under /inspect/ on the metrics address"},
 	}
 }

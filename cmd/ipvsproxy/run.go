@@ -136,7 +136,7 @@ func runAction(c *cli.Context) error {
 
 	errs := make(chan error, 2)
 	go func() { errs <- healthcheck.ServeProxyHealth(ctx, c.String("healthz-bind-address"), health) }()
-	go func() { errs <- serveStatusAndInspect(ctx, c, m.Registry, proxier) }()
+	go func() { errs <- serveStatusAndInspect(ctx, c, m.Registry, proxier, k.IPVS) }()
 
 	// Wait until the tracker itself has seen every object, not only the
 	// informers' caches: handlers run asynchronously, and a first full sync
