@@ -316,6 +316,22 @@ func TestTraceReportChecksTheKernel(t *testing.T) {
 	if !strings.Contains(strings.Join(r.Kernel, "\n"), "DIFFERS: virtual server TCP 10.96.0.10:80: real server 10.244.2.7:8080 missing") {
 		t.Fatalf("kernel check after a deletion: %v", r.Kernel)
 	}
+	// Dropped before IPVS (a port the Service lacks is rejected) or not: the
+	// kernel check is of the destination's virtual server.
+	nodePortPkt, _ := ParsePacket("192.0.2.7", "198.51.100.1:30080")
+	r = NewTraceReport(n.proxier.Snapshot(), &k, nodePortPkt)
+	if r.Verdict != ipvsproxy.VerdictLoadBalanced || !strings.Contains(strings.Join(r.Kernel, "\n"), "virtual server TCP 198.51.100.1:30080 is in the kernel with the same real servers") {
+		t.Fatalf("node port trace: %s %v", r.Verdict, r.Kernel)
+	}
+	// A packet a filter drops before IPVS: the kernel check is still of the
+	// destination's desired virtual server (here a firewall entry without
+	// allowed ranges is added to the snapshot by hand).
+	snap := n.proxier.Snapshot()
+	snap.SetEntries = append(snap.SetEntries, ipvsproxy.SetEntry{Set: "KUBE-LOAD-BALANCER-FW", Entry: ipset.Entry{IP: webVS.Address, Protocol: "tcp", Port: 80}})
+	r = NewTraceReport(snap, &k, pkt)
+	if r.Verdict != ipvsproxy.VerdictDropped || !strings.Contains(strings.Join(r.Kernel, "\n"), "DIFFERS: virtual server TCP 10.96.0.10:80: real server 10.244.2.7:8080 missing") {
+		t.Fatalf("filtered trace: %s %v", r.Verdict, r.Kernel)
+	}
 	for _, bad := range [][2]string{{"x", "10.96.0.10:80"}, {"10.0.0.1", "10.96.0.10"}, {"10.0.0.1", "10.96.0.10:80/icmp"}} {
 		if _, err := ParsePacket(bad[0], bad[1]); err == nil {
 			t.Errorf("ParsePacket(%q, %q) accepted", bad[0], bad[1])

@@ -44,6 +44,14 @@ func NewTraceReport(snap ipvsproxy.Snapshot, k *KernelState, pkt ipvsproxy.Packe
 	}
 	r.Kernel = append(r.Kernel, k.Warnings...)
 	key := ipvs.VirtualServerKey{Protocol: pkt.Protocol, Address: pkt.Destination.Addr(), Port: pkt.Destination.Port()}
+	// The desired virtual server of the destination, whether or not the
+	// packet reached it (a filter may drop it first).
+	var want *ipvsproxy.DesiredVirtualServer
+	for i := range snap.VirtualServers {
+		if snap.VirtualServers[i].VirtualServerKey == key {
+			want = &snap.VirtualServers[i]
+		}
+	}
 	var kvs *KernelVirtualServer
 	for i := range k.VirtualServers {
 		if k.VirtualServers[i].VirtualServerKey == key {
@@ -51,9 +59,9 @@ func NewTraceReport(snap ipvsproxy.Snapshot, k *KernelState, pkt ipvsproxy.Packe
 		}
 	}
 	switch {
-	case t.VirtualServer == nil && kvs == nil:
+	case want == nil && kvs == nil:
 		r.Kernel = append(r.Kernel, fmt.Sprintf("no virtual server %s in the kernel either", key))
-	case t.VirtualServer == nil:
+	case want == nil:
 		r.Kernel = append(r.Kernel, fmt.Sprintf("DIFFERS: the kernel has a virtual server %s (%s) that the proxier does not want; IPVS takes the packet there", key, kvs.Scheduler))
 	case kvs == nil:
 		r.Kernel = append(r.Kernel, fmt.Sprintf("DIFFERS: virtual server %s is missing from the kernel; until the next full sync repairs it the packet is not load-balanced", key))
@@ -63,7 +71,7 @@ func NewTraceReport(snap ipvsproxy.Snapshot, k *KernelState, pkt ipvsproxy.Packe
 			have[rs.RealServerKey] = rs.Weight
 		}
 		var diffs []string
-		for _, rs := range t.VirtualServer.RealServers {
+		for _, rs := range want.RealServers {
 			w, ok := have[rs.RealServerKey]
 			switch {
 			case !ok:

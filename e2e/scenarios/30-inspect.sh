@@ -174,6 +174,7 @@ YAML
 trace_ranges_ok() {
 	[[ $1 == *"verdict: dropped: KUBE-IPVS-FILTER drops it: load balancer $vip:81 has loadBalancerSourceRanges and $(pod_ip c1) is outside them"* && $1 == *"KUBE-LOAD-BALANCER-SRC-CIDR dst,dst,src -j DROP"* ]] ||
 		{ echo "c1: want dropped by the source-range rule"; return 1; }
+	[[ $1 == *"kernel: virtual server TCP $vip:81 is in the kernel with the same real servers"* ]] || { echo "c1: want the kernel check to agree"; return 1; }
 	[[ $2 == *"verdict: load-balanced"* ]] || { echo "c2: want load-balanced"; return 1; }
 	[[ $3 == 000 ]] || { echo "real traffic from c1: got HTTP '$3', want none"; return 1; }
 	[[ $4 == 200 ]] || { echo "real traffic from c2: got HTTP '$4', want 200"; return 1; }
