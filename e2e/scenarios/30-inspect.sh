@@ -69,7 +69,7 @@ scenario_31() {
 	local diff=$answer
 	t0=$(now)
 	# The next full sync (every $sync_period here) re-reads the kernel and repairs it.
-	wait_until 40 inspect_on node1 --check
+	wait_until 60 inspect_on node1 --check
 	ask node1 "$ipvsproxy inspect --check"
 	repaired=$status
 	local took
