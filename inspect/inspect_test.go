@@ -376,3 +376,33 @@ func TestExplainSaysWhatToDo(t *testing.T) {
 		}
 	}
 }
+
+// With --kubeconfig the desired state is the proxier's own sync on fakes:
+// it must equal what the daemon holds for the same objects.
+func TestSnapshotFromObjectsIsTheDaemonsDesiredState(t *testing.T) {
+	n := newNode(t)
+	var services []*v1.Service
+	var slices []*discovery.EndpointSlice
+	for _, o := range n.objects {
+		switch o := o.(type) {
+		case *v1.Service:
+			services = append(services, o)
+		case *discovery.EndpointSlice:
+			slices = append(slices, o)
+		}
+	}
+	got, err := SnapshotFromObjects(n.proxier.Config(), "node1", nil,
+		[]netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("198.51.100.1")}, services, slices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := n.proxier.Snapshot()
+	g, _ := json.Marshal([]any{got.VirtualServers, got.Addresses, got.SetEntries})
+	w, _ := json.Marshal([]any{want.VirtualServers, want.Addresses, want.SetEntries})
+	if string(g) != string(w) || len(got.VirtualServers) != 2 {
+		t.Fatalf("from objects:\n%s\nthe daemon's:\n%s", g, w)
+	}
+	if res := Check(n.read(t), got); res.ExitCode() != CheckAgree {
+		t.Fatalf("the kernel synced by the daemon vs the computed state: %v", res.Differences)
+	}
+}
