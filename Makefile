@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/ipvsproxy
 # Packages whose real-kernel half needs IPVS or the dummy driver: they run in the VM.
-VM_PKGS   := ./ipvs ./netif ./ipvsproxy
+VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./inspect
 
 .PHONY: all build test unit vm-test e2e demo deps fuzz bench image rootfs clean fresh-check
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/mdlayher/netlink"
 	ct "github.com/ti-mo/conntrack"
@@ -207,7 +208,29 @@ func fromKernel(f ct.Flow) (Flow, bool) {
 		OrigDst:  ap(o.IP.DestinationAddress, o.Proto.DestinationPort),
 		ReplySrc: ap(r.IP.SourceAddress, r.Proto.SourcePort),
 		ReplyDst: ap(r.IP.DestinationAddress, r.Proto.DestinationPort),
+		State:    flowState(f),
+		Timeout:  time.Duration(f.Timeout) * time.Second,
 	}, true
+}
+
+// tcpStates are the names of enum tcp_conntrack
+// (include/uapi/linux/netfilter/nf_conntrack_tcp.h), as conntrack -L prints them.
+var tcpStates = []string{"NONE", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "FIN_WAIT", "CLOSE_WAIT", "LAST_ACK", "TIME_WAIT", "CLOSE", "SYN_SENT2"}
+
+func flowState(f ct.Flow) string {
+	if f.ProtoInfo.TCP != nil {
+		if s := int(f.ProtoInfo.TCP.State); s < len(tcpStates) {
+			return tcpStates[s]
+		}
+		return fmt.Sprintf("TCP_STATE_%d", f.ProtoInfo.TCP.State)
+	}
+	switch {
+	case f.Status.Assured():
+		return "ASSURED"
+	case f.Status.SeenReply():
+		return "REPLIED"
+	}
+	return "UNREPLIED"
 }
 
 func flowFamily(f Flow) int {

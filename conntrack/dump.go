@@ -28,8 +28,14 @@ const (
 
 	ctaTupleOrig  = 1
 	ctaTupleReply = 2
+	ctaStatus     = 3
+	ctaProtoInfo  = 4
+	ctaTimeout    = 7
 	ctaZone       = 18
 	ctaFilter     = 25
+
+	ctaProtoInfoTCP      = 1
+	ctaProtoInfoTCPState = 1
 
 	ctaTupleIP    = 1
 	ctaTupleProto = 2
@@ -57,6 +63,11 @@ const receiveBufferSize = 64 << 10
 type kernelFlow struct {
 	orig, reply ct.Tuple
 	zone        uint16
+	// status, timeout and tcpState are what inspect shows; tcpState is
+	// -1 for a flow without TCP protocol info.
+	status   uint32
+	timeout  uint32
+	tcpState int16
 }
 
 // dumpRequest asks for every flow of family (unix.AF_INET or AF_INET6) and,
@@ -226,7 +237,7 @@ func attributes(b []byte, fn func(typ uint16, payload []byte) error) error {
 }
 
 func parseFlow(b []byte) (kernelFlow, error) {
-	var f kernelFlow
+	f := kernelFlow{tcpState: -1}
 	err := attributes(b, func(typ uint16, payload []byte) error {
 		switch typ {
 		case ctaTupleOrig:
@@ -237,6 +248,26 @@ func parseFlow(b []byte) (kernelFlow, error) {
 			if len(payload) >= 2 {
 				f.zone = binary.BigEndian.Uint16(payload)
 			}
+		case ctaStatus:
+			if len(payload) >= 4 {
+				f.status = binary.BigEndian.Uint32(payload)
+			}
+		case ctaTimeout:
+			if len(payload) >= 4 {
+				f.timeout = binary.BigEndian.Uint32(payload)
+			}
+		case ctaProtoInfo:
+			return attributes(payload, func(typ uint16, payload []byte) error {
+				if typ != ctaProtoInfoTCP {
+					return nil
+				}
+				return attributes(payload, func(typ uint16, payload []byte) error {
+					if typ == ctaProtoInfoTCPState && len(payload) >= 1 {
+						f.tcpState = int16(payload[0])
+					}
+					return nil
+				})
+			})
 		}
 		return nil
 	})
@@ -303,5 +334,9 @@ func addrOf(b []byte) netip.Addr {
 // toFlow is the package's view of a dumped flow; ok is false without
 // addresses (a flow of another family cannot be, but stay safe).
 func (f kernelFlow) toFlow() (Flow, bool) {
-	return fromKernel(ct.Flow{TupleOrig: f.orig, TupleReply: f.reply})
+	kf := ct.Flow{TupleOrig: f.orig, TupleReply: f.reply, Timeout: f.timeout, Status: ct.Status(f.status)}
+	if f.tcpState >= 0 {
+		kf.ProtoInfo.TCP = &ct.ProtoInfoTCP{State: uint8(f.tcpState)}
+	}
+	return fromKernel(kf)
 }

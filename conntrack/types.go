@@ -1,6 +1,9 @@
 package conntrack
 
-import "net/netip"
+import (
+	"net/netip"
+	"time"
+)
 
 // Protocol numbers used in filters.
 const (
@@ -17,6 +20,11 @@ type Flow struct {
 	OrigDst  netip.AddrPort
 	ReplySrc netip.AddrPort
 	ReplyDst netip.AddrPort
+	// State is the TCP state (ESTABLISHED, TIME_WAIT, ...), or for other
+	// protocols ASSURED, REPLIED or UNREPLIED. Read only; filters ignore it.
+	State string
+	// Timeout is the time left before the kernel expires the flow. Read only.
+	Timeout time.Duration
 }
 
 // Filter selects flows of one protocol. A zero field matches anything; every

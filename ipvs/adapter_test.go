@@ -198,6 +198,29 @@ var adapterCases = []adapterCase{
 		ok(t, a.SetTimeouts(Timeouts{TCPFin: 5 * time.Second, UDP: 30 * time.Second}))
 		wantTimeouts(t, a, Timeouts{TCP: 901 * time.Second, TCPFin: 5 * time.Second, UDP: 30 * time.Second})
 	}},
+	{"stats: zero for new servers, ErrNotFound for a missing virtual server", func(t *testing.T, a Interface) {
+		r := a.(StatsReader)
+		vss, err := r.VirtualServerStats()
+		ok(t, err)
+		if len(vss) != 0 {
+			t.Fatalf("VirtualServerStats() of an empty table = %v, want empty", vss)
+		}
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: udp6, Scheduler: "rr"}))
+		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+		vss, err = r.VirtualServerStats()
+		ok(t, err)
+		if len(vss) != 2 || vss[tcp80] != (Stats{}) || vss[udp6] != (Stats{}) {
+			t.Fatalf("VirtualServerStats() = %v, want zero counters for %s and %s", vss, tcp80, udp6)
+		}
+		rss, err := r.RealServerStats(tcp80)
+		ok(t, err)
+		if len(rss) != 1 || rss[RealServerKey{Address: rip4a, Port: 8080}] != (Stats{}) {
+			t.Fatalf("RealServerStats(%s) = %v, want one zero entry", tcp80, rss)
+		}
+		_, err = r.RealServerStats(udp80)
+		wantErr(t, err, ErrNotFound)
+	}},
 	{"calls after Close fail", func(t *testing.T, a Interface) {
 		ok(t, a.Close())
 		if _, err := a.VirtualServers(); err == nil {

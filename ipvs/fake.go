@@ -33,6 +33,9 @@ type Fake struct {
 type fakeService struct {
 	vs    VirtualServer
 	dests map[RealServerKey]*RealServer
+	// stats and destStats are the traffic counters (AddTraffic).
+	stats     Stats
+	destStats map[RealServerKey]Stats
 }
 
 var _ Interface = (*Fake)(nil)
@@ -143,7 +146,7 @@ func (f *Fake) AddVirtualServer(vs VirtualServer) error {
 	if !f.schedulers[vs.Scheduler] {
 		return fmt.Errorf("add virtual server %s: scheduler %q: %w", vs.VirtualServerKey, vs.Scheduler, ErrNoScheduler)
 	}
-	f.services[vs.VirtualServerKey] = &fakeService{vs: vs, dests: map[RealServerKey]*RealServer{}}
+	f.services[vs.VirtualServerKey] = &fakeService{vs: vs, dests: map[RealServerKey]*RealServer{}, destStats: map[RealServerKey]Stats{}}
 	return nil
 }
 
@@ -263,6 +266,7 @@ func (f *Fake) DeleteRealServer(vs VirtualServerKey, key RealServerKey) error {
 		return fmt.Errorf("delete real server %s of %s: %w", key, vs, ErrNotFound)
 	}
 	delete(svc.dests, key)
+	delete(svc.destStats, key) // a real server added again starts from zero, as in the kernel
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -100,5 +101,30 @@ func TestFakeConcurrentUse(t *testing.T) {
 	ok(t, err)
 	if len(got) != 8 {
 		t.Fatalf("after 8 concurrent adds: %d real servers", len(got))
+	}
+}
+
+func TestFakeTrafficCountsOnBothServersAndOutlivesTheRealServer(t *testing.T) {
+	f := NewFake()
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+	a, b := RealServerKey{Address: rip4a, Port: 8080}, RealServerKey{Address: rip4b, Port: 8080}
+	ok(t, f.AddRealServer(tcp80, RealServer{RealServerKey: a, Weight: 1}))
+	ok(t, f.AddRealServer(tcp80, RealServer{RealServerKey: b, Weight: 1}))
+	ok(t, f.AddTraffic(tcp80, a, Stats{Connections: 2, PacketsIn: 10, BytesIn: 600}))
+	ok(t, f.AddTraffic(tcp80, b, Stats{Connections: 1, PacketsIn: 4, BytesIn: 240}))
+	ok(t, f.DeleteRealServer(tcp80, a))
+	vss, err := f.VirtualServerStats()
+	ok(t, err)
+	if want := (Stats{Connections: 3, PacketsIn: 14, BytesIn: 840}); vss[tcp80] != want {
+		t.Fatalf("virtual server stats = %+v, want %+v", vss[tcp80], want)
+	}
+	ok(t, f.AddRealServer(tcp80, RealServer{RealServerKey: a, Weight: 1}))
+	rss, err := f.RealServerStats(tcp80)
+	ok(t, err)
+	if rss[a] != (Stats{}) || rss[b].Connections != 1 {
+		t.Fatalf("real server stats = %+v, want %s back at zero and %s with 1 connection", rss, a, b)
+	}
+	if err := f.AddTraffic(tcp80, RealServerKey{Address: rip4b, Port: 1}, Stats{}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("AddTraffic to a missing real server = %v, want ErrNotFound", err)
 	}
 }

@@ -76,9 +76,7 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
 	for _, vs := range all {
-		a := vs.Address
-		owned := view.addresses[a] || isHost[a] && vs.Port >= cfg.NodePortMin && vs.Port <= cfg.NodePortMax
-		if !owned || cfg.excluded(a) {
+		if !cfg.OwnsVirtualServer(vs.VirtualServerKey, view.addresses[vs.Address], isHost[vs.Address]) {
 			continue
 		}
 		rss, err := k.IPVS.RealServers(vs.VirtualServerKey)
@@ -130,6 +128,18 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	}
 	return view, nil
 }
+
+// OwnsVirtualServer is the ownership rule for virtual servers: the
+// proxier owns one whose address is bound on kube-ipvs0 (onDummy), or is a
+// node address (nodeAddress) with a port in the NodePort range, unless the
+// address lies in --ipvs-exclude-cidrs. `inspect --check` calls it too.
+func (c Config) OwnsVirtualServer(k ipvs.VirtualServerKey, onDummy, nodeAddress bool) bool {
+	owned := onDummy || nodeAddress && k.Port >= c.NodePortMin && k.Port <= c.NodePortMax
+	return owned && !c.excluded(k.Address)
+}
+
+// Excluded reports whether addr lies in --ipvs-exclude-cidrs (never touched).
+func (c Config) Excluded(addr netip.Addr) bool { return c.excluded(addr) }
 
 // touchAll marks every object of the view and of the desired state, so a
 // full sync compares everything.

@@ -81,6 +81,8 @@ type Proxier struct {
 	conntrack conntrackReconciler
 	// capacity refuses Services that would overflow an owned set.
 	capacity setCapacity
+	// status is what Status reports (status.go).
+	status syncStatus
 
 	trigger chan struct{}
 }
@@ -174,6 +176,7 @@ func (p *Proxier) Sync() SyncResult {
 		if err != nil {
 			klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
 			res.WriteErrors["read"]++
+			p.status.recordWrites([]writeError{{object: "read", err: err}}, res.Start)
 			p.finish(&res)
 			return res
 		}
@@ -240,6 +243,7 @@ func (p *Proxier) Sync() SyncResult {
 		if err != nil {
 			klog.ErrorS(err, "Deleting stale UDP conntrack flows failed")
 			res.WriteErrors["conntrack"]++
+			r.errs = append(r.errs, writeError{object: "conntrack", err: fmt.Errorf("delete stale UDP conntrack flows: %w", err)})
 		}
 	}
 	if p.kernel.Conntrack != nil && p.conntrack.due(full, len(res.WriteErrors) > 0) {
@@ -252,6 +256,7 @@ func (p *Proxier) Sync() SyncResult {
 	}
 	res.Draining = drainingCount(p.draining)
 	p.started = p.started || len(res.WriteErrors) == 0
+	p.status.recordWrites(r.errs, res.Start)
 	p.finish(&res)
 	return res
 }
@@ -261,6 +266,7 @@ func (p *Proxier) finish(res *SyncResult) {
 	res.Duration = p.now().Sub(res.Start)
 	p.needFull = len(res.WriteErrors) > 0
 	p.lastSync = p.now()
+	p.status.recordSync(*res)
 	res.HealthCheckNodePorts = map[types.NamespacedName]uint16{}
 	res.LocalReadyEndpoints = map[types.NamespacedName]int{}
 	res.NoLocalEndpoints = map[string]int{}

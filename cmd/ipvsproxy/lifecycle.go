@@ -6,7 +6,6 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/metrics"
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"
 )
@@ -69,13 +68,11 @@ func markProgrammed(r ipvsproxy.SyncResult, programmed func()) {
 
 // serveHealthAndMetrics starts the /healthz and /metrics servers, each
 // retried while its address is busy unless --bind-address-hard-fail.
-func serveHealthAndMetrics(ctx context.Context, c *cli.Context, health *healthcheck.ProxyHealth, m *metrics.Metrics, errs chan<- error) {
+func serveHealthAndMetrics(ctx context.Context, c *cli.Context, health *healthcheck.ProxyHealth, serveMetrics func(context.Context) error, errs chan<- error) {
 	hardFail := c.Bool("bind-address-hard-fail")
 	healthAddr, metricsAddr := c.String("healthz-bind-address"), c.String("metrics-bind-address")
 	go serveRetrying(ctx, "healthz", healthAddr, hardFail, func(ctx context.Context) error {
 		return healthcheck.ServeProxyHealth(ctx, healthAddr, health)
 	}, errs)
-	go serveRetrying(ctx, "metrics", metricsAddr, hardFail, func(ctx context.Context) error {
-		return metrics.ServeStatus(ctx, metricsAddr, m.Registry)
-	}, errs)
+	go serveRetrying(ctx, "metrics", metricsAddr, hardFail, serveMetrics, errs)
 }

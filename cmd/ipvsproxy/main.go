@@ -39,6 +39,7 @@ func newApp() *cli.App {
 				Flags:  proxierFlags(),
 				Action: cleanupAction,
 			},
+			inspectCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",

@@ -135,7 +135,11 @@ func runAction(c *cli.Context) error {
 	}
 
 	errs := make(chan error, 2)
-	serveHealthAndMetrics(ctx, c, health, m, errs)
+	serveMetrics, err := statusAndInspectServer(c, m.Registry, proxier, k.IPVS)
+	if err != nil {
+		return err
+	}
+	serveHealthAndMetrics(ctx, c, health, serveMetrics, errs)
 
 	// Wait until the tracker itself has seen every object, not only the
 	// informers' caches: handlers run asynchronously, and a first full sync

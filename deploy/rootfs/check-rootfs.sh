@@ -55,6 +55,23 @@ if out=$($chroot_cmd "$lone" /ipvsproxy "$@" 2>&1); then
 else
 	fail "$BIN $* does not run alone in an empty root (dynamic, or it failed): $out"
 fi
+# `kubectl exec ds/ipvsproxy -- ipvsproxy inspect` works in an image without
+# a shell or any tool: inspect reads the kernel over netlink only. Run it
+# alone in the empty root, in a fresh network namespace (nothing of the
+# host's is read): it must print a JSON report, and --check must exit 2 (no
+# daemon there) with a sentence saying so.
+if out=$($netns_cmd chroot "$lone" /ipvsproxy inspect -o json 2>&1) &&
+	echo "$out" | grep -q '"apiVersion": "ipvsproxy.io/inspect/v1"'; then
+	pass "ipvsproxy inspect -o json runs alone in an empty root (no shell, no tools)"
+else
+	fail "ipvsproxy inspect -o json in an empty root: $out"
+fi
+rc=0
+out=$($netns_cmd chroot "$lone" /ipvsproxy inspect --check 2>&1) || rc=$?
+case $rc:$out in
+2:*"daemon is not reachable"*) pass "ipvsproxy inspect --check without a daemon exits 2 and says why" ;;
+*) fail "ipvsproxy inspect --check without a daemon: exit $rc: $out" ;;
+esac
 if out=$($chroot_cmd "$root" "$BIN" "$@" 2>&1); then
 	pass "$BIN $* runs in the root file system"
 else

@@ -1,0 +1,205 @@
+package inspect
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+)
+
+// Exit codes of `inspect --check`, for probes and scripts.
+const (
+	CheckAgree  = 0 // the kernel holds what the proxier would program now
+	CheckDiffer = 1 // some owned object is missing, extra or wrong
+	CheckError  = 2 // the comparison could not be made
+)
+
+// Kinds of Difference.
+const (
+	DiffMissing     = "missing"
+	DiffExtra       = "extra"
+	DiffScheduler   = "wrong-scheduler"
+	DiffPersistence = "wrong-persistence"
+	DiffWeight      = "wrong-weight"
+	// DiffForeign is not a difference: a virtual server the proxier does
+	// not own and will never touch, listed so a person knows it is there.
+	DiffForeign = "foreign"
+)
+
+// Difference is one way the kernel differs from the desired state.
+type Difference struct {
+	Kind string `json:"kind"`
+	// Object names the kernel object ("virtual server TCP 10.96.0.10:80").
+	Object  string `json:"object"`
+	Service string `json:"service,omitempty"`
+	Want    string `json:"want,omitempty"`
+	Have    string `json:"have,omitempty"`
+}
+
+func (d Difference) String() string {
+	s := d.Kind + " " + d.Object
+	if d.Service != "" {
+		s += " (" + d.Service + ")"
+	}
+	if d.Want != "" || d.Have != "" {
+		s += fmt.Sprintf(": want %s, have %s", orNone(d.Want), orNone(d.Have))
+	}
+	return s
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// CheckResult is the answer of --check.
+type CheckResult struct {
+	APIVersion  string       `json:"apiVersion"`
+	Kind        string       `json:"kind"`
+	Agree       bool         `json:"agree"`
+	Differences []Difference `json:"differences"`
+	// Foreign lists virtual servers the proxier does not own.
+	Foreign []Difference `json:"foreign"`
+}
+
+// ExitCode is CheckAgree or CheckDiffer.
+func (c CheckResult) ExitCode() int {
+	if c.Agree {
+		return CheckAgree
+	}
+	return CheckDiffer
+}
+
+// Check compares what the kernel holds of the proxier's objects with the
+// snapshot's desired state: virtual servers (scheduler, persistence), real
+// servers (weights; a draining one at weight 0 is expected), addresses on
+// kube-ipvs0 and members of the owned sets. Ownership is the proxier's own
+// rule, so a foreign virtual server is listed, never counted.
+func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
+	res := CheckResult{APIVersion: APIVersion, Kind: "CheckResult", Differences: []Difference{}, Foreign: []Difference{}}
+	diff := func(kind, object, service, want, have string) {
+		res.Differences = append(res.Differences, Difference{Kind: kind, Object: object, Service: service, Want: want, Have: have})
+	}
+	owner := ownerFunc(k, &snap.Config)
+	desired := map[ipvs.VirtualServerKey]ipvsproxy.DesiredVirtualServer{}
+	for _, d := range snap.VirtualServers {
+		desired[d.VirtualServerKey] = d
+	}
+	draining := map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]bool{}
+	for _, d := range snap.Draining {
+		if draining[d.VirtualServer] == nil {
+			draining[d.VirtualServer] = map[ipvs.RealServerKey]bool{}
+		}
+		draining[d.VirtualServer][d.RealServer] = true
+	}
+	inKernel := map[ipvs.VirtualServerKey]bool{}
+	for _, kvs := range k.VirtualServers {
+		key := kvs.VirtualServerKey
+		inKernel[key] = true
+		object := "virtual server " + key.String()
+		d, want := desired[key]
+		if !want {
+			if owner(key) == "foreign" {
+				res.Foreign = append(res.Foreign, Difference{Kind: DiffForeign, Object: object, Have: kvs.Scheduler})
+			} else {
+				diff(DiffExtra, object, "", "", kvs.Scheduler)
+			}
+			continue
+		}
+		svc := d.ServicePort()
+		if kvs.Scheduler != d.Scheduler {
+			diff(DiffScheduler, object, svc, d.Scheduler, kvs.Scheduler)
+		}
+		if kvs.PersistenceTimeout != d.PersistenceTimeout {
+			diff(DiffPersistence, object, svc, d.PersistenceTimeout.String(), kvs.PersistenceTimeout.String())
+		}
+		wantRS := map[ipvs.RealServerKey]int{}
+		for _, rs := range d.RealServers {
+			wantRS[rs.RealServerKey] = rs.Weight
+		}
+		for _, krs := range kvs.RealServers {
+			rsObject := fmt.Sprintf("real server %s of %s", krs.RealServerKey, key)
+			w, ok := wantRS[krs.RealServerKey]
+			delete(wantRS, krs.RealServerKey)
+			switch {
+			case !ok && draining[key][krs.RealServerKey] && krs.Weight == 0:
+				// Draining at weight 0 until its connections end: expected.
+			case !ok:
+				diff(DiffExtra, rsObject, svc, "", fmt.Sprintf("weight %d", krs.Weight))
+			case w != krs.Weight:
+				diff(DiffWeight, rsObject, svc, fmt.Sprintf("weight %d", w), fmt.Sprintf("weight %d", krs.Weight))
+			}
+		}
+		for _, rk := range slices.SortedFunc(maps.Keys(wantRS), compareRealKeys) {
+			diff(DiffMissing, fmt.Sprintf("real server %s of %s", rk, key), svc, fmt.Sprintf("weight %d", wantRS[rk]), "")
+		}
+	}
+	for _, d := range snap.VirtualServers {
+		if !inKernel[d.VirtualServerKey] {
+			diff(DiffMissing, "virtual server "+d.VirtualServerKey.String(), d.ServicePort(), d.Scheduler, "")
+		}
+	}
+	// Addresses on kube-ipvs0 (nothing inside --ipvs-exclude-cidrs is ours).
+	bound := map[netip.Addr]bool{}
+	for _, a := range k.DummyAddresses {
+		if !snap.Config.Excluded(a) {
+			bound[a.Unmap()] = true
+		}
+	}
+	for _, a := range snap.Addresses {
+		if !bound[a] {
+			diff(DiffMissing, "address "+a.String()+" on "+ipvsproxy.DummyInterface, "", "bound", "")
+		}
+		delete(bound, a)
+	}
+	for _, a := range slices.SortedFunc(maps.Keys(bound), netip.Addr.Compare) {
+		diff(DiffExtra, "address "+a.String()+" on "+ipvsproxy.DummyInterface, "", "", "bound")
+	}
+	// Members of the owned sets.
+	wantSets := map[string]map[ipset.Entry]bool{}
+	for _, e := range snap.SetEntries {
+		if wantSets[e.Set] == nil {
+			wantSets[e.Set] = map[ipset.Entry]bool{}
+		}
+		wantSets[e.Set][e.Entry] = true
+	}
+	for _, name := range ipvsproxy.OwnedSetNames(snap.Config.Families) {
+		ks, ok := k.Sets[name]
+		if !ok {
+			diff(DiffMissing, "ipset "+name, "", "present", "")
+			continue
+		}
+		want := wantSets[name]
+		have := map[ipset.Entry]bool{}
+		for _, e := range ks.Entries {
+			have[e] = true
+			if !want[e] {
+				diff(DiffExtra, "member "+e.String(ks.Type)+" of ipset "+name, "", "", "present")
+			}
+		}
+		var missing []string
+		for e := range want {
+			if !have[e] {
+				missing = append(missing, "member "+e.String(ks.Type)+" of ipset "+name)
+			}
+		}
+		slices.Sort(missing)
+		for _, m := range missing {
+			diff(DiffMissing, m, "", "present", "")
+		}
+	}
+	slices.SortStableFunc(res.Differences, func(a, b Difference) int { return strings.Compare(a.Object, b.Object) })
+	res.Agree = len(res.Differences) == 0
+	return res
+}
+
+func compareRealKeys(a, b ipvs.RealServerKey) int {
+	return netip.AddrPortFrom(a.Address, a.Port).Compare(netip.AddrPortFrom(b.Address, b.Port))
+}

@@ -1,0 +1,155 @@
+package ipvs
+
+import (
+	"fmt"
+
+	mobyipvs "github.com/moby/ipvs"
+)
+
+// Stats are the traffic counters the kernel keeps for a virtual or a real
+// server since it was created (ip_vs_stats). A virtual server's counters
+// include the traffic of real servers that were deleted since.
+type Stats struct {
+	// Connections counts connections scheduled (a UDP "connection" is one
+	// IPVS flow entry).
+	Connections uint64
+	PacketsIn   uint64
+	PacketsOut  uint64
+	BytesIn     uint64
+	BytesOut    uint64
+}
+
+// Add returns the sum of s and o.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{
+		Connections: s.Connections + o.Connections,
+		PacketsIn:   s.PacketsIn + o.PacketsIn, PacketsOut: s.PacketsOut + o.PacketsOut,
+		BytesIn: s.BytesIn + o.BytesIn, BytesOut: s.BytesOut + o.BytesOut,
+	}
+}
+
+// StatsReader reads the traffic counters. It is apart from Interface because
+// only `ipvsproxy inspect` and the per-Service metrics read them, never the
+// sync; the kernel table and Fake both implement it.
+type StatsReader interface {
+	// VirtualServerStats returns the counters of every virtual server in the
+	// namespace (empty when there are none), from one dump.
+	VirtualServerStats() (map[VirtualServerKey]Stats, error)
+	// RealServerStats returns the counters of the real servers of vs (empty
+	// when it has none); ErrNotFound when vs does not exist.
+	RealServerStats(vs VirtualServerKey) (map[RealServerKey]Stats, error)
+}
+
+var (
+	_ StatsReader = (*kernel)(nil)
+	_ StatsReader = (*Fake)(nil)
+)
+
+func fromKernelStats(s mobyipvs.SvcStats) Stats {
+	return Stats{
+		Connections: uint64(s.Connections),
+		PacketsIn:   uint64(s.PacketsIn), PacketsOut: uint64(s.PacketsOut),
+		BytesIn: s.BytesIn, BytesOut: s.BytesOut,
+	}
+}
+
+func (k *kernel) VirtualServerStats() (map[VirtualServerKey]Stats, error) {
+	h, err := k.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer k.mu.Unlock()
+	svcs, err := h.GetServices()
+	if err != nil {
+		return nil, fmt.Errorf("read virtual server stats: %w", err)
+	}
+	out := map[VirtualServerKey]Stats{}
+	for _, s := range svcs {
+		if vs, ok := fromService(s); ok {
+			out[vs.VirtualServerKey] = fromKernelStats(s.Stats)
+		}
+	}
+	return out, nil
+}
+
+func (k *kernel) RealServerStats(key VirtualServerKey) (map[RealServerKey]Stats, error) {
+	key, err := key.canonical()
+	if err != nil {
+		return nil, fmt.Errorf("read real server stats of %s: %w", key, err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer k.mu.Unlock()
+	svc := toService(VirtualServer{VirtualServerKey: key})
+	// As in RealServers: the destination dump of a missing service is empty.
+	if _, err := h.GetService(svc); err != nil {
+		return nil, fmt.Errorf("read real server stats of %s: %w", key, serviceError(err))
+	}
+	dests, err := h.GetDestinations(svc)
+	if err != nil {
+		return nil, fmt.Errorf("read real server stats of %s: %w", key, destinationError(err))
+	}
+	out := map[RealServerKey]Stats{}
+	for _, d := range dests {
+		if rs, ok := fromDestination(d); ok {
+			out[rs.RealServerKey] = fromKernelStats(mobyipvs.SvcStats(d.Stats))
+		}
+	}
+	return out, nil
+}
+
+func (f *Fake) VirtualServerStats() (map[VirtualServerKey]Stats, error) {
+	if err := f.begin(false); err != nil {
+		return nil, err
+	}
+	defer f.mu.Unlock()
+	out := map[VirtualServerKey]Stats{}
+	for k, s := range f.services {
+		out[k] = s.stats
+	}
+	return out, nil
+}
+
+func (f *Fake) RealServerStats(key VirtualServerKey) (map[RealServerKey]Stats, error) {
+	if err := f.begin(false); err != nil {
+		return nil, err
+	}
+	defer f.mu.Unlock()
+	key, err := key.canonical()
+	if err != nil {
+		return nil, fmt.Errorf("read real server stats of %s: %w", key, err)
+	}
+	svc, ok := f.services[key]
+	if !ok {
+		return nil, fmt.Errorf("read real server stats of %s: %w", key, ErrNotFound)
+	}
+	out := map[RealServerKey]Stats{}
+	for k := range svc.dests {
+		out[k] = svc.destStats[k]
+	}
+	return out, nil
+}
+
+// AddTraffic counts traffic through a real server, as packets would: both
+// the real server's and its virtual server's counters grow, and the virtual
+// server keeps its share after the real server is deleted. It is not a write.
+func (f *Fake) AddTraffic(vs VirtualServerKey, rs RealServerKey, s Stats) error {
+	vs, rs, err := checkRealServerKey(vs, rs)
+	if err != nil {
+		return fmt.Errorf("add traffic to %s of %s: %w", rs, vs, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	svc, ok := f.services[vs]
+	if !ok {
+		return fmt.Errorf("add traffic to %s of %s: virtual server %w", rs, vs, ErrNotFound)
+	}
+	if _, ok := svc.dests[rs]; !ok {
+		return fmt.Errorf("add traffic to %s of %s: real server %w", rs, vs, ErrNotFound)
+	}
+	svc.stats = svc.stats.Add(s)
+	svc.destStats[rs] = svc.destStats[rs].Add(s)
+	return nil
+}

@@ -1,0 +1,237 @@
+package ipvsproxy
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Snapshot is a read-only copy of what the proxier wants from this node's
+// kernel, with the Kubernetes names of every object and the sync status.
+// The daemon serves it as JSON to `ipvsproxy inspect` (package
+// inspectserver); inspect names the kernel's objects with it, compares the
+// kernel against it (--check) and traces packets through it (Trace). It is
+// the same desired state the reconciler writes, never a second computation.
+type Snapshot struct {
+	Taken  time.Time    `json:"taken"`
+	Node   SnapshotNode `json:"node"`
+	Config Config       `json:"config"`
+	// VirtualServers are the winning desired virtual servers, sorted by key.
+	VirtualServers []DesiredVirtualServer `json:"virtualServers"`
+	// Addresses are bound on kube-ipvs0.
+	Addresses  []netip.Addr `json:"addresses"`
+	SetEntries []SetEntry   `json:"setEntries"`
+	// Draining are removed TCP real servers at weight 0 waiting for their
+	// connections to end.
+	Draining []DrainingRealServer `json:"draining"`
+	Services []ServiceSummary     `json:"services"`
+	Status   SyncStatus           `json:"status"`
+}
+
+// SnapshotNode is this node as the builder saw it.
+type SnapshotNode struct {
+	Name string `json:"name"`
+	Zone string `json:"zone,omitempty"`
+	// Addresses are the node's own addresses (not kube-ipvs0's).
+	Addresses []netip.Addr `json:"addresses"`
+}
+
+// DesiredVirtualServer is one virtual server with the Service port it serves.
+type DesiredVirtualServer struct {
+	ipvs.VirtualServer
+	// Service is "namespace/name"; PortName the Service port's name.
+	Service  string `json:"service"`
+	PortName string `json:"portName"`
+	// Kind is ClusterIP, NodePort, LoadBalancer or ExternalIP.
+	Kind string `json:"kind"`
+	// LocalOnly: only this node's endpoints serve it (a Local policy).
+	LocalOnly bool `json:"localOnly"`
+	// TopologyHints: the endpoints were narrowed by topology hints for this
+	// node or its zone.
+	TopologyHints bool                `json:"topologyHints"`
+	RealServers   []DesiredRealServer `json:"realServers"`
+}
+
+// ServicePort renders "namespace/name:port" (no ":port" for an unnamed port).
+func (vs DesiredVirtualServer) ServicePort() string {
+	if vs.PortName == "" {
+		return vs.Service
+	}
+	return vs.Service + ":" + vs.PortName
+}
+
+// DesiredRealServer is one real server with the endpoint behind it.
+type DesiredRealServer struct {
+	ipvs.RealServer
+	NodeName string `json:"nodeName,omitempty"`
+	// Condition is ready, serving-terminating or unknown (the endpoint
+	// changed since the last sync).
+	Condition string `json:"condition"`
+}
+
+// Endpoint conditions as inspect shows them.
+const (
+	ConditionReady              = "ready"
+	ConditionServingTerminating = "serving-terminating"
+	ConditionDraining           = "draining"
+	ConditionUnknown            = "unknown"
+)
+
+// DrainingRealServer is a real server at weight 0 until Deadline.
+type DrainingRealServer struct {
+	VirtualServer ipvs.VirtualServerKey `json:"virtualServer"`
+	RealServer    ipvs.RealServerKey    `json:"realServer"`
+	Deadline      time.Time             `json:"deadline"`
+}
+
+// ServiceSummary is one Service's share of the desired state.
+type ServiceSummary struct {
+	Name                string   `json:"name"`
+	HealthCheckNodePort uint16   `json:"healthCheckNodePort,omitempty"`
+	LocalReadyEndpoints int      `json:"localReadyEndpoints"`
+	Problems            []string `json:"problems,omitempty"`
+}
+
+// Snapshot copies the desired state and the status. It waits for a sync in
+// progress, so what it returns is what the last sync wrote (or tried to).
+func (p *Proxier) Snapshot() Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	node := p.nodeInfo()
+	s := Snapshot{
+		Taken:          p.now(),
+		Node:           SnapshotNode{Name: node.Name, Zone: node.Zone, Addresses: slices.Clone(node.Addresses)},
+		Config:         p.cfg,
+		VirtualServers: []DesiredVirtualServer{},
+		Addresses:      []netip.Addr{},
+		SetEntries:     []SetEntry{},
+		Draining:       []DrainingRealServer{},
+		Services:       []ServiceSummary{},
+		Status:         p.statusLocked(),
+	}
+	if s.Node.Addresses == nil {
+		s.Node.Addresses = []netip.Addr{}
+	}
+	conds := map[types.NamespacedName]endpointConditions{}
+	for k := range p.desired.claims {
+		vs := p.desired.virtualServer(k)
+		c, ok := conds[vs.Port.NamespacedName]
+		if !ok {
+			c = p.endpointConditions(vs.Port.NamespacedName, node)
+			conds[vs.Port.NamespacedName] = c
+		}
+		s.VirtualServers = append(s.VirtualServers, desiredVirtualServer(vs, c))
+	}
+	slices.SortFunc(s.VirtualServers, func(a, b DesiredVirtualServer) int { return compareVSKey(a.VirtualServerKey, b.VirtualServerKey) })
+	for a := range p.desired.addrRefs {
+		s.Addresses = append(s.Addresses, a)
+	}
+	slices.SortFunc(s.Addresses, netip.Addr.Compare)
+	for k := range p.desired.entryRefs {
+		s.SetEntries = append(s.SetEntries, SetEntry{Set: k.set, Entry: k.entry})
+	}
+	slices.SortFunc(s.SetEntries, compareSetEntries)
+	for vs, rss := range p.draining {
+		for rs, deadline := range rss {
+			s.Draining = append(s.Draining, DrainingRealServer{VirtualServer: vs, RealServer: rs, Deadline: deadline})
+		}
+	}
+	slices.SortFunc(s.Draining, func(a, b DrainingRealServer) int {
+		if c := compareVSKey(a.VirtualServer, b.VirtualServer); c != 0 {
+			return c
+		}
+		return netip.AddrPortFrom(a.RealServer.Address, a.RealServer.Port).Compare(netip.AddrPortFrom(b.RealServer.Address, b.RealServer.Port))
+	})
+	for name, st := range p.desired.services {
+		sum := ServiceSummary{Name: name.String(), HealthCheckNodePort: st.HealthCheckNodePort, LocalReadyEndpoints: st.LocalReadyEndpoints}
+		for _, pr := range st.Problems {
+			sum.Problems = append(sum.Problems, pr.String())
+		}
+		s.Services = append(s.Services, sum)
+	}
+	slices.SortFunc(s.Services, func(a, b ServiceSummary) int { return strings.Compare(a.Name, b.Name) })
+	return s
+}
+
+// endpointConditions are a Service's endpoints by port and address, with
+// whether topology hints narrowed each port's cluster endpoints.
+type endpointConditions struct {
+	endpoints map[portKey]map[netip.AddrPort]Endpoint
+	topology  map[portKey]bool
+}
+
+// endpointConditions reads the Service's current EndpointSlices with the
+// builder's own functions (endpointsByPort, topologyMode).
+func (p *Proxier) endpointConditions(name types.NamespacedName, node NodeInfo) endpointConditions {
+	c := endpointConditions{endpoints: map[portKey]map[netip.AddrPort]Endpoint{}, topology: map[portKey]bool{}}
+	_, endpointSlices := p.tracker.input(name)
+	for _, family := range p.cfg.Families {
+		byPort, _ := endpointsByPort(endpointSlices, family)
+		for k, eps := range byPort {
+			if c.endpoints[k] == nil {
+				c.endpoints[k] = map[netip.AddrPort]Endpoint{}
+			}
+			for _, e := range eps {
+				c.endpoints[k][netip.AddrPortFrom(e.Addr, e.Port)] = e
+			}
+			c.topology[k] = c.topology[k] || topologyMode(eps, node) != topologyNone
+		}
+	}
+	return c
+}
+
+func desiredVirtualServer(vs *VirtualServerState, c endpointConditions) DesiredVirtualServer {
+	pk := portKey{name: vs.Port.Port, protocol: vs.Port.Protocol}
+	out := DesiredVirtualServer{
+		VirtualServer: vs.VirtualServer, Service: vs.Port.NamespacedName.String(), PortName: vs.Port.Port,
+		Kind: vs.Kind, LocalOnly: vs.LocalOnly,
+		// Hints narrow cluster endpoints only; local ones are this node's anyway.
+		TopologyHints: !vs.LocalOnly && c.topology[pk],
+		RealServers:   []DesiredRealServer{},
+	}
+	for _, rs := range vs.RealServers {
+		d := DesiredRealServer{RealServer: rs, Condition: ConditionUnknown}
+		if e, ok := c.endpoints[pk][netip.AddrPortFrom(rs.Address, rs.Port)]; ok {
+			d.NodeName = e.NodeName
+			switch {
+			case e.Ready:
+				d.Condition = ConditionReady
+			case e.Serving && e.Terminating:
+				d.Condition = ConditionServingTerminating
+			}
+		}
+		out.RealServers = append(out.RealServers, d)
+	}
+	return out
+}
+
+// protocolName is the lower-case protocol as ipset entries carry it.
+func protocolName(p ipvs.Protocol) string { return strings.ToLower(p.String()) }
+
+// OwnedSetNames lists the kernel names of the ipsets the proxier owns for
+// the families (inspect --check compares their members).
+func OwnedSetNames(families []v1.IPFamily) []string {
+	var out []string
+	for _, s := range ownedSets(families, 0) { // names only; maxelem does not matter
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// VirtualServerNames maps each desired virtual server to the Service port
+// it serves, cheaper than a Snapshot (per-Service metrics read it on every
+// scrape).
+func (p *Proxier) VirtualServerNames() map[ipvs.VirtualServerKey]ServicePortName {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[ipvs.VirtualServerKey]ServicePortName, len(p.desired.claims))
+	for k := range p.desired.claims {
+		out[k] = p.desired.virtualServer(k).Port
+	}
+	return out
+}

@@ -1,0 +1,148 @@
+package ipvsproxy
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	v1 "k8s.io/api/core/v1"
+)
+
+// The tracer evaluates one traceRule per rule of iptablesRules: this test
+// fails when a rule changes without its verdict in trace_rules.go.
+func TestTracerModelsEveryRule(t *testing.T) {
+	all := testConfig()
+	all.MasqueradeAll = true
+	noCIDR := testConfig()
+	noCIDR.ClusterCIDRs = nil
+	dual := testConfig()
+	dual.ClusterCIDRs = append(dual.ClusterCIDRs, netip.MustParsePrefix("fd00:10:244::/56"))
+	dual.MasqueradeMark = 0x8000
+	for _, c := range []struct {
+		name   string
+		cfg    Config
+		family v1.IPFamily
+	}{
+		{"ipv4", testConfig(), v1.IPv4Protocol},
+		{"ipv6 without cluster CIDR", noCIDR, v1.IPv6Protocol},
+		{"ipv4 masquerade-all", all, v1.IPv4Protocol},
+		{"ipv6 with cluster CIDR and another mark", dual, v1.IPv6Protocol},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := iptablesRules(c.cfg, c.family)
+			traced := traceRules(c.cfg, c.family)
+			for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+				for _, chain := range ownedChains[table] {
+					var want, got []string
+					for _, line := range strings.Split(tableText(text, table), "\n") {
+						if strings.HasPrefix(line, "-A "+chain+" ") {
+							want = append(want, line)
+						}
+					}
+					for _, r := range traced[string(table)+" "+chain] {
+						got = append(got, r.text)
+					}
+					if !slices.Equal(got, want) {
+						t.Errorf("%s %s: the tracer models\n  %s\nbut the rules are\n  %s\n(update trace_rules.go with rules.go)",
+							table, chain, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+					}
+				}
+			}
+		})
+	}
+}
+
+// traceFixture is one node (node1, 198.51.100.1) with a Service of each
+// kind, synced on the fakes; the trace runs on the proxier's Snapshot.
+func traceFixture(t *testing.T) Snapshot {
+	t.Helper()
+	fk := newFakeKernel()
+	p, _ := newTestProxier(t, fk, testConfig())
+	tr := p.Tracker()
+	web := service("web", "10.96.0.10")
+	tr.SetService(web)
+	tr.SetEndpointSlice(slice(web, "web-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
+	// NodePort, Local, its only endpoint on node2.
+	local := service("local", "10.96.0.11", nodePort(30080), func(s *v1.Service) {
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	})
+	tr.SetService(local)
+	tr.SetEndpointSlice(slice(local, "local-a", 8080, "10.244.2.7@node2"))
+	cluster := service("cluster", "10.96.0.12", nodePort(30081))
+	tr.SetService(cluster)
+	tr.SetEndpointSlice(slice(cluster, "cluster-a", 8080, "10.244.2.7@node2"))
+	lb := service("ranged", "10.96.0.13", loadBalancer(30090, "203.0.113.140"), func(s *v1.Service) {
+		s.Spec.LoadBalancerSourceRanges = []string{"198.51.100.64/26"}
+	})
+	tr.SetService(lb)
+	tr.SetEndpointSlice(slice(lb, "ranged-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	return p.Snapshot()
+}
+
+func trace(s Snapshot, src, dst string, proto ipvs.Protocol) Trace {
+	return s.Trace(Packet{Source: netip.MustParseAddr(src), Destination: netip.MustParseAddrPort(dst), Protocol: proto})
+}
+
+func realServerList(t Trace) string {
+	var out []string
+	for _, rs := range t.RealServers {
+		m := "not masqueraded"
+		if rs.Masquerade {
+			m = "masqueraded"
+		}
+		out = append(out, rs.RealServerKey.String()+" "+m)
+	}
+	return strings.Join(out, ", ")
+}
+
+func TestTraceVerdicts(t *testing.T) {
+	s := traceFixture(t)
+	for _, c := range []struct {
+		name, src, dst string
+		proto          ipvs.Protocol
+		verdict        string
+		realServers    string // "addr:port masqueraded|not masqueraded", ...
+		reason         string // a substring of the reason or of a real server's masquerade reason
+	}{
+		{"ClusterIP from a pod keeps the pod's address", "10.244.1.20", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
+			"10.244.1.5:8080 not masqueraded, 10.244.2.7:8080 not masqueraded", "inside the cluster CIDR"},
+		{"ClusterIP from the node is masqueraded", "198.51.100.1", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
+			"10.244.1.5:8080 masqueraded, 10.244.2.7:8080 masqueraded", "outside the cluster CIDR"},
+		{"an endpoint reaching itself is masqueraded (hairpin)", "10.244.1.5", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
+			"10.244.1.5:8080 masqueraded, 10.244.2.7:8080 not masqueraded", "hairpin"},
+		{"Local NodePort from outside on the node without endpoints", "198.51.100.79", "198.51.100.1:30080", ipvs.TCP, VerdictDropped,
+			"", "has no real server on this node (traffic policy Local"},
+		{"Cluster NodePort from outside is masqueraded", "198.51.100.79", "198.51.100.1:30081", ipvs.TCP, VerdictLoadBalanced,
+			"10.244.2.7:8080 masqueraded", "node port of a Service with externalTrafficPolicy Cluster"},
+		{"source-ranged LB from the node itself: IPVS takes it at LOCAL_OUT, before the filter", "198.51.100.1", "203.0.113.140:80", ipvs.TCP, VerdictLoadBalanced,
+			"10.244.1.5:8080 masqueraded", "load balancer IP"},
+		{"source-ranged LB from a client outside the ranges", "192.0.2.7", "203.0.113.140:80", ipvs.TCP, VerdictDropped,
+			"", "outside them"},
+		{"source-ranged LB from an allowed client", "198.51.100.79", "203.0.113.140:80", ipvs.TCP, VerdictLoadBalanced,
+			"10.244.1.5:8080 masqueraded", "load balancer IP"},
+		{"a service IP on a port with no virtual server is rejected", "10.244.1.20", "10.96.0.10:22", ipvs.TCP, VerdictRejected,
+			"", "kubernetes#72236"},
+		{"UDP to a TCP-only cluster IP port is rejected", "10.244.1.20", "10.96.0.10:80", ipvs.UDP, VerdictRejected,
+			"", "UDP port 80 is no virtual server"},
+		{"a node address on a port without a virtual server is the host's", "198.51.100.79", "198.51.100.1:22", ipvs.TCP, VerdictHost,
+			"", "own sockets"},
+		{"an address that is neither the node's nor a service's", "10.244.1.20", "192.0.2.50:80", ipvs.TCP, VerdictNotLocal,
+			"", "routed on"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := trace(s, c.src, c.dst, c.proto)
+			text := tr.Reason
+			for _, rs := range tr.RealServers {
+				text += " | " + rs.MasqueradeReason
+			}
+			if tr.Verdict != c.verdict || realServerList(tr) != c.realServers || !strings.Contains(text, c.reason) {
+				t.Errorf("trace %s -> %s %s:\n  verdict %s, real servers [%s]\n  %s\nwant verdict %s, real servers [%s], mentioning %q\nsteps: %+v",
+					c.src, c.dst, c.proto, tr.Verdict, realServerList(tr), text, c.verdict, c.realServers, c.reason, tr.Steps)
+			}
+		})
+	}
+}
