@@ -32,6 +32,9 @@ type Config struct {
 	MasqueradeMark uint32
 	// Scheduler is the IPVS scheduler for every virtual server.
 	Scheduler string
+	// SchedulerExplicit is set when the operator chose Scheduler: a kernel
+	// without it is then a start-up error. Only the default falls back.
+	SchedulerExplicit bool
 	// ExcludeCIDRs are never touched, whoever created what is in them.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool
@@ -52,7 +55,7 @@ func DefaultConfig() Config {
 		NodePortMin:    30000,
 		NodePortMax:    32767,
 		MasqueradeMark: 0x4000,
-		Scheduler:      "twos",
+		Scheduler:      DefaultScheduler,
 		SyncPeriod:     30 * time.Second,
 		MinSyncPeriod:  time.Second,
 		DrainTimeout:   15 * time.Minute,

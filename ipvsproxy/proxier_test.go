@@ -433,6 +433,39 @@ func TestSchedulerFallbackAndSysctls(t *testing.T) {
 	}
 }
 
+// Only the default scheduler falls back; one the operator named and the
+// kernel lacks stops the start-up with a message naming the flag (issue 14
+// item 12), even when the name is twos.
+func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
+	for _, name := range []string{"rr", "twos", "no-such-scheduler"} {
+		fk := newFakeKernel()
+		fk.ipvs.RemoveScheduler(name)
+		cfg := testConfig()
+		cfg.Scheduler, cfg.SchedulerExplicit = name, true
+		prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64")
+		if !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "--ipvs-scheduler="+name+": the kernel has no such IPVS scheduler") {
+			t.Fatalf("%s: want a start-up error naming the flag, got %v (prepared %+v)", name, err, prep)
+		}
+		if prep.SchedulerFellBack || fk.ipvs.Dump() != "" {
+			t.Fatalf("%s: fell back %v, left:\n%s", name, prep.SchedulerFellBack, fk.ipvs.Dump())
+		}
+	}
+	// An explicit scheduler the kernel has is used as it is.
+	fk := newFakeKernel()
+	cfg := testConfig()
+	cfg.Scheduler, cfg.SchedulerExplicit = "rr", true
+	if prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.SchedulerFellBack || prep.Config.Scheduler != "rr" {
+		t.Fatalf("explicit rr: %+v %v", prep, err)
+	}
+	// Neither the default nor the fallback: an error that says both.
+	fk = newFakeKernel()
+	fk.ipvs.RemoveScheduler(DefaultScheduler)
+	fk.ipvs.RemoveScheduler(FallbackScheduler)
+	if _, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64"); !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "nor the fallback") {
+		t.Fatalf("without both: %v", err)
+	}
+}
+
 func TestCleanupRemovesEverythingInstalled(t *testing.T) {
 	fk := newFakeKernel()
 	cfg := testConfig()
