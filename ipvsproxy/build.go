@@ -280,7 +280,9 @@ func (b *builder) clusterIP(family v1.IPFamily) (netip.Addr, bool) {
 			continue
 		}
 		a = a.Unmap()
-		if familyOf(a) == family && !b.cfg.excluded(a) {
+		// --ipvs-exclude-cidrs protects what the kernel holds, never
+		// limits what a Service gets: see Config.excluded.
+		if familyOf(a) == family {
 			return a, true
 		}
 	}
@@ -300,7 +302,7 @@ func (b *builder) addresses(family v1.IPFamily, list []string, what string) []ne
 			continue
 		}
 		a = a.Unmap()
-		if familyOf(a) == family && !b.cfg.excluded(a) && !slices.Contains(out, a) {
+		if familyOf(a) == family && !slices.Contains(out, a) {
 			out = append(out, a)
 		}
 	}
@@ -369,7 +371,7 @@ func nodePortAddresses(node NodeInfo, cfg Config, family v1.IPFamily) []netip.Ad
 	var out []netip.Addr
 	for _, a := range node.Addresses {
 		a = a.Unmap()
-		if familyOf(a) != family || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || !a.IsValid() || cfg.excluded(a) {
+		if familyOf(a) != family || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || !a.IsValid() {
 			continue
 		}
 		if len(cfg.NodePortAddresses) > 0 && !slices.ContainsFunc(cfg.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(a) }) {

@@ -99,6 +99,9 @@ func TestBuildServiceGolden(t *testing.T) {
 		{name: "external-ips", svc: service("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{"203.0.113.5", "203.0.113.200", "2001:db8::5", "bogus"}
 		}), slices: two, cfg: excluded},
+		// --ipvs-exclude-cidrs limits clean-up, not what a Service gets
+		// (issue 14 item 9): every virtual server is built.
+		{name: "excluded-cluster-ip", svc: service("lb", "203.0.113.130", loadBalancer(30090, "203.0.113.140")), slices: two, cfg: excluded},
 		{name: "session-affinity", svc: service("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 			s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr(int32(600))}}

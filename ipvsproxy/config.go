@@ -35,7 +35,8 @@ type Config struct {
 	// SchedulerExplicit is set when the operator chose Scheduler: a kernel
 	// without it is then a start-up error. Only the default falls back.
 	SchedulerExplicit bool
-	// ExcludeCIDRs are never touched, whoever created what is in them.
+	// ExcludeCIDRs: what the kernel holds in them is never cleaned up
+	// (deleted or changed) unless a Service wants it; see excluded.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool
 	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
@@ -101,7 +102,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// excluded reports whether addr lies in --ipvs-exclude-cidrs.
+// excluded reports whether addr lies in --ipvs-exclude-cidrs. As in
+// kube-proxy (cleanLegacyService, isIPInExcludeCIDRs) that range limits
+// clean-up only: a virtual server or kube-ipvs0 address there that no
+// Service wants is never deleted or changed, whoever made it, while one a
+// Service wants is programmed as anywhere else. The builder never asks.
 func (c Config) excluded(addr netip.Addr) bool {
 	for _, p := range c.ExcludeCIDRs {
 		if p.Contains(addr) {

@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -544,5 +545,82 @@ func TestRestartKeepsLiveUDPFlowsAndFlushesVanishedEndpoints(t *testing.T) {
 	left, _ := fk.conntrack.Flows(4)
 	if res.ConntrackDeleted != 1 || len(left) != 1 || left[0] != live {
 		t.Fatalf("deleted %d, left %v; want only the live flow kept", res.ConntrackDeleted, left)
+	}
+}
+
+// --ipvs-exclude-cidrs limits clean-up only, as in kube-proxy (issue 14
+// item 9): a Service whose cluster IP lies in an excluded range still gets
+// every virtual server (cluster IP, node port, load balancer) and keeps them
+// up to date; what nobody wants there is never deleted, even once it was
+// ours.
+func TestExcludeCIDRsLimitCleanUpOnly(t *testing.T) {
+	fk := newFakeKernel()
+	cfg := testConfig()
+	cfg.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.200.0/24"), netip.MustParsePrefix("203.0.113.200/29")}
+	foreign := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("203.0.113.201"), Port: 80}
+	foreignRS := ipvs.RealServer{RealServerKey: ipvs.RealServerKey{Address: netip.MustParseAddr("192.0.2.9"), Port: 80}, Weight: 3}
+	fk.netif.EnsureDummy()
+	fk.netif.AddDummyAddress(foreign.Address)
+	if err := fk.ipvs.AddVirtualServer(ipvs.VirtualServer{VirtualServerKey: foreign, Scheduler: "rr"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fk.ipvs.AddRealServer(foreign, foreignRS); err != nil {
+		t.Fatal(err)
+	}
+	foreignBefore := fk.ipvs.Dump()
+
+	p, _ := newTestProxier(t, fk, cfg)
+	svc := service("excluded", "10.96.200.20", loadBalancer(30200, "203.0.113.150"))
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "excluded-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	clusterVS := webVSFor("10.96.200.20")
+	nodePortVS := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: node1IP, Port: 30200}
+	lbVS := webVSFor("203.0.113.150")
+	for _, k := range []ipvs.VirtualServerKey{clusterVS, nodePortVS, lbVS} {
+		if got := realServers(t, fk, k); len(got) != 1 || got[ep1] != 1 {
+			t.Fatalf("%s: real servers %v, want %s", k, got, ep1)
+		}
+	}
+	if got := realServers(t, fk, foreign); len(got) != 1 || got[foreignRS.RealServerKey] != 3 {
+		t.Fatalf("the excluded foreign virtual server was changed: %v", got)
+	}
+
+	// A restart adopts the excluded cluster IP's virtual server and writes
+	// nothing; an endpoint change then reaches it.
+	writes := fk.writes()
+	p2, _ := newTestProxier(t, fk, cfg)
+	p2.Tracker().SetService(svc)
+	p2.Tracker().SetEndpointSlice(slice(svc, "excluded-a", 8080, "10.244.1.5@node1"))
+	if res := mustSync(t, p2); res.Writes != 0 || fk.writes() != writes {
+		t.Fatalf("restart wrote %d", res.Writes)
+	}
+	p2.Tracker().SetEndpointSlice(slice(svc, "excluded-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
+	mustSync(t, p2)
+	if got := realServers(t, fk, clusterVS); len(got) != 2 {
+		t.Fatalf("excluded cluster IP not kept up to date: %v", got)
+	}
+
+	// The Service goes: what lies outside the ranges goes with it; the
+	// cluster IP's virtual server and address, inside, are never cleaned up.
+	p2.Tracker().DeleteService("default", "excluded")
+	p2.Tracker().DeleteEndpointSlice(slice(svc, "excluded-a", 8080))
+	mustSync(t, p2)
+	p2.needFull = true
+	mustSync(t, p2)
+	for _, k := range []ipvs.VirtualServerKey{nodePortVS, lbVS} {
+		if _, err := fk.ipvs.RealServers(k); !errors.Is(err, ipvs.ErrNotFound) {
+			t.Fatalf("%s should be gone with its Service: %v", k, err)
+		}
+	}
+	if _, err := fk.ipvs.RealServers(clusterVS); err != nil {
+		t.Fatalf("excluded %s was cleaned up: %v", clusterVS, err)
+	}
+	addrs, _ := fk.netif.DummyAddresses()
+	if !slices.Contains(addrs, clusterVS.Address) || !slices.Contains(addrs, foreign.Address) || slices.Contains(addrs, lbVS.Address) {
+		t.Fatalf("addresses on %s: %v", DummyInterface, addrs)
+	}
+	if !strings.Contains(fk.ipvs.Dump(), strings.TrimSpace(foreignBefore)) {
+		t.Fatalf("the foreign virtual server changed:\n%s\nwas\n%s", fk.ipvs.Dump(), foreignBefore)
 	}
 }
