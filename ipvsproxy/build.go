@@ -27,6 +27,12 @@ type NodeInfo struct {
 	// Addresses are the node's own addresses (every interface but
 	// kube-ipvs0), candidates for NodePort virtual servers.
 	Addresses []netip.Addr
+	// PodCIDRs are the Node's spec.podCIDRs: no external IP may lie in them.
+	PodCIDRs []netip.Prefix
+	// ClusterIPs lists, per cluster IP, the Services holding it (sorted): an
+	// external IP that is another Service's cluster IP is refused. It is what
+	// this node knows of the cluster, passed in so the builder stays pure.
+	ClusterIPs map[netip.Addr][]types.NamespacedName
 }
 
 // Virtual server kinds, as a person reading `inspect` knows them.
@@ -95,7 +101,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 		}
 		endpoints, problems := endpointsByPort(endpointSlices, family)
 		st.Problems = append(st.Problems, problems...)
-		externalIPs := b.addresses(family, svc.Spec.ExternalIPs, "external IP")
+		externalIPs := b.externalIPs(family)
 		lbIPs := b.loadBalancerIPs(family)
 		sourceRanges := b.sourceRanges(family)
 		nodeAddrs := nodePortAddresses(node, cfg, family)

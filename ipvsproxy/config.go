@@ -39,6 +39,12 @@ type Config struct {
 	// (deleted or changed) unless a Service wants it; see excluded.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool
+	// ServiceCIDRs are the cluster's Service IP ranges (--service-cidrs):
+	// no external IP may lie in them.
+	ServiceCIDRs []netip.Prefix
+	// ExternalIPCIDRs (--external-ip-cidrs), when set, are the only ranges
+	// external IPs may come from (CVE-2020-8554); empty allows all.
+	ExternalIPCIDRs []netip.Prefix
 	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
 	// the kernel is written.
 	SyncPeriod, MinSyncPeriod time.Duration

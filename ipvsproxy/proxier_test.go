@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 )
@@ -622,5 +623,61 @@ func TestExcludeCIDRsLimitCleanUpOnly(t *testing.T) {
 	}
 	if !strings.Contains(fk.ipvs.Dump(), strings.TrimSpace(foreignBefore)) {
 		t.Fatalf("the foreign virtual server changed:\n%s\nwas\n%s", fk.ipvs.Dump(), foreignBefore)
+	}
+}
+
+// The external IP guard follows other Services (issue 14 item 11): an
+// external IP that later becomes another Service's cluster IP stops being
+// served, even though its Service is the older one and would win the
+// virtual server, and is served again when that Service goes. A Node's
+// spec.podCIDRs refuse it too, as they change.
+func TestExternalIPGuardFollowsOtherServices(t *testing.T) {
+	fk := newFakeKernel()
+	p, rec := newTestProxier(t, fk, testConfig())
+	squat := service("squat", "10.96.0.30", func(s *v1.Service) { s.Spec.ExternalIPs = []string{"10.97.0.5"} })
+	p.Tracker().SetService(squat)
+	p.Tracker().SetEndpointSlice(slice(squat, "squat-a", 8080, "10.244.2.7@node2"))
+	mustSync(t, p)
+	shared := webVSFor("10.97.0.5")
+	if got := realServers(t, fk, shared); len(got) != 1 || got[ep2] != 1 {
+		t.Fatalf("external IP not served before any clash: %v", got)
+	}
+	drainEvents(rec)
+
+	victim := service("victim", "10.97.0.5", createdAt(created.Add(time.Hour)))
+	p.Tracker().SetService(victim)
+	p.Tracker().SetEndpointSlice(slice(victim, "victim-a", 8080, "10.244.1.5@node1"))
+	if res := mustSync(t, p); res.Full {
+		t.Fatal("want a partial sync")
+	}
+	if got := realServers(t, fk, shared); len(got) != 1 || got[ep1] != 1 {
+		t.Fatalf("%s must serve victim's cluster IP, not squat's external IP: %v", shared, got)
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "Warning ExternalIPRefused external IP 10.97.0.5 is the cluster IP of Service default/victim") {
+		t.Fatalf("events: %q", ev)
+	}
+	if dump := fk.ipset.Dump(); strings.Contains(dump, "KUBE-EXTERNAL-IP 10.97.0.5") {
+		t.Fatalf("the refused external IP is still marked:\n%s", dump)
+	}
+
+	p.Tracker().DeleteService("default", "victim")
+	p.Tracker().DeleteEndpointSlice(slice(victim, "victim-a", 8080))
+	mustSync(t, p)
+	if got := realServers(t, fk, shared); len(got) != 1 || got[ep2] != 1 {
+		t.Fatalf("external IP not served again once the cluster IP is gone: %v", got)
+	}
+
+	// The Node's pod range comes to cover it: refused at the next sync.
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: thisNode}, Spec: v1.NodeSpec{PodCIDRs: []string{"10.97.0.0/24"}}}
+	p.Tracker().SetNode(node)
+	mustSync(t, p)
+	if _, err := fk.ipvs.RealServers(shared); !errors.Is(err, ipvs.ErrNotFound) {
+		t.Fatalf("external IP inside the Node's pod CIDR still served: %v", err)
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "external IP 10.97.0.5 lies in the pod range 10.97.0.0/24 of Node node1") {
+		t.Fatalf("events: %q", ev)
+	}
+	if got := realServers(t, fk, webVSFor("10.96.0.30")); len(got) != 1 {
+		t.Fatalf("the rest of the Service must keep working: %v", got)
 	}
 }

@@ -31,6 +31,8 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "service-node-port-range", EnvVars: envOf("service-node-port-range"), Value: fmt.Sprintf("%d-%d", d.NodePortMin, d.NodePortMax), Usage: "the API server's NodePort range: virtual servers on node addresses in it belong to ipvsproxy"},
 		&cli.StringFlag{Name: "sysctl-root", EnvVars: envOf("sysctl-root"), Value: "/proc/sys", Usage: "where the kernel parameters are written; a mount of the host's /proc/sys/net below it lets the container run unprivileged"},
 		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync"},
+		&cli.StringFlag{Name: "external-ip-cidrs", EnvVars: envOf("external-ip-cidrs"), Usage: "CIDRs that external IPs may lie in, comma-separated; empty allows all. Others are refused with an Event (CVE-2020-8554)"},
+		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges (the API server's --service-cluster-ip-range), comma-separated; no external IP may lie in them"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
 	}
 }
@@ -65,6 +67,12 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		return cfg, err
 	}
 	if cfg.ExcludeCIDRs, err = parseCIDRs("ipvs-exclude-cidrs", c.String("ipvs-exclude-cidrs")); err != nil {
+		return cfg, err
+	}
+	if cfg.ExternalIPCIDRs, err = parseCIDRs("external-ip-cidrs", c.String("external-ip-cidrs")); err != nil {
+		return cfg, err
+	}
+	if cfg.ServiceCIDRs, err = parseCIDRs("service-cidrs", c.String("service-cidrs")); err != nil {
 		return cfg, err
 	}
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
