@@ -111,3 +111,18 @@ func TestFamiliesOf(t *testing.T) {
 }
 
 func sprint(v any) string { return strings.TrimSpace(fmt.Sprint(v)) }
+
+// A scheduler chosen by flag or environment is explicit (no fallback);
+// the default is not (issue 14 item 12).
+func TestSchedulerExplicitByFlagOrEnvironment(t *testing.T) {
+	if cfg, err := parse(t); err != nil || cfg.SchedulerExplicit {
+		t.Fatalf("default: explicit=%v err=%v", cfg.SchedulerExplicit, err)
+	}
+	if cfg, err := parse(t, "--ipvs-scheduler=twos"); err != nil || !cfg.SchedulerExplicit {
+		t.Fatalf("flag: explicit=%v err=%v", cfg.SchedulerExplicit, err)
+	}
+	t.Setenv("IPVSPROXY_IPVS_SCHEDULER", "rr")
+	if cfg, err := parse(t); err != nil || !cfg.SchedulerExplicit || cfg.Scheduler != "rr" {
+		t.Fatalf("environment: %q explicit=%v err=%v", cfg.Scheduler, cfg.SchedulerExplicit, err)
+	}
+}
