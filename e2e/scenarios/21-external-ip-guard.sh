@@ -46,6 +46,8 @@ YAML
 	local outside_answer=$answer
 	ask c1 "curl -s --max-time 5 $fine:8080 | grep ^hostname="
 	local fine_answer=$answer
+	# Events are posted asynchronously by the daemons' broadcasters.
+	wait_until 20 bash -c "squat_events | grep -q 'is the cluster IP of Service default/victim'"
 	ask - "squat_events"
 	local events=$answer
 	kc delete-service victim >/dev/null
