@@ -44,7 +44,7 @@ YAML
 	local via_node_port=$answer
 	ask c1 "curl -s --max-time 5 $excluded_ip | grep ^hostname="
 	local via_cluster_ip=$answer
-	ask node1 "ipvsadm -Ln -t $foreign:80 | awk 'NR > 3 { \$1 = \$1; print }'"
+	ask node1 "ipvsadm -Ln -t $foreign:80 | awk '\$1 == \"TCP\" || \$1 == \"->\" && \$2 != \"RemoteAddress:Port\" { \$1 = \$1; print }'"
 	local foreign_now=$answer
 	verdict 20 "exclude-cidrs: a Service whose cluster IP is excluded is served on its NodePort and cluster IP; a foreign virtual server there is untouched" \
 		exclude_ok "$via_node_port" "$via_cluster_ip" "$foreign_now" "$foreign"

@@ -1,5 +1,5 @@
 # 21-external-ip-guard.sh — issue 14 item 11, the CVE-2020-8554 guard. node1's daemon is restarted
-# with --external-ip-cidrs 203.0.113.0/25. Service "squat" (created first, so it would win a
+# with --external-ip-cidrs 203.0.113.0/25,10.96.210.0/24. Service "squat" (created first, so it would win a
 # clash) names four external IPs, all on port 8080, served by s3:
 #   10.96.210.10  not yet anyone's; then Service "victim" is created with that cluster IP
 #   10.244.2.10   pod s2's address (inside --cluster-cidr)
@@ -13,8 +13,8 @@
 scenario_21() {
 	heading "External IPs that would intercept someone else's traffic are refused (CVE-2020-8554)"
 	local taken=10.96.210.10 outside=203.0.113.210 fine=203.0.113.30 pod=10.244.2.10
-	restart_proxier_with node1 --external-ip-cidrs 203.0.113.0/25 || { verdict 21 "external IP guard" false; return; }
-	show - "ipvsproxy run ... --external-ip-cidrs 203.0.113.0/25  # node1" ""
+	restart_proxier_with node1 --external-ip-cidrs 203.0.113.0/25,10.96.210.0/24 || { verdict 21 "external IP guard" false; return; }
+	show - "ipvsproxy run ... --external-ip-cidrs 203.0.113.0/25,10.96.210.0/24  # node1" ""
 	kc apply-service - >/dev/null <<YAML || { verdict 21 "external IP guard" false; return; }
 apiVersion: v1
 kind: Service
