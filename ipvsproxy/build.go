@@ -27,6 +27,12 @@ type NodeInfo struct {
 	// Addresses are the node's own addresses (every interface but
 	// kube-ipvs0), candidates for NodePort virtual servers.
 	Addresses []netip.Addr
+	// PodCIDRs are the Node's spec.podCIDRs: no external IP may lie in them.
+	PodCIDRs []netip.Prefix
+	// ClusterIPs lists, per cluster IP, the Services holding it (sorted): an
+	// external IP that is another Service's cluster IP is refused. It is what
+	// this node knows of the cluster, passed in so the builder stays pure.
+	ClusterIPs map[netip.Addr][]types.NamespacedName
 }
 
 // Virtual server kinds, as a person reading `inspect` knows them.
@@ -95,7 +101,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 		}
 		endpoints, problems := endpointsByPort(endpointSlices, family)
 		st.Problems = append(st.Problems, problems...)
-		externalIPs := b.addresses(family, svc.Spec.ExternalIPs, "external IP")
+		externalIPs := b.externalIPs(family)
 		lbIPs := b.loadBalancerIPs(family)
 		sourceRanges := b.sourceRanges(family)
 		nodeAddrs := nodePortAddresses(node, cfg, family)
@@ -280,7 +286,9 @@ func (b *builder) clusterIP(family v1.IPFamily) (netip.Addr, bool) {
 			continue
 		}
 		a = a.Unmap()
-		if familyOf(a) == family && !b.cfg.excluded(a) {
+		// --ipvs-exclude-cidrs protects what the kernel holds, never
+		// limits what a Service gets: see Config.excluded.
+		if familyOf(a) == family {
 			return a, true
 		}
 	}
@@ -300,7 +308,7 @@ func (b *builder) addresses(family v1.IPFamily, list []string, what string) []ne
 			continue
 		}
 		a = a.Unmap()
-		if familyOf(a) == family && !b.cfg.excluded(a) && !slices.Contains(out, a) {
+		if familyOf(a) == family && !slices.Contains(out, a) {
 			out = append(out, a)
 		}
 	}
@@ -369,7 +377,7 @@ func nodePortAddresses(node NodeInfo, cfg Config, family v1.IPFamily) []netip.Ad
 	var out []netip.Addr
 	for _, a := range node.Addresses {
 		a = a.Unmap()
-		if familyOf(a) != family || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || !a.IsValid() || cfg.excluded(a) {
+		if familyOf(a) != family || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || !a.IsValid() {
 			continue
 		}
 		if len(cfg.NodePortAddresses) > 0 && !slices.ContainsFunc(cfg.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(a) }) {

@@ -67,6 +67,15 @@ func TestBuildServiceGolden(t *testing.T) {
 	dual.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 	narrowed := testConfig()
 	narrowed.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	guarded := testConfig()
+	guarded.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
+	guarded.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25"), netip.MustParsePrefix("192.0.2.0/24")}
+	guardedNode := node
+	guardedNode.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("10.250.1.0/24")}
+	guardedNode.ClusterIPs = map[netip.Addr][]types.NamespacedName{
+		netip.MustParseAddr("192.0.2.77"): {{Namespace: "other", Name: "victim"}},
+		netip.MustParseAddr("10.96.0.10"): {{Namespace: "default", Name: "web"}},
+	}
 	excluded := testConfig()
 	excluded.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.128/25")}
 
@@ -75,6 +84,7 @@ func TestBuildServiceGolden(t *testing.T) {
 		svc    *v1.Service
 		slices func(*v1.Service) []*discovery.EndpointSlice
 		cfg    Config
+		node   *NodeInfo // nil: node
 	}
 	two := func(svc *v1.Service) []*discovery.EndpointSlice {
 		return []*discovery.EndpointSlice{slice(svc, svc.Name+"-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2")}
@@ -99,6 +109,14 @@ func TestBuildServiceGolden(t *testing.T) {
 		{name: "external-ips", svc: service("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{"203.0.113.5", "203.0.113.200", "2001:db8::5", "bogus"}
 		}), slices: two, cfg: excluded},
+		// --ipvs-exclude-cidrs limits clean-up, not what a Service gets
+		// (issue 14 item 9): every virtual server is built.
+		{name: "excluded-cluster-ip", svc: service("lb", "203.0.113.130", loadBalancer(30090, "203.0.113.140")), slices: two, cfg: excluded},
+		// The CVE-2020-8554 guard (issue 14 item 11): only 203.0.113.5 is
+		// served; each other external IP gets its reason.
+		{name: "external-ip-guard", svc: service("web", "10.96.0.10", func(s *v1.Service) {
+			s.Spec.ExternalIPs = []string{"203.0.113.5", "203.0.113.200", "192.0.2.77", "10.96.5.5", "10.244.2.10", "10.250.1.7"}
+		}), slices: two, cfg: guarded, node: &guardedNode},
 		{name: "session-affinity", svc: service("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 			s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: ptr(int32(600))}}
@@ -162,11 +180,15 @@ func TestBuildServiceGolden(t *testing.T) {
 			if cfg.Scheduler == "" {
 				cfg = testConfig()
 			}
-			st := BuildService(c.svc, c.slices(c.svc), node, cfg)
+			n := node
+			if c.node != nil {
+				n = *c.node
+			}
+			st := BuildService(c.svc, c.slices(c.svc), n, cfg)
 			if st.Name != (types.NamespacedName{Namespace: "default", Name: c.svc.Name}) {
 				t.Fatalf("name %v", st.Name)
 			}
-			again := BuildService(c.svc, c.slices(c.svc), node, cfg)
+			again := BuildService(c.svc, c.slices(c.svc), n, cfg)
 			if dumpService(st) != dumpService(again) {
 				t.Fatal("BuildService is not deterministic")
 			}

@@ -1,6 +1,8 @@
 package ipvsproxy
 
 import (
+	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -130,12 +132,14 @@ func (t *ChangeTracker) DeleteEndpointSlice(slice *discovery.EndpointSlice) {
 }
 
 // SetNode records this node's object (nil when deleted). Only its zone
-// label changes what is built; every Service is rebuilt when it changes.
+// label and its pod CIDRs change what is built (the pod CIDRs decide the
+// rules under --detect-local-mode NodeCIDR, where kube-proxy exits instead);
+// every Service is rebuilt and the rules rewritten when either changes.
 func (t *ChangeTracker) SetNode(node *v1.Node) {
 	t.mu.Lock()
-	old := zoneOf(t.node)
+	old, oldCIDRs := zoneOf(t.node), podCIDRsOf(t.node)
 	t.node = node
-	if zoneOf(node) != old {
+	if zoneOf(node) != old || !slices.Equal(podCIDRsOf(node), oldCIDRs) {
 		t.pending.nodeChanged = true
 		if t.pending.oldest.IsZero() {
 			t.pending.oldest = time.Now()
@@ -153,6 +157,25 @@ func zoneOf(n *v1.Node) string {
 		return ""
 	}
 	return n.Labels[v1.LabelTopologyZone]
+}
+
+// podCIDRsOf parses a Node's spec.podCIDRs (spec.podCIDR when the list is
+// empty); unparsable entries are skipped.
+func podCIDRsOf(n *v1.Node) []netip.Prefix {
+	if n == nil {
+		return nil
+	}
+	list := n.Spec.PodCIDRs
+	if len(list) == 0 && n.Spec.PodCIDR != "" {
+		list = []string{n.Spec.PodCIDR}
+	}
+	var out []netip.Prefix
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // Node returns the last Node object seen (nil before the first).
@@ -188,6 +211,13 @@ func (t *ChangeTracker) input(name types.NamespacedName) (*v1.Service, []*discov
 		out = append(out, s)
 	}
 	return svc, out
+}
+
+// service returns the current Service, nil when absent.
+func (t *ChangeTracker) service(name types.NamespacedName) *v1.Service {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.services[name]
 }
 
 // serviceNames lists every Service known.

@@ -33,9 +33,19 @@ type Config struct {
 	MasqueradeMark uint32
 	// Scheduler is the IPVS scheduler for every virtual server.
 	Scheduler string
-	// ExcludeCIDRs are never touched, whoever created what is in them.
+	// SchedulerExplicit is set when the operator chose Scheduler: a kernel
+	// without it is then a start-up error. Only the default falls back.
+	SchedulerExplicit bool
+	// ExcludeCIDRs: what the kernel holds in them is never cleaned up
+	// (deleted or changed) unless a Service wants it; see excluded.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool
+	// ServiceCIDRs are the cluster's Service IP ranges (--service-cidrs):
+	// no external IP may lie in them.
+	ServiceCIDRs []netip.Prefix
+	// ExternalIPCIDRs (--external-ip-cidrs), when set, are the only ranges
+	// external IPs may come from (CVE-2020-8554); empty allows all.
+	ExternalIPCIDRs []netip.Prefix
 	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
 	// the kernel is written.
 	SyncPeriod, MinSyncPeriod time.Duration
@@ -57,7 +67,7 @@ func DefaultConfig() Config {
 		NodePortMin:    30000,
 		NodePortMax:    32767,
 		MasqueradeMark: 0x4000,
-		Scheduler:      "twos",
+		Scheduler:      DefaultScheduler,
 		SyncPeriod:     30 * time.Second,
 		MinSyncPeriod:  time.Second,
 		DrainTimeout:   15 * time.Minute,
@@ -108,7 +118,11 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// excluded reports whether addr lies in --ipvs-exclude-cidrs.
+// excluded reports whether addr lies in --ipvs-exclude-cidrs. As in
+// kube-proxy (cleanLegacyService, isIPInExcludeCIDRs) that range limits
+// clean-up only: a virtual server or kube-ipvs0 address there that no
+// Service wants is never deleted or changed, whoever made it, while one a
+// Service wants is programmed as anywhere else. The builder never asks.
 func (c Config) excluded(addr netip.Addr) bool {
 	for _, p := range c.ExcludeCIDRs {
 		if p.Contains(addr) {

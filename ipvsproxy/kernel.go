@@ -43,7 +43,9 @@ type kernelVirtualServer struct {
 
 // readKernel reads every object the proxier owns. A virtual server is owned
 // when its address is bound on kube-ipvs0, or is a node address and its port
-// lies in the NodePort range; nothing inside --ipvs-exclude-cidrs is owned.
+// lies in the NodePort range. Owned objects inside --ipvs-exclude-cidrs are
+// read too, so that a Service's can be kept up to date; the reconciler never
+// deletes one nobody wants (Config.excluded).
 func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	view := &kernelView{
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
@@ -58,9 +60,7 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		return nil, fmt.Errorf("list addresses of %s: %w", DummyInterface, err)
 	}
 	for _, a := range bound {
-		if !cfg.excluded(a) {
-			view.addresses[a.Unmap()] = true
-		}
+		view.addresses[a.Unmap()] = true
 	}
 	host, err := k.Netif.HostAddresses()
 	if err != nil {
@@ -134,8 +134,9 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 // node address (nodeAddress) with a port in the NodePort range, unless the
 // address lies in --ipvs-exclude-cidrs. `inspect --check` calls it too.
 func (c Config) OwnsVirtualServer(k ipvs.VirtualServerKey, onDummy, nodeAddress bool) bool {
-	owned := onDummy || nodeAddress && k.Port >= c.NodePortMin && k.Port <= c.NodePortMax
-	return owned && !c.excluded(k.Address)
+	// --ipvs-exclude-cidrs does not change ownership: it only forbids
+	// deleting what no Service wants there (as in kube-proxy).
+	return onDummy || nodeAddress && k.Port >= c.NodePortMin && k.Port <= c.NodePortMax
 }
 
 // Excluded reports whether addr lies in --ipvs-exclude-cidrs (never touched).

@@ -5,6 +5,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,4 +156,67 @@ func newRealProxier(t *testing.T, k Kernel, cfg Config) (*Proxier, error) {
 		t.Fatal(err)
 	}
 	return p, nil
+}
+
+// TestExcludeCIDRsOnRealKernel is TestExcludeCIDRsLimitCleanUpOnly against
+// the kernel (issue 14 item 9): what readKernel reads back inside the
+// excluded ranges must let a restart write nothing, and a foreign virtual
+// server there must come through every sync as it was.
+func TestExcludeCIDRsOnRealKernel(t *testing.T) {
+	k := realKernelInNamespace(t)
+	cfg := testConfig()
+	cfg.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.200.0/24"), netip.MustParsePrefix("203.0.113.200/29")}
+	foreign := ipvs.VirtualServer{VirtualServerKey: webVSFor("203.0.113.201"), Scheduler: "rr"}
+	foreignRS := ipvs.RealServer{RealServerKey: ipvs.RealServerKey{Address: netip.MustParseAddr("192.0.2.9"), Port: 80}, Weight: 3}
+	if err := k.Netif.EnsureDummy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Netif.AddDummyAddress(foreign.Address); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.IPVS.AddVirtualServer(foreign); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.IPVS.AddRealServer(foreign.VirtualServerKey, foreignRS); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.IPVS.DeleteVirtualServer(foreign.VirtualServerKey) })
+	svc := service("excluded", "10.96.200.20", loadBalancer(30200, "203.0.113.150"))
+	world := func(p *Proxier) {
+		p.Tracker().SetService(svc)
+		p.Tracker().SetEndpointSlice(slice(svc, "excluded-a", 8080, "10.244.1.5@node1"))
+	}
+	p, _ := newRealProxier(t, k, cfg)
+	world(p)
+	if res := p.Sync(); res.Err() != nil {
+		t.Fatalf("first sync: %v", res.Err())
+	}
+	clusterVS := webVSFor("10.96.200.20")
+	for _, key := range []ipvs.VirtualServerKey{clusterVS, {Protocol: ipvs.TCP, Address: node1IP, Port: 30200}, webVSFor("203.0.113.150")} {
+		if rss, err := k.IPVS.RealServers(key); err != nil || len(rss) != 1 || rss[0].RealServerKey != ep1 {
+			t.Fatalf("%s: %v %v", key, rss, err)
+		}
+	}
+	p2, _ := newRealProxier(t, k, cfg)
+	world(p2)
+	if res := p2.Sync(); res.Err() != nil || res.Writes != 0 {
+		t.Fatalf("restart: writes=%d err=%v", res.Writes, res.Err())
+	}
+	p2.Tracker().DeleteService("default", "excluded")
+	p2.Tracker().DeleteEndpointSlice(slice(svc, "excluded-a", 8080))
+	p2.needFull = true
+	if res := p2.Sync(); res.Err() != nil {
+		t.Fatalf("sync after deletion: %v", res.Err())
+	}
+	if _, err := k.IPVS.RealServers(clusterVS); err != nil {
+		t.Fatalf("excluded %s was cleaned up: %v", clusterVS, err)
+	}
+	if _, err := k.IPVS.RealServers(webVSFor("203.0.113.150")); !errors.Is(err, ipvs.ErrNotFound) {
+		t.Fatalf("the LB virtual server outside the ranges should be gone: %v", err)
+	}
+	vss, _ := k.IPVS.VirtualServers()
+	rss, err := k.IPVS.RealServers(foreign.VirtualServerKey)
+	if err != nil || len(rss) != 1 || rss[0].RealServerKey != foreignRS.RealServerKey || rss[0].Weight != 3 || !slices.Contains(vss, foreign) {
+		t.Fatalf("foreign virtual server changed: %v %v (all: %v)", rss, err, vss)
+	}
 }

@@ -65,6 +65,7 @@ type Proxier struct {
 
 	mu           sync.Mutex // one sync at a time; guards what follows
 	desired      *desiredState
+	clusterIPs   *clusterIPIndex
 	view         *kernelView
 	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
 	needFull     bool
@@ -103,6 +104,7 @@ func New(cfg Config, nodeName string, k Kernel, recorder record.EventRecorder) (
 	p := &Proxier{
 		cfg: cfg, nodeName: nodeName, kernel: k, recorder: recorder,
 		desired:      newDesiredState(),
+		clusterIPs:   newClusterIPIndex(),
 		draining:     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time{},
 		needFull:     true,
 		reported:     map[types.NamespacedName]string{},
@@ -195,6 +197,15 @@ func (p *Proxier) Sync() SyncResult {
 		for n := range p.desired.services {
 			names[n] = true
 		}
+	}
+	// The external IP guard reads other Services' cluster IPs: when one
+	// comes or goes, the Services naming it as an external IP are rebuilt.
+	var dependents []types.NamespacedName
+	for name := range names {
+		dependents = append(dependents, p.clusterIPs.update(name, p.tracker.service(name))...)
+	}
+	for _, name := range dependents {
+		names[name] = true
 	}
 	t := newTouched()
 	var staleFilters = staleFiltersCollector{}
@@ -340,9 +351,10 @@ func (p *Proxier) syncRules(r *reconciler, full bool) {
 
 // nodeInfo describes this node for the builder.
 func (p *Proxier) nodeInfo() NodeInfo {
-	info := NodeInfo{Name: p.nodeName}
+	info := NodeInfo{Name: p.nodeName, ClusterIPs: p.clusterIPs.owners}
 	if n := p.tracker.Node(); n != nil {
 		info.Zone = n.Labels[v1.LabelTopologyZone]
+		info.PodCIDRs = podCIDRsOf(n)
 	}
 	if p.view != nil {
 		info.Addresses = p.view.hostAddresses

@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 )
@@ -433,6 +435,39 @@ func TestSchedulerFallbackAndSysctls(t *testing.T) {
 	}
 }
 
+// Only the default scheduler falls back; one the operator named and the
+// kernel lacks stops the start-up with a message naming the flag (issue 14
+// item 12), even when the name is twos.
+func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
+	for _, name := range []string{"rr", "twos", "no-such-scheduler"} {
+		fk := newFakeKernel()
+		fk.ipvs.RemoveScheduler(name)
+		cfg := testConfig()
+		cfg.Scheduler, cfg.SchedulerExplicit = name, true
+		prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64")
+		if !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "--ipvs-scheduler="+name+": the kernel has no such IPVS scheduler") {
+			t.Fatalf("%s: want a start-up error naming the flag, got %v (prepared %+v)", name, err, prep)
+		}
+		if prep.SchedulerFellBack || fk.ipvs.Dump() != "" {
+			t.Fatalf("%s: fell back %v, left:\n%s", name, prep.SchedulerFellBack, fk.ipvs.Dump())
+		}
+	}
+	// An explicit scheduler the kernel has is used as it is.
+	fk := newFakeKernel()
+	cfg := testConfig()
+	cfg.Scheduler, cfg.SchedulerExplicit = "rr", true
+	if prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.SchedulerFellBack || prep.Config.Scheduler != "rr" {
+		t.Fatalf("explicit rr: %+v %v", prep, err)
+	}
+	// Neither the default nor the fallback: an error that says both.
+	fk = newFakeKernel()
+	fk.ipvs.RemoveScheduler(DefaultScheduler)
+	fk.ipvs.RemoveScheduler(FallbackScheduler)
+	if _, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64"); !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "nor the fallback") {
+		t.Fatalf("without both: %v", err)
+	}
+}
+
 func TestCleanupRemovesEverythingInstalled(t *testing.T) {
 	fk := newFakeKernel()
 	cfg := testConfig()
@@ -511,5 +546,138 @@ func TestRestartKeepsLiveUDPFlowsAndFlushesVanishedEndpoints(t *testing.T) {
 	left, _ := fk.conntrack.Flows(4)
 	if res.ConntrackDeleted != 1 || len(left) != 1 || left[0] != live {
 		t.Fatalf("deleted %d, left %v; want only the live flow kept", res.ConntrackDeleted, left)
+	}
+}
+
+// --ipvs-exclude-cidrs limits clean-up only, as in kube-proxy (issue 14
+// item 9): a Service whose cluster IP lies in an excluded range still gets
+// every virtual server (cluster IP, node port, load balancer) and keeps them
+// up to date; what nobody wants there is never deleted, even once it was
+// ours.
+func TestExcludeCIDRsLimitCleanUpOnly(t *testing.T) {
+	fk := newFakeKernel()
+	cfg := testConfig()
+	cfg.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.200.0/24"), netip.MustParsePrefix("203.0.113.200/29")}
+	foreign := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("203.0.113.201"), Port: 80}
+	foreignRS := ipvs.RealServer{RealServerKey: ipvs.RealServerKey{Address: netip.MustParseAddr("192.0.2.9"), Port: 80}, Weight: 3}
+	fk.netif.EnsureDummy()
+	fk.netif.AddDummyAddress(foreign.Address)
+	if err := fk.ipvs.AddVirtualServer(ipvs.VirtualServer{VirtualServerKey: foreign, Scheduler: "rr"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fk.ipvs.AddRealServer(foreign, foreignRS); err != nil {
+		t.Fatal(err)
+	}
+	foreignBefore := fk.ipvs.Dump()
+
+	p, _ := newTestProxier(t, fk, cfg)
+	svc := service("excluded", "10.96.200.20", loadBalancer(30200, "203.0.113.150"))
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "excluded-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	clusterVS := webVSFor("10.96.200.20")
+	nodePortVS := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: node1IP, Port: 30200}
+	lbVS := webVSFor("203.0.113.150")
+	for _, k := range []ipvs.VirtualServerKey{clusterVS, nodePortVS, lbVS} {
+		if got := realServers(t, fk, k); len(got) != 1 || got[ep1] != 1 {
+			t.Fatalf("%s: real servers %v, want %s", k, got, ep1)
+		}
+	}
+	if got := realServers(t, fk, foreign); len(got) != 1 || got[foreignRS.RealServerKey] != 3 {
+		t.Fatalf("the excluded foreign virtual server was changed: %v", got)
+	}
+
+	// A restart adopts the excluded cluster IP's virtual server and writes
+	// nothing; an endpoint change then reaches it.
+	writes := fk.writes()
+	p2, _ := newTestProxier(t, fk, cfg)
+	p2.Tracker().SetService(svc)
+	p2.Tracker().SetEndpointSlice(slice(svc, "excluded-a", 8080, "10.244.1.5@node1"))
+	if res := mustSync(t, p2); res.Writes != 0 || fk.writes() != writes {
+		t.Fatalf("restart wrote %d", res.Writes)
+	}
+	p2.Tracker().SetEndpointSlice(slice(svc, "excluded-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
+	mustSync(t, p2)
+	if got := realServers(t, fk, clusterVS); len(got) != 2 {
+		t.Fatalf("excluded cluster IP not kept up to date: %v", got)
+	}
+
+	// The Service goes: what lies outside the ranges goes with it; the
+	// cluster IP's virtual server and address, inside, are never cleaned up.
+	p2.Tracker().DeleteService("default", "excluded")
+	p2.Tracker().DeleteEndpointSlice(slice(svc, "excluded-a", 8080))
+	mustSync(t, p2)
+	p2.needFull = true
+	mustSync(t, p2)
+	for _, k := range []ipvs.VirtualServerKey{nodePortVS, lbVS} {
+		if _, err := fk.ipvs.RealServers(k); !errors.Is(err, ipvs.ErrNotFound) {
+			t.Fatalf("%s should be gone with its Service: %v", k, err)
+		}
+	}
+	if _, err := fk.ipvs.RealServers(clusterVS); err != nil {
+		t.Fatalf("excluded %s was cleaned up: %v", clusterVS, err)
+	}
+	addrs, _ := fk.netif.DummyAddresses()
+	if !slices.Contains(addrs, clusterVS.Address) || !slices.Contains(addrs, foreign.Address) || slices.Contains(addrs, lbVS.Address) {
+		t.Fatalf("addresses on %s: %v", DummyInterface, addrs)
+	}
+	if !strings.Contains(fk.ipvs.Dump(), strings.TrimSpace(foreignBefore)) {
+		t.Fatalf("the foreign virtual server changed:\n%s\nwas\n%s", fk.ipvs.Dump(), foreignBefore)
+	}
+}
+
+// The external IP guard follows other Services (issue 14 item 11): an
+// external IP that later becomes another Service's cluster IP stops being
+// served, even though its Service is the older one and would win the
+// virtual server, and is served again when that Service goes. A Node's
+// spec.podCIDRs refuse it too, as they change.
+func TestExternalIPGuardFollowsOtherServices(t *testing.T) {
+	fk := newFakeKernel()
+	p, rec := newTestProxier(t, fk, testConfig())
+	squat := service("squat", "10.96.0.30", func(s *v1.Service) { s.Spec.ExternalIPs = []string{"10.97.0.5"} })
+	p.Tracker().SetService(squat)
+	p.Tracker().SetEndpointSlice(slice(squat, "squat-a", 8080, "10.244.2.7@node2"))
+	mustSync(t, p)
+	shared := webVSFor("10.97.0.5")
+	if got := realServers(t, fk, shared); len(got) != 1 || got[ep2] != 1 {
+		t.Fatalf("external IP not served before any clash: %v", got)
+	}
+	drainEvents(rec)
+
+	victim := service("victim", "10.97.0.5", createdAt(created.Add(time.Hour)))
+	p.Tracker().SetService(victim)
+	p.Tracker().SetEndpointSlice(slice(victim, "victim-a", 8080, "10.244.1.5@node1"))
+	if res := mustSync(t, p); res.Full {
+		t.Fatal("want a partial sync")
+	}
+	if got := realServers(t, fk, shared); len(got) != 1 || got[ep1] != 1 {
+		t.Fatalf("%s must serve victim's cluster IP, not squat's external IP: %v", shared, got)
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "Warning ExternalIPRefused external IP 10.97.0.5 is the cluster IP of Service default/victim") {
+		t.Fatalf("events: %q", ev)
+	}
+	if dump := fk.ipset.Dump(); strings.Contains(dump, "KUBE-EXTERNAL-IP 10.97.0.5") {
+		t.Fatalf("the refused external IP is still marked:\n%s", dump)
+	}
+
+	p.Tracker().DeleteService("default", "victim")
+	p.Tracker().DeleteEndpointSlice(slice(victim, "victim-a", 8080))
+	mustSync(t, p)
+	if got := realServers(t, fk, shared); len(got) != 1 || got[ep2] != 1 {
+		t.Fatalf("external IP not served again once the cluster IP is gone: %v", got)
+	}
+
+	// The Node's pod range comes to cover it: refused at the next sync.
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: thisNode}, Spec: v1.NodeSpec{PodCIDRs: []string{"10.97.0.0/24"}}}
+	p.Tracker().SetNode(node)
+	mustSync(t, p)
+	if _, err := fk.ipvs.RealServers(shared); !errors.Is(err, ipvs.ErrNotFound) {
+		t.Fatalf("external IP inside the Node's pod CIDR still served: %v", err)
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "external IP 10.97.0.5 lies in the pod range 10.97.0.0/24 of Node node1") {
+		t.Fatalf("events: %q", ev)
+	}
+	if got := realServers(t, fk, webVSFor("10.96.0.30")); len(got) != 1 {
+		t.Fatalf("the rest of the Service must keep working: %v", got)
 	}
 }

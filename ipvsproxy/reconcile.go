@@ -76,7 +76,7 @@ func (r *reconciler) apply(t touched) {
 		}
 	}
 	for a := range t.addresses {
-		if r.desired.addrRefs[a] == 0 && r.view.addresses[a] {
+		if r.desired.addrRefs[a] == 0 && r.view.addresses[a] && !r.cfg.excluded(a) {
 			r.writes++
 			if err := r.k.Netif.DeleteDummyAddress(a); err != nil && !errors.Is(err, netif.ErrNotFound) {
 				r.fail("address", err)
@@ -108,6 +108,9 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 	have := r.view.virtualServers[k]
 	switch {
 	case want == nil && have == nil:
+		return
+	case want == nil && r.cfg.excluded(k.Address):
+		// --ipvs-exclude-cidrs: never cleaned up, whoever made it.
 		return
 	case want == nil:
 		// The Service (port) is gone: its connections go with it, as with

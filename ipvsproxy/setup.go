@@ -13,7 +13,14 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// FallbackScheduler is used when the kernel lacks the configured one.
+// DefaultScheduler is the scheduler unless --ipvs-scheduler names one:
+// weighted random twos choice (Linux 5.12, CONFIG_IP_VS_TWOS).
+const DefaultScheduler = "twos"
+
+// FallbackScheduler replaces DefaultScheduler, and only it, when the kernel
+// lacks it: of the schedulers every IPVS kernel has, the one whose spread of
+// new connections comes closest to weighted random (measured in
+// docs/scheduler.md by TestSchedulerSpreadOnRealKernel).
 const FallbackScheduler = "wrr"
 
 // Prepared is what Prepare found.
@@ -33,14 +40,25 @@ type Prepared struct {
 func Prepare(cfg Config, k Kernel, kernelRelease string) (Prepared, error) {
 	out := Prepared{Config: cfg, Requested: cfg.Scheduler}
 	ok, err := probeScheduler(k.IPVS, cfg.Scheduler)
-	if err != nil {
+	switch {
+	case err != nil:
 		return out, err
-	}
-	if !ok {
-		klog.InfoS("The kernel has no such IPVS scheduler; falling back", "scheduler", cfg.Scheduler, "fallback", FallbackScheduler)
+	case ok:
+		klog.InfoS("Using the IPVS scheduler", "scheduler", cfg.Scheduler, "explicit", cfg.SchedulerExplicit)
+	case cfg.SchedulerExplicit || cfg.Scheduler != DefaultScheduler:
+		// An operator who names a scheduler means it: running with another
+		// would change how traffic is spread without anyone noticing.
+		return out, fmt.Errorf("--ipvs-scheduler=%s: the kernel has no such IPVS scheduler (module ip_vs_%s missing or not built): %w",
+			cfg.Scheduler, cfg.Scheduler, ipvs.ErrNoScheduler)
+	default:
 		if ok, err := probeScheduler(k.IPVS, FallbackScheduler); err != nil || !ok {
-			return out, fmt.Errorf("IPVS scheduler %s and fallback %s both unavailable: %v", cfg.Scheduler, FallbackScheduler, err)
+			return out, fmt.Errorf("the kernel has neither the default IPVS scheduler %s nor the fallback %s: %w",
+				cfg.Scheduler, FallbackScheduler, errors.Join(err, ipvs.ErrNoScheduler))
 		}
+		// twos arrived in Linux 5.12 and some kernels are built without
+		// CONFIG_IP_VS_TWOS.
+		klog.InfoS("The kernel has no twos IPVS scheduler (Linux 5.12+, CONFIG_IP_VS_TWOS); falling back",
+			"scheduler", cfg.Scheduler, "fallback", FallbackScheduler)
 		out.Config.Scheduler, out.SchedulerFellBack = FallbackScheduler, true
 	}
 	if cfg.TCPTimeout > 0 || cfg.TCPFinTimeout > 0 || cfg.UDPTimeout > 0 {

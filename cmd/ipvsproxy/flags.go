@@ -25,12 +25,14 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "cluster-cidr", EnvVars: envOf("cluster-cidr"), Usage: "pod CIDRs, comma-separated (one per family); cluster IP traffic from outside them is masqueraded"},
 		&cli.StringFlag{Name: "nodeport-addresses", EnvVars: envOf("nodeport-addresses"), Usage: "CIDRs of the node addresses that serve NodePorts and health checks, comma-separated; empty means all"},
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: envOf("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
-		&cli.StringFlag{Name: "ipvs-scheduler", EnvVars: envOf("ipvs-scheduler"), Value: d.Scheduler, Usage: "IPVS scheduler; falls back to wrr when the kernel lacks it"},
+		&cli.StringFlag{Name: "ipvs-scheduler", EnvVars: envOf("ipvs-scheduler"), Value: d.Scheduler, Usage: "IPVS scheduler; a kernel without it is a start-up error, except that the default twos falls back to wrr (docs/scheduler.md)"},
 		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
 		&cli.BoolFlag{Name: "ipvs-strict-arp", EnvVars: envOf("ipvs-strict-arp"), Usage: "set arp_ignore=1 and arp_announce=2 so service addresses are not announced"},
 		&cli.StringFlag{Name: "service-node-port-range", EnvVars: envOf("service-node-port-range"), Value: fmt.Sprintf("%d-%d", d.NodePortMin, d.NodePortMax), Usage: "the API server's NodePort range: virtual servers on node addresses in it belong to ipvsproxy"},
 		&cli.StringFlag{Name: "sysctl-root", EnvVars: envOf("sysctl-root"), Value: "/proc/sys", Usage: "where the kernel parameters are written; a mount of the host's /proc/sys/net below it lets the container run unprivileged"},
 		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync"},
+		&cli.StringFlag{Name: "external-ip-cidrs", EnvVars: envOf("external-ip-cidrs"), Usage: "CIDRs that external IPs may lie in, comma-separated; empty allows all. Others are refused with an Event (CVE-2020-8554)"},
+		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges (the API server's --service-cluster-ip-range), comma-separated; no external IP may lie in them"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
 	}
 }
@@ -71,8 +73,15 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	if cfg.ExcludeCIDRs, err = parseCIDRs("ipvs-exclude-cidrs", c.String("ipvs-exclude-cidrs")); err != nil {
 		return cfg, err
 	}
+	if cfg.ExternalIPCIDRs, err = parseCIDRs("external-ip-cidrs", c.String("external-ip-cidrs")); err != nil {
+		return cfg, err
+	}
+	if cfg.ServiceCIDRs, err = parseCIDRs("service-cidrs", c.String("service-cidrs")); err != nil {
+		return cfg, err
+	}
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
 	cfg.Scheduler = c.String("ipvs-scheduler")
+	cfg.SchedulerExplicit = c.IsSet("ipvs-scheduler")
 	cfg.StrictARP = c.Bool("ipvs-strict-arp")
 	if cfg.NodePortMin, cfg.NodePortMax, err = parsePortRange(c.String("service-node-port-range")); err != nil {
 		return cfg, err

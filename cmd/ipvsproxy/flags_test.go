@@ -47,7 +47,8 @@ func TestFlagsFollowKubeProxyDefaults(t *testing.T) {
 func TestFlagsParse(t *testing.T) {
 	cfg, err := parse(t, "--cluster-cidr=10.244.0.0/16,fd00:244::/56", "--nodeport-addresses=198.51.100.0/24",
 		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp",
-		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-udp-timeout=10s", "--service-node-port-range=31000-31999")
+		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-udp-timeout=10s", "--service-node-port-range=31000-31999",
+		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +56,11 @@ func TestFlagsParse(t *testing.T) {
 	want.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}
 	want.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	want.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/28")}
-	want.Scheduler, want.MasqueradeAll, want.StrictARP = "rr", true, true
+	want.Scheduler, want.SchedulerExplicit, want.MasqueradeAll, want.StrictARP = "rr", true, true, true
 	want.SyncPeriod, want.MinSyncPeriod, want.UDPTimeout = time.Minute, 2*time.Second, 10*time.Second
 	want.NodePortMin, want.NodePortMax = 31000, 31999
+	want.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25")}
+	want.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
 	if got, w := strings.ReplaceAll(sprint(cfg), " ", ""), strings.ReplaceAll(sprint(want), " ", ""); got != w {
 		t.Fatalf("got  %s\nwant %s", got, w)
 	}
@@ -108,3 +111,18 @@ func TestFamiliesOf(t *testing.T) {
 }
 
 func sprint(v any) string { return strings.TrimSpace(fmt.Sprint(v)) }
+
+// A scheduler chosen by flag or environment is explicit (no fallback);
+// the default is not (issue 14 item 12).
+func TestSchedulerExplicitByFlagOrEnvironment(t *testing.T) {
+	if cfg, err := parse(t); err != nil || cfg.SchedulerExplicit {
+		t.Fatalf("default: explicit=%v err=%v", cfg.SchedulerExplicit, err)
+	}
+	if cfg, err := parse(t, "--ipvs-scheduler=twos"); err != nil || !cfg.SchedulerExplicit {
+		t.Fatalf("flag: explicit=%v err=%v", cfg.SchedulerExplicit, err)
+	}
+	t.Setenv("IPVSPROXY_IPVS_SCHEDULER", "rr")
+	if cfg, err := parse(t); err != nil || !cfg.SchedulerExplicit || cfg.Scheduler != "rr" {
+		t.Fatalf("environment: %q explicit=%v err=%v", cfg.Scheduler, cfg.SchedulerExplicit, err)
+	}
+}
