@@ -57,7 +57,8 @@ func main() {
 			for _, c := range s.Cases {
 				// Suite-level nodes ([SynchronizedBeforeSuite], [ReportAfterSuite] ...) count only
 				// when they fail: then no spec could run.
-				suiteNode := strings.HasPrefix(c.Name, "[") && strings.HasSuffix(c.Name, "]")
+				// Their names are one bracketed word; a spec's name has spaces.
+				suiteNode := strings.HasPrefix(c.Name, "[") && strings.HasSuffix(c.Name, "]") && !strings.Contains(c.Name, " ")
 				switch {
 				case c.Failure != nil || c.Error != nil || c.Status == "failed" || c.Status == "panicked" ||
 					c.Status == "interrupted" || c.Status == "timedout" || c.Status == "aborted":
