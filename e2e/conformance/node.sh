@@ -38,7 +38,10 @@ printf '127.0.0.1 localhost\n%s %s\n' "$NODE_IP" "$NODE_NAME" >/etc/hosts
 
 ip route add default via "$NODE_GATEWAY"
 for r in ${POD_ROUTES:-}; do ip route add "${r%%=*}" via "${r#*=}"; done
-sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 net.ipv4.conf.all.route_localnet=0
+sysctl -qw net.ipv4.ip_forward=1
+# Bridged pod-to-pod traffic must pass iptables, as kube-proxy and ipvsproxy expect
+# (kubernetes/kubernetes#21613); the module may be missing, which the log then shows.
+sysctl -qw net.bridge.bridge-nf-call-iptables=1 || log "no br_netfilter: bridged traffic bypasses iptables"
 
 cat >/etc/cni/net.d/10-pods.conflist <<CNI
 {
@@ -80,7 +83,7 @@ until ctr version >/dev/null 2>&1; do
 done
 log "containerd up"
 for img in "$work"/images/*.tar; do
-	ctr -n k8s.io images import --no-unpack=false "$img" >/dev/null || { log "import of $img failed"; exit 1; }
+	ctr -n k8s.io images import "$img" >/dev/null || { log "import of $img failed"; exit 1; }
 done
 log "images: $(ctr -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
 

@@ -153,7 +153,8 @@ done
 # ---- control plane, in the namespace
 nsx "$cp_bin/etcd" --name conformance --data-dir "$work/etcd" \
 	--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-	--listen-peer-urls http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn \
+	--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+	--initial-cluster conformance=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn \
 	>"$work/logs/etcd.log" 2>&1 &
 pids+=($!)
 nsx "$cp_bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
