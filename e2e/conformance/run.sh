@@ -43,7 +43,6 @@ die() { log "FAILED: $*"; exit 1; }
 skips=(
 	'\[Feature:'                       # alpha/beta features and cloud integrations not enabled here
 	'\[Disruptive\]'                   # reboot or restart nodes and system components
-	'\[Serial\]'                       # run by themselves; not part of this parallel-free pass
 	'LoadBalancer'                     # need a cloud load balancer (no cloud provider here)
 	'\[Slow\]'                         # hours under emulation
 	'DNS'                              # no cluster DNS (CoreDNS) in this cluster
@@ -53,7 +52,8 @@ skips=(
 	'should be able to handle large requests|Networking IPerf' # throughput, not correctness
 )
 default_focus='\[sig-network\] Services .*\[Conformance\]'
-proxy_focus='\[sig-network\] (Services|Conntrack|SessionAffinity|Networking|KubeProxy|EndpointSlice|Netpol)'
+# The rest of what concerns a service proxy; the conformance specs ran in the first pass.
+proxy_focus='\[sig-network\] (Services|Conntrack|Networking|KubeProxy|EndpointSlice|Service endpoints latency)'
 if [[ -n $smoke ]]; then
 	focus='\[sig-network\] Services should serve a basic endpoint from pods +\[Conformance\]'
 fi
@@ -223,11 +223,11 @@ stamp=$(date -u +%Y%m%dT%H%M%SZ)
 report=$results/conformance-$stamp${smoke:+-smoke}
 mkdir -p "$report"
 t_tests=$SECONDS
-run_suite() { # NAME FOCUS
+run_suite() { # NAME FOCUS [EXTRA_SKIP]
 	log "e2e.test $1: focus $2"
 	mkdir -p "$report/$1"
 	nsx "$bin/e2e.test" --kubeconfig="$work/admin.kubeconfig" --kubectl-path="$bin/kubectl" \
-		--report-dir="$report/$1" --ginkgo.focus="$2" --ginkgo.skip="$skip" \
+		--report-dir="$report/$1" --ginkgo.focus="$2" --ginkgo.skip="$skip${3:+|$3}" \
 		--ginkgo.no-color --ginkgo.timeout=2h --ginkgo.v \
 		--e2e-output-dir="$report/$1" --dump-logs-on-failure=false --minStartupPods=0 \
 		--non-blocking-taints=node-role.kubernetes.io/control-plane \
@@ -237,7 +237,7 @@ if [[ -n $smoke || -n $focus ]]; then
 	run_suite focused "${focus}"
 else
 	run_suite services-conformance "$default_focus"
-	run_suite proxy "$proxy_focus"
+	run_suite proxy "$proxy_focus" '\[Conformance\]'
 fi
 log "tests took $((SECONDS - t_tests))s"
 cp "$work"/logs/*.log "$report/" 2>/dev/null || true
