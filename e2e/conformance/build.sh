@@ -62,7 +62,7 @@ step kubectl kubectl -- k8s_build k8s.io/kubernetes/cmd/kubectl
 step kube-controller-manager kube-controller-manager -- k8s_build k8s.io/kubernetes/cmd/kube-controller-manager
 step kube-scheduler kube-scheduler -- k8s_build k8s.io/kubernetes/cmd/kube-scheduler
 step agnhost agnhost -- k8s_build k8s.io/kubernetes/test/images/agnhost
-step e2e.test e2e.test -- eval 'CGO_ENABLED=0 "${nice[@]}" "$GO" test -c -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/e2e.test" ./suite'
+step e2e.test e2e.test -- eval 'CGO_ENABLED=0 "${nice[@]}" "$GO" test -c -vet=off -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/e2e.test" ./suite'
 # containerd from its own module graph (go install pkg@version ignores this go.mod); static,
 # without the btrfs and devmapper snapshotters, which need cgo and are not used here.
 containerd_build() {
