@@ -73,5 +73,5 @@ containerd_build() {
 }
 step "containerd $containerd_version" containerd containerd-shim-runc-v2 ctr -- containerd_build
 # This module's small tools change with the scripts: rebuilt every time (seconds).
-CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -o "$bin/" ./cmd/pause ./cmd/mkimage ./cmd/junitsummary
+CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -o "$bin/" ./cmd/pause ./cmd/mkimage ./cmd/junitsummary ./cmd/clusterdns
 echo "$bin"
