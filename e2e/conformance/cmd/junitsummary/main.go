@@ -27,12 +27,21 @@ type testcase struct {
 	Skipped *struct {
 		Message string `xml:"message,attr"`
 	} `xml:"skipped"`
-	Failure *struct {
-		Message string `xml:"message,attr"`
-	} `xml:"failure"`
-	Error *struct {
-		Message string `xml:"message,attr"`
-	} `xml:"error"`
+	Failure *problem `xml:"failure"`
+	Error   *problem `xml:"error"`
+}
+
+// problem is a <failure> or <error>; ginkgo often leaves message empty and writes the text.
+type problem struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+func (p *problem) String() string {
+	if p.Message != "" {
+		return p.Message
+	}
+	return p.Text
 }
 
 func main() {
@@ -55,6 +64,8 @@ func main() {
 		}
 		for _, s := range report.Suites {
 			for _, c := range s.Cases {
+				// ginkgo names a spec by its node type first: "[It] [sig-network] Services ...".
+				c.Name = strings.TrimPrefix(c.Name, "[It] ")
 				// Suite-level nodes ([SynchronizedBeforeSuite], [ReportAfterSuite] ...) count only
 				// when they fail: then no spec could run.
 				// Their names are one bracketed word; a spec's name has spaces.
@@ -64,9 +75,9 @@ func main() {
 					c.Status == "interrupted" || c.Status == "timedout" || c.Status == "aborted":
 					msg := ""
 					if c.Failure != nil {
-						msg = c.Failure.Message
+						msg = c.Failure.String()
 					} else if c.Error != nil {
-						msg = c.Error.Message
+						msg = c.Error.String()
 					}
 					failed = append(failed, fmt.Sprintf("%s (%.0fs): %s", c.Name, c.Time, firstLine(msg)))
 				case suiteNode:

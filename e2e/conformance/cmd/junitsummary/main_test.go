@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// A report shaped like ginkgo v2's junit_01.xml: a suite node, a pass, a failure, a spec that
-// called Skip, and one the focus left out.
+// A report shaped like ginkgo v2's junit_01.xml: a suite node, a pass, a failure, an interrupted spec whose
+// text is in the body, a spec that called Skip, and one the focus left out.
 const report = `<?xml version="1.0" encoding="UTF-8"?>
 <testsuites tests="5" disabled="0" errors="0" failures="1" time="30">
   <testsuite name="Kubernetes e2e suite" package="/x" tests="5" skipped="2" failures="1" errors="0" time="30">
@@ -17,6 +17,9 @@ const report = `<?xml version="1.0" encoding="UTF-8"?>
     <testcase name="[sig-network] Services should serve a basic endpoint from pods [Conformance]" classname="Kubernetes e2e suite" status="passed" time="20"></testcase>
     <testcase name="[sig-network] Services should have session affinity work for NodePort service [LinuxOnly] [Conformance]" classname="Kubernetes e2e suite" status="failed" time="9">
       <failure message="[FAILED] affinity broke&#xA;second line" type="failed">...</failure>
+    </testcase>
+    <testcase name="[It] [sig-network] Services should serve multiport endpoints from pods [Conformance]" classname="Kubernetes e2e suite" status="interrupted" time="12">
+      <error message="" type="interrupted">[INTERRUPTED] Interrupted by User&#xA;In [It] at: service.go:803</error>
     </testcase>
     <testcase name="[sig-network] Services should work after restarting kube-proxy" classname="Kubernetes e2e suite" status="skipped" time="0.1">
       <skipped message="skipped - Requires at least 2 nodes (not 1)"></skipped>
@@ -45,8 +48,9 @@ func TestSummaryCountsAndNames(t *testing.T) {
 	}
 	want := strings.Join([]string{
 		"FAIL [sig-network] Services should have session affinity work for NodePort service [LinuxOnly] [Conformance] (9s): [FAILED] affinity broke",
+		"FAIL [sig-network] Services should serve multiport endpoints from pods [Conformance] (12s): [INTERRUPTED] Interrupted by User",
 		"SKIP [sig-network] Services should work after restarting kube-proxy: Requires at least 2 nodes (not 1)",
-		"1 passed, 1 failed, 1 skipped (1 specs not selected by focus/skip)",
+		"1 passed, 2 failed, 1 skipped (1 specs not selected by focus/skip)",
 		"",
 	}, "\n")
 	if string(out) != want {
