@@ -14,7 +14,8 @@
 #   --smoke   the DaemonSet becomes Ready and one Service conformance test passes (make test's form)
 #   --focus   ginkgo focus (default: the Services [Conformance] tests, then the proxy tests; see below)
 #   --keep    keep the work dir (logs of every component) under /var/tmp
-# Env: CONF_NODES (2), CONF_NODE_MEM (3072 MiB), CONF_TIMEOUT (seconds for the whole run, 5400)
+# Env: CONF_NODES (2), CONF_NODE_MEM (3072 MiB), CONF_TIMEOUT (seconds for the whole run, 5400),
+#      CONF_GINKGO_TIMEOUT (each e2e.test pass, 2h)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -232,7 +233,7 @@ run_suite() { # NAME FOCUS [EXTRA_SKIP]
 	mkdir -p "$report/$1"
 	nsx "$bin/e2e.test" --kubeconfig="$work/admin.kubeconfig" --kubectl-path="$bin/kubectl" \
 		--report-dir="$report/$1" --ginkgo.focus="$2" --ginkgo.skip="$skip${3:+|$3}" \
-		--ginkgo.no-color --ginkgo.timeout=2h --ginkgo.v \
+		--ginkgo.no-color --ginkgo.timeout="${CONF_GINKGO_TIMEOUT:-2h}" --ginkgo.v \
 		--e2e-output-dir="$report/$1" --dump-logs-on-failure=false --minStartupPods=0 \
 		--non-blocking-taints=node-role.kubernetes.io/control-plane \
 		>"$report/$1/e2e.log" 2>&1 || true
