@@ -91,6 +91,8 @@ cleanup() {
 	# The guests stop their kubelets and containerd, then power off.
 	for p in "${vm_pids[@]:-}"; do [[ -n $p ]] && { timeout 120 tail --pid="$p" -f /dev/null; kill "$p" 2>/dev/null; }; done
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	# kube-apiserver drains for a while on SIGTERM; nothing of this run may outlive it.
+	for p in "${pids[@]}"; do timeout 20 tail --pid="$p" -f /dev/null || kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	ip netns del "$ns" 2>/dev/null
 	if [[ -n $keep || $rc != 0 ]]; then
@@ -140,6 +142,9 @@ chmod -R a+rX "$work"
 
 # ---- the network namespace: bridge, one tap per node, routes to each node's pod subnet
 ip netns add "$ns"
+# Foreground only: a function run with & is a subshell, and $! would name the subshell, not the
+# process (the first runs left API servers behind). Background jobs call ip netns exec directly:
+# it execs the command, so $! is the component.
 nsx() { ip netns exec "$ns" "$@"; }
 ip -n "$ns" link set lo up
 ip -n "$ns" link add br0 type bridge
@@ -152,13 +157,13 @@ for n in $(seq 1 "$nodes"); do
 done
 
 # ---- control plane, in the namespace
-nsx "$cp_bin/etcd" --name conformance --data-dir "$work/etcd" \
+ip netns exec "$ns" "$cp_bin/etcd" --name conformance --data-dir "$work/etcd" \
 	--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
 	--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
 	--initial-cluster conformance=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn \
 	>"$work/logs/etcd.log" 2>&1 &
 pids+=($!)
-nsx "$cp_bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
+ip netns exec "$ns" "$cp_bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
 	--bind-address=0.0.0.0 --advertise-address=203.0.113.1 --secure-port=6443 \
 	--tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" --client-ca-file="$pki/ca.crt" \
 	--kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key" \
@@ -175,11 +180,11 @@ until kubectl get --raw /readyz >/dev/null 2>&1; do
 	sleep 1
 done
 log "kube-apiserver ready"
-nsx "$bin/clusterdns" --kubeconfig="$work/admin.kubeconfig" --listen=203.0.113.1:53 \
+ip netns exec "$ns" "$bin/clusterdns" --kubeconfig="$work/admin.kubeconfig" --listen=203.0.113.1:53 \
 	>"$work/logs/clusterdns.log" 2>&1 &
 pids+=($!)
 kubectl apply --server-side --field-manager=conformance -f "$here/cluster-dns.yaml" >&2
-nsx "$bin/kube-controller-manager" --kubeconfig="$work/admin.kubeconfig" \
+ip netns exec "$ns" "$bin/kube-controller-manager" --kubeconfig="$work/admin.kubeconfig" \
 	--authentication-kubeconfig="$work/admin.kubeconfig" --authorization-kubeconfig="$work/admin.kubeconfig" \
 	--service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
 	--use-service-account-credentials=true --leader-elect=false --bind-address=127.0.0.1 \
@@ -187,7 +192,7 @@ nsx "$bin/kube-controller-manager" --kubeconfig="$work/admin.kubeconfig" \
 	--service-cluster-ip-range=10.96.0.0/16 --profiling=false \
 	>"$work/logs/kube-controller-manager.log" 2>&1 &
 pids+=($!)
-nsx "$bin/kube-scheduler" --kubeconfig="$work/admin.kubeconfig" \
+ip netns exec "$ns" "$bin/kube-scheduler" --kubeconfig="$work/admin.kubeconfig" \
 	--authentication-kubeconfig="$work/admin.kubeconfig" --authorization-kubeconfig="$work/admin.kubeconfig" \
 	--leader-elect=false --bind-address=127.0.0.1 --profiling=false \
 	>"$work/logs/kube-scheduler.log" 2>&1 &
@@ -199,7 +204,7 @@ for n in $(seq 1 "$nodes"); do
 	routes=''
 	for m in $(seq 1 "$nodes"); do ((m == n)) || routes+="10.244.$m.0/24=203.0.113.1$m "; done
 	mkdir -p "$work/node$n"
-	nsx env IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" --tap "tap$n=203.0.113.1$n/24" --mem "$node_mem" \
+	ip netns exec "$ns" env IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" --tap "tap$n=203.0.113.1$n/24" --mem "$node_mem" \
 		--timeout "$timeout" --results "$work/node$n" \
 		-e CONF_BIN="$bin" -e CONF_WORK="$work" -e NODE_NAME="node$n" -e NODE_IP="203.0.113.1$n" \
 		-e NODE_GATEWAY=203.0.113.1 -e POD_CIDR="10.244.$n.0/24" -e "POD_ROUTES=$routes" \
