@@ -60,3 +60,14 @@ rootfs: build
 
 clean:
 	rm -rf bin _output
+
+# Kubernetes' own [sig-network] e2e tests against the DaemonSet started by a real kubelet and
+# containerd in the VM, no kube-proxy (issue 12; docs/testing.md). Prints N passed, N failed,
+# N skipped; JUnit under e2e/results/. The smoke form: the DaemonSet becomes Ready and one
+# Service conformance test passes.
+.PHONY: conformance conformance-smoke
+conformance: deps
+	e2e/conformance/run.sh
+
+conformance-smoke: deps
+	e2e/conformance/run.sh --smoke

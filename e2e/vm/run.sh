@@ -16,6 +16,8 @@
 #   --host-port PORT[:HOST_PORT]  (guest port, host port if different) add ONE user-mode NIC (restrict=on, net 192.0.2.0/24, guest 192.0.2.15)
 #                      and forward guest connections to 192.0.2.100:PORT to this machine's
 #                      127.0.0.1:PORT; repeatable, still one NIC. The guest sees E2E_HOST_ADDR.
+#   --tap IFNAME=ADDR/PREFIX  instead: ONE NIC on the existing tap device IFNAME (made by the caller,
+#                      e.g. in a network namespace qemu runs in), guest eth0 ADDR, MAC from ADDR
 #   -e NAME=VALUE      set an environment variable for COMMAND; repeatable
 #   --kernel-log       show the kernel's boot messages
 set -euo pipefail
@@ -24,7 +26,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 mem=${IPVSPROXY_VM_MEM:-2560}
 timeout=${IPVSPROXY_VM_TIMEOUT:-1200}
-results='' kernel_log=''
+results='' kernel_log='' tap=''
 host_ports=() envs=()
 
 # Addresses of the restricted user network: all from 192.0.2.0/24 (RFC 5737), so nothing the
@@ -39,6 +41,7 @@ while (($#)); do
 	--timeout) timeout=$2; shift 2 ;;
 	--results) results=$2; shift 2 ;;
 	--host-port) host_ports+=("$2"); shift 2 ;;
+	--tap) tap=$2; shift 2 ;;
 	-e) envs+=("$2"); shift 2 ;;
 	--kernel-log) kernel_log=1; shift ;;
 	--) shift; break ;;
@@ -96,6 +99,15 @@ if ((${#host_ports[@]})); then
 	# shellcheck disable=SC2054 # commas belong to qemu's option syntax
 	net_args=(-netdev "$netdev" -device virtio-net-pci,netdev=net0)
 	append+=" e2e_net=$guest_addr/24"
+fi
+if [[ -n $tap ]]; then
+	((${#host_ports[@]} == 0)) || die "--tap and --host-port both want the guest's one NIC"
+	[[ $tap =~ ^([a-zA-Z0-9_.-]+)=(([0-9]+)\.([0-9]+)\.([0-9]+)\.([0-9]+)/[0-9]+)$ ]] || die "--tap wants IFNAME=ADDR/PREFIX, got $tap"
+	# Guests on one bridge need distinct MACs; qemu's default is the same for all.
+	mac=$(printf '52:54:%02x:%02x:%02x:%02x' "${BASH_REMATCH[@]:3:4}")
+	# shellcheck disable=SC2054 # commas belong to qemu's option syntax
+	net_args=(-netdev "tap,id=net0,ifname=${BASH_REMATCH[1]},script=no,downscript=no" -device "virtio-net-pci,netdev=net0,mac=$mac")
+	append+=" e2e_net=${BASH_REMATCH[2]}"
 fi
 
 # shellcheck disable=SC2054 # commas belong to qemu's option syntax

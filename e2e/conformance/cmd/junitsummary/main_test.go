@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A report shaped like ginkgo v2's junit_01.xml: a suite node, a pass, a failure, an interrupted spec whose
+// text is in the body, a spec that called Skip, and one the focus left out.
+const report = `<?xml version="1.0" encoding="UTF-8"?>
+<testsuites tests="5" disabled="0" errors="0" failures="1" time="30">
+  <testsuite name="Kubernetes e2e suite" package="/x" tests="5" skipped="2" failures="1" errors="0" time="30">
+    <testcase name="[SynchronizedBeforeSuite]" classname="Kubernetes e2e suite" status="passed" time="1"></testcase>
+    <testcase name="[sig-network] Services should serve a basic endpoint from pods [Conformance]" classname="Kubernetes e2e suite" status="passed" time="20"></testcase>
+    <testcase name="[sig-network] Services should have session affinity work for NodePort service [LinuxOnly] [Conformance]" classname="Kubernetes e2e suite" status="failed" time="9">
+      <failure message="[FAILED] affinity broke&#xA;second line" type="failed">...</failure>
+    </testcase>
+    <testcase name="[It] [sig-network] Services should serve multiport endpoints from pods [Conformance]" classname="Kubernetes e2e suite" status="interrupted" time="12">
+      <error message="" type="interrupted">[INTERRUPTED] Interrupted by User&#xA;In [It] at: service.go:803</error>
+    </testcase>
+    <testcase name="[sig-network] Services should work after restarting kube-proxy" classname="Kubernetes e2e suite" status="skipped" time="0.1">
+      <skipped message="skipped - Requires at least 2 nodes (not 1)"></skipped>
+    </testcase>
+    <testcase name="[sig-storage] something else" classname="Kubernetes e2e suite" status="skipped" time="0">
+      <skipped message="skipped"></skipped>
+    </testcase>
+  </testsuite>
+</testsuites>`
+
+func TestSummaryCountsAndNames(t *testing.T) {
+	if os.Getenv("JUNITSUMMARY_MAIN") == "1" {
+		os.Args = []string{"junitsummary", os.Getenv("JUNITSUMMARY_FILE")}
+		main()
+		return
+	}
+	file := filepath.Join(t.TempDir(), "junit_01.xml")
+	if err := os.WriteFile(file, []byte(report), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=TestSummaryCountsAndNames")
+	cmd.Env = append(os.Environ(), "JUNITSUMMARY_MAIN=1", "JUNITSUMMARY_FILE="+file)
+	out, err := cmd.Output()
+	if exit, ok := err.(*exec.ExitError); !ok || exit.ExitCode() != 1 {
+		t.Errorf("exit: got %v, want status 1 (a spec failed)", err)
+	}
+	want := strings.Join([]string{
+		"FAIL [sig-network] Services should have session affinity work for NodePort service [LinuxOnly] [Conformance] (9s): [FAILED] affinity broke",
+		"FAIL [sig-network] Services should serve multiport endpoints from pods [Conformance] (12s): [INTERRUPTED] Interrupted by User",
+		"SKIP [sig-network] Services should work after restarting kube-proxy: Requires at least 2 nodes (not 1)",
+		"1 passed, 2 failed, 1 skipped (1 specs not selected by focus/skip)",
+		"",
+	}, "\n")
+	if string(out) != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+}

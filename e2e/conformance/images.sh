@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Writes the image archives the conformance cluster runs (nothing can be pulled here) with
+# mkimage, under the names the e2e framework asks for (test/utils/image/manifest.go of
+# k8s.io/kubernetes v1.36.3):
+#   registry.k8s.io/pause:3.10.2                       the sandbox image (this module's cmd/pause)
+#   registry.k8s.io/e2e-test-images/agnhost:2.63.0     agnhost built from test/images/agnhost, plus
+#       what its Dockerfile adds from Alpine, taken from this Debian machine with their shared
+#       libraries: curl, nc (netcat-openbsd), ss and ip (iproute2), bash, dash as /bin/sh;
+#       busybox for the rest
+#   registry.k8s.io/e2e-test-images/busybox:1.37.0-1   Debian's static busybox (1.35) with its applets
+#   docker.io/ipvsproxy/ipvsproxy:conformance          deploy/rootfs's tree (make rootfs)
+#
+# Usage: images.sh BIN_DIR ROOTFS_TAR OUT_DIR    (BIN_DIR from build.sh)
+set -euo pipefail
+bin=$1 rootfs=$2 out=$3
+mkdir -p "$out"
+log() { echo "images.sh: $*" >&2; }
+
+# Debian binaries copied into the agnhost image, and the shared libraries they load.
+debian_tools=(/usr/bin/curl /usr/bin/nc.openbsd /usr/bin/ss /usr/bin/ip /usr/bin/bash /usr/bin/dash)
+for t in "${debian_tools[@]}"; do [[ -x $t ]] || { log "$t missing (apt-get install curl netcat-openbsd iproute2)"; exit 1; }; done
+libs=$(ldd "${debian_tools[@]}" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\/.*ld-linux/ { print $1 }' | sort -u)
+lib_args=()
+for l in $libs; do lib_args+=(-add "$(readlink -f "$l")=$l"); done
+
+busybox_links() { # busybox applets as links in DIR, except the names in $2
+	local dir=$1 except=" busybox $2 " a
+	for a in $(busybox --list); do
+		[[ $except == *" $a "* ]] || printf -- '-symlink\n%s/%s=/bin/busybox\n' "$dir" "$a"
+	done
+}
+mapfile -t bb_links < <(busybox_links /bin "")
+# In agnhost, /bin/sh is Debian's dash: Debian's busybox shell runs its own applets before PATH
+# (FEATURE_SH_STANDALONE), so `nc -v -t -w 2` in a test would reach busybox's nc, which has none
+# of those options, instead of netcat-openbsd as in upstream's Alpine-based image.
+mapfile -t agnhost_bb_links < <(busybox_links /bin "sh ash nc ip")
+
+start=$SECONDS
+"$bin/mkimage" -o "$out/pause.tar" -tag registry.k8s.io/pause:3.10.2 \
+	-add "$bin/pause=/pause" -entrypoint /pause
+"$bin/mkimage" -o "$out/busybox.tar" -tag registry.k8s.io/e2e-test-images/busybox:1.37.0-1 \
+	-add /bin/busybox=/bin/busybox "${bb_links[@]}" -dir /tmp=1777 -cmd sh
+"$bin/mkimage" -o "$out/agnhost.tar" -tag registry.k8s.io/e2e-test-images/agnhost:2.63.0 \
+	-add "$bin/agnhost=/agnhost" -symlink /agnhost-2=agnhost \
+	-add /bin/busybox=/bin/busybox "${agnhost_bb_links[@]}" -add /usr/bin/dash=/bin/sh \
+	-add /usr/bin/curl=/usr/bin/curl -add /usr/bin/nc.openbsd=/usr/bin/nc -add /usr/bin/ss=/usr/bin/ss \
+	-add /usr/bin/ip=/usr/bin/ip -add /usr/bin/bash=/usr/bin/bash -symlink /usr/local/bin/bash=/usr/bin/bash \
+	"${lib_args[@]}" -dir /tmp=1777 -dir /uploads -entrypoint /agnhost -cmd pause
+"$bin/mkimage" -o "$out/ipvsproxy.tar" -tag docker.io/ipvsproxy/ipvsproxy:conformance \
+	-layer "$rootfs" -entrypoint /usr/local/bin/ipvsproxy -cmd run
+log "wrote $(ls "$out" | tr '\n' ' ')in $((SECONDS - start))s ($(du -sh "$out" | cut -f1))"

@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# run.sh — Kubernetes' own [sig-network] e2e tests against ipvsproxy installed from deploy/ and
+# started by a real kubelet (issue 12). `make conformance` runs it.
+#
+# The cluster: a network namespace on this machine holds a bridge (203.0.113.1/24, RFC 5737) with
+# etcd, kube-apiserver, kube-controller-manager and kube-scheduler, and one tap per node; each node
+# is a qemu guest of e2e/vm/run.sh on its tap (203.0.113.1N) running containerd, runc, bridge +
+# host-local CNI and the kubelet (node.sh). No kube-proxy: ipvsproxy is server-side applied from
+# deploy/base plus overlay/ and must become Ready on every node. Then e2e.test runs in the
+# namespace; its JUnit report lands in e2e/results/ and the summary line is
+# `N passed, N failed, N skipped` with each failure's name.
+#
+# Usage: run.sh [--smoke] [--nodes 1|2] [--focus RE] [--skip RE] [--keep]
+#   --smoke   the DaemonSet becomes Ready and one Service conformance test passes (make test's form)
+#   --focus   ginkgo focus (default: the Services [Conformance] tests, then the proxy tests; see below)
+#   --keep    keep the work dir (logs of every component) under /var/tmp
+# Env: CONF_NODES (2), CONF_NODE_MEM (3072 MiB), CONF_TIMEOUT (seconds for the whole run, 5400),
+#      CONF_GINKGO_TIMEOUT (each e2e.test pass, 2h)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+export PATH=/usr/local/go/bin:$PATH
+smoke='' keep='' nodes=${CONF_NODES:-2} focus='' skip=''
+while (($#)); do
+	case $1 in
+	--smoke) smoke=1; shift ;;
+	--nodes) nodes=$2; shift 2 ;;
+	--focus) focus=$2; shift 2 ;;
+	--skip) skip=$2; shift 2 ;;
+	--keep) keep=1; shift ;;
+	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+	esac
+done
+node_mem=${CONF_NODE_MEM:-3072}
+timeout=${CONF_TIMEOUT:-5400}
+
+t0=$SECONDS
+log() { echo "conformance: [$((SECONDS - t0))s] $*" >&2; }
+die() { log "FAILED: $*"; exit 1; }
+
+# Tests that cannot run in this cluster, by name, each with its reason in docs/testing.md
+# ("Conformance: what is skipped and why"). Everything else that fails is a bug.
+skips=(
+	'\[Feature:'                       # alpha/beta features and cloud integrations not enabled here
+	'\[Disruptive\]'                   # reboot or restart nodes and system components
+	'LoadBalancer'                     # need a cloud load balancer (no cloud provider here)
+	'\[Slow\]'                         # hours under emulation
+	'\[sig-network\] DNS'               # CoreDNS's own tests; cmd/clusterdns answers only Service names
+	'IPv6|DualStack|\[Feature:IPv6'    # the cluster is IPv4-only
+	'Netpol|NetworkPolicy'             # needs a network-policy provider, not a service proxy
+	'Ingress'                          # needs an ingress controller
+	'should be able to handle large requests|Networking IPerf' # throughput, not correctness
+)
+default_focus='\[sig-network\] Services .*\[Conformance\]'
+# The rest of what concerns a service proxy; the conformance specs ran in the first pass.
+proxy_focus='\[sig-network\] (Services|Conntrack|Networking|KubeProxy|EndpointSlice|Service endpoints latency)'
+if [[ -n $smoke ]]; then
+	focus='\[sig-network\] Services should serve a basic endpoint from pods +\[Conformance\]'
+fi
+if [[ -z $skip ]]; then skip=$(IFS='|'; echo "${skips[*]}"); fi
+
+# ---- Debian packages the nodes use (the guests run this machine's binaries): runc, the CNI
+# plugins, and the tools images.sh copies into the agnhost image.
+need=()
+for p in runc containernetworking-plugins netcat-openbsd curl iproute2 openssl busybox-static; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+done
+if ((${#need[@]})); then
+	log "apt-get install ${need[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# ---- build (cached after the first run; see build.sh for the keys)
+bin=$("$here/build.sh")
+cp_bin=$("$repo/e2e/controlplane/build.sh")
+make -C "$repo" --no-print-directory rootfs >&2
+log "binaries ready"
+
+work=$(mktemp -d /var/tmp/ipvsproxy-conformance.XXXXXX)
+ns=ipvsconf-$(basename "$work" | cut -d. -f2)
+results=$repo/e2e/results
+mkdir -p "$work/images" "$work/pki" "$work/logs" "$results"
+"$here/images.sh" "$bin" "$repo/_output/rootfs.tar" "$work/images"
+
+pids=()
+cleanup() {
+	local rc=$?
+	set +e
+	for n in $(seq 1 "$nodes"); do touch "$work/node$n/stop" 2>/dev/null; done
+	# The guests stop their kubelets and containerd, then power off.
+	for p in "${vm_pids[@]:-}"; do [[ -n $p ]] && { timeout 120 tail --pid="$p" -f /dev/null; kill "$p" 2>/dev/null; }; done
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+	# kube-apiserver drains for a while on SIGTERM; nothing of this run may outlive it.
+	for p in "${pids[@]}"; do timeout 20 tail --pid="$p" -f /dev/null || kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	ip netns del "$ns" 2>/dev/null
+	if [[ -n $keep || $rc != 0 ]]; then
+		log "work dir with every component's log kept: $work"
+	else
+		rm -rf -- "$work"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+vm_pids=()
+
+# ---- certificates (openssl): one CA; the API server's serving cert; admin (system:masters)
+# for e2e.test, kubectl, the controller manager and the scheduler; one identity per kubelet
+# (system:node:NAME, so the Node authorizer applies) that is also its serving cert.
+pki=$work/pki
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+	-subj /CN=ipvsproxy-conformance-ca -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+cert() { # NAME SUBJECT SANS
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "$2" \
+		-keyout "$pki/$1.key" -out "$pki/$1.csr" 2>/dev/null
+	openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -days 2 \
+		-extfile <(printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\n' "$3") \
+		-out "$pki/$1.crt" 2>/dev/null
+}
+cert apiserver /CN=kube-apiserver \
+	IP:203.0.113.1,IP:10.96.0.1,IP:127.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+cert admin /O=system:masters/CN=conformance-admin DNS:admin
+openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+kubeconfig() { # OUT CERTNAME
+	cat >"$1" <<KC
+apiVersion: v1
+kind: Config
+clusters: [{name: conformance, cluster: {server: "https://203.0.113.1:6443", certificate-authority-data: $(base64 -w0 <"$pki/ca.crt")}}]
+users: [{name: u, user: {client-certificate-data: $(base64 -w0 <"$pki/$2.crt"), client-key-data: $(base64 -w0 <"$pki/$2.key")}}]
+contexts: [{name: c, context: {cluster: conformance, user: u}}]
+current-context: c
+KC
+}
+kubeconfig "$work/admin.kubeconfig" admin
+for n in $(seq 1 "$nodes"); do
+	cert "node$n" "/O=system:nodes/CN=system:node:node$n" "IP:203.0.113.1$n,DNS:node$n"
+	kubeconfig "$work/node$n.kubeconfig" "node$n"
+done
+chmod -R a+rX "$work"
+
+# ---- the network namespace: bridge, one tap per node, routes to each node's pod subnet
+ip netns add "$ns"
+# Foreground only: a function run with & is a subshell, and $! would name the subshell, not the
+# process (the first runs left API servers behind). Background jobs call ip netns exec directly:
+# it execs the command, so $! is the component.
+nsx() { ip netns exec "$ns" "$@"; }
+ip -n "$ns" link set lo up
+ip -n "$ns" link add br0 type bridge
+ip -n "$ns" addr add 203.0.113.1/24 dev br0
+ip -n "$ns" link set br0 up
+for n in $(seq 1 "$nodes"); do
+	ip -n "$ns" tuntap add "tap$n" mode tap
+	ip -n "$ns" link set "tap$n" master br0 up
+	ip -n "$ns" route add "10.244.$n.0/24" via "203.0.113.1$n"
+done
+
+# ---- control plane, in the namespace
+ip netns exec "$ns" "$cp_bin/etcd" --name conformance --data-dir "$work/etcd" \
+	--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+	--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+	--initial-cluster conformance=http://127.0.0.1:2380 --unsafe-no-fsync --log-level warn \
+	>"$work/logs/etcd.log" 2>&1 &
+pids+=($!)
+ip netns exec "$ns" "$cp_bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
+	--bind-address=0.0.0.0 --advertise-address=203.0.113.1 --secure-port=6443 \
+	--tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" --client-ca-file="$pki/ca.crt" \
+	--kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key" \
+	--kubelet-preferred-address-types=InternalIP \
+	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
+	--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
+	--authorization-mode=Node,RBAC --allow-privileged=true --enable-admission-plugins=NodeRestriction \
+	--service-cluster-ip-range=10.96.0.0/16 --profiling=false \
+	>"$work/logs/kube-apiserver.log" 2>&1 &
+pids+=($!)
+kubectl() { nsx "$bin/kubectl" --kubeconfig "$work/admin.kubeconfig" "$@"; }
+until kubectl get --raw /readyz >/dev/null 2>&1; do
+	((SECONDS - t0 < timeout)) || die "kube-apiserver not ready"
+	sleep 1
+done
+log "kube-apiserver ready"
+ip netns exec "$ns" "$bin/clusterdns" --kubeconfig="$work/admin.kubeconfig" --listen=203.0.113.1:53 \
+	>"$work/logs/clusterdns.log" 2>&1 &
+pids+=($!)
+kubectl apply --server-side --field-manager=conformance -f "$here/cluster-dns.yaml" >&2
+ip netns exec "$ns" "$bin/kube-controller-manager" --kubeconfig="$work/admin.kubeconfig" \
+	--authentication-kubeconfig="$work/admin.kubeconfig" --authorization-kubeconfig="$work/admin.kubeconfig" \
+	--service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+	--use-service-account-credentials=true --leader-elect=false --bind-address=127.0.0.1 \
+	--cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+	--service-cluster-ip-range=10.96.0.0/16 --profiling=false \
+	>"$work/logs/kube-controller-manager.log" 2>&1 &
+pids+=($!)
+ip netns exec "$ns" "$bin/kube-scheduler" --kubeconfig="$work/admin.kubeconfig" \
+	--authentication-kubeconfig="$work/admin.kubeconfig" --authorization-kubeconfig="$work/admin.kubeconfig" \
+	--leader-elect=false --bind-address=127.0.0.1 --profiling=false \
+	>"$work/logs/kube-scheduler.log" 2>&1 &
+pids+=($!)
+
+# ---- nodes: one VM each, on its tap
+"$repo/e2e/vm/prepare.sh" >/dev/null
+for n in $(seq 1 "$nodes"); do
+	routes=''
+	for m in $(seq 1 "$nodes"); do ((m == n)) || routes+="10.244.$m.0/24=203.0.113.1$m "; done
+	mkdir -p "$work/node$n"
+	ip netns exec "$ns" env IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" --tap "tap$n=203.0.113.1$n/24" --mem "$node_mem" \
+		--timeout "$timeout" --results "$work/node$n" \
+		-e CONF_BIN="$bin" -e CONF_WORK="$work" -e NODE_NAME="node$n" -e NODE_IP="203.0.113.1$n" \
+		-e NODE_GATEWAY=203.0.113.1 -e POD_CIDR="10.244.$n.0/24" -e "POD_ROUTES=$routes" \
+		-e NODE_RESULTS="$work/node$n" -- "$here/node.sh" >"$work/logs/vm-node$n.log" 2>&1 &
+	vm_pids+=($!)
+done
+log "kube-controller-manager, kube-scheduler and $nodes node VMs started"
+until [[ $(kubectl get nodes --no-headers 2>/dev/null | grep -cw Ready) == "$nodes" ]]; do
+	for p in "${vm_pids[@]}"; do kill -0 "$p" 2>/dev/null || { tail -30 "$work"/logs/vm-node*.log >&2; die "a node VM stopped"; }; done
+	((SECONDS - t0 < timeout)) || die "nodes not Ready"
+	sleep 5
+done
+log "nodes Ready: $(kubectl get nodes --no-headers | awk '{ printf "%s ", $1 }')"
+
+# ---- ipvsproxy as a user installs it: server-side apply of deploy/base plus an overlay
+t_ds=$SECONDS
+kubectl apply --server-side --field-manager=conformance -k "$here/overlay" >&2
+until kubectl -n kube-system rollout status daemonset/ipvsproxy --timeout=10s >/dev/null 2>&1; do
+	((SECONDS - t0 < timeout)) || { kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2; die "ipvsproxy DaemonSet not Ready"; }
+done
+log "ipvsproxy DaemonSet Ready on $nodes nodes after $((SECONDS - t_ds))s"
+kubectl -n kube-system get pods -o wide >&2
+
+# ---- the tests
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+report=$results/conformance-$stamp${smoke:+-smoke}
+mkdir -p "$report"
+t_tests=$SECONDS
+run_suite() { # NAME FOCUS [EXTRA_SKIP]
+	log "e2e.test $1: focus $2"
+	mkdir -p "$report/$1"
+	nsx "$bin/e2e.test" --kubeconfig="$work/admin.kubeconfig" --kubectl-path="$bin/kubectl" \
+		--report-dir="$report/$1" --ginkgo.focus="$2" --ginkgo.skip="$skip${3:+|$3}" \
+		--ginkgo.no-color --ginkgo.timeout="${CONF_GINKGO_TIMEOUT:-2h}" --ginkgo.v \
+		--e2e-output-dir="$report/$1" --dump-logs-on-failure=false --minStartupPods=0 \
+		--non-blocking-taints=node-role.kubernetes.io/control-plane \
+		>"$report/$1/e2e.log" 2>&1 || true
+}
+if [[ -n $smoke || -n $focus ]]; then
+	run_suite focused "${focus}"
+else
+	run_suite services-conformance "$default_focus"
+	run_suite proxy "$proxy_focus" '\[Conformance\]'
+fi
+log "tests took $((SECONDS - t_tests))s"
+cp "$work"/logs/*.log "$report/" 2>/dev/null || true
+for n in $(seq 1 "$nodes"); do cp "$work/node$n/kubelet.log" "$report/kubelet-node$n.log" 2>/dev/null || true; done
+kubectl -n kube-system logs -l app.kubernetes.io/name=ipvsproxy --tail=-1 --prefix >"$report/ipvsproxy.log" 2>&1 || true
+CONF_BIN=$bin "$here/summary.sh" "$report"
