@@ -16,7 +16,7 @@
 #                          binaries, and this run's work dir (the guest mounts its own /tmp, so
 #                          everything it reads lives under the cache, not /tmp)
 #   IPVSPROXY_E2E_KEEP=1   keep the work dir (control-plane logs, proxier logs) after the run
-#   IPVSPROXY_VM_TIMEOUT   hard limit for the VM (default 900 s)
+#   IPVSPROXY_VM_TIMEOUT   hard limit for the VM (default 2400 s: the suite has grown to about 40 scenarios)
 #   IPVSPROXY_E2E_PROXIER_ARGS  extra `ipvsproxy run` flags (e.g. --ipvs-scheduler=rr, which
 #                          scenario 6 must then reject: a way to see the suite fail)
 #   IPVSPROXY_E2E_SCENARIOS    run only these scenarios, e.g. "11 12" (default: all)
@@ -125,7 +125,7 @@ summary_re='^[0-9]+ passed, [0-9]+ failed$'
 t=$SECONDS
 set +e
 IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
-	--timeout "${IPVSPROXY_VM_TIMEOUT:-900}" --results "$work/results" --host-port "6443:$APISERVER_PORT" \
+	--timeout "${IPVSPROXY_VM_TIMEOUT:-2400}" --results "$work/results" --host-port "6443:$APISERVER_PORT" \
 	-e "E2E_BIN=$cp_bin" -e "ECHOSERVER=$work/echoserver" -e "E2E_DEMO=$demo" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
 	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" \
