@@ -50,6 +50,25 @@ func newTouched() touched {
 	return touched{virtualServers: map[ipvs.VirtualServerKey]bool{}, addresses: map[netip.Addr]bool{}, entries: map[setEntryKey]bool{}}
 }
 
+// merge adds other's objects to t, except those skip says no to.
+func (t touched) merge(other touched, skip func(objectID) bool) {
+	for k := range other.virtualServers {
+		if !t.virtualServers[k] && !skip(vsID(k)) {
+			t.virtualServers[k] = true
+		}
+	}
+	for a := range other.addresses {
+		if !t.addresses[a] && !skip(addrID(a)) {
+			t.addresses[a] = true
+		}
+	}
+	for k := range other.entries {
+		if !t.entries[k] && !skip(entryID(k)) {
+			t.entries[k] = true
+		}
+	}
+}
+
 func newDesiredState() *desiredState {
 	return &desiredState{
 		services:  map[types.NamespacedName]*ServiceState{},
