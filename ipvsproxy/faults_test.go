@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 )
 
 // faults injects kernel failures between the proxier and the fakes: a rule
@@ -168,3 +169,7 @@ func (w faultyIPTables) Restore(data []byte) error {
 	}
 	return w.Interface.Restore(data)
 }
+
+type iptablesInterface = iptables.Interface
+
+func newRecorder() *record.FakeRecorder { return record.NewFakeRecorder(100) }
