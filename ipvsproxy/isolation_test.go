@@ -231,7 +231,7 @@ func TestWrongTypeSetReferencedByIPTablesIsReplacedWithoutAWindow(t *testing.T) 
 	})
 	k := fk.faultyKernel(f)
 	k.IPTables[v1.IPv4Protocol] = restoreWatcher{k.IPTables[v1.IPv4Protocol], func(data []byte) {
-		for _, name := range []string{setLoopBack, setLoopBack+"-T"} {
+		for _, name := range []string{setLoopBack, setLoopBack + "-T"} {
 			if !strings.Contains(string(data), "--match-set "+name+" dst,dst,src") {
 				continue
 			}
