@@ -17,6 +17,13 @@ func (r *reconciler) ensureSets() {
 	if !r.full && !r.status.dueKind(ObjectSetEntry, r.now) {
 		return
 	}
+	// Missing sets first: replacing one restores rules that reference
+	// all of them.
+	type wrong struct {
+		family     v1.IPFamily
+		have, want ipset.Set
+	}
+	var replace []wrong
 	for _, family := range r.cfg.Families {
 		for _, want := range ownedSets([]v1.IPFamily{family}) {
 			id := namedID(ObjectSetEntry, want.Name)
@@ -25,7 +32,7 @@ func (r *reconciler) ensureSets() {
 				continue
 			}
 			if have, ok := r.view.wrongSets[want.Name]; ok {
-				r.settle(id, r.replaceSet(family, have, want))
+				replace = append(replace, wrong{family, have, want})
 				continue
 			}
 			r.writes++
@@ -35,6 +42,9 @@ func (r *reconciler) ensureSets() {
 			}
 			r.settle(id, err)
 		}
+	}
+	for _, w := range replace {
+		r.settle(namedID(ObjectSetEntry, w.want.Name), r.replaceSet(w.family, w.have, w.want))
 	}
 }
 
