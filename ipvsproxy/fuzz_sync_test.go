@@ -225,10 +225,10 @@ func runSyncSequence(t *testing.T, data []byte) {
 	for i := 0; i < 12 && !converged; i++ {
 		now = now.Add(retryMax)
 		res := p.Sync()
-		converged = res.Err() == nil && len(p.Status().Objects) == 0
+		converged = res.Err() == nil && len(p.ReconcileStatus().Objects) == 0
 	}
 	if !converged {
-		t.Fatalf("no convergence after %v: %v", log, p.Status().Objects)
+		t.Fatalf("no convergence after %v: %v", log, p.ReconcileStatus().Objects)
 	}
 	// A partial sync ended where a full sync would.
 	before := kernelDump(fk)

@@ -52,7 +52,7 @@ func TestOneFailingObjectIsRetriedAloneAndNothingElseSuffers(t *testing.T) {
 	if ev := drainEvents(rec); !strings.Contains(ev, "Warning SyncFailed writing ipset KUBE-LOAD-BALANCER-FW member 203.0.113.140,tcp:80 to the kernel failed") {
 		t.Fatalf("events: %q", ev)
 	}
-	st := p.Status()
+	st := p.ReconcileStatus()
 	if len(st.Objects) != 1 || st.Objects[0].Services[0] != "default/lb" || !strings.Contains(st.Objects[0].LastError, "hash is full") {
 		t.Fatalf("status: %v", st.Objects)
 	}
@@ -97,7 +97,7 @@ func TestOneFailingObjectIsRetriedAloneAndNothingElseSuffers(t *testing.T) {
 	if dump := fk.ipset.Dump(); !strings.Contains(after(dump, "set KUBE-LOAD-BALANCER-FW "), "203.0.113.140,tcp:80") {
 		t.Fatalf("member missing:\n%s", dump)
 	}
-	if st := p.Status(); len(st.Objects) != 0 {
+	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
 		t.Fatalf("status after repair: %v", st.Objects)
 	}
 }

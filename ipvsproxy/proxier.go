@@ -84,15 +84,15 @@ type Proxier struct {
 	// not be flushed as if it had just gained endpoints (a restart drops
 	// no flow).
 	started bool
-	// status is the reconciler's per-object status (status.go).
-	status *statusTable
+	// objects is the reconciler's per-object status (objstatus.go).
+	objects *statusTable
 	// pendingFlows are conntrack filters whose delete failed, retried.
 	pendingFlows []conntrack.Filter
 
 	trigger chan struct{}
 
 	statusMu sync.Mutex // guards snapshot, so Status never waits for a sync
-	snapshot StatusSnapshot
+	snapshot ReconcileStatus
 }
 
 // New returns a proxier; nothing touches the kernel before the first Sync.
@@ -117,7 +117,7 @@ func New(cfg Config, nodeName string, k Kernel, recorder record.EventRecorder) (
 		appliedRules: map[v1.IPFamily]string{},
 		now:          time.Now,
 		trigger:      make(chan struct{}, 1),
-		status:       newStatusTable(),
+		objects:      newStatusTable(),
 	}
 	p.tracker = NewChangeTracker(nodeName, p.requestSync)
 	return p, nil
@@ -198,11 +198,11 @@ func (p *Proxier) Sync() SyncResult {
 			klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
 			res.WriteErrors[string(ObjectRead)]++
 			p.needFull = true
-			p.status.failed(namedID(ObjectRead, "kernel state"), err, now)
+			p.objects.failed(namedID(ObjectRead, "kernel state"), err, now)
 			p.finish(&res)
 			return res
 		}
-		p.status.done(namedID(ObjectRead, "kernel state"))
+		p.objects.done(namedID(ObjectRead, "kernel state"))
 		p.view = view
 		p.needFull = false
 	}
@@ -249,14 +249,14 @@ func (p *Proxier) Sync() SyncResult {
 		// change touched: a failing object costs one write per backoff.
 		all := newTouched()
 		p.view.touchAll(p.desired, all)
-		t.merge(all, func(id objectID) bool { return p.status.backingOff(id, now) })
+		t.merge(all, func(id objectID) bool { return p.objects.backingOff(id, now) })
 		adoptDraining(p.view, p.desired, p.draining, now.Add(p.cfg.DrainTimeout))
 	} else {
 		p.retryDue(t, now)
 	}
 
 	// Apply: the difference only.
-	r := &reconciler{k: p.kernel, cfg: p.cfg, desired: p.desired, view: p.view, draining: p.draining, status: p.status, now: now, full: full}
+	r := &reconciler{k: p.kernel, cfg: p.cfg, desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full}
 	r.apply(t)
 	r.syncRules(p.appliedRules)
 	r.drain()
@@ -273,7 +273,7 @@ func (p *Proxier) Sync() SyncResult {
 
 	// Conntrack last, once the new real servers are in place.
 	filters := append(p.pendingFlows, staleFilters.filters...)
-	if len(staleFilters.filters) > 0 || !p.status.backingOff(namedID(ObjectConntrack, "stale UDP flows"), now) {
+	if len(staleFilters.filters) > 0 || !p.objects.backingOff(namedID(ObjectConntrack, "stale UDP flows"), now) {
 		res.ConntrackDeleted, p.pendingFlows = r.flushConntrack(filters)
 	}
 	res.Writes = r.writes
@@ -295,7 +295,7 @@ func (p *Proxier) Sync() SyncResult {
 // reading back the virtual servers among them: the reason a write failed
 // (someone deleted or created it) is often a view gone stale.
 func (p *Proxier) retryDue(t touched, now time.Time) {
-	due := p.status.due(now)
+	due := p.objects.due(now)
 	var vss []ipvs.VirtualServerKey
 	for _, id := range due {
 		switch id.kind {
@@ -375,10 +375,10 @@ func (p *Proxier) finish(res *SyncResult) {
 		}
 	}
 	res.FailingObjects = map[string]int{}
-	for kind, n := range p.status.failing() {
+	for kind, n := range p.objects.failing() {
 		res.FailingObjects[string(kind)] = n
 	}
-	res.NextRetry, _ = p.status.nextRetry()
+	res.NextRetry, _ = p.objects.nextRetry()
 	p.publishStatus(res)
 	if err := res.Err(); err != nil {
 		klog.ErrorS(err, "Sync finished with failures", "full", res.Full)

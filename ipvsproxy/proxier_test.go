@@ -395,7 +395,7 @@ func TestFailedWriteIsRetriedAloneWithBackoff(t *testing.T) {
 	if res.Err() == nil || res.WriteErrors[string(ObjectVirtualServer)] == 0 || !res.Completed {
 		t.Fatalf("want an ipvs write error in a completed sync, got %+v", res.WriteErrors)
 	}
-	if st := p.Status(); len(st.Objects) != 1 || st.Objects[0].State != StateError || st.Objects[0].Object != "virtual server "+webVS.String() ||
+	if st := p.ReconcileStatus(); len(st.Objects) != 1 || st.Objects[0].State != StateError || st.Objects[0].Object != "virtual server "+webVS.String() ||
 		st.Objects[0].NextRetry != now.Add(retryMin) || len(st.Objects[0].Services) != 1 || st.Objects[0].Services[0] != "default/web" {
 		t.Fatalf("status %+v", st.Objects)
 	}
@@ -411,7 +411,7 @@ func TestFailedWriteIsRetriedAloneWithBackoff(t *testing.T) {
 	if got := realServers(t, fk, webVS); len(got) != 2 {
 		t.Fatalf("after repair: %v", got)
 	}
-	if st := p.Status(); len(st.Objects) != 0 {
+	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
 		t.Fatalf("status after repair %+v", st.Objects)
 	}
 }

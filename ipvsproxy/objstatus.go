@@ -176,8 +176,8 @@ func backoff(attempts int) time.Duration {
 	return min(d, retryMax)
 }
 
-// ObjectStatus is one object that is not done, as inspect shows it.
-type ObjectStatus struct {
+// KernelObjectStatus is one object that is not done, as inspect shows it.
+type KernelObjectStatus struct {
 	Kind ObjectKind `json:"kind"`
 	// Object names it: "virtual server TCP 10.96.0.10:80", "ipset
 	// KUBE-CLUSTER-IP member 10.96.0.10,tcp:80", "iptables IPv4 nat".
@@ -191,23 +191,23 @@ type ObjectStatus struct {
 	NextRetry time.Time `json:"nextRetry,omitempty"`
 }
 
-// StatusSnapshot is a copy of the sync status, safe to read from any
-// goroutine (Proxier.Status). Every object not listed in Objects is done.
-type StatusSnapshot struct {
+// ReconcileStatus is a copy of the reconciler's status, safe to read from any
+// goroutine (Proxier.ReconcileStatus). Every object not listed in Objects is done.
+type ReconcileStatus struct {
 	LastSync     time.Time `json:"lastSync"`
 	LastFullSync time.Time `json:"lastFullSync"`
 	// LastSyncFull tells whether the last sync was a full one.
 	LastSyncFull bool `json:"lastSyncFull"`
 	// Objects are the pending and failing objects, failing first, then
 	// by kind and name.
-	Objects []ObjectStatus `json:"objects"`
+	Objects []KernelObjectStatus `json:"objects"`
 }
 
 // snapshot copies the table.
-func (s *statusTable) snapshot() []ObjectStatus {
-	out := make([]ObjectStatus, 0, len(s.objects))
+func (s *statusTable) snapshot() []KernelObjectStatus {
+	out := make([]KernelObjectStatus, 0, len(s.objects))
 	for id, st := range s.objects {
-		o := ObjectStatus{Kind: id.kind, Object: id.String(), Services: slices.Clone(st.services), State: st.state, Since: st.since, Attempts: st.attempts}
+		o := KernelObjectStatus{Kind: id.kind, Object: id.String(), Services: slices.Clone(st.services), State: st.state, Since: st.since, Attempts: st.attempts}
 		if st.lastError != nil {
 			o.LastError = st.lastError.Error()
 		}
@@ -216,7 +216,7 @@ func (s *statusTable) snapshot() []ObjectStatus {
 		}
 		out = append(out, o)
 	}
-	slices.SortFunc(out, func(a, b ObjectStatus) int {
+	slices.SortFunc(out, func(a, b KernelObjectStatus) int {
 		return cmp.Or(cmp.Compare(stateOrder(a.State), stateOrder(b.State)), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Object, b.Object))
 	})
 	return out
@@ -230,7 +230,7 @@ func stateOrder(s SyncState) int {
 }
 
 // String is one line per object, for logs and tests.
-func (o ObjectStatus) String() string {
+func (o KernelObjectStatus) String() string {
 	return fmt.Sprintf("%s %s %v: %s", o.State, o.Object, o.Services, o.LastError)
 }
 
@@ -244,9 +244,10 @@ func (s *statusTable) dueKind(kind ObjectKind, now time.Time) bool {
 	return false
 }
 
-// Status returns a copy of the sync status as the last sync left it. It
+// ReconcileStatus returns a copy of the per-object status as the last sync
+// left it, for inspect (issue 10) and tests. It
 // does not wait for a sync in progress.
-func (p *Proxier) Status() StatusSnapshot {
+func (p *Proxier) ReconcileStatus() ReconcileStatus {
 	p.statusMu.Lock()
 	defer p.statusMu.Unlock()
 	s := p.snapshot
@@ -259,7 +260,7 @@ func (p *Proxier) Status() StatusSnapshot {
 
 // publishStatus copies the status table for Status; called under p.mu.
 func (p *Proxier) publishStatus(res *SyncResult) {
-	objects := p.status.snapshot()
+	objects := p.objects.snapshot()
 	p.statusMu.Lock()
 	defer p.statusMu.Unlock()
 	p.snapshot.LastSync = res.Start
@@ -325,11 +326,11 @@ func (p *Proxier) reportFailures(ids []objectID) {
 	}
 	for name, list := range byService {
 		for _, id := range list {
-			if st := p.status.objects[id]; st != nil {
+			if st := p.objects.objects[id]; st != nil {
 				st.services = append(st.services, name.String())
 			}
 		}
-		first := p.status.objects[list[0]]
+		first := p.objects.objects[list[0]]
 		ref := v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: name.Namespace, Name: name.Name}
 		if st := p.desired.services[name]; st != nil {
 			ref = st.serviceRef()
