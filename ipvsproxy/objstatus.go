@@ -118,12 +118,17 @@ func (s *statusTable) failed(id objectID, err error, now time.Time) bool {
 // pending records an object that could not be written yet because
 // something it needs is missing (the set, the record); it is retried as
 // soon as that is there.
+// What it waits for has its own retry; the pending object is looked at
+// again on the same backoff, so nothing spins while the cause persists.
 func (s *statusTable) pending(id objectID, why error, now time.Time) {
-	if st := s.objects[id]; st != nil {
-		st.lastError = why
-		return
+	st := s.objects[id]
+	if st == nil {
+		st = &objectStatus{state: StatePending, since: now}
+		s.objects[id] = st
 	}
-	s.objects[id] = &objectStatus{state: StatePending, since: now, lastError: why, nextRetry: now}
+	st.lastError = why
+	st.attempts++
+	st.nextRetry = now.Add(backoff(st.attempts))
 }
 
 // done forgets an object: it is as wanted.

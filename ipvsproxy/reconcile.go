@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
@@ -436,7 +437,8 @@ func (r *reconciler) flushConntrack(filters []conntrack.Filter) (deleted int, re
 	n, err := r.k.Conntrack.DeleteFlows(filters...)
 	if err != nil {
 		r.fail(id, fmt.Errorf("delete stale UDP conntrack flows: %w", err))
-		return n, filters
+		slices.SortFunc(filters, compareFilters)
+		return n, slices.Compact(filters)
 	}
 	r.status.done(id)
 	return n, nil
