@@ -29,7 +29,7 @@ func Cleanup(k Kernel, cfg Config) error {
 	}
 	members := map[string]map[ipset.Entry]bool{}
 	for _, s := range sets {
-		if baseName(s.Name) != setOwned {
+		if baseName(s.Name) != setOwned || s.Type != ipset.HashIPPort {
 			continue
 		}
 		entries, err := k.IPSet.Entries(s.Name)

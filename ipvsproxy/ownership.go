@@ -66,11 +66,15 @@ func readOwnership(k Kernel, cfg Config, present []ipset.Set, sets map[string]ma
 			continue
 		}
 		anyOurs = true
-		if baseName(s.Name) != setOwned {
+		members, ok := sets[s.Name]
+		if baseName(s.Name) != setOwned || !ok {
+			// A record set of another type holds no record we can
+			// read: as with none, the old rule adopts, and the
+			// reconciler records again once the set is replaced.
 			continue
 		}
 		anyRecord = true
-		for e := range sets[s.Name] {
+		for e := range members {
 			if key, ok := recordKey(e); ok {
 				o.recorded[key] = true
 			}

@@ -204,3 +204,29 @@ func TestFreshNodeAdoptsNothing(t *testing.T) {
 		t.Fatalf("changed:\n%s", got)
 	}
 }
+
+// A record set of the wrong type (made by hand, or a future layout) is no
+// reason to treat our virtual servers as foreign: the old rule adopts them,
+// the set is replaced and they are recorded again.
+func TestWrongTypeRecordSetIsReplacedAndOwnershipKept(t *testing.T) {
+	fk := newFakeKernel()
+	p, _ := newTestProxier(t, fk, testConfig())
+	svc := service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	if err := fk.ipset.DestroySet(setOwned); err != nil {
+		t.Fatal(err)
+	}
+	fk.ipset.CreateSet(ipset.Set{Name: setOwned, Type: ipset.HashIP, Family: ipset.IPv4})
+	p2, _ := newTestProxier(t, fk, testConfig())
+	p2.Tracker().SetService(svc)
+	p2.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p2)
+	if got := realServers(t, fk, webVS); len(got) != 1 {
+		t.Fatalf("real servers %v", got)
+	}
+	if dump := fk.ipset.Dump(); !strings.Contains(dump, "set KUBE-IPVS-OWNED hash:ip,port inet\n  10.96.0.10,tcp:80\n") {
+		t.Fatalf("not recorded again:\n%s", dump)
+	}
+}
