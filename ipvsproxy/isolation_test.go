@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -279,6 +280,56 @@ func (w restoreWatcher) Restore(data []byte) error {
 	err := w.iptablesInterface.Restore(data)
 	if err == nil {
 		w.seen(data)
+	}
+	return err
+}
+
+// A create that reached the kernel but reported an error (a netlink
+// timeout, say) leaves a recorded virtual server the view does not know:
+// the retry takes it back as ours, not as foreign.
+func TestCreateThatFailedLateIsAdoptedOnRetry(t *testing.T) {
+	fk := newFakeKernel()
+	f := &faults{}
+	k := fk.faultyKernel(f)
+	once := true
+	k.IPVS = lateFailingIPVS{k.IPVS, &once}
+	p, err := New(testConfig(), thisNode, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	p.now = func() time.Time { return now }
+	mustSync(t, p)
+	svc := service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	if res := p.Sync(); res.Err() == nil {
+		t.Fatal("want the late failure")
+	}
+	now = now.Add(retryMin)
+	if res := p.Sync(); res.Err() != nil {
+		t.Fatalf("retry: %v", res.Err())
+	}
+	if got := realServers(t, fk, webVS); len(got) != 1 {
+		t.Fatalf("real servers %v", got)
+	}
+	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
+		t.Fatalf("status %v", st.Objects)
+	}
+}
+
+// lateFailingIPVS applies the first AddVirtualServer and then reports a
+// failure.
+type lateFailingIPVS struct {
+	ipvs.Interface
+	once *bool
+}
+
+func (w lateFailingIPVS) AddVirtualServer(vs ipvs.VirtualServer) error {
+	err := w.Interface.AddVirtualServer(vs)
+	if err == nil && *w.once {
+		*w.once = false
+		return errors.New("netlink: timeout waiting for the answer")
 	}
 	return err
 }

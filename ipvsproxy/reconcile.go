@@ -250,10 +250,21 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 	case have == nil:
 		// Between a full read and now someone may have created it: look
 		// before recording, so a foreign one is never recorded as ours.
-		if !r.full {
-			if _, err := r.k.IPVS.RealServers(k); err == nil {
-				r.foreignFound(k)
-				return
+		// One that is recorded is ours (our create went through, or the
+		// view lost it): take it back into the view.
+		recorded := r.view.isRecorded(k)
+		if !r.full || recorded {
+			if rss, err := r.k.IPVS.RealServers(k); err == nil {
+				if !recorded {
+					r.foreignFound(k)
+					return
+				}
+				have = &kernelVirtualServer{vs: ipvs.VirtualServer{VirtualServerKey: k}, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
+				for _, rs := range rss {
+					have.realServers[rs.RealServerKey] = rs
+				}
+				r.view.virtualServers[k] = have
+				break
 			}
 		}
 		if err := r.record(k); err != nil {
@@ -274,21 +285,20 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		}
 		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
 		r.view.virtualServers[k] = have
-	default:
-		if !r.view.isRecorded(k) {
-			// Adopted from an older version (ownership.go: legacy).
-			if err := r.record(k); err != nil {
-				errs = append(errs, err)
-			}
+	}
+	if !r.view.isRecorded(k) {
+		// Adopted from an older version (ownership.go: legacy).
+		if err := r.record(k); err != nil {
+			errs = append(errs, err)
 		}
-		if have.vs != want.VirtualServer {
-			r.writes++
-			if err := r.k.IPVS.UpdateVirtualServer(want.VirtualServer); err != nil {
-				r.fail(id, err)
-				return
-			}
-			have.vs = want.VirtualServer
+	}
+	if have.vs != want.VirtualServer {
+		r.writes++
+		if err := r.k.IPVS.UpdateVirtualServer(want.VirtualServer); err != nil {
+			r.fail(id, err)
+			return
 		}
+		have.vs = want.VirtualServer
 	}
 	wanted := make(map[ipvs.RealServerKey]bool, len(want.RealServers))
 	for _, rs := range want.RealServers {
