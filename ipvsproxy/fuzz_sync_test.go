@@ -35,6 +35,8 @@ func FuzzSync(f *testing.F) {
 	f.Add([]byte{0, 1, 0x1a, 0, 2, 0x22, 2, 1, 5, 2, 2, 9, 4, 0, 1, 9, 0, 0, 8, 0, 0, 1, 1, 0, 6, 63, 0})
 	f.Add([]byte{4, 2, 0, 0, 0, 0x31, 0, 3, 0x11, 2, 0, 3, 2, 3, 12, 7, 0, 0, 4, 5, 1, 3, 0, 0, 5, 0, 0})
 	f.Add([]byte{0, 0, 0x0b, 0, 1, 0x0b, 2, 0, 1, 2, 1, 2, 4, 3, 1, 9, 0, 0, 1, 0, 0, 6, 9, 0})
+	// Services in the way of the foreign virtual servers.
+	f.Add([]byte{0, 0, 0x20, 0, 1, 0x01, 2, 0, 3, 2, 1, 12, 7, 0, 0, 4, 5, 0, 0, 2, 0x61, 6, 8, 0, 9, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		klog.SetLogger(logr.Discard())
 		if len(data) > 300 {
@@ -111,6 +113,22 @@ func foreignState(fk *fakeKernel) string {
 	b.WriteString(after(fk.ipset.Dump(), "set OTHER-ALLOW "))
 	b.WriteString(fmt.Sprintln(strings.Contains(fk.ipt4.Dump(), "-A INPUT -s 192.0.2.1/32 -j ACCEPT")))
 	return b.String()
+}
+
+// noMembersForForeign: a Service that loses a key to a foreign virtual
+// server programs nothing for it (issue 14 items 8 and 10), checked apart
+// from the code under test: no owned set names the foreign keys.
+func noMembersForForeign(fk *fakeKernel, hostIP netip.Addr) error {
+	dump := fk.ipset.Dump()
+	for _, set := range []string{"KUBE-IPVS-SERVICES", "KUBE-EXTERNAL-IP", "KUBE-LOAD-BALANCER", "KUBE-CLUSTER-IP", "KUBE-LOAD-BALANCER-FW", "KUBE-IPVS-OWNED"} {
+		if strings.Contains(after(dump, "set "+set+" ")+"\n", "  203.0.113.6,tcp:80\n") {
+			return fmt.Errorf("%s holds the foreign key 203.0.113.6,tcp:80:\n%s", set, dump)
+		}
+	}
+	if hostIP == node1IP && strings.Contains(after(dump, "set KUBE-NODE-PORT-TCP ")+"\n", "  30001\n") {
+		return fmt.Errorf("KUBE-NODE-PORT-TCP holds 30001, whose only virtual server is foreign:\n%s", dump)
+	}
+	return nil
 }
 
 func containsAddr(list []netip.Addr, a netip.Addr) bool {
@@ -216,6 +234,9 @@ func runSyncSequence(t *testing.T, data []byte) {
 		p.Sync()
 		if got := foreignState(fk); got != foreign {
 			t.Fatalf("a foreign object changed after %v:\n%s\nwas\n%s", log, got, foreign)
+		}
+		if err := noMembersForForeign(fk, world.hostIP); err != nil {
+			t.Fatalf("after %v: %v", log, err)
 		}
 	}
 
