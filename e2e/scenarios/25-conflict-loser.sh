@@ -57,12 +57,12 @@ YAML
 }
 
 # events_for NAME: reason and message of the Events on Service NAME (namespace default), one pair a
-# line, from the API server with the admin certificate.
+# line, from the API server with the admin certificate (which indents its JSON for curl).
 events_for() {
 	local out
 	out=$(curl -sS --fail --max-time 20 --cacert "$E2E_PKI/ca.crt" --cert "$E2E_PKI/admin.crt" --key "$E2E_PKI/admin.key" \
 		"https://$E2E_HOST_ADDR:6443/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3D$1" 2>&1) ||
 		{ echo "GET events: $out"; return 1; }
-	grep -o '"\(reason\|message\)":"[^"]*"' <<<"$out" | paste - - | grep . || { echo "no Event in: ${out:0:300}"; return 1; }
+	grep -o '"\(reason\|message\)": *"[^"]*"' <<<"$out" | paste - - | grep . || { echo "no Event in: ${out:0:300}"; return 1; }
 }
 export -f events_for
