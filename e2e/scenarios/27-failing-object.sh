@@ -1,8 +1,9 @@
 # 27-failing-object.sh — issue 8 item 1: one kernel object that keeps failing costs its own
 # retries and nothing else. Service "bad27" has loadBalancerSourceRanges [0.0.0.0/0]: the
 # builder of this branch emits a KUBE-LOAD-BALANCER-SRC-CIDR member with a /0 net, which the
-# kernel refuses (hash:ip,port,net takes no zero-length prefix; issue 14 item 3 fixes the
-# builder, after which this Service stops failing: then pick another trigger). While it fails,
+# kernel refuses (hash:ip,port,net takes no zero-length prefix; the ipset adapter refuses it
+# before the request, as the kernel would). Issue 14 item 3 fixes the builder, after which this
+# Service stops failing: then pick another trigger. While it fails,
 # on node1: the failure is one object in ipvsproxy_kernel_objects_failing and a SyncFailed
 # Event on bad27; a new Service is programmed at once by a partial sync; over 25 s (more than
 # two sync periods) syncs are not all full and /healthz stays 200.
