@@ -46,6 +46,7 @@ fresh-check:
 
 fuzz:
 	$(GO) test ./ipvsproxy -run XXX -fuzz FuzzBuildService -fuzztime 60s
+	$(GO) test ./ipvsproxy -run XXX -fuzz FuzzSync -fuzztime 60s -parallel 2
 
 bench:
 	$(GO) test ./benchmarks/... -run XXX -bench . -benchmem

@@ -170,6 +170,14 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 		}
 		wantSets[e.Set][e.Entry] = true
 	}
+	// The ownership record holds one member per virtual server of ours.
+	for _, d := range snap.VirtualServers {
+		set, e := ipvsproxy.OwnershipRecord(d.VirtualServerKey)
+		if wantSets[set] == nil {
+			wantSets[set] = map[ipset.Entry]bool{}
+		}
+		wantSets[set][e] = true
+	}
 	for _, name := range ipvsproxy.OwnedSetNames(snap.Config.Families) {
 		ks, ok := k.Sets[name]
 		if !ok {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 )
@@ -218,6 +219,10 @@ func NewReport(k KernelState, snap *ipvsproxy.Snapshot, namesFrom string, now ti
 		for _, e := range snap.SetEntries {
 			wantMembers[e.Set]++
 		}
+		for _, d := range snap.VirtualServers {
+			set, _ := ipvsproxy.OwnershipRecord(d.VirtualServerKey)
+			wantMembers[set]++
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(k.Sets)) {
 		s := Set{Name: name, Type: string(k.Sets[name].Type), Members: len(k.Sets[name].Entries), DesiredMembers: -1}
@@ -247,21 +252,19 @@ func statsOf(s ipvs.Stats) Stats {
 }
 
 // ownerFunc decides ownership with the proxier's own rule
-// (Config.OwnsVirtualServer); without a configuration it cannot tell.
+// (ipvsproxy.OwnerOf: the KUBE-IPVS-OWNED record); without a configuration
+// it cannot tell.
 func ownerFunc(k KernelState, cfg *ipvsproxy.Config) func(ipvs.VirtualServerKey) string {
-	onDummy := map[netip.Addr]bool{}
-	for _, a := range k.DummyAddresses {
-		onDummy[a] = true
+	if cfg == nil {
+		return func(ipvs.VirtualServerKey) string { return "unknown" }
 	}
-	isHost := map[netip.Addr]bool{}
-	for _, a := range k.HostAddresses {
-		isHost[a.Unmap()] = true
+	sets := map[string][]ipset.Entry{}
+	for name, s := range k.Sets {
+		sets[name] = s.Entries
 	}
+	owns := ipvsproxy.OwnerOf(*cfg, sets, k.DummyAddresses, k.HostAddresses)
 	return func(key ipvs.VirtualServerKey) string {
-		if cfg == nil {
-			return "unknown"
-		}
-		if cfg.OwnsVirtualServer(key, onDummy[key.Address], isHost[key.Address]) {
+		if owns(key) {
 			return "ipvsproxy"
 		}
 		return "foreign"

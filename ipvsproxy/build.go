@@ -54,6 +54,13 @@ type VirtualServerState struct {
 	// LocalOnly is true when only this node's endpoints may serve it
 	// (externalTrafficPolicy or internalTrafficPolicy Local).
 	LocalOnly bool
+	// Bound is true when the address is bound on kube-ipvs0 for it.
+	Bound bool
+	// SetEntries are the set members that exist for this virtual server,
+	// sorted. One member may exist for several (a node port's port, a
+	// hairpin endpoint, an address's KUBE-IPVS-IPS member); the desired
+	// state holds a member while the Service wins one of them.
+	SetEntries []SetEntry
 }
 
 // ServiceState is everything one Service wants from the kernel of this node.
@@ -63,7 +70,8 @@ type ServiceState struct {
 	// older keeps it.
 	Created        time.Time
 	VirtualServers []VirtualServerState
-	// Addresses are bound on kube-ipvs0.
+	// Addresses (bound on kube-ipvs0) and SetEntries are the union of
+	// the virtual servers' own, sorted (normalize).
 	Addresses  []netip.Addr
 	SetEntries []SetEntry
 	// HealthCheckNodePort is non-zero for a LoadBalancer Service with
@@ -123,20 +131,39 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				external = local
 			}
 			proto := strings.ToLower(string(port.Protocol))
+			// Every set member and bound address exists for some virtual
+			// servers of this Service: scope names them (indices into
+			// st.VirtualServers), so that a Service that loses a virtual
+			// server to another programs nothing for it (desired.go).
+			var scope, portScope, nodePortScope []int
 			vs := func(addr netip.Addr, p uint16, kind string, eps []Endpoint, localOnly bool) bool {
-				return b.addVirtualServer(ipvs.VirtualServer{
+				i := len(st.VirtualServers)
+				scope = nil
+				if !b.addVirtualServer(ipvs.VirtualServer{
 					VirtualServerKey:   ipvs.VirtualServerKey{Protocol: ipvsProtocol(port.Protocol), Address: addr, Port: p},
 					Scheduler:          cfg.Scheduler,
 					PersistenceTimeout: affinity,
-				}, name, kind, eps, localOnly)
+				}, name, kind, eps, localOnly) {
+					return false
+				}
+				scope = []int{i}
+				portScope = append(portScope, i)
+				return true
 			}
 			entry := func(set string, e ipset.Entry) {
-				st.SetEntries = append(st.SetEntries, SetEntry{Set: setName(set, family), Entry: e})
+				for _, i := range scope {
+					st.VirtualServers[i].SetEntries = append(st.VirtualServers[i].SetEntries, SetEntry{Set: setName(set, family), Entry: e})
+				}
+			}
+			bind := func() {
+				for _, i := range scope {
+					st.VirtualServers[i].Bound = true
+				}
 			}
 			ipPort := func(a netip.Addr) ipset.Entry { return ipset.Entry{IP: a, Protocol: proto, Port: uint16(port.Port)} }
 
 			if vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
-				st.Addresses = append(st.Addresses, clusterIP)
+				bind()
 				entry(setClusterIP, ipPort(clusterIP))
 				entry(setIPVSServices, ipPort(clusterIP))
 			}
@@ -144,7 +171,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				if !vs(ip, uint16(port.Port), KindExternalIP, external, externalLocal) {
 					continue
 				}
-				st.Addresses = append(st.Addresses, ip)
+				bind()
 				entry(setIPVSServices, ipPort(ip))
 				if !externalLocal {
 					entry(setExternalIP, ipPort(ip))
@@ -154,7 +181,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				if !vs(ip, uint16(port.Port), KindLoadBalancer, external, externalLocal) {
 					continue
 				}
-				st.Addresses = append(st.Addresses, ip)
+				bind()
 				entry(setIPVSServices, ipPort(ip))
 				if !externalLocal {
 					entry(setLoadBalancer, ipPort(ip))
@@ -171,14 +198,18 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			if port.NodePort != 0 && b.validNodePort(port) {
 				np := uint16(port.NodePort)
 				for _, addr := range nodeAddrs {
-					if !vs(addr, np, KindNodePort, external, externalLocal) || externalLocal {
+					if !vs(addr, np, KindNodePort, external, externalLocal) {
+						continue
+					}
+					nodePortScope = append(nodePortScope, scope...)
+					if externalLocal {
 						continue
 					}
 					if port.Protocol == v1.ProtocolSCTP {
 						entry(setNodePortSCTP, ipset.Entry{IP: addr, Protocol: proto, Port: np})
 					}
 				}
-				if !externalLocal && len(nodeAddrs) > 0 {
+				if scope = nodePortScope; !externalLocal && len(nodeAddrs) > 0 {
 					switch port.Protocol {
 					case v1.ProtocolTCP:
 						entry(setNodePortTCP, ipset.Entry{Port: np})
@@ -189,6 +220,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			}
 			// A local endpoint reaching itself through the Service must be
 			// masqueraded or its own reply would bypass IPVS (hairpin).
+			scope = portScope
 			for _, e := range union(internal, external) {
 				if e.NodeName == node.Name {
 					entry(setLoopBack, ipset.Entry{IP: e.Addr, Protocol: proto, Port: e.Port, IP2: e.Addr})
@@ -204,8 +236,10 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 		}
 	}
 	st.LocalReadyEndpoints = len(localReady)
-	for _, a := range st.Addresses {
-		st.SetEntries = append(st.SetEntries, SetEntry{Set: setName(setIPVSIPs, familyOf(a)), Entry: ipset.Entry{IP: a}})
+	for i := range st.VirtualServers {
+		if vs := &st.VirtualServers[i]; vs.Bound {
+			vs.SetEntries = append(vs.SetEntries, SetEntry{Set: setName(setIPVSIPs, familyOf(vs.Address)), Entry: ipset.Entry{IP: vs.Address}})
+		}
 	}
 	st.normalize()
 	return st
@@ -428,6 +462,16 @@ func (st *ServiceState) normalize() {
 		slices.SortFunc(st.VirtualServers[i].RealServers, func(a, b ipvs.RealServer) int {
 			return netip.AddrPortFrom(a.Address, a.Port).Compare(netip.AddrPortFrom(b.Address, b.Port))
 		})
+	}
+	st.Addresses, st.SetEntries = nil, nil
+	for i := range st.VirtualServers {
+		vs := &st.VirtualServers[i]
+		slices.SortFunc(vs.SetEntries, compareSetEntries)
+		vs.SetEntries = slices.Compact(vs.SetEntries)
+		st.SetEntries = append(st.SetEntries, vs.SetEntries...)
+		if vs.Bound {
+			st.Addresses = append(st.Addresses, vs.Address)
+		}
 	}
 	slices.SortFunc(st.Addresses, netip.Addr.Compare)
 	st.Addresses = slices.Compact(st.Addresses)

@@ -22,33 +22,42 @@ func Cleanup(k Kernel, cfg Config) error {
 		errs = append(errs, err)
 	}
 
-	bound, err := k.Netif.DummyAddresses()
-	if err != nil && !errors.Is(err, netif.ErrNotFound) {
-		fail(fmt.Errorf("list addresses of %s: %w", DummyInterface, err))
+	// Which virtual servers are ours is the one rule of ownership.go.
+	sets, err := k.IPSet.Sets()
+	if err != nil && !errors.Is(err, ipset.ErrUnsupported) {
+		fail(fmt.Errorf("list ipsets: %w", err))
 	}
-	onDummy := map[string]bool{}
-	for _, a := range bound {
-		onDummy[a.Unmap().String()] = true
+	members := map[string]map[ipset.Entry]bool{}
+	for _, s := range sets {
+		if baseName(s.Name) != setOwned || s.Type != ipset.HashIPPort {
+			continue
+		}
+		entries, err := k.IPSet.Entries(s.Name)
+		if err != nil {
+			fail(fmt.Errorf("list ipset %s: %w", s.Name, err))
+			continue
+		}
+		members[s.Name] = map[ipset.Entry]bool{}
+		for _, e := range entries {
+			members[s.Name][e] = true
+		}
 	}
-	host, err := k.Netif.HostAddresses()
+	vsFailed := false
+	owner, err := readOwnership(k, cfg, sets, members)
 	if err != nil {
-		fail(fmt.Errorf("list node addresses: %w", err))
-	}
-	isHost := map[string]bool{}
-	for _, a := range host {
-		isHost[a.Unmap().String()] = true
-	}
-	if all, err := k.IPVS.VirtualServers(); err != nil && !errors.Is(err, ipvs.ErrUnsupported) {
+		fail(err)
+		vsFailed = true
+	} else if all, err := k.IPVS.VirtualServers(); err != nil && !errors.Is(err, ipvs.ErrUnsupported) {
 		fail(fmt.Errorf("list virtual servers: %w", err))
+		vsFailed = true
 	} else {
 		for _, vs := range all {
-			a := vs.Address.String()
-			owned := onDummy[a] || isHost[a] && vs.Port >= cfg.NodePortMin && vs.Port <= cfg.NodePortMax
-			if !owned || cfg.excluded(vs.Address) {
+			if !owner.owns(vs.VirtualServerKey, cfg) {
 				continue
 			}
 			if err := k.IPVS.DeleteVirtualServer(vs.VirtualServerKey); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
 				fail(fmt.Errorf("delete virtual server %s: %w", vs.VirtualServerKey, err))
+				vsFailed = true
 			}
 		}
 	}
@@ -93,16 +102,22 @@ func Cleanup(k Kernel, cfg Config) error {
 		}
 	}
 
-	sets, err := k.IPSet.Sets()
-	if err != nil && !errors.Is(err, ipset.ErrUnsupported) {
-		fail(fmt.Errorf("list ipsets: %w", err))
-	}
 	owned := map[string]bool{}
 	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
-		owned[s.Name] = true
+		// The record goes last, and only once every virtual server it
+		// names is gone: a cleanup that failed can be run again.
+		owned[s.Name] = baseName(s.Name) != setOwned || !vsFailed
+		owned[tempSetName(s.Name)] = true
 	}
 	for _, s := range sets {
-		if owned[s.Name] {
+		if owned[s.Name] && baseName(s.Name) != setOwned {
+			if err := k.IPSet.DestroySet(s.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
+				fail(fmt.Errorf("destroy ipset %s: %w", s.Name, err))
+			}
+		}
+	}
+	for _, s := range sets {
+		if owned[s.Name] && baseName(s.Name) == setOwned {
 			if err := k.IPSet.DestroySet(s.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
 				fail(fmt.Errorf("destroy ipset %s: %w", s.Name, err))
 			}

@@ -12,16 +12,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// desiredState is the union of every Service's ServiceState, with clashes
+// desiredState is the union of what every Service wins, with clashes
 // resolved: when two Services want the same virtual server (an external IP
 // and port used twice, say) the older Service keeps it and the other gets a
-// PortConflict problem. It is updated one Service at a time so that a sync
-// costs what changed, not the size of the cluster.
+// PortConflict problem; a virtual server someone else created in the kernel
+// (foreign) beats every Service. A loser programs nothing for the key it
+// lost: the set members and addresses of a virtual server count only while
+// its Service wins it, so the loser's masquerade or source-range members
+// never apply to the winner's traffic. It is updated one Service at a time
+// so that a sync costs what changed, not the size of the cluster.
 type desiredState struct {
 	services map[types.NamespacedName]*ServiceState
 	// claims lists, per virtual server, every Service that wants it; the
-	// first (oldest) one wins.
-	claims    map[ipvs.VirtualServerKey][]claim
+	// first (oldest) one wins unless the key is foreign.
+	claims map[ipvs.VirtualServerKey][]claim
+	// foreign are keys the kernel holds a virtual server at that the
+	// proxier did not create (kernel.go: ownership).
+	foreign   map[ipvs.VirtualServerKey]bool
 	addrRefs  map[netip.Addr]int
 	entryRefs map[setEntryKey]int
 }
@@ -43,10 +50,30 @@ func newTouched() touched {
 	return touched{virtualServers: map[ipvs.VirtualServerKey]bool{}, addresses: map[netip.Addr]bool{}, entries: map[setEntryKey]bool{}}
 }
 
+// merge adds other's objects to t, except those skip says no to.
+func (t touched) merge(other touched, skip func(objectID) bool) {
+	for k := range other.virtualServers {
+		if !t.virtualServers[k] && !skip(vsID(k)) {
+			t.virtualServers[k] = true
+		}
+	}
+	for a := range other.addresses {
+		if !t.addresses[a] && !skip(addrID(a)) {
+			t.addresses[a] = true
+		}
+	}
+	for k := range other.entries {
+		if !t.entries[k] && !skip(entryID(k)) {
+			t.entries[k] = true
+		}
+	}
+}
+
 func newDesiredState() *desiredState {
 	return &desiredState{
 		services:  map[types.NamespacedName]*ServiceState{},
 		claims:    map[ipvs.VirtualServerKey][]claim{},
+		foreign:   map[ipvs.VirtualServerKey]bool{},
 		addrRefs:  map[netip.Addr]int{},
 		entryRefs: map[setEntryKey]int{},
 	}
@@ -58,24 +85,12 @@ func (d *desiredState) set(name types.NamespacedName, st *ServiceState, t touche
 	if old := d.services[name]; old != nil {
 		for i := range old.VirtualServers {
 			k := old.VirtualServers[i].VirtualServerKey
+			before := d.winner(k)
 			d.claims[k] = slices.DeleteFunc(d.claims[k], func(c claim) bool { return c.service == name })
 			if len(d.claims[k]) == 0 {
 				delete(d.claims, k)
 			}
-			t.virtualServers[k] = true
-		}
-		for _, a := range old.Addresses {
-			if d.addrRefs[a]--; d.addrRefs[a] <= 0 {
-				delete(d.addrRefs, a)
-			}
-			t.addresses[a] = true
-		}
-		for _, e := range old.SetEntries {
-			k := e.key()
-			if d.entryRefs[k]--; d.entryRefs[k] <= 0 {
-				delete(d.entryRefs, k)
-			}
-			t.entries[k] = true
+			d.rewin(k, before, t)
 		}
 		delete(d.services, name)
 	}
@@ -87,39 +102,101 @@ func (d *desiredState) set(name types.NamespacedName, st *ServiceState, t touche
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]
 		k := vs.VirtualServerKey
+		before := d.winner(k)
 		d.claims[k] = append(d.claims[k], claim{service: name, order: order, vs: vs})
 		slices.SortFunc(d.claims[k], func(a, b claim) int { return cmp.Compare(a.order, b.order) })
-		t.virtualServers[k] = true
-	}
-	for _, a := range st.Addresses {
-		d.addrRefs[a]++
-		t.addresses[a] = true
-	}
-	for _, e := range st.SetEntries {
-		d.entryRefs[e.key()]++
-		t.entries[e.key()] = true
+		d.rewin(k, before, t)
 	}
 }
 
-// virtualServer is the winning desired state of k, or nil.
-func (d *desiredState) virtualServer(k ipvs.VirtualServerKey) *VirtualServerState {
-	if c := d.claims[k]; len(c) > 0 {
+// setForeign records whether the kernel holds someone else's virtual server
+// at k; the Service that wanted k then loses it, and programs nothing for it.
+func (d *desiredState) setForeign(k ipvs.VirtualServerKey, foreign bool, t touched) {
+	if d.foreign[k] == foreign {
+		return
+	}
+	before := d.winner(k)
+	if foreign {
+		d.foreign[k] = true
+	} else {
+		delete(d.foreign, k)
+	}
+	d.rewin(k, before, t)
+}
+
+// winner is the desired state of k that counts, or nil.
+func (d *desiredState) winner(k ipvs.VirtualServerKey) *VirtualServerState {
+	if c := d.claims[k]; len(c) > 0 && !d.foreign[k] {
 		return c[0].vs
 	}
 	return nil
 }
 
+// rewin moves k's contribution from the winner before a change to the
+// winner after it. Every claim change goes through here, so the members and
+// addresses counted are exactly those of winners.
+func (d *desiredState) rewin(k ipvs.VirtualServerKey, before *VirtualServerState, t touched) {
+	t.virtualServers[k] = true
+	after := d.winner(k)
+	if before == after {
+		return
+	}
+	if before != nil {
+		d.contribute(before, -1, t)
+	}
+	if after != nil {
+		d.contribute(after, +1, t)
+	}
+}
+
+func (d *desiredState) contribute(vs *VirtualServerState, n int, t touched) {
+	if vs.Bound {
+		a := vs.Address
+		if d.addrRefs[a] += n; d.addrRefs[a] <= 0 {
+			delete(d.addrRefs, a)
+		}
+		t.addresses[a] = true
+	}
+	for _, e := range vs.SetEntries {
+		k := e.key()
+		if d.entryRefs[k] += n; d.entryRefs[k] <= 0 {
+			delete(d.entryRefs, k)
+		}
+		t.entries[k] = true
+	}
+}
+
+// virtualServer is the winning desired state of k, or nil.
+func (d *desiredState) virtualServer(k ipvs.VirtualServerKey) *VirtualServerState {
+	return d.winner(k)
+}
+
+// owner is the Service that wins k, if any.
+func (d *desiredState) owner(k ipvs.VirtualServerKey) (types.NamespacedName, bool) {
+	if c := d.claims[k]; len(c) > 0 && !d.foreign[k] {
+		return c[0].service, true
+	}
+	return types.NamespacedName{}, false
+}
+
 // conflicts lists a PortConflict problem for every Service that lost one of
-// the given virtual servers.
+// the given virtual servers, to another Service or to a foreign one.
 func (d *desiredState) conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.NamespacedName][]Problem {
 	out := map[types.NamespacedName][]Problem{}
 	for k := range keys {
 		c := d.claims[k]
-		for _, loser := range c[min(1, len(c)):] {
+		losers, by := c[min(1, len(c)):], ""
+		if len(c) > 0 {
+			by = "Service " + c[0].service.String()
+		}
+		if d.foreign[k] {
+			losers, by = c, "a virtual server ipvsproxy did not create"
+		}
+		for _, loser := range losers {
 			st := d.services[loser.service]
 			ref := st.serviceRef()
 			out[loser.service] = append(out[loser.service], Problem{Object: ref, Reason: ReasonPortConflict,
-				Message: fmt.Sprintf("%s %s is already used by Service %s; skipped", loser.vs.Kind, k, c[0].service)})
+				Message: fmt.Sprintf("%s %s is already used by %s; skipped", loser.vs.Kind, k, by)})
 		}
 	}
 	return out
@@ -142,7 +219,9 @@ func (d *desiredState) Dump() string {
 	slices.SortFunc(keys, compareVSKey)
 	b.WriteString("virtual servers:\n")
 	for _, k := range keys {
-		writeVirtualServer(&b, d.virtualServer(k))
+		if vs := d.virtualServer(k); vs != nil {
+			writeVirtualServer(&b, vs)
+		}
 	}
 	b.WriteString("addresses on " + DummyInterface + ":\n")
 	addrs := make([]netip.Addr, 0, len(d.addrRefs))

@@ -10,9 +10,10 @@
 //	→ the kernel adapters (packages ipvs, netif, ipset, iptables, conntrack)
 //
 // build.go is where a Service becomes IPVS entries; it makes no syscalls.
-// The package owns only what it names: virtual servers whose address is
-// bound on kube-ipvs0 or is a node address with a port in the NodePort range,
-// the addresses on kube-ipvs0, the KUBE-* sets and chains listed in sets.go
-// and rules.go. Everything else in the kernel, and anything inside
-// --ipvs-exclude-cidrs, is never changed.
+// The reconciler (reconcile*.go) is the only writer of kernel objects and
+// keeps a status per object with backoff retries (objstatus.go).
+// The package owns only what it names: the virtual servers recorded in
+// KUBE-IPVS-OWNED (ownership.go), the addresses on kube-ipvs0, the KUBE-*
+// sets and chains listed in sets.go and rules.go. Everything else in the
+// kernel, and anything inside --ipvs-exclude-cidrs, is never changed.
 package ipvsproxy

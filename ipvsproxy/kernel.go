@@ -29,9 +29,15 @@ type Kernel struct {
 // last read (full sync) and kept up to date by every successful write.
 type kernelView struct {
 	virtualServers map[ipvs.VirtualServerKey]*kernelVirtualServer
-	addresses      map[netip.Addr]bool
-	// sets maps each owned set present in the kernel to its members.
+	// foreign are virtual servers someone else created; never written.
+	foreign   map[ipvs.VirtualServerKey]bool
+	addresses map[netip.Addr]bool
+	// sets maps each owned set present in the kernel with the right type
+	// to its members, the ownership record's included (ownership.go).
 	sets map[string]map[ipset.Entry]bool
+	// wrongSets are owned sets present with another type or family (an
+	// older layout); the reconciler replaces them.
+	wrongSets map[string]ipset.Set
 	// hostAddresses are the node's addresses outside kube-ipvs0.
 	hostAddresses []netip.Addr
 }
@@ -41,22 +47,21 @@ type kernelVirtualServer struct {
 	realServers map[ipvs.RealServerKey]ipvs.RealServer
 }
 
-// readKernel reads every object the proxier owns. A virtual server is owned
-// when its address is bound on kube-ipvs0, or is a node address and its port
-// lies in the NodePort range. Owned objects inside --ipvs-exclude-cidrs are
-// read too, so that a Service's can be kept up to date; the reconciler never
-// deletes one nobody wants (Config.excluded).
+// readKernel reads every object the proxier owns, and writes nothing: the
+// reconciler is the only writer. Which virtual servers are owned is
+// ownership.owns; the others are foreign. Owned objects inside
+// --ipvs-exclude-cidrs are read too, so that a Service's can be kept up to
+// date; the reconciler never deletes one nobody wants there.
 func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	view := &kernelView{
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
+		foreign:        map[ipvs.VirtualServerKey]bool{},
 		addresses:      map[netip.Addr]bool{},
 		sets:           map[string]map[ipset.Entry]bool{},
-	}
-	if err := k.Netif.EnsureDummy(); err != nil {
-		return nil, fmt.Errorf("ensure %s: %w", DummyInterface, err)
+		wrongSets:      map[string]ipset.Set{},
 	}
 	bound, err := k.Netif.DummyAddresses()
-	if err != nil {
+	if err != nil && !errors.Is(err, netif.ErrNotFound) {
 		return nil, fmt.Errorf("list addresses of %s: %w", DummyInterface, err)
 	}
 	for _, a := range bound {
@@ -67,16 +72,44 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		return nil, fmt.Errorf("list node addresses: %w", err)
 	}
 	view.hostAddresses = host
-	isHost := map[netip.Addr]bool{}
-	for _, a := range host {
-		isHost[a.Unmap()] = true
+	present, err := k.IPSet.Sets()
+	if err != nil {
+		return nil, fmt.Errorf("list ipsets: %w", err)
+	}
+	exists := map[string]ipset.Set{}
+	for _, s := range present {
+		exists[s.Name] = s
+	}
+	for _, want := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
+		have, ok := exists[want.Name]
+		switch {
+		case !ok:
+			continue // the reconciler creates it
+		case !sameSetLayout(have, want):
+			view.wrongSets[want.Name] = have
+			continue
+		}
+		entries, err := k.IPSet.Entries(want.Name)
+		if err != nil {
+			return nil, fmt.Errorf("list ipset %s: %w", want.Name, err)
+		}
+		members := make(map[ipset.Entry]bool, len(entries))
+		for _, e := range entries {
+			members[e] = true
+		}
+		view.sets[want.Name] = members
+	}
+	owner, err := readOwnership(k, cfg, present, view.sets)
+	if err != nil {
+		return nil, err
 	}
 	all, err := k.IPVS.VirtualServers()
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
 	for _, vs := range all {
-		if !cfg.OwnsVirtualServer(vs.VirtualServerKey, view.addresses[vs.Address], isHost[vs.Address]) {
+		if !owner.owns(vs.VirtualServerKey, cfg) {
+			view.foreign[vs.VirtualServerKey] = true
 			continue
 		}
 		rss, err := k.IPVS.RealServers(vs.VirtualServerKey)
@@ -92,55 +125,13 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		}
 		view.virtualServers[vs.VirtualServerKey] = kvs
 	}
-	present, err := k.IPSet.Sets()
-	if err != nil {
-		return nil, fmt.Errorf("list ipsets: %w", err)
-	}
-	exists := map[string]ipset.Set{}
-	for _, s := range present {
-		exists[s.Name] = s
-	}
-	for _, want := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
-		have, ok := exists[want.Name]
-		if ok && (have.Type != want.Type || want.Type != ipset.BitmapPort && have.Family != want.Family) {
-			// An older layout under our name: recreate it with the right type.
-			if err := k.IPSet.DestroySet(want.Name); err != nil {
-				return nil, fmt.Errorf("destroy ipset %s of type %s (want %s): %w", want.Name, have.Type, want.Type, err)
-			}
-			ok = false
-		}
-		if !ok {
-			if err := k.IPSet.CreateSet(want); err != nil {
-				return nil, fmt.Errorf("create ipset %s: %w", want.Name, err)
-			}
-			view.sets[want.Name] = map[ipset.Entry]bool{}
-			continue
-		}
-		entries, err := k.IPSet.Entries(want.Name)
-		if err != nil {
-			return nil, fmt.Errorf("list ipset %s: %w", want.Name, err)
-		}
-		members := make(map[ipset.Entry]bool, len(entries))
-		for _, e := range entries {
-			members[e] = true
-		}
-		view.sets[want.Name] = members
-	}
 	return view, nil
 }
 
-// OwnsVirtualServer is the ownership rule for virtual servers: the
-// proxier owns one whose address is bound on kube-ipvs0 (onDummy), or is a
-// node address (nodeAddress) with a port in the NodePort range, unless the
-// address lies in --ipvs-exclude-cidrs. `inspect --check` calls it too.
-func (c Config) OwnsVirtualServer(k ipvs.VirtualServerKey, onDummy, nodeAddress bool) bool {
-	// --ipvs-exclude-cidrs does not change ownership: it only forbids
-	// deleting what no Service wants there (as in kube-proxy).
-	return onDummy || nodeAddress && k.Port >= c.NodePortMin && k.Port <= c.NodePortMax
+// sameSetLayout: a set can hold what want holds (bitmap:port has no family).
+func sameSetLayout(have, want ipset.Set) bool {
+	return have.Type == want.Type && (want.Type == ipset.BitmapPort || have.Family == want.Family)
 }
-
-// Excluded reports whether addr lies in --ipvs-exclude-cidrs (never touched).
-func (c Config) Excluded(addr netip.Addr) bool { return c.excluded(addr) }
 
 // touchAll marks every object of the view and of the desired state, so a
 // full sync compares everything.
@@ -158,6 +149,16 @@ func (v *kernelView) touchAll(d *desiredState, t touched) {
 		t.addresses[a] = true
 	}
 	for set, members := range v.sets {
+		if baseName(set) == setOwned {
+			// Records are written with their virtual servers: touch
+			// those, so a record without one is removed.
+			for e := range members {
+				if k, ok := recordKey(e); ok {
+					t.virtualServers[k] = true
+				}
+			}
+			continue
+		}
 		for e := range members {
 			t.entries[setEntryKey{set: set, entry: e}] = true
 		}

@@ -88,6 +88,30 @@ func TestProxierOnRealKernel(t *testing.T) {
 			p.Tracker().SetEndpointSlice(slice(s, s.Name+"-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
 		}
 	}
+	// Someone else's virtual server at an address:port a Service names
+	// (web's external IP 203.0.113.5:80): never adopted (ownership.go).
+	foreign := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("203.0.113.5"), Port: 80}
+	if err := k.IPVS.AddVirtualServer(ipvs.VirtualServer{VirtualServerKey: foreign, Scheduler: "rr"}); err != nil {
+		t.Fatal(err)
+	}
+	foreignRS := ipvs.RealServer{RealServerKey: ipvs.RealServerKey{Address: netip.MustParseAddr("192.0.2.9"), Port: 80}, Weight: 3}
+	if err := k.IPVS.AddRealServer(foreign, foreignRS); err != nil {
+		t.Fatal(err)
+	}
+	checkForeign := func(when string) {
+		t.Helper()
+		vss, _ := k.IPVS.VirtualServers()
+		found := false
+		for _, vs := range vss {
+			if vs.VirtualServerKey == foreign {
+				found = vs.Scheduler == "rr"
+			}
+		}
+		rss, err := k.IPVS.RealServers(foreign)
+		if !found || err != nil || len(rss) != 1 || rss[0].RealServerKey != foreignRS.RealServerKey || rss[0].Weight != 3 {
+			t.Fatalf("%s: the foreign virtual server changed: found rr=%v %v %v", when, found, rss, err)
+		}
+	}
 	p, _ := newRealProxier(t, k, cfg)
 	world(p)
 	res := p.Sync()
@@ -106,10 +130,12 @@ func TestProxierOnRealKernel(t *testing.T) {
 		t.Fatalf("Local LB real servers: %v %v", lbRSS, err)
 	}
 
+	checkForeign("first sync")
 	p.needFull = true
 	if res := p.Sync(); res.Err() != nil || res.Writes != 0 {
 		t.Fatalf("full resync: writes=%d err=%v", res.Writes, res.Err())
 	}
+	checkForeign("full sync")
 	p2, _ := newRealProxier(t, k, cfg)
 	world(p2)
 	if res := p2.Sync(); res.Err() != nil || res.Writes != 0 {
@@ -126,11 +152,13 @@ func TestProxierOnRealKernel(t *testing.T) {
 		t.Fatalf("after endpoint removal: %v", rss)
 	}
 
+	checkForeign("restart")
 	if err := Cleanup(k, cfg); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
-	if vss, _ := k.IPVS.VirtualServers(); len(vss) != 0 {
-		t.Fatalf("virtual servers left: %v", vss)
+	checkForeign("cleanup")
+	if vss, _ := k.IPVS.VirtualServers(); len(vss) != 1 {
+		t.Fatalf("virtual servers left besides the foreign one: %v", vss)
 	}
 	sets, _ := k.IPSet.Sets()
 	for _, s := range sets {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +39,14 @@ type SyncResult struct {
 	// NoLocalEndpoints counts Local-policy Services with no local endpoint,
 	// by policy ("internal", "external").
 	NoLocalEndpoints map[string]int
+	// Completed is true when the sync ran through (the kernel could be
+	// read), whatever single objects failed: the loop is alive. Health
+	// follows it, not Err.
+	Completed bool
+	// FailingObjects counts the objects in error after this sync, by kind
+	// (an ObjectKind); NextRetry is the earliest retry, zero when none.
+	FailingObjects map[string]int
+	NextRetry      time.Time
 }
 
 // Err is non-nil when some kernel write failed.
@@ -84,8 +91,15 @@ type Proxier struct {
 	capacity setCapacity
 	// status is what Status reports (status.go).
 	status syncStatus
+	// objects is the reconciler's per-object status (objstatus.go).
+	objects *statusTable
+	// pendingFlows are conntrack filters whose delete failed, retried.
+	pendingFlows []conntrack.Filter
 
 	trigger chan struct{}
+
+	statusMu sync.Mutex // guards snapshot, so Status never waits for a sync
+	snapshot ReconcileStatus
 }
 
 // New returns a proxier; nothing touches the kernel before the first Sync.
@@ -112,6 +126,7 @@ func New(cfg Config, nodeName string, k Kernel, recorder record.EventRecorder) (
 		now:          time.Now,
 		trigger:      make(chan struct{}, 1),
 		capacity:     newSetCapacity(cfg.IPSetMaxElements),
+		objects:      newStatusTable(),
 	}
 	p.tracker = NewChangeTracker(nodeName, p.requestSync)
 	return p, nil
@@ -139,8 +154,16 @@ func (p *Proxier) requestSync() {
 func (p *Proxier) Run(ctx context.Context) {
 	ticker := time.NewTicker(p.cfg.SyncPeriod)
 	defer ticker.Stop()
-	p.Sync()
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	res := p.Sync()
 	for {
+		// A failed object is retried when its backoff ends, not only at
+		// the next change or period.
+		retry.Stop()
+		if !res.NextRetry.IsZero() {
+			retry.Reset(max(time.Until(res.NextRetry), 0))
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -149,6 +172,7 @@ func (p *Proxier) Run(ctx context.Context) {
 			p.needFull = true
 			p.mu.Unlock()
 		case <-p.trigger:
+		case <-retry.C:
 		}
 		// Changes that arrive while we wait are batched into this sync.
 		if wait := p.cfg.MinSyncPeriod - time.Since(p.lastSync); wait > 0 {
@@ -158,31 +182,39 @@ func (p *Proxier) Run(ctx context.Context) {
 			case <-time.After(wait):
 			}
 		}
-		p.Sync()
+		res = p.Sync()
 	}
 }
 
 // Sync runs one sync now: drain the changes, build the Services that
-// changed (all of them on a full sync), write the difference to the kernel,
-// then clean up stale conntrack flows and drained real servers.
+// changed (all of them on a full sync), and let the reconciler write the
+// difference to the kernel, retry the objects whose backoff is over, clean
+// up stale conntrack flows and drain real servers.
 func (p *Proxier) Sync() SyncResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res := SyncResult{Start: p.now(), WriteErrors: map[string]int{}}
+	now := p.now()
+	res := SyncResult{Start: now, WriteErrors: map[string]int{}}
 	changes := p.tracker.drain()
 	res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.serviceChanges, changes.endpointChanges, changes.triggerTimes
 
-	full := p.needFull || changes.nodeChanged
+	full := p.needFull || changes.nodeChanged || p.view == nil
 	if full {
 		view, err := readKernel(p.kernel, p.cfg)
 		if err != nil {
+			// Nothing can be compared: retry the whole read at the next
+			// sync (the only failure that keeps syncs full).
 			klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
-			res.WriteErrors["read"]++
-			p.status.recordWrites([]writeError{{object: "read", err: err}}, res.Start)
+			res.WriteErrors[string(ObjectRead)]++
+			p.needFull = true
+			p.objects.failed(namedID(ObjectRead, "kernel state"), err, now)
+			p.status.recordWrites([]writeError{{object: string(ObjectRead), err: err}}, res.Start)
 			p.finish(&res)
 			return res
 		}
+		p.objects.done(namedID(ObjectRead, "kernel state"))
 		p.view = view
+		p.needFull = false
 	}
 	res.Full = full
 	node := p.nodeInfo()
@@ -222,6 +254,33 @@ func (p *Proxier) Sync() SyncResult {
 		p.desired.set(name, st, t)
 	}
 	res.Services = len(names)
+	if full {
+		// Someone else's virtual servers win their keys; ones that went
+		// away free theirs.
+		for k := range p.desired.foreign {
+			if !p.view.foreign[k] {
+				p.desired.setForeign(k, false, t)
+			}
+		}
+		for k := range p.view.foreign {
+			p.desired.setForeign(k, true, t)
+		}
+		// Compare everything, except objects still backing off that no
+		// change touched: a failing object costs one write per backoff.
+		all := newTouched()
+		p.view.touchAll(p.desired, all)
+		t.merge(all, func(id objectID) bool { return p.objects.backingOff(id, now) })
+		adoptDraining(p.view, p.desired, p.draining, now.Add(p.cfg.DrainTimeout))
+	} else {
+		p.retryDue(t, now)
+	}
+
+	// Apply: the difference only.
+	r := &reconciler{k: p.kernel, cfg: p.cfg, desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full}
+	r.apply(t)
+	r.syncRules(p.appliedRules)
+	r.drain()
+	staleFilters.add(r.staleFlows)
 	conflicts := p.desired.conflicts(t.virtualServers)
 	for name := range names {
 		p.report(name, conflicts[name])
@@ -231,51 +290,93 @@ func (p *Proxier) Sync() SyncResult {
 			p.report(name, problems)
 		}
 	}
-	if full {
-		p.view.touchAll(p.desired, t)
-		adoptDraining(p.view, p.desired, p.draining, p.now().Add(p.cfg.DrainTimeout))
-	}
 
-	// Apply: the difference only.
-	r := &reconciler{k: p.kernel, cfg: p.cfg, desired: p.desired, view: p.view, draining: p.draining, now: p.now()}
-	r.apply(t)
-	p.syncRules(r, full)
-	r.drain()
-	staleFilters.add(r.staleFlows)
+	// Conntrack last, once the new real servers are in place.
+	filters := append(p.pendingFlows, staleFilters.filters...)
+	if len(staleFilters.filters) > 0 || !p.objects.backingOff(namedID(ObjectConntrack, "stale UDP flows"), now) {
+		res.ConntrackDeleted, p.pendingFlows = r.flushConntrack(filters)
+	}
+	// Periodically and after any failure, the UDP flows that point at no
+	// serving endpoint go too (kubernetes#112604), through the same writer.
+	if p.conntrack.due(full, len(r.errs) > 0) {
+		res.ConntrackDeleted += r.reconcileConntrack(&p.conntrack)
+	}
 	res.Writes = r.writes
 	for _, e := range r.errs {
 		res.WriteErrors[e.object]++
 	}
-
-	// Conntrack last, once the new real servers are in place.
-	if fs := staleFilters.filters; len(fs) > 0 && p.kernel.Conntrack != nil {
-		n, err := p.kernel.Conntrack.DeleteFlows(fs...)
-		res.ConntrackDeleted = n
-		if err != nil {
-			klog.ErrorS(err, "Deleting stale UDP conntrack flows failed")
-			res.WriteErrors["conntrack"]++
-			r.errs = append(r.errs, writeError{object: "conntrack", err: fmt.Errorf("delete stale UDP conntrack flows: %w", err)})
-		}
-	}
-	if p.kernel.Conntrack != nil && p.conntrack.due(full, len(res.WriteErrors) > 0) {
-		n, err := p.conntrack.run(p.kernel.Conntrack, p.desired, p.cfg.Families)
-		res.ConntrackDeleted += n
-		if err != nil {
-			klog.ErrorS(err, "Reconciling UDP conntrack flows failed")
-			res.WriteErrors["conntrack"]++
-		}
-	}
-	res.Draining = drainingCount(p.draining)
-	p.started = p.started || len(res.WriteErrors) == 0
 	p.status.recordWrites(r.errs, res.Start)
+	p.reportFailures(r.newlyFailed)
+	res.Draining = drainingCount(p.draining)
+	// The desired state now holds every Service: from here on a Service
+	// that looks new is new (its UDP flows may be flushed), whatever
+	// failed.
+	p.started = true
+	res.Completed = true
 	p.finish(&res)
 	return res
+}
+
+// retryDue adds the objects whose retry is due to a partial sync, after
+// reading back the virtual servers among them: the reason a write failed
+// (someone deleted or created it) is often a view gone stale.
+func (p *Proxier) retryDue(t touched, now time.Time) {
+	due := p.objects.due(now)
+	var vss []ipvs.VirtualServerKey
+	for _, id := range due {
+		switch id.kind {
+		case ObjectVirtualServer:
+			t.virtualServers[id.vs] = true
+			vss = append(vss, id.vs)
+		case ObjectAddress:
+			if id.addr.IsValid() {
+				t.addresses[id.addr] = true
+			}
+		case ObjectSetEntry:
+			if id.name == "" {
+				t.entries[id.entry] = true
+			}
+		}
+	}
+	if len(vss) > 0 {
+		p.refreshVirtualServers(vss)
+	}
+}
+
+// refreshVirtualServers reads the given virtual servers back into the view.
+func (p *Proxier) refreshVirtualServers(keys []ipvs.VirtualServerKey) {
+	all, err := p.kernel.IPVS.VirtualServers()
+	if err != nil {
+		klog.ErrorS(err, "Reading virtual servers to retry failed writes")
+		return
+	}
+	present := map[ipvs.VirtualServerKey]ipvs.VirtualServer{}
+	for _, vs := range all {
+		present[vs.VirtualServerKey] = vs
+	}
+	for _, k := range keys {
+		vs, ok := present[k]
+		switch {
+		case !ok:
+			delete(p.view.virtualServers, k)
+			delete(p.view.foreign, k)
+		case p.view.isRecorded(k):
+			rss, err := p.kernel.IPVS.RealServers(k)
+			if err != nil {
+				continue
+			}
+			kvs := &kernelVirtualServer{vs: vs, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
+			for _, rs := range rss {
+				kvs.realServers[rs.RealServerKey] = rs
+			}
+			p.view.virtualServers[k] = kvs
+		}
+	}
 }
 
 // finish records the outcome and tells the observer.
 func (p *Proxier) finish(res *SyncResult) {
 	res.Duration = p.now().Sub(res.Start)
-	p.needFull = len(res.WriteErrors) > 0
 	p.lastSync = p.now()
 	p.status.recordSync(*res)
 	res.HealthCheckNodePorts = map[types.NamespacedName]uint16{}
@@ -300,6 +401,12 @@ func (p *Proxier) finish(res *SyncResult) {
 			}
 		}
 	}
+	res.FailingObjects = map[string]int{}
+	for kind, n := range p.objects.failing() {
+		res.FailingObjects[string(kind)] = n
+	}
+	res.NextRetry, _ = p.objects.nextRetry()
+	p.publishStatus(res)
 	if err := res.Err(); err != nil {
 		klog.ErrorS(err, "Sync finished with failures", "full", res.Full)
 	} else {
@@ -307,45 +414,6 @@ func (p *Proxier) finish(res *SyncResult) {
 	}
 	if p.OnSync != nil {
 		p.OnSync(*res)
-	}
-}
-
-// syncRules restores a family's iptables tables when they differ from what
-// is wanted: on a full sync by reading them back, otherwise only when the
-// wanted text changed (it depends on the configuration alone).
-func (p *Proxier) syncRules(r *reconciler, full bool) {
-	for _, family := range p.cfg.Families {
-		ipt := p.kernel.IPTables[family]
-		text := iptablesRules(p.cfg, family)
-		if !full && p.appliedRules[family] == text {
-			continue
-		}
-		ok := true
-		for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
-			want := tableText(text, table)
-			if save, err := ipt.Save(table); err == nil && rulesMatch(save, want, table) {
-				continue
-			}
-			r.writes++
-			if err := ipt.Restore([]byte(want)); err != nil {
-				r.fail("iptables", fmt.Errorf("restore %s %s rules: %w", family, table, err))
-				ok = false
-			}
-		}
-		for _, j := range jumpRules() {
-			existed, err := ipt.EnsureRule(j.table, j.chain, j.rule...)
-			if err != nil {
-				r.fail("iptables", fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
-				ok = false
-				continue
-			}
-			if !existed {
-				r.writes++
-			}
-		}
-		if ok {
-			p.appliedRules[family] = text
-		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -140,7 +141,7 @@ func TestLocalPolicyWithoutLocalEndpointHasNoRealServerAndNoMark(t *testing.T) {
 	if got := realServers(t, fk, webVSFor("10.96.0.20")); len(got) != 1 {
 		t.Fatalf("cluster IP keeps cluster-wide endpoints, got %v", got)
 	}
-	if dump := fk.ipset.Dump(); strings.Contains(dump, "KUBE-LOAD-BALANCER 203.0.113.140") || strings.Contains(dump, "30090") {
+	if dump := fk.ipset.Dump(); strings.Contains(after(dump, "set KUBE-LOAD-BALANCER "), "203.0.113.140") || strings.Contains(after(dump, "set KUBE-NODE-PORT-TCP "), "30090") {
 		t.Fatalf("Local-policy traffic must not be marked:\n%s", dump)
 	}
 	last := results[len(results)-1]
@@ -347,10 +348,11 @@ func TestNeverTouchesWhatItDoesNotOwn(t *testing.T) {
 	}
 	fk.netif.EnsureDummy()
 	fk.netif.AddDummyAddress(netip.MustParseAddr("203.0.113.201"))
-	// A stale one of ours, left from an earlier run: on kube-ipvs0.
+	// A stale one of ours, left from an earlier run: recorded as ours.
 	stale := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.96.9.9"), Port: 80}
 	fk.netif.AddDummyAddress(stale.Address)
 	fk.ipvs.AddVirtualServer(ipvs.VirtualServer{VirtualServerKey: stale, Scheduler: "rr"})
+	recordAsOurs(t, fk, stale)
 
 	p, _ := newTestProxier(t, fk, cfg)
 	mustSync(t, p)
@@ -376,28 +378,43 @@ func TestNeverTouchesWhatItDoesNotOwn(t *testing.T) {
 	}
 }
 
-func TestFailedWriteIsRetriedByAFullSync(t *testing.T) {
+func TestFailedWriteIsRetriedAloneWithBackoff(t *testing.T) {
 	fk := newFakeKernel()
 	p, _ := newTestProxier(t, fk, testConfig())
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	p.now = func() time.Time { return now }
 	svc := service("web", "10.96.0.10")
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
 	mustSync(t, p)
 	// Someone deletes our virtual server behind our back; the next partial
-	// sync's write fails, and the following full sync repairs it.
+	// sync's write fails, and a partial retry after the backoff repairs it.
 	if err := fk.ipvs.DeleteVirtualServer(webVS); err != nil {
 		t.Fatal(err)
 	}
 	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
-	if res := p.Sync(); res.Err() == nil || res.WriteErrors["ipvs"] == 0 {
-		t.Fatalf("want an ipvs write error, got %+v", res.WriteErrors)
-	}
 	res := p.Sync()
-	if !res.Full || res.Err() != nil {
+	if res.Err() == nil || res.WriteErrors[string(ObjectVirtualServer)] == 0 || !res.Completed {
+		t.Fatalf("want an ipvs write error in a completed sync, got %+v", res.WriteErrors)
+	}
+	if st := p.ReconcileStatus(); len(st.Objects) != 1 || st.Objects[0].State != StateError || st.Objects[0].Object != "virtual server "+webVS.String() ||
+		st.Objects[0].NextRetry != now.Add(retryMin) || len(st.Objects[0].Services) != 1 || st.Objects[0].Services[0] != "default/web" {
+		t.Fatalf("status %+v", st.Objects)
+	}
+	// Before the backoff ends nothing is retried.
+	if res := p.Sync(); res.Full || res.Writes != 0 {
+		t.Fatalf("retried early: full=%v writes=%d", res.Full, res.Writes)
+	}
+	now = now.Add(retryMin)
+	res = p.Sync()
+	if res.Full || res.Err() != nil {
 		t.Fatalf("retry: full=%v err=%v", res.Full, res.Err())
 	}
 	if got := realServers(t, fk, webVS); len(got) != 2 {
 		t.Fatalf("after repair: %v", got)
+	}
+	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
+		t.Fatalf("status after repair %+v", st.Objects)
 	}
 }
 
@@ -496,6 +513,19 @@ func TestCleanupRemovesEverythingInstalled(t *testing.T) {
 	}
 	// Cleaning a clean node is fine.
 	if err := Cleanup(fk.kernel(), cfg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recordAsOurs writes k's ownership record, as an earlier run of the proxier
+// would have.
+func recordAsOurs(t *testing.T, fk *fakeKernel, k ipvs.VirtualServerKey) {
+	t.Helper()
+	e := recordEntry(k)
+	if err := fk.ipset.CreateSet(ipset.Set{Name: e.Set, Type: ipset.HashIPPort, Family: ipset.IPv4}); err != nil && !errors.Is(err, ipset.ErrExists) {
+		t.Fatal(err)
+	}
+	if err := fk.ipset.AddEntry(e.Set, e.Entry); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,9 +3,10 @@ package ipvsproxy
 import (
 	"errors"
 	"fmt"
-	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"slices"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
@@ -14,51 +15,83 @@ import (
 
 // writeError is one failed kernel write, kept for metrics and the log.
 type writeError struct {
-	object string // ipvs, address, ipset, iptables, conntrack, sysctl
+	object string // an ObjectKind
 	err    error
 }
 
-// reconciler writes the difference between the desired state and the
-// kernel view for the touched objects, and keeps the view in step with what
-// it wrote. It never stops at a failure: every other object is still
-// written, and the failure makes the next sync a full one.
+// reconciler is the only writer of kernel objects. It writes the
+// difference between the desired state and the kernel view for the touched
+// objects, keeps the view in step with what it wrote, and keeps a status per
+// object (status.go). It never stops at a failure: every other object is
+// still written, and the failed one is retried on its own backoff.
 type reconciler struct {
 	k        Kernel
 	cfg      Config
 	desired  *desiredState
 	view     *kernelView
 	draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
+	status   *statusTable
 	now      time.Time
-	writes   int
-	errs     []writeError
+	// full is set on a full sync: the view was just read.
+	full bool
+	// t is the sync's touched objects; a virtual server found foreign adds
+	// the objects its Service no longer gets.
+	t      touched
+	writes int
+	errs   []writeError
+	// newlyFailed are the objects that entered the error state in this
+	// sync: their Services get an Event.
+	newlyFailed []objectID
 	// staleFlows selects the UDP flows of the real servers this sync
 	// deleted: their replies would come from an endpoint that is gone.
 	staleFlows []conntrack.Filter
+	// foundForeign are the keys found taken by someone else while writing.
+	foundForeign []ipvs.VirtualServerKey
 }
 
 // fail records a failed write. The adapters' errors already name the
 // operation and the object.
-func (r *reconciler) fail(object string, err error) {
-	klog.ErrorS(err, "Kernel write failed; will retry with a full sync")
-	r.errs = append(r.errs, writeError{object: object, err: err})
+func (r *reconciler) fail(id objectID, err error) {
+	klog.ErrorS(err, "Kernel write failed; retrying with backoff", "object", id.String())
+	r.errs = append(r.errs, writeError{object: string(id.kind), err: err})
+	if r.status.failed(id, err, r.now) {
+		r.newlyFailed = append(r.newlyFailed, id)
+	}
 }
 
-// apply writes in an order that never leaves traffic without a path:
-// addresses and set members that new virtual servers need go first,
-// removals last.
+// settle records the outcome of an object's writes.
+func (r *reconciler) settle(id objectID, err error) {
+	if err != nil {
+		r.fail(id, err)
+		return
+	}
+	r.status.done(id)
+}
+
+// apply writes in an order that never leaves traffic without a path: the
+// sets and the link first, then addresses and set members that new virtual
+// servers need, then the virtual servers, removals last.
 func (r *reconciler) apply(t touched) {
+	r.t = t
+	r.ensureSets()
+	r.ensureDummy()
 	for a := range t.addresses {
-		if r.desired.addrRefs[a] > 0 && !r.view.addresses[a] {
-			r.writes++
-			if err := r.k.Netif.AddDummyAddress(a); err != nil {
-				r.fail("address", err)
+		if r.desired.addrRefs[a] > 0 {
+			if r.view.addresses[a] {
+				r.status.done(addrID(a))
 				continue
 			}
-			r.view.addresses[a] = true
+			r.writes++
+			err := r.k.Netif.AddDummyAddress(a)
+			if err == nil || errors.Is(err, netif.ErrExists) {
+				r.view.addresses[a] = true
+				err = nil
+			}
+			r.settle(addrID(a), err)
 		}
 	}
 	for k := range t.entries {
-		if r.desired.entryRefs[k] > 0 && !r.view.sets[k.set][k.entry] {
+		if r.desired.entryRefs[k] > 0 {
 			r.addEntry(k)
 		}
 	}
@@ -66,48 +99,142 @@ func (r *reconciler) apply(t touched) {
 		r.reconcileVirtualServer(k)
 	}
 	for k := range t.entries {
-		if r.desired.entryRefs[k] == 0 && r.view.sets[k.set][k.entry] {
-			r.writes++
-			if err := r.k.IPSet.DeleteEntry(k.set, k.entry); err != nil && !errors.Is(err, ipset.ErrNotFound) {
-				r.fail("ipset", err)
-				continue
-			}
-			delete(r.view.sets[k.set], k.entry)
+		if r.desired.entryRefs[k] == 0 {
+			r.deleteEntry(k)
 		}
 	}
 	for a := range t.addresses {
-		if r.desired.addrRefs[a] == 0 && r.view.addresses[a] && !r.cfg.excluded(a) {
-			r.writes++
-			if err := r.k.Netif.DeleteDummyAddress(a); err != nil && !errors.Is(err, netif.ErrNotFound) {
-				r.fail("address", err)
+		if r.desired.addrRefs[a] == 0 {
+			// Nothing in --ipvs-exclude-cidrs is removed, wanted or not.
+			if !r.view.addresses[a] || r.cfg.excluded(a) {
+				r.status.done(addrID(a))
 				continue
 			}
-			delete(r.view.addresses, a)
+			r.writes++
+			err := r.k.Netif.DeleteDummyAddress(a)
+			if err == nil || errors.Is(err, netif.ErrNotFound) {
+				delete(r.view.addresses, a)
+				err = nil
+			}
+			r.settle(addrID(a), err)
 		}
 	}
 }
 
+// ensureDummy creates kube-ipvs0 when the view was just read (creating an
+// existing link is no write).
+func (r *reconciler) ensureDummy() {
+	if !r.full && !r.status.dueKind(ObjectAddress, r.now) {
+		return
+	}
+	id := namedID(ObjectAddress, DummyInterface)
+	if err := r.k.Netif.EnsureDummy(); err != nil {
+		r.fail(id, fmt.Errorf("ensure %s: %w", DummyInterface, err))
+		return
+	}
+	r.status.done(id)
+}
+
 func (r *reconciler) addEntry(k setEntryKey) {
+	id := entryID(k)
 	members, ok := r.view.sets[k.set]
 	if !ok {
-		r.fail("ipset", fmt.Errorf("add %s to ipset %s: set not present", k.entry.String(setTypeOf(k.set)), k.set))
+		r.status.pending(id, fmt.Errorf("ipset %s is not present", k.set), r.now)
+		return
+	}
+	if members[k.entry] {
+		r.status.done(id)
 		return
 	}
 	r.writes++
-	if err := r.k.IPSet.AddEntry(k.set, k.entry); err != nil && !errors.Is(err, ipset.ErrExists) {
-		r.fail("ipset", err)
+	err := r.k.IPSet.AddEntry(k.set, k.entry)
+	switch {
+	case err == nil || errors.Is(err, ipset.ErrExists):
+		members[k.entry] = true
+		err = nil
+	case errors.Is(err, ipset.ErrNotFound):
+		r.setVanished(k.set)
+	}
+	r.settle(id, err)
+}
+
+func (r *reconciler) deleteEntry(k setEntryKey) {
+	id := entryID(k)
+	if !r.view.sets[k.set][k.entry] {
+		r.status.done(id)
 		return
 	}
-	members[k.entry] = true
+	r.writes++
+	err := r.k.IPSet.DeleteEntry(k.set, k.entry)
+	if err == nil || errors.Is(err, ipset.ErrNotFound) {
+		delete(r.view.sets[k.set], k.entry)
+		err = nil
+	}
+	r.settle(id, err)
+}
+
+// setVanished: someone destroyed an owned set; it is re-created at the next
+// sync and its members re-added.
+func (r *reconciler) setVanished(name string) {
+	delete(r.view.sets, name)
+	r.status.pending(namedID(ObjectSetEntry, name), fmt.Errorf("ipset %s vanished", name), r.now)
+}
+
+// record writes the ownership record of k, before its virtual server is
+// created (ownership.go).
+func (r *reconciler) record(k ipvs.VirtualServerKey) error {
+	e := recordEntry(k)
+	members, ok := r.view.sets[e.Set]
+	if !ok {
+		return fmt.Errorf("record %s as ours: ipset %s is not present", k, e.Set)
+	}
+	if members[e.Entry] {
+		return nil
+	}
+	r.writes++
+	if err := r.k.IPSet.AddEntry(e.Set, e.Entry); err != nil && !errors.Is(err, ipset.ErrExists) {
+		if errors.Is(err, ipset.ErrNotFound) {
+			r.setVanished(e.Set)
+		}
+		return fmt.Errorf("record %s as ours: %w", k, err)
+	}
+	members[e.Entry] = true
+	return nil
+}
+
+// unrecord removes the ownership record of k, after its virtual server is
+// gone.
+func (r *reconciler) unrecord(k ipvs.VirtualServerKey) error {
+	e := recordEntry(k)
+	if !r.view.sets[e.Set][e.Entry] {
+		return nil
+	}
+	r.writes++
+	if err := r.k.IPSet.DeleteEntry(e.Set, e.Entry); err != nil && !errors.Is(err, ipset.ErrNotFound) {
+		return fmt.Errorf("remove the record of %s: %w", k, err)
+	}
+	delete(r.view.sets[e.Set], e.Entry)
+	return nil
 }
 
 // reconcileVirtualServer makes the kernel's virtual server k match the
-// desired one (or removes it).
+// desired one (or removes it), with its ownership record.
 func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
+	id := vsID(k)
+	if r.view.foreign[k] {
+		// Someone else's: never adopted, rewritten or emptied. Its
+		// Service has a PortConflict problem instead.
+		r.status.done(id)
+		return
+	}
 	want := r.desired.virtualServer(k)
 	have := r.view.virtualServers[k]
+	var errs []error
 	switch {
 	case want == nil && have == nil:
+		// A record without a virtual server: a crash between the two
+		// steps, or a virtual server someone deleted.
+		r.settle(id, r.unrecord(k))
 		return
 	case want == nil && r.cfg.excluded(k.Address):
 		// --ipvs-exclude-cidrs: never cleaned up, whoever made it.
@@ -117,24 +244,62 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		// kube-proxy; only endpoints of a live Service drain.
 		r.writes++
 		if err := r.k.IPVS.DeleteVirtualServer(k); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
-			r.fail("ipvs", err)
+			r.fail(id, err)
 			return
 		}
 		delete(r.view.virtualServers, k)
 		delete(r.draining, k)
+		r.settle(id, r.unrecord(k))
 		return
 	case have == nil:
+		// Between a full read and now someone may have created it: look
+		// before recording, so a foreign one is never recorded as ours.
+		// One that is recorded is ours (our create went through, or the
+		// view lost it): take it back into the view.
+		recorded := r.view.isRecorded(k)
+		if !r.full || recorded {
+			if rss, err := r.k.IPVS.RealServers(k); err == nil {
+				if !recorded {
+					r.foreignFound(k)
+					return
+				}
+				have = &kernelVirtualServer{vs: ipvs.VirtualServer{VirtualServerKey: k}, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
+				for _, rs := range rss {
+					have.realServers[rs.RealServerKey] = rs
+				}
+				r.view.virtualServers[k] = have
+				break
+			}
+		}
+		if err := r.record(k); err != nil {
+			r.fail(id, err)
+			return
+		}
 		r.writes++
 		if err := r.k.IPVS.AddVirtualServer(want.VirtualServer); err != nil {
-			r.fail("ipvs", err)
+			if errors.Is(err, ipvs.ErrExists) {
+				if uerr := r.unrecord(k); uerr != nil {
+					r.fail(id, uerr)
+				}
+				r.foreignFound(k)
+				return
+			}
+			r.fail(id, err)
 			return
 		}
 		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
 		r.view.virtualServers[k] = have
-	case have.vs != want.VirtualServer:
+	}
+	if !r.view.isRecorded(k) {
+		// Adopted from an older version (ownership.go: legacy).
+		if err := r.record(k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if have.vs != want.VirtualServer {
 		r.writes++
 		if err := r.k.IPVS.UpdateVirtualServer(want.VirtualServer); err != nil {
-			r.fail("ipvs", err)
+			r.fail(id, err)
 			return
 		}
 		have.vs = want.VirtualServer
@@ -146,15 +311,15 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		switch {
 		case !ok:
 			r.writes++
-			if err := r.k.IPVS.AddRealServer(k, rs); err != nil {
-				r.fail("ipvs", err)
+			if err := r.k.IPVS.AddRealServer(k, rs); err != nil && !errors.Is(err, ipvs.ErrExists) {
+				errs = append(errs, err)
 				continue
 			}
 		case cur.Weight != rs.Weight:
 			// Also revives an endpoint that was draining and came back.
 			r.writes++
 			if err := r.k.IPVS.UpdateRealServer(k, rs); err != nil {
-				r.fail("ipvs", err)
+				errs = append(errs, err)
 				continue
 			}
 		}
@@ -170,16 +335,28 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		}
 	}
 	if len(gone) > 0 {
-		r.removeRealServers(have, gone)
+		errs = append(errs, r.removeRealServers(have, gone)...)
 	}
+	r.settle(id, errors.Join(errs...))
+}
+
+// foreignFound: the kernel holds someone else's virtual server at k. The
+// Service that wanted it loses it (and programs nothing for it).
+func (r *reconciler) foreignFound(k ipvs.VirtualServerKey) {
+	klog.InfoS("A virtual server ipvsproxy did not create is in the way; leaving it as it is", "virtualServer", k)
+	r.view.foreign[k] = true
+	r.desired.setForeign(k, true, r.t)
+	r.foundForeign = append(r.foundForeign, k)
+	r.status.done(vsID(k))
 }
 
 // removeRealServers deletes real servers that no endpoint backs any more.
 // A TCP one with connections is set to weight 0 instead and deleted by
 // drain once they end: established connections finish, new ones go
 // elsewhere. UDP and SCTP ones go at once, as in kube-proxy.
-func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.RealServerKey) {
+func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.RealServerKey) []error {
 	k := have.vs.VirtualServerKey
+	var errs []error
 	if k.Protocol == ipvs.TCP {
 		// Fresh connection counts: the view's may be a sync old.
 		if current, err := r.k.IPVS.RealServers(k); err == nil {
@@ -203,23 +380,25 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 				r.writes++
 				rs.Weight = 0
 				if err := r.k.IPVS.UpdateRealServer(k, rs); err != nil {
-					r.fail("ipvs", err)
+					errs = append(errs, err)
 					continue
 				}
 				have.realServers[key] = rs
 			}
 			continue
 		}
-		r.deleteRealServer(have, key)
+		if err := r.deleteRealServer(have, key); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	return errs
 }
 
-func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealServerKey) {
+func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealServerKey) error {
 	k := have.vs.VirtualServerKey
 	r.writes++
 	if err := r.k.IPVS.DeleteRealServer(k, key); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
-		r.fail("ipvs", err)
-		return
+		return err
 	}
 	delete(have.realServers, key)
 	if k.Protocol == ipvs.UDP {
@@ -231,6 +410,7 @@ func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealSe
 			delete(r.draining, k)
 		}
 	}
+	return nil
 }
 
 // drain deletes draining real servers whose connections have ended or
@@ -244,7 +424,7 @@ func (r *reconciler) drain() {
 		}
 		current, err := r.k.IPVS.RealServers(k)
 		if err != nil {
-			r.fail("ipvs", err)
+			r.fail(vsID(k), fmt.Errorf("list real servers of %s to drain: %w", k, err))
 			continue
 		}
 		conns := map[ipvs.RealServerKey]int{}
@@ -253,10 +433,45 @@ func (r *reconciler) drain() {
 		}
 		for key, deadline := range rss {
 			if n, ok := conns[key]; !ok || n == 0 || !r.now.Before(deadline) {
-				r.deleteRealServer(have, key)
+				if err := r.deleteRealServer(have, key); err != nil {
+					r.fail(vsID(k), err)
+				}
 			}
 		}
 	}
+}
+
+// flushConntrack deletes the stale UDP flows the filters select; on failure
+// they are returned to be retried.
+func (r *reconciler) flushConntrack(filters []conntrack.Filter) (deleted int, retry []conntrack.Filter) {
+	if len(filters) == 0 || r.k.Conntrack == nil {
+		return 0, nil
+	}
+	id := namedID(ObjectConntrack, "stale UDP flows")
+	n, err := r.k.Conntrack.DeleteFlows(filters...)
+	if err != nil {
+		r.fail(id, fmt.Errorf("delete stale UDP conntrack flows: %w", err))
+		slices.SortFunc(filters, compareFilters)
+		return n, slices.Compact(filters)
+	}
+	r.status.done(id)
+	return n, nil
+}
+
+// reconcileConntrack deletes the UDP flows to a virtual server whose reply
+// source is none of its real servers (conntrack_reconcile.go).
+func (r *reconciler) reconcileConntrack(c *conntrackReconciler) int {
+	if r.k.Conntrack == nil {
+		return 0
+	}
+	id := namedID(ObjectConntrack, "UDP flow reconcile")
+	n, err := c.run(r.k.Conntrack, r.desired, r.cfg.Families)
+	if err != nil {
+		r.fail(id, err)
+		return n
+	}
+	r.status.done(id)
+	return n
 }
 
 // drainingCount is the number of real servers at weight 0 waiting.

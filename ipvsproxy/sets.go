@@ -1,6 +1,8 @@
 package ipvsproxy
 
 import (
+	"strings"
+
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	v1 "k8s.io/api/core/v1"
 )
@@ -20,6 +22,7 @@ const (
 	setIPVSIPs      = "KUBE-IPVS-IPS"               // every address bound on kube-ipvs0
 	setLBFirewall   = "KUBE-LOAD-BALANCER-FW"       // LB IP,proto:port that has loadBalancerSourceRanges
 	setLBSourceCIDR = "KUBE-LOAD-BALANCER-SRC-CIDR" // LB IP,proto:port,allowed source CIDR
+	setOwned        = "KUBE-IPVS-OWNED"             // IP,proto:port of every virtual server the proxier created (ownership.go)
 )
 
 // setSpec is one owned set, with its purpose as the comment.
@@ -41,6 +44,8 @@ var setSpecs = []setSpec{
 	{setIPVSIPs, ipset.HashIP, "addresses bound on kube-ipvs0"},
 	{setLBFirewall, ipset.HashIPPort, "load balancer IP + port with loadBalancerSourceRanges"},
 	{setLBSourceCIDR, ipset.HashIPPortNet, "load balancer IP + port + allowed source range"},
+	// The ownership record, not a desired state: no rule matches it.
+	{setOwned, ipset.HashIPPort, "virtual servers ipvsproxy created"},
 }
 
 // setName is the kernel name (at most 31 bytes: IPSET_MAXNAMELEN) of an owned set for a family.
@@ -49,6 +54,14 @@ func setName(base string, family v1.IPFamily) string {
 		return "KUBE-6-" + base[len("KUBE-"):]
 	}
 	return base
+}
+
+// baseName is the IPv4 name of an owned set of either family.
+func baseName(name string) string {
+	if strings.HasPrefix(name, "KUBE-6-") {
+		return "KUBE-" + name[len("KUBE-6-"):]
+	}
+	return name
 }
 
 // ownedSets lists every set the proxier owns for the families, fully named,

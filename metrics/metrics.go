@@ -80,6 +80,9 @@ type Metrics struct {
 	// (object: the Object* constants). Every value starts at 0 so alerts on
 	// increase() see the first failure.
 	KernelWriteFailuresTotal *prometheus.CounterVec
+	// KernelObjectsFailing is, after each sync, the number of kernel
+	// objects whose last write failed and that wait for a retry (object).
+	KernelObjectsFailing *prometheus.GaugeVec
 	// SchedulerFallback is 1 for the configured IPVS scheduler (scheduler)
 	// when the kernel refused it and wrr is used instead, 0 otherwise. See
 	// SetSchedulerFallback.
@@ -180,6 +183,10 @@ func New() *Metrics {
 			Namespace: ourNamespace, Name: "kernel_write_failures_total",
 			Help: "Kernel writes that failed and will be retried on the next sync, by kind of object",
 		}, []string{"object"}),
+		KernelObjectsFailing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ourNamespace, Name: "kernel_objects_failing",
+			Help: "Kernel objects whose last write failed, retried with backoff, by kind of object",
+		}, []string{"object"}),
 		SchedulerFallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: ourNamespace, Name: "scheduler_fallback",
 			Help: "1 when the kernel refused the configured IPVS scheduler (label) and wrr is used instead",
@@ -218,6 +225,7 @@ func New() *Metrics {
 		m.ProxyHealthzTotal,
 		m.ProxyLivezTotal,
 		m.KernelWriteFailuresTotal,
+		m.KernelObjectsFailing,
 		m.SchedulerFallback,
 		m.ConntrackEntriesDeletedTotal,
 		m.RealServersDraining,
@@ -226,6 +234,7 @@ func New() *Metrics {
 	)
 	for _, object := range []string{ObjectIPVS, ObjectAddress, ObjectIPSet, ObjectIPTables, ObjectConntrack, ObjectSysctl} {
 		m.KernelWriteFailuresTotal.WithLabelValues(object)
+		m.KernelObjectsFailing.WithLabelValues(object)
 	}
 	return m
 }
@@ -245,4 +254,15 @@ func (m *Metrics) SetSchedulerFallback(configured string, fellBack bool) {
 func (m *Metrics) SetNoLocalEndpoints(family v1.IPFamily, internal, external int) {
 	m.NoLocalEndpoints.WithLabelValues(TrafficPolicyInternal, string(family)).Set(float64(internal))
 	m.NoLocalEndpoints.WithLabelValues(TrafficPolicyExternal, string(family)).Set(float64(external))
+}
+
+// SetKernelObjectsFailing records, after a sync, how many objects of each
+// kind are failing; kinds not in failing are 0.
+func (m *Metrics) SetKernelObjectsFailing(failing map[string]int) {
+	for _, object := range []string{ObjectIPVS, ObjectAddress, ObjectIPSet, ObjectIPTables, ObjectConntrack, ObjectSysctl} {
+		m.KernelObjectsFailing.WithLabelValues(object).Set(float64(failing[object]))
+	}
+	for object, n := range failing {
+		m.KernelObjectsFailing.WithLabelValues(object).Set(float64(n))
+	}
 }

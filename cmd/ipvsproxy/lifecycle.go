@@ -58,10 +58,11 @@ func startSyncLoop(ctx context.Context, p *ipvsproxy.Proxier) <-chan struct{} {
 	return stopped
 }
 
-// markProgrammed makes /readyz true after the first full sync that wrote
-// everything (the hook observeSync calls).
+// markProgrammed makes /readyz true after the first full sync that ran
+// through (the hook observeSync calls). One object the kernel refuses is
+// retried and reported on its own; it must not hold every node's rollout.
 func markProgrammed(r ipvsproxy.SyncResult, programmed func()) {
-	if r.Full && r.Err() == nil {
+	if r.Full && r.Completed {
 		programmed()
 	}
 }

@@ -189,8 +189,14 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 		m.SetNoLocalEndpoints(f, r.NoLocalEndpoints["internal"], r.NoLocalEndpoints["external"])
 	}
 	markProgrammed(r, health.Programmed)
-	if r.Err() == nil {
+	// Health says the sync loop is alive and keeping up, as kube-proxy's
+	// does: a sync that ran through counts even when single objects failed
+	// (they are retried with backoff and reported per object).
+	if r.Completed {
 		health.Updated()
+	}
+	m.SetKernelObjectsFailing(r.FailingObjects)
+	if r.Err() == nil {
 		for _, f := range fam {
 			m.SyncProxyRulesLastTimestamp.WithLabelValues(f).SetToCurrentTime()
 			m.ObserveNetworkProgramming(v1.IPFamily(f), r.TriggerTimes, r.Start.Add(r.Duration))

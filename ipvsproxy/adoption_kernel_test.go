@@ -1,0 +1,80 @@
+package ipvsproxy
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	v1 "k8s.io/api/core/v1"
+)
+
+// The replacement of a wrong-typed set that iptables references, on this
+// machine's kernel (ipset and iptables are real, in a fresh namespace; IPVS
+// and the link are fakes, since this host has neither): the kernel refuses
+// to destroy the referenced set, and the proxier still ends with the right
+// type and its rules intact (issue 8 item 7).
+func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ns, path := netnstest.NewNamed(t, "ipvsproxy-a-")
+	sets, err := ipset.NewInNamespace(ns)
+	if err != nil {
+		t.Skipf("no ipset: %v", err)
+	}
+	t.Cleanup(func() { sets.Close() })
+	ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path))
+	if err != nil {
+		t.Skipf("no iptables: %v", err)
+	}
+	// The older layout, referenced by a rule of ours.
+	if err := sets.CreateSet(ipset.Set{Name: setLoopBack, Type: ipset.HashIP, Family: ipset.IPv4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ipt.Restore([]byte("*nat\n:KUBE-POSTROUTING - [0:0]\n-A KUBE-POSTROUTING -m set --match-set KUBE-LOOP-BACK dst -j MASQUERADE\nCOMMIT\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sets.DestroySet(setLoopBack); err == nil {
+		t.Fatal("the kernel destroyed a referenced set; this test would prove nothing")
+	}
+	links := netif.NewFake(DummyInterface)
+	k := Kernel{IPVS: ipvs.NewFake(), Netif: links, IPSet: sets, IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
+	p, err := New(testConfig(), thisNode, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	out, err := exec.Command("ip", "netns", "exec", strings.TrimPrefix(path, "/run/netns/"), "ipset", "list", setLoopBack).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ipset list: %v %s", err, out)
+	}
+	if !strings.Contains(string(out), "Type: hash:ip,port,ip") || !strings.Contains(string(out), "10.244.1.5,tcp:8080,10.244.1.5") {
+		t.Fatalf("KUBE-LOOP-BACK:\n%s", out)
+	}
+	all, _ := sets.Sets()
+	for _, s := range all {
+		if strings.HasSuffix(s.Name, tempSetSuffix) {
+			t.Fatalf("temporary set left: %s", s.Name)
+		}
+	}
+	save, _ := ipt.Save(iptables.TableNAT)
+	if !strings.Contains(string(save), "--match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE") {
+		t.Fatalf("nat:\n%s", save)
+	}
+	// A second proxier (a restart) writes nothing.
+	p2, _ := New(testConfig(), thisNode, k, nil)
+	p2.Tracker().SetService(svc)
+	p2.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	if res := mustSync(t, p2); res.Writes != 0 {
+		t.Fatalf("restart wrote %d", res.Writes)
+	}
+}

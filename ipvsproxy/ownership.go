@@ -1,0 +1,167 @@
+package ipvsproxy
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+)
+
+// Ownership of virtual servers is recorded, not inferred: an address on
+// kube-ipvs0 or a node address says nothing about who created a virtual
+// server there, and Service authors choose external IPs (issue 14 item 10).
+// The reconciler adds a virtual server's key to KUBE-IPVS-OWNED (one set per
+// family) before it creates the virtual server and removes it after the
+// delete, so the record survives a restart and a crash between the two
+// steps leaves at worst a record without a virtual server, never ours
+// unrecorded. This file is the one place that decides ownership; readKernel
+// and Cleanup both call owns.
+
+// recordEntry is the KUBE-IPVS-OWNED member of a virtual server.
+func recordEntry(k ipvs.VirtualServerKey) SetEntry {
+	return SetEntry{Set: setName(setOwned, familyOf(k.Address)), Entry: ipset.Entry{IP: k.Address, Protocol: strings.ToLower(k.Protocol.String()), Port: k.Port}}
+}
+
+// ownership is what decides which virtual servers are the proxier's.
+type ownership struct {
+	// recorded are the keys in KUBE-IPVS-OWNED.
+	recorded map[ipvs.VirtualServerKey]bool
+	// legacy is set when no record set exists but an older ipvsproxy's
+	// sets do: that version kept no record, and its virtual servers were
+	// those on kube-ipvs0 addresses or on node addresses with a port in the
+	// NodePort range. They are adopted (and recorded) once. A node that
+	// never ran ipvsproxy has no KUBE- set, so nothing there is adopted.
+	legacy      bool
+	bound, host map[netip.Addr]bool
+}
+
+// owns reports whether the proxier created the virtual server k. One it
+// recorded stays its own inside --ipvs-exclude-cidrs too (a Service there
+// is still served; the ranges only forbid deleting what nobody wants, as in
+// kube-proxy); the legacy address rule never claims anything in them.
+func (o ownership) owns(k ipvs.VirtualServerKey, cfg Config) bool {
+	if o.recorded[k] {
+		return true
+	}
+	return o.legacy && !cfg.excluded(k.Address) &&
+		(o.bound[k.Address] || o.host[k.Address] && k.Port >= cfg.NodePortMin && k.Port <= cfg.NodePortMax)
+}
+
+// readOwnership builds the ownership from the members of the record sets
+// (in sets, as read) and, for the legacy rule, the addresses. present is
+// the kernel's list of sets.
+func readOwnership(k Kernel, cfg Config, present []ipset.Set, sets map[string]map[ipset.Entry]bool) (ownership, error) {
+	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}}
+	owned := map[string]bool{}
+	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
+		owned[s.Name] = true
+	}
+	anyRecord, anyOurs := false, false
+	for _, s := range present {
+		if !owned[s.Name] {
+			continue
+		}
+		anyOurs = true
+		members, ok := sets[s.Name]
+		if baseName(s.Name) != setOwned || !ok {
+			// A record set of another type holds no record we can
+			// read: as with none, the old rule adopts, and the
+			// reconciler records again once the set is replaced.
+			continue
+		}
+		anyRecord = true
+		for e := range members {
+			if key, ok := recordKey(e); ok {
+				o.recorded[key] = true
+			}
+		}
+	}
+	o.legacy = anyOurs && !anyRecord
+	if !o.legacy {
+		return o, nil
+	}
+	bound, err := k.Netif.DummyAddresses()
+	if err != nil && !errors.Is(err, netif.ErrNotFound) {
+		return o, fmt.Errorf("list addresses of %s: %w", DummyInterface, err)
+	}
+	for _, a := range bound {
+		o.bound[a.Unmap()] = true
+	}
+	host, err := k.Netif.HostAddresses()
+	if err != nil {
+		return o, fmt.Errorf("list node addresses: %w", err)
+	}
+	for _, a := range host {
+		o.host[a.Unmap()] = true
+	}
+	return o, nil
+}
+
+// isRecorded reports whether the view holds k's ownership record.
+func (v *kernelView) isRecorded(k ipvs.VirtualServerKey) bool {
+	e := recordEntry(k)
+	return v.sets[e.Set][e.Entry]
+}
+
+// recordKey turns a KUBE-IPVS-OWNED member back into a virtual server key.
+func recordKey(e ipset.Entry) (ipvs.VirtualServerKey, bool) {
+	var p ipvs.Protocol
+	switch e.Protocol {
+	case "tcp":
+		p = ipvs.TCP
+	case "udp":
+		p = ipvs.UDP
+	case "sctp":
+		p = ipvs.SCTP
+	default:
+		return ipvs.VirtualServerKey{}, false
+	}
+	return ipvs.VirtualServerKey{Protocol: p, Address: e.IP.Unmap(), Port: e.Port}, true
+}
+
+// OwnerOf decides ownership, with the same rule as readKernel, from kernel
+// state someone else read (inspect): the members of the owned sets present,
+// keyed by set name, and the addresses on kube-ipvs0 and of the node.
+func OwnerOf(cfg Config, sets map[string][]ipset.Entry, dummy, host []netip.Addr) func(ipvs.VirtualServerKey) bool {
+	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}}
+	anyRecord, anyOurs := false, false
+	for _, s := range ownedSets(cfg.Families, 0) {
+		members, ok := sets[s.Name]
+		if !ok {
+			continue
+		}
+		anyOurs = true
+		if baseName(s.Name) != setOwned {
+			continue
+		}
+		anyRecord = true
+		for _, e := range members {
+			if key, ok := recordKey(e); ok {
+				o.recorded[key] = true
+			}
+		}
+	}
+	o.legacy = anyOurs && !anyRecord
+	for _, a := range dummy {
+		o.bound[a.Unmap()] = true
+	}
+	for _, a := range host {
+		o.host[a.Unmap()] = true
+	}
+	return func(k ipvs.VirtualServerKey) bool { return o.owns(k, cfg) }
+}
+
+// OwnershipRecord is the member of KUBE-IPVS-OWNED (or its IPv6 twin) that
+// records the virtual server k as the proxier's (inspect --check expects one
+// per desired virtual server).
+func OwnershipRecord(k ipvs.VirtualServerKey) (set string, entry ipset.Entry) {
+	e := recordEntry(k)
+	return e.Set, e.Entry
+}
+
+// Excluded reports whether addr lies in --ipvs-exclude-cidrs.
+func (c Config) Excluded(addr netip.Addr) bool { return c.excluded(addr) }
