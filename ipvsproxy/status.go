@@ -110,5 +110,13 @@ func (p *Proxier) statusLocked() SyncStatus {
 	slices.SortFunc(st.FailedWrites, func(a, b FailedWrite) int {
 		return strings.Compare(a.Object+a.Error, b.Object+b.Error)
 	})
+	// The reconciler's per-object status (objstatus.go): every object not
+	// done, with its error and next retry.
+	for _, o := range p.ReconcileStatus().Objects {
+		st.Objects = append(st.Objects, ObjectStatus{
+			Kind: string(o.Kind), Key: o.Object, Service: strings.Join(o.Services, ","),
+			State: string(o.State), Error: o.LastError, Since: o.Since, NextRetry: o.NextRetry,
+		})
+	}
 	return st
 }

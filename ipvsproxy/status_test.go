@@ -37,6 +37,12 @@ func TestStatusKeepsWhenAWriteStartedFailing(t *testing.T) {
 	if !st.LastFullSync.Equal(first) || !st.LastPartialSync.Equal(clock) || st.NextSyncFull || st.ServiceChangesQueued != 0 {
 		t.Fatalf("status %+v, want last full sync %v, last partial %v, next sync partial, nothing queued", st, first, clock)
 	}
+	// inspect shows the reconciler's status of that object: in error since
+	// the first attempt, with its next retry.
+	if len(st.Objects) != 1 || st.Objects[0].State != string(StateError) || !st.Objects[0].Since.Equal(first) ||
+		!st.Objects[0].NextRetry.After(clock) || st.Objects[0].Service != "default/web" {
+		t.Fatalf("objects %+v, want the virtual server in error since %v, retried after %v, for default/web", st.Objects, first, clock)
+	}
 	// The scheduler comes back: the repair clears the failure.
 	fk.ipvs.SetSchedulers("twos", "wrr")
 	clock = clock.Add(time.Minute)
