@@ -161,15 +161,9 @@ func (k *kernel) RealServers(key VirtualServerKey) ([]RealServer, error) {
 		return nil, err
 	}
 	defer k.mu.Unlock()
-	svc := toService(VirtualServer{VirtualServerKey: key})
-	// The kernel's destination dump answers an unknown service with an empty
-	// list, not an error, so ask for the service itself first (ESRCH).
-	if _, err := h.GetService(svc); err != nil {
-		return nil, fmt.Errorf("list real servers of %s: %w", key, serviceError(err))
-	}
-	dests, err := h.GetDestinations(svc)
+	dests, err := destinations(h, key)
 	if err != nil {
-		return nil, fmt.Errorf("list real servers of %s: %w", key, destinationError(err))
+		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 	}
 	out := []RealServer{}
 	for _, d := range dests {
@@ -372,4 +366,19 @@ func fromDestination(d *mobyipvs.Destination) (RealServer, bool) {
 		ActiveConnections:   d.ActiveConnections,
 		InactiveConnections: d.InactiveConnections,
 	}, true
+}
+
+// destinations dumps the real servers of key. The kernel's destination dump
+// answers an unknown service with an empty list, not an error, so the
+// service itself is asked for first (ESRCH becomes ErrNotFound).
+func destinations(h *mobyipvs.Handle, key VirtualServerKey) ([]*mobyipvs.Destination, error) {
+	svc := toService(VirtualServer{VirtualServerKey: key})
+	if _, err := h.GetService(svc); err != nil {
+		return nil, serviceError(err)
+	}
+	dests, err := h.GetDestinations(svc)
+	if err != nil {
+		return nil, destinationError(err)
+	}
+	return dests, nil
 }

@@ -82,14 +82,9 @@ func (k *kernel) RealServerStats(key VirtualServerKey) (map[RealServerKey]Stats,
 		return nil, err
 	}
 	defer k.mu.Unlock()
-	svc := toService(VirtualServer{VirtualServerKey: key})
-	// As in RealServers: the destination dump of a missing service is empty.
-	if _, err := h.GetService(svc); err != nil {
-		return nil, fmt.Errorf("read real server stats of %s: %w", key, serviceError(err))
-	}
-	dests, err := h.GetDestinations(svc)
+	dests, err := destinations(h, key)
 	if err != nil {
-		return nil, fmt.Errorf("read real server stats of %s: %w", key, destinationError(err))
+		return nil, fmt.Errorf("read real server stats of %s: %w", key, err)
 	}
 	out := map[RealServerKey]Stats{}
 	for _, d := range dests {
