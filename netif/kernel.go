@@ -18,6 +18,9 @@ import (
 type kernel struct {
 	dummy  string
 	handle *netlink.Handle
+	// linkType is "dummy"; tests on a host without the dummy driver set
+	// "ifb" to run the route and address halves on a link they created.
+	linkType string
 }
 
 var _ Interface = (*kernel)(nil)
@@ -40,7 +43,7 @@ func open(dummyName string, ns netns.NsHandle) (*kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
 	}
-	return &kernel{dummy: dummyName, handle: h}, nil
+	return &kernel{dummy: dummyName, handle: h, linkType: "dummy"}, nil
 }
 
 // Close releases the rtnetlink socket. It is not part of Interface: the
@@ -60,8 +63,8 @@ func (k *kernel) dummyLink() (netlink.Link, error) {
 		}
 		return nil, fmt.Errorf("look up link %s: %w", k.dummy, err)
 	}
-	if link.Type() != "dummy" {
-		return nil, fmt.Errorf("link %s is of type %s, not dummy; refusing to manage it", k.dummy, link.Type())
+	if link.Type() != k.linkType {
+		return nil, fmt.Errorf("link %s is of type %s, not %s; refusing to manage it", k.dummy, link.Type(), k.linkType)
 	}
 	return link, nil
 }
