@@ -13,11 +13,11 @@ import (
 // addresses. It fails where the kernel fails, with the same sentinel
 // errors, and is safe for concurrent use.
 type Fake struct {
-	mu      sync.Mutex
-	dummy   string
-	exists  bool
-	bound   map[netip.Addr]bool
-	routes  map[netip.Prefix]bool
+	mu     sync.Mutex
+	dummy  string
+	exists bool
+	bound  map[netip.Addr]bool
+	routes map[netip.Prefix]bool
 	// foreign are routes to table local that someone else added.
 	foreign map[netip.Prefix]bool
 	host    []netip.Addr
