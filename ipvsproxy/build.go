@@ -27,6 +27,9 @@ type NodeInfo struct {
 	// Addresses are the node's own addresses (every interface but
 	// kube-ipvs0), candidates for NodePort virtual servers.
 	Addresses []netip.Addr
+	// RoutedServiceCIDRs are made local by one route each on kube-ipvs0:
+	// a cluster IP inside one is not bound (routes.go).
+	RoutedServiceCIDRs []netip.Prefix
 }
 
 // Virtual server kinds, as a person reading `inspect` knows them.
@@ -130,7 +133,9 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			ipPort := func(a netip.Addr) ipset.Entry { return ipset.Entry{IP: a, Protocol: proto, Port: uint16(port.Port)} }
 
 			if vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
-				st.Addresses = append(st.Addresses, clusterIP)
+				if !node.routed(clusterIP) {
+					st.Addresses = append(st.Addresses, clusterIP)
+				}
 				entry(setClusterIP, ipPort(clusterIP))
 				entry(setIPVSServices, ipPort(clusterIP))
 			}

@@ -13,7 +13,8 @@ import (
 )
 
 // Cleanup removes everything the proxier installs: its virtual servers,
-// its jump rules and chains, its ipsets and kube-ipvs0. It goes on past
+// its jump rules and chains, its ipsets, its Service CIDR routes and
+// kube-ipvs0. It goes on past
 // failures and returns them all; what it does not own stays.
 func Cleanup(k Kernel, cfg Config) error {
 	var errs []error
@@ -30,6 +31,10 @@ func Cleanup(k Kernel, cfg Config) error {
 	for _, a := range bound {
 		onDummy[a.Unmap().String()] = true
 	}
+	routes, err := k.Netif.ServiceRoutes()
+	if err != nil && !errors.Is(err, netif.ErrNotFound) {
+		fail(fmt.Errorf("list service routes on %s: %w", DummyInterface, err))
+	}
 	host, err := k.Netif.HostAddresses()
 	if err != nil {
 		fail(fmt.Errorf("list node addresses: %w", err))
@@ -43,7 +48,7 @@ func Cleanup(k Kernel, cfg Config) error {
 	} else {
 		for _, vs := range all {
 			a := vs.Address.String()
-			owned := onDummy[a] || isHost[a] && vs.Port >= cfg.NodePortMin && vs.Port <= cfg.NodePortMax
+			owned := onDummy[a] || inPrefixes(routes, vs.Address) || isHost[a] && vs.Port >= cfg.NodePortMin && vs.Port <= cfg.NodePortMax
 			if !owned || cfg.excluded(vs.Address) {
 				continue
 			}
@@ -109,6 +114,13 @@ func Cleanup(k Kernel, cfg Config) error {
 		}
 	}
 
+	// Deleting the link takes its routes with it; deleting ours first also
+	// cleans up when the link is not ours to delete.
+	for _, r := range routes {
+		if err := k.Netif.DeleteServiceRoute(r); err != nil && !errors.Is(err, netif.ErrNotFound) {
+			fail(fmt.Errorf("delete service route %s: %w", r, err))
+		}
+	}
 	if err := k.Netif.DeleteDummy(); err != nil && !errors.Is(err, netif.ErrNotFound) {
 		fail(fmt.Errorf("delete %s: %w", DummyInterface, err))
 	}

@@ -32,6 +32,11 @@ type Config struct {
 	MasqueradeMark uint32
 	// Scheduler is the IPVS scheduler for every virtual server.
 	Scheduler string
+	// ServiceCIDRs are the cluster's Service IP ranges (--service-cidrs) for
+	// clusters without networking.k8s.io/v1 ServiceCIDR objects; the ranges of
+	// those objects are added to them. Each becomes local with one route on
+	// kube-ipvs0, and cluster IPs inside are then not bound one by one.
+	ServiceCIDRs []netip.Prefix
 	// ExcludeCIDRs are never touched, whoever created what is in them.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool
@@ -70,7 +75,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown IP family %q", f))
 		}
 	}
-	for _, p := range append(append(append([]netip.Prefix{}, c.ClusterCIDRs...), c.NodePortAddresses...), c.ExcludeCIDRs...) {
+	for _, p := range append(append(append(append([]netip.Prefix{}, c.ClusterCIDRs...), c.NodePortAddresses...), c.ExcludeCIDRs...), c.ServiceCIDRs...) {
 		if !p.IsValid() {
 			errs = append(errs, fmt.Errorf("invalid CIDR %v", p))
 		}

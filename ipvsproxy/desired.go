@@ -24,6 +24,8 @@ type desiredState struct {
 	claims    map[ipvs.VirtualServerKey][]claim
 	addrRefs  map[netip.Addr]int
 	entryRefs map[setEntryKey]int
+	// routes are the Service CIDRs routed local on kube-ipvs0 (routes.go).
+	routes []netip.Prefix
 }
 
 type claim struct {
@@ -152,6 +154,12 @@ func (d *desiredState) Dump() string {
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	for _, a := range addrs {
 		fmt.Fprintf(&b, "  %s\n", a)
+	}
+	if len(d.routes) > 0 {
+		b.WriteString("local routes on " + DummyInterface + ":\n")
+		for _, r := range d.routes {
+			fmt.Fprintf(&b, "  %s\n", r)
+		}
 	}
 	b.WriteString("ipset entries:\n")
 	entries := make([]string, 0, len(d.entryRefs))

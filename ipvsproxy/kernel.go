@@ -30,6 +30,8 @@ type Kernel struct {
 type kernelView struct {
 	virtualServers map[ipvs.VirtualServerKey]*kernelVirtualServer
 	addresses      map[netip.Addr]bool
+	// routes are the Service CIDR routes on kube-ipvs0 that netif marks ours.
+	routes map[netip.Prefix]bool
 	// sets maps each owned set present in the kernel to its members.
 	sets map[string]map[ipset.Entry]bool
 	// hostAddresses are the node's addresses outside kube-ipvs0.
@@ -42,12 +44,13 @@ type kernelVirtualServer struct {
 }
 
 // readKernel reads every object the proxier owns. A virtual server is owned
-// when its address is bound on kube-ipvs0, or is a node address and its port
-// lies in the NodePort range; nothing inside --ipvs-exclude-cidrs is owned.
+// when its address is bound on kube-ipvs0 or lies in one of our Service CIDR
+// routes there, or is a node address and its port lies in the NodePort range; nothing inside --ipvs-exclude-cidrs is owned.
 func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	view := &kernelView{
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
 		addresses:      map[netip.Addr]bool{},
+		routes:         map[netip.Prefix]bool{},
 		sets:           map[string]map[ipset.Entry]bool{},
 	}
 	if err := k.Netif.EnsureDummy(); err != nil {
@@ -61,6 +64,15 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		if !cfg.excluded(a) {
 			view.addresses[a.Unmap()] = true
 		}
+	}
+	routes, err := k.Netif.ServiceRoutes()
+	if err != nil {
+		return nil, fmt.Errorf("list service routes on %s: %w", DummyInterface, err)
+	}
+	var routed []netip.Prefix
+	for _, r := range routes {
+		view.routes[r] = true
+		routed = append(routed, r)
 	}
 	host, err := k.Netif.HostAddresses()
 	if err != nil {
@@ -77,7 +89,7 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	}
 	for _, vs := range all {
 		a := vs.Address
-		owned := view.addresses[a] || isHost[a] && vs.Port >= cfg.NodePortMin && vs.Port <= cfg.NodePortMax
+		owned := view.addresses[a] || inPrefixes(routed, a) || isHost[a] && vs.Port >= cfg.NodePortMin && vs.Port <= cfg.NodePortMax
 		if !owned || cfg.excluded(a) {
 			continue
 		}

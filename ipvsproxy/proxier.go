@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -63,15 +64,17 @@ type Proxier struct {
 	// OnQueued, when set, is called whenever a change is queued.
 	OnQueued func()
 
-	mu           sync.Mutex // one sync at a time; guards what follows
-	desired      *desiredState
-	view         *kernelView
-	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
-	needFull     bool
-	reported     map[types.NamespacedName]string // problems last reported per Service
-	appliedRules map[v1.IPFamily]string
-	lastSync     time.Time
-	now          func() time.Time
+	mu       sync.Mutex // one sync at a time; guards what follows
+	desired  *desiredState
+	view     *kernelView
+	draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
+	needFull bool
+	reported map[types.NamespacedName]string // problems last reported per Service
+	// refusedRanges are the Service CIDRs not routed, and why (logged once).
+	refusedRanges map[netip.Prefix]string
+	appliedRules  map[v1.IPFamily]string
+	lastSync      time.Time
+	now           func() time.Time
 	// started is set by the first successful sync. Before it the desired
 	// state is empty, so every Service would look new: its UDP flows must
 	// not be flushed as if it had just gained endpoints (a restart drops
@@ -163,7 +166,7 @@ func (p *Proxier) Sync() SyncResult {
 	changes := p.tracker.drain()
 	res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.serviceChanges, changes.endpointChanges, changes.triggerTimes
 
-	full := p.needFull || changes.nodeChanged
+	full := p.needFull || changes.nodeChanged || changes.serviceCIDRsChanged
 	if full {
 		view, err := readKernel(p.kernel, p.cfg)
 		if err != nil {
@@ -175,6 +178,10 @@ func (p *Proxier) Sync() SyncResult {
 		p.view = view
 	}
 	res.Full = full
+	t := newTouched()
+	if full {
+		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), t)
+	}
 	node := p.nodeInfo()
 
 	// Build: every Service on a full sync, else only the changed ones.
@@ -188,7 +195,6 @@ func (p *Proxier) Sync() SyncResult {
 			names[n] = true
 		}
 	}
-	t := newTouched()
 	var staleFilters = staleFiltersCollector{}
 	for name := range names {
 		svc, endpointSlices := p.tracker.input(name)
@@ -218,7 +224,9 @@ func (p *Proxier) Sync() SyncResult {
 
 	// Apply: the difference only.
 	r := &reconciler{k: p.kernel, cfg: p.cfg, desired: p.desired, view: p.view, draining: p.draining, now: p.now()}
+	r.addServiceRoutes()
 	r.apply(t)
+	r.removeServiceRoutes()
 	p.syncRules(r, full)
 	r.drain()
 	staleFilters.add(r.staleFlows)
@@ -327,6 +335,7 @@ func (p *Proxier) nodeInfo() NodeInfo {
 	if p.view != nil {
 		info.Addresses = p.view.hostAddresses
 	}
+	info.RoutedServiceCIDRs = p.desired.routes
 	return info
 }
 
