@@ -26,6 +26,7 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "nodeport-addresses", EnvVars: envOf("nodeport-addresses"), Usage: "CIDRs of the node addresses that serve NodePorts and health checks, comma-separated; empty means all"},
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: envOf("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
 		&cli.StringFlag{Name: "ipvs-scheduler", EnvVars: envOf("ipvs-scheduler"), Value: d.Scheduler, Usage: "IPVS scheduler; falls back to wrr when the kernel lacks it"},
+		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges, comma-separated, for clusters without networking.k8s.io/v1 ServiceCIDR objects (added to theirs); each becomes one local route on kube-ipvs0"},
 		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
 		&cli.BoolFlag{Name: "ipvs-strict-arp", EnvVars: envOf("ipvs-strict-arp"), Usage: "set arp_ignore=1 and arp_announce=2 so service addresses are not announced"},
 		&cli.StringFlag{Name: "service-node-port-range", EnvVars: envOf("service-node-port-range"), Value: fmt.Sprintf("%d-%d", d.NodePortMin, d.NodePortMax), Usage: "the API server's NodePort range: virtual servers on node addresses in it belong to ipvsproxy"},
@@ -65,6 +66,9 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		return cfg, err
 	}
 	if cfg.ExcludeCIDRs, err = parseCIDRs("ipvs-exclude-cidrs", c.String("ipvs-exclude-cidrs")); err != nil {
+		return cfg, err
+	}
+	if cfg.ServiceCIDRs, err = parseCIDRs("service-cidrs", c.String("service-cidrs")); err != nil {
 		return cfg, err
 	}
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
