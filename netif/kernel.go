@@ -275,3 +275,16 @@ func uniqueSorted(addrs []netip.Addr) []netip.Addr {
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
 }
+
+// NewOnLink manages an existing link of linkType named name in ns as if it
+// were the dummy one, for benchmarks and tests on kernels without the dummy
+// driver: an ifb link takes the same addresses and routes. EnsureDummy
+// then only sets it up; it never creates or converts a link.
+func NewOnLink(name, linkType string, ns netns.NsHandle) (Interface, error) {
+	k, err := open(name, ns)
+	if err != nil {
+		return nil, err
+	}
+	k.linkType = linkType
+	return k, nil
+}
