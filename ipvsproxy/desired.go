@@ -26,6 +26,8 @@ type desiredState struct {
 	entryRefs map[setEntryKey]int
 	// routes are the Service CIDRs routed local on kube-ipvs0 (routes.go).
 	routes []netip.Prefix
+	// summary is what every sync reports about all Services (summary.go).
+	summary serviceSummary
 }
 
 type claim struct {
@@ -51,6 +53,7 @@ func newDesiredState() *desiredState {
 		claims:    map[ipvs.VirtualServerKey][]claim{},
 		addrRefs:  map[netip.Addr]int{},
 		entryRefs: map[setEntryKey]int{},
+		summary:   newServiceSummary(),
 	}
 }
 
@@ -79,12 +82,14 @@ func (d *desiredState) set(name types.NamespacedName, st *ServiceState, t touche
 			}
 			t.entries[k] = true
 		}
+		d.summary.update(old, -1)
 		delete(d.services, name)
 	}
 	if st == nil {
 		return
 	}
 	d.services[name] = st
+	d.summary.update(st, 1)
 	order := fmt.Sprintf("%020d %s", st.Created.UnixNano(), name)
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]

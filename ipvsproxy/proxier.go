@@ -72,9 +72,11 @@ type Proxier struct {
 	reported map[types.NamespacedName]string // problems last reported per Service
 	// refusedRanges are the Service CIDRs not routed, and why (logged once).
 	refusedRanges map[netip.Prefix]string
-	appliedRules  map[v1.IPFamily]string
-	lastSync      time.Time
-	now           func() time.Time
+	// built is the node every desired ServiceState was built for.
+	built        builtNode
+	appliedRules map[v1.IPFamily]string
+	lastSync     time.Time
+	now          func() time.Time
 	// started is set by the first successful sync. Before it the desired
 	// state is empty, so every Service would look new: its UDP flows must
 	// not be flushed as if it had just gained endpoints (a restart drops
@@ -184,9 +186,11 @@ func (p *Proxier) Sync() SyncResult {
 	}
 	node := p.nodeInfo()
 
-	// Build: every Service on a full sync, else only the changed ones.
+	// Build: every Service on a full sync that may build them differently,
+	// else only the changed ones.
 	names := changes.services
-	if full {
+	if full && !p.built.same(node) {
+		p.built = builtFrom(node)
 		names = map[types.NamespacedName]bool{}
 		for _, n := range p.tracker.serviceNames() {
 			names[n] = true
@@ -255,28 +259,7 @@ func (p *Proxier) finish(res *SyncResult) {
 	res.Duration = p.now().Sub(res.Start)
 	p.needFull = len(res.WriteErrors) > 0
 	p.lastSync = p.now()
-	res.HealthCheckNodePorts = map[types.NamespacedName]uint16{}
-	res.LocalReadyEndpoints = map[types.NamespacedName]int{}
-	res.NoLocalEndpoints = map[string]int{}
-	for name, st := range p.desired.services {
-		if st.HealthCheckNodePort != 0 {
-			res.HealthCheckNodePorts[name] = st.HealthCheckNodePort
-			res.LocalReadyEndpoints[name] = st.LocalReadyEndpoints
-		}
-		counted := map[string]bool{}
-		for _, vs := range st.VirtualServers {
-			if vs.LocalOnly && len(vs.RealServers) == 0 {
-				policy := "external"
-				if vs.Kind == KindClusterIP {
-					policy = "internal"
-				}
-				if !counted[policy] {
-					counted[policy] = true
-					res.NoLocalEndpoints[policy]++
-				}
-			}
-		}
-	}
+	p.desired.summary.report(res)
 	if err := res.Err(); err != nil {
 		klog.ErrorS(err, "Sync finished with failures", "full", res.Full)
 	} else {
