@@ -136,9 +136,11 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		}
 		have.vs = want.VirtualServer
 	}
-	wanted := make(map[ipvs.RealServerKey]bool, len(want.RealServers))
+	// want.RealServers has no repeats: when have holds only wanted ones,
+	// nothing is to be removed and no set of them is needed (a full sync
+	// compares every virtual server).
+	present := 0
 	for _, rs := range want.RealServers {
-		wanted[rs.RealServerKey] = true
 		cur, ok := have.realServers[rs.RealServerKey]
 		switch {
 		case !ok:
@@ -155,10 +157,18 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 				continue
 			}
 		}
+		present++ // now in have
 		have.realServers[rs.RealServerKey] = rs
 		if d := r.draining[k]; d != nil {
 			delete(d, rs.RealServerKey)
 		}
+	}
+	if present == len(have.realServers) {
+		return
+	}
+	wanted := make(map[ipvs.RealServerKey]bool, len(want.RealServers))
+	for _, rs := range want.RealServers {
+		wanted[rs.RealServerKey] = true
 	}
 	var gone []ipvs.RealServerKey
 	for key := range have.realServers {
@@ -271,7 +281,7 @@ func drainingCount(d map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time)
 func adoptDraining(view *kernelView, desired *desiredState, draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time, deadline time.Time) {
 	for k, kvs := range view.virtualServers {
 		want := desired.virtualServer(k)
-		if want == nil {
+		if want == nil || k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
 			continue
 		}
 		wanted := map[ipvs.RealServerKey]bool{}
@@ -289,4 +299,13 @@ func adoptDraining(view *kernelView, desired *desiredState, draining map[ipvs.Vi
 			}
 		}
 	}
+}
+
+func hasWeightZero(rss map[ipvs.RealServerKey]ipvs.RealServer) bool {
+	for _, rs := range rss {
+		if rs.Weight == 0 {
+			return true
+		}
+	}
+	return false
 }
