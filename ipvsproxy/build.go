@@ -401,6 +401,9 @@ func ipvsProtocol(p v1.Protocol) ipvs.Protocol {
 }
 
 func union(a, b []Endpoint) []Endpoint {
+	if len(b) == 0 || len(a) == len(b) && &a[0] == &b[0] {
+		return a
+	}
 	out := append([]Endpoint{}, a...)
 	for _, e := range b {
 		if !slices.ContainsFunc(out, func(x Endpoint) bool { return x.Addr == e.Addr && x.Port == e.Port }) {
