@@ -109,7 +109,7 @@ func Run(s shape.Shape, k ipvsproxy.Kernel, repeats int) (shape.Result, error) {
 			return res, err
 		}
 		// 1%: one endpoint of every hundredth Service replaced.
-		for i := rep % 100; i < s.Services; i += 100 {
+		for _, i := range shape.Churned(s, rep) {
 			setSlices(s.Slices(i, s.Endpoints, rep+1))
 		}
 		if err := sync(shape.OpChurn, false); err != nil {

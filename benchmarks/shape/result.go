@@ -27,3 +27,16 @@ type Result struct {
 	PeakRSS  float64              `json:"peak_rss_mb"`
 	Notes    []string             `json:"notes,omitempty"`
 }
+
+// Churned lists the Services whose endpoints the churn of repeat rep
+// replaces: every hundredth, never the one the single-endpoint operations
+// change (Services/2), so those stay one write per virtual server.
+func Churned(s Shape, rep int) []int {
+	var out []int
+	for i := 1 + rep%99; i < s.Services; i += 100 {
+		if i != s.Services/2 {
+			out = append(out, i)
+		}
+	}
+	return out
+}

@@ -166,7 +166,7 @@ func run(s shape.Shape, repeats int) (shape.Result, error) {
 		// the periodic full one.
 		{shape.OpFullResync, func(int) {}},
 		{shape.OpChurn, func(rep int) {
-			for i := rep % 100; i < s.Services; i += 100 {
+			for _, i := range shape.Churned(s, rep) {
 				setSlices(s.Slices(i, s.Endpoints, rep+1))
 			}
 		}},
