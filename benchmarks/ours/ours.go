@@ -108,7 +108,7 @@ func Run(s shape.Shape, k ipvsproxy.Kernel, repeats int) (shape.Result, error) {
 		if err := sync(shape.OpFullResync, true); err != nil {
 			return res, err
 		}
-		// 1%: one endpoint of every hundredth Service replaced.
+		// 1% of the endpoints: one of every tenth Service replaced.
 		for _, i := range shape.Churned(s, rep) {
 			setSlices(s.Slices(i, s.Endpoints, rep+1))
 		}

@@ -28,12 +28,13 @@ type Result struct {
 	Notes    []string             `json:"notes,omitempty"`
 }
 
-// Churned lists the Services whose endpoints the churn of repeat rep
-// replaces: every hundredth, never the one the single-endpoint operations
-// change (Services/2), so those stay one write per virtual server.
+// Churned lists the Services one endpoint of which the churn of repeat rep
+// replaces: every tenth, so 1% of all endpoints with 10 per Service; never
+// the one the single-endpoint operations change (Services/2), so those
+// stay one write per virtual server.
 func Churned(s Shape, rep int) []int {
 	var out []int
-	for i := 1 + rep%99; i < s.Services; i += 100 {
+	for i := 1 + rep%9; i < s.Services; i += 10 {
 		if i != s.Services/2 {
 			out = append(out, i)
 		}
