@@ -5,6 +5,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,9 +67,15 @@ func realKernelInNamespace(t *testing.T) Kernel {
 // against the real kernel: the resync and the restart must write nothing,
 // which proves that what the proxier reads back (virtual servers, set
 // members, iptables rules) compares equal to what it wrote.
+// It runs with cluster IPs bound one by one, and with their Service CIDR
+// routed local on kube-ipvs0 (routes.go).
 func TestProxierOnRealKernel(t *testing.T) {
+	t.Run("addresses", func(t *testing.T) { proxierOnRealKernel(t, testConfig()) })
+	t.Run("service CIDR route", func(t *testing.T) { proxierOnRealKernel(t, routedConfig()) })
+}
+
+func proxierOnRealKernel(t *testing.T, cfg Config) {
 	k := realKernelInNamespace(t)
-	cfg := testConfig()
 	if ok, err := probeScheduler(k.IPVS, cfg.Scheduler); err != nil || !ok {
 		t.Fatalf("the VM's kernel should have the %s scheduler: ok=%v err=%v", cfg.Scheduler, ok, err)
 	}
@@ -103,6 +110,19 @@ func TestProxierOnRealKernel(t *testing.T) {
 	lbRSS, err := k.IPVS.RealServers(ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("203.0.113.140"), Port: 80})
 	if err != nil || len(lbRSS) != 1 || lbRSS[0].Address != ep1.Address {
 		t.Fatalf("Local LB real servers: %v %v", lbRSS, err)
+	}
+
+	routes, err := k.Netif.ServiceRoutes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, err := k.Netif.DummyAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterIPBound := slices.Contains(bound, webVS.Address)
+	if routed := len(cfg.ServiceCIDRs) > 0; routed != slices.Equal(routes, cfg.ServiceCIDRs) || routed == clusterIPBound {
+		t.Fatalf("routes %v (want %v); cluster IP %s bound: %v", routes, cfg.ServiceCIDRs, webVS.Address, clusterIPBound)
 	}
 
 	p.needFull = true
