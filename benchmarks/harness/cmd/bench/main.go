@@ -33,6 +33,7 @@ func main() {
 	mix := flag.Bool("mix", false, "also run ipvsproxy on the mixed shape (10% UDP, 10% Local, dual-stack)")
 	out := flag.String("out", "../results", "directory of the report")
 	nice := flag.Int("nice", 0, "run the benchmark processes under nice -n N")
+	tag := flag.String("tag", "", "suffix of the report's file names")
 	flag.Parse()
 
 	bin, err := os.MkdirTemp("", "ipvsproxy-bench-")
@@ -62,6 +63,8 @@ func main() {
 			shapes = append(shapes, shape.Shape{Services: n, Endpoints: *endpoints, Mix: true})
 		}
 	}
+	check(os.MkdirAll(*out, 0o755))
+	base := filepath.Join(*out, time.Now().UTC().Format("2006-01-02")+"-"+host+*tag)
 	for _, s := range shapes {
 		t := time.Now()
 		args := []string{"-services", strconv.Itoa(s.Services), "-endpoints", strconv.Itoa(s.Endpoints), "-repeats", strconv.Itoa(*repeats)}
@@ -84,10 +87,10 @@ func main() {
 			}
 		}
 		fmt.Fprintf(os.Stderr, "%s: %s\n", s.Name(), rep.Progress(s.Name(), time.Since(t)))
+		// After every shape, so a run stopped during a big shape keeps
+		// the report of the smaller ones.
+		check(rep.Write(base))
 	}
-	check(os.MkdirAll(*out, 0o755))
-	base := filepath.Join(*out, time.Now().UTC().Format("2006-01-02")+"-"+host)
-	check(rep.Write(base))
 	fmt.Fprintf(os.Stderr, "wrote %s.json, %s.md and the plots\n", base, base)
 }
 
