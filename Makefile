@@ -72,3 +72,8 @@ bench-smoke:
 
 bench-report:
 	cd benchmarks/harness && nice -n 15 $(GO) run ./cmd/bench -services 1000,10000,50000 -pairs 3 -repeats 5 -mix -out ../results
+
+# Tier 2: the sync on the VM's real kernel beside the bare-netlink floor (e2e/vm/bench-vm.sh).
+.PHONY: bench-vm
+bench-vm: deps
+	e2e/vm/bench-vm.sh 1000

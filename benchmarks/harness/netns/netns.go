@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 )
 
-// Prepare sets the namespace up. It refuses to run in the host's namespace:
+// Prepare sets the namespace up; link "" creates no ifb. It refuses to run in the host's namespace:
 // the process must have been started in a fresh one.
 func Prepare(node netip.Addr, link string) error {
 	if os.Getenv("IPVSPROXY_BENCH_NETNS") != "private" {
@@ -32,6 +32,9 @@ func Prepare(node netip.Addr, link string) error {
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: node.AsSlice(), Mask: net.CIDRMask(32, 32)}}
 	if err := netlink.AddrAdd(lo, addr); err != nil {
 		return fmt.Errorf("bind %s on lo: %w", node, err)
+	}
+	if link == "" {
+		return nil // a kernel with the dummy driver: the proxier creates it
 	}
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = link

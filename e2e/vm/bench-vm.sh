@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# bench-vm.sh — tier 2 of the benchmarks (issue 9): ipvsproxy's sync on the real kernel inside the
+# end-to-end VM (IPVS, the dummy kube-ipvs0 with its routes, ipset, iptables, conntrack), beside
+# the floor: the same kernel objects created by bare adapter calls without the proxier's logic.
+# Each run is a fresh network namespace in the guest; nothing leaves it.
+#
+#   e2e/vm/bench-vm.sh [SERVICES...]     (default 1000; the VM emulates its CPU: keep shapes small)
+#
+# Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
+# harness's reports (cmd/bench -merge reads it into the Markdown table).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
+export PATH=/usr/local/go/bin:$PATH
+shapes=("${@:-1000}")
+
+"$here/prepare.sh"
+mkdir -p "$cache/runs"
+work=$(mktemp -d "$cache/runs/bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/results"
+(cd "$repo/benchmarks/harness" && go build -o "$work/kernel-bench" ./cmd/kernel-bench)
+
+cat >"$work/guest.sh" <<GUEST
+#!/usr/bin/env bash
+set -euo pipefail
+modprobe ip_vs 2>/dev/null || true
+modprobe dummy 2>/dev/null || true
+for n in ${shapes[*]}; do
+	for mode in floor ours; do
+		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$mode -services \$n -repeats 3 >"$work/results/\$mode-\$n.json"
+	done
+done
+GUEST
+chmod +x "$work/guest.sh"
+IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --results "$work/results" -- "$work/guest.sh"
+
+out=$repo/benchmarks/results/$(date -u +%F)-$(hostname)-vm.json
+mkdir -p "$(dirname "$out")"
+{
+	echo '['
+	sep=
+	for f in "$work"/results/*-*.json; do
+		printf '%s' "$sep"
+		cat "$f"
+		sep=,
+	done
+	echo ']'
+} >"$out"
+echo "wrote $out"
