@@ -100,7 +100,7 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list real servers of %s: %w", vs.VirtualServerKey, err)
 		}
-		kvs := &kernelVirtualServer{vs: vs, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
+		kvs := &kernelVirtualServer{vs: vs, realServers: make(map[ipvs.RealServerKey]ipvs.RealServer, len(rss))}
 		for _, rs := range rss {
 			kvs.realServers[rs.RealServerKey] = rs
 		}

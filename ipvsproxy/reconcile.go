@@ -126,7 +126,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 			r.fail("ipvs", err)
 			return
 		}
-		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
+		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(map[ipvs.RealServerKey]ipvs.RealServer, len(want.RealServers))}
 		r.view.virtualServers[k] = have
 	case have.vs != want.VirtualServer:
 		r.writes++
