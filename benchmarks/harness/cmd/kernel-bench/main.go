@@ -92,6 +92,7 @@ func realKernel() (ipvsproxy.Kernel, error) {
 func floor(s shape.Shape, k ipvsproxy.Kernel) (shape.Result, error) {
 	res := shape.Result{Side: "floor (kernel)", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
 	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links.SetHostAddresses(shape.NodeIP) // as in the namespace: NodePorts on it
 	fk := ours.FakeKernel(links)
 	p, err := ipvsproxy.New(ours.Config(s), shape.NodeName, fk, nil)
 	if err != nil {
