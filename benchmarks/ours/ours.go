@@ -25,6 +25,7 @@ func Config(s shape.Shape) ipvsproxy.Config {
 	cfg := ipvsproxy.DefaultConfig()
 	cfg.ClusterCIDRs = []netip.Prefix{shape.ClusterCIDR}
 	cfg.ServiceCIDRs = []netip.Prefix{shape.ServiceCIDR}
+	cfg.NodePortMin, cfg.NodePortMax = shape.NodePortMin, shape.NodePortMax
 	if s.Mix {
 		cfg.Families = append(cfg.Families, v1.IPv6Protocol)
 		cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, shape.ClusterCIDR6)

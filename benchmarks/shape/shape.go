@@ -30,6 +30,9 @@ var (
 // NodeName is the node the proxier runs on.
 const NodeName = "node1"
 
+// The node port range of the shapes.
+const NodePortMin, NodePortMax = 30000, 65535
+
 // Shape is one benchmark cluster.
 type Shape struct {
 	Services  int
@@ -63,7 +66,10 @@ func (s Shape) Service(i int) *v1.Service {
 	}
 	if i%4 == 0 {
 		svc.Spec.Type = v1.ServiceTypeNodePort
-		svc.Spec.Ports[0].NodePort = int32(30000 + i/4%2768)
+		// Distinct for up to 142,000 Services: the shapes' node port
+		// range is 30000-65535 (--service-node-port-range), so no two
+		// Services clash as they would in the default 2,768 ports.
+		svc.Spec.Ports[0].NodePort = int32(NodePortMin + i/4)
 		svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyCluster
 		if s.Mix && i%40 == 0 {
 			svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
