@@ -74,6 +74,10 @@ bench-report:
 	cd benchmarks/harness && nice -n 15 $(GO) run ./cmd/bench -services 1000,10000,50000 -pairs 3 -repeats 5 -mix -out ../results
 
 # Tier 2: the sync on the VM's real kernel beside the bare-netlink floor (e2e/vm/bench-vm.sh).
-.PHONY: bench-vm
+.PHONY: bench-vm bench-node
 bench-vm: deps
 	e2e/vm/bench-vm.sh 1000
+
+# The same on this machine's kernel: a bare-metal node with IPVS and the dummy driver.
+bench-node:
+	e2e/vm/bench-vm.sh --node 1000 10000

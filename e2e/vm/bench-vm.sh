@@ -4,7 +4,10 @@
 # the floor: the same kernel objects created by bare adapter calls without the proxier's logic.
 # Each run is a fresh network namespace in the guest; nothing leaves it.
 #
-#   e2e/vm/bench-vm.sh [SERVICES...]     (default 1000; the VM emulates its CPU: keep shapes small)
+#   e2e/vm/bench-vm.sh [--node] [SERVICES...]   (default 1000; the VM emulates its CPU: keep shapes small)
+#
+# --node runs the same on this machine's own kernel instead (make bench-node, on a bare-metal node
+# with IPVS and the dummy driver; it loads their modules).
 #
 # Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
 # harness's reports (cmd/bench -merge reads it into the Markdown table).
@@ -13,9 +16,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 export PATH=/usr/local/go/bin:$PATH
+node=
+if [[ ${1:-} == --node ]]; then
+	node=1
+	shift
+fi
 shapes=("${@:-1000}")
 
-"$here/prepare.sh"
+[[ -n $node ]] || "$here/prepare.sh"
 mkdir -p "$cache/runs"
 work=$(mktemp -d "$cache/runs/bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -44,9 +52,13 @@ for n in ${shapes[*]}; do
 done
 GUEST
 chmod +x "$work/guest.sh"
-IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --results "$work/results" -- "$work/guest.sh"
-
-out=$repo/benchmarks/results/$(date -u +%F)-$(hostname)-vm.json
+if [[ -n $node ]]; then
+	"$work/guest.sh"
+	out=$repo/benchmarks/results/$(date -u +%F)-$(hostname)-node.json
+else
+	IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --results "$work/results" -- "$work/guest.sh"
+	out=$repo/benchmarks/results/$(date -u +%F)-$(hostname)-vm.json
+fi
 mkdir -p "$(dirname "$out")"
 {
 	echo '['
