@@ -64,16 +64,12 @@ type Proxier struct {
 	// OnQueued, when set, is called whenever a change is queued.
 	OnQueued func()
 
-	mu       sync.Mutex // one sync at a time; guards what follows
-	desired  *desiredState
-	view     *kernelView
-	draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
-	needFull bool
-	reported map[types.NamespacedName]string // problems last reported per Service
-	// refusedRanges are the Service CIDRs not routed, and why (logged once).
-	refusedRanges map[netip.Prefix]string
-	// built is the node every desired ServiceState was built for.
-	built        builtNode
+	mu           sync.Mutex // one sync at a time; guards what follows
+	desired      *desiredState
+	view         *kernelView
+	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
+	needFull     bool
+	reported     map[types.NamespacedName]string // problems last reported per Service
 	appliedRules map[v1.IPFamily]string
 	lastSync     time.Time
 	now          func() time.Time
@@ -84,6 +80,11 @@ type Proxier struct {
 	started bool
 
 	trigger chan struct{}
+
+	// refusedRanges are the Service CIDRs not routed, and why (logged once).
+	refusedRanges map[netip.Prefix]string
+	// built is the node every desired ServiceState was built for.
+	built builtNode
 }
 
 // New returns a proxier; nothing touches the kernel before the first Sync.
