@@ -20,39 +20,41 @@ type ChangeTracker struct {
 	services map[types.NamespacedName]*v1.Service
 	slices   map[types.NamespacedName]map[string]*discovery.EndpointSlice
 	node     *v1.Node
-	// serviceCIDRs are the ranges of each ServiceCIDR object, by name.
-	serviceCIDRs map[string][]netip.Prefix
-	pending      pendingChanges
+	pending  pendingChanges
 	// notify is called (without the lock) after every change that needs a
 	// sync.
 	notify func()
+
+	// serviceCIDRs are the ranges of each ServiceCIDR object, by name.
+	serviceCIDRs map[string][]netip.Prefix
 }
 
 // pendingChanges is what accumulated since the last Drain.
 type pendingChanges struct {
-	services    map[types.NamespacedName]bool
-	nodeChanged bool
-	// serviceCIDRsChanged: a ServiceCIDR object came, went or changed.
-	serviceCIDRsChanged bool
-	serviceChanges      int
-	endpointChanges     int
+	services        map[types.NamespacedName]bool
+	nodeChanged     bool
+	serviceChanges  int
+	endpointChanges int
 	// oldest is when the oldest pending change arrived (zero when none).
 	oldest time.Time
 	// triggerTimes are the EndpointSlices' last-change-trigger-time
 	// annotations, for network programming latency.
 	triggerTimes []time.Time
+
+	// serviceCIDRsChanged: a ServiceCIDR object came, went or changed.
+	serviceCIDRsChanged bool
 }
 
 // NewChangeTracker tracks the objects relevant to nodeName; notify is
 // called whenever a sync is needed.
 func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
 	t := &ChangeTracker{
-		nodeName:     nodeName,
-		services:     map[types.NamespacedName]*v1.Service{},
-		slices:       map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
-		notify:       notify,
-		serviceCIDRs: map[string][]netip.Prefix{},
+		nodeName: nodeName,
+		services: map[types.NamespacedName]*v1.Service{},
+		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		notify:   notify,
 	}
+	t.serviceCIDRs = map[string][]netip.Prefix{}
 	t.pending.services = map[types.NamespacedName]bool{}
 	return t
 }

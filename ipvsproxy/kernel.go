@@ -45,7 +45,8 @@ type kernelVirtualServer struct {
 
 // readKernel reads every object the proxier owns. A virtual server is owned
 // when its address is bound on kube-ipvs0 or lies in one of our Service CIDR
-// routes there, or is a node address and its port lies in the NodePort range; nothing inside --ipvs-exclude-cidrs is owned.
+// routes there, or is a node address and its port lies in the NodePort
+// range; nothing inside --ipvs-exclude-cidrs is owned.
 func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	view := &kernelView{
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
