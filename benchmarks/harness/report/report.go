@@ -31,6 +31,8 @@ type Report struct {
 	Pairs   int            `json:"pairs"`
 	Repeats int            `json:"repeats"`
 	Results []shape.Result `json:"results"`
+	// Notes say where merged results come from.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Stat summarizes one operation of one side on one shape.
@@ -110,6 +112,12 @@ func (r Report) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run %s on %s (%d CPUs, kernel %s): %d process pair(s) per shape, each operation repeated %d times per process; p50 (p99) in ms; ratio = ipvsproxy p50 / kube-proxy p50.\n\n",
 		r.Date, r.Host, r.CPUs, r.Kernel, r.Pairs, r.Repeats)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "- merged: %s\n", n)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n")
+	}
 	for _, s := range r.shapes() {
 		fmt.Fprintf(&b, "### %s\n\n| operation | kube-proxy | ipvsproxy | ratio | ipvsproxy writes |\n|---|---|---|---|---|\n", s.Shape)
 		for _, op := range shape.Ops {

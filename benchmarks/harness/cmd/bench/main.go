@@ -34,6 +34,7 @@ func main() {
 	out := flag.String("out", "../results", "directory of the report")
 	nice := flag.Int("nice", 0, "run the benchmark processes under nice -n N")
 	tag := flag.String("tag", "", "suffix of the report's file names")
+	merge := flag.String("merge", "", "comma-separated reports (.json) whose results join this one's (with -services \"\": only merge)")
 	flag.Parse()
 
 	bin, err := os.MkdirTemp("", "ipvsproxy-bench-")
@@ -42,6 +43,9 @@ func main() {
 	builds := []string{"ipvsproxy-bench"}
 	if *anchor {
 		builds = append(builds, "kubeproxy-bench")
+	}
+	if *sizes == "" {
+		builds = nil
 	}
 	for _, b := range builds {
 		t := time.Now()
@@ -54,8 +58,23 @@ func main() {
 	host, _ := os.Hostname()
 	rep := report.Report{Date: time.Now().UTC().Format(time.RFC3339), Host: host, CPUs: runtime.NumCPU(), Kernel: kernelRelease(),
 		Pairs: *pairs, Repeats: *repeats}
+	for _, f := range strings.Split(*merge, ",") {
+		if f == "" {
+			continue
+		}
+		var old report.Report
+		b, err := os.ReadFile(f)
+		check(err)
+		check(json.Unmarshal(b, &old))
+		rep.Results = append(rep.Results, old.Results...)
+		rep.Pairs, rep.Repeats = max(rep.Pairs, old.Pairs), max(rep.Repeats, old.Repeats)
+		rep.Notes = append(rep.Notes, fmt.Sprintf("results of %s (run %s, %d pair(s), %d repeats)", filepath.Base(f), old.Date, old.Pairs, old.Repeats))
+	}
 	var shapes []shape.Shape
 	for _, f := range strings.Split(*sizes, ",") {
+		if strings.TrimSpace(f) == "" {
+			continue
+		}
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		check(err)
 		shapes = append(shapes, shape.Shape{Services: n, Endpoints: *endpoints})
@@ -65,6 +84,9 @@ func main() {
 	}
 	check(os.MkdirAll(*out, 0o755))
 	base := filepath.Join(*out, time.Now().UTC().Format("2006-01-02")+"-"+host+*tag)
+	if len(shapes) == 0 {
+		check(rep.Write(base))
+	}
 	for _, s := range shapes {
 		t := time.Now()
 		args := []string{"-services", strconv.Itoa(s.Services), "-endpoints", strconv.Itoa(s.Endpoints), "-repeats", strconv.Itoa(*repeats)}
