@@ -156,9 +156,12 @@ func ratio(ours, theirs float64) string {
 	if theirs == 0 || ours == 0 {
 		return "–"
 	}
-	if r := ours / theirs; r < 1 {
+	switch r := ours / theirs; {
+	case r < 0.5:
 		return fmt.Sprintf("1/%.0f", 1/r)
-	} else {
+	case r < 1:
+		return fmt.Sprintf("%.2f", r)
+	default:
 		return fmt.Sprintf("%.1f×", r)
 	}
 }
