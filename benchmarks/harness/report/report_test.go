@@ -22,7 +22,7 @@ func TestReportTableRatiosAndPlots(t *testing.T) {
 		r.Results = append(r.Results, ours, theirs)
 	}
 	md := r.Markdown()
-	for _, want := range []string{"### 100x10", "| cold full sync | 20.0 (40.0) | 1.0 (3.0) | 1/20 |", "| peak RSS | 100 MB | 50 MB | 1/2 |"} {
+	for _, want := range []string{"### 100x10", "| cold full sync | 20.0 (40.0) | 1.0 (3.0) | 1/20 |", "| peak RSS | 100 MB | 50 MB | 0.50 |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
