@@ -52,6 +52,13 @@ func (r Report) plots(base string) error {
 		if !drawn {
 			continue
 		}
+		// One point (or one value) leaves a log axis without a range.
+		if p.X.Min == p.X.Max {
+			p.X.Min, p.X.Max = p.X.Min/2, p.X.Max*2
+		}
+		if p.Y.Min == p.Y.Max {
+			p.Y.Min, p.Y.Max = p.Y.Min/2, p.Y.Max*2
+		}
 		file := fmt.Sprintf("%s-%s.png", base, strings.ReplaceAll(strings.ReplaceAll(op, " ", "-"), "%", "pct"))
 		if err := p.Save(6*vg.Inch, 4*vg.Inch, file); err != nil {
 			return fmt.Errorf("plot %s: %w", op, err)

@@ -9,6 +9,15 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 )
 
+// One shape draws one point per line: the log axes still get a range.
+func TestPlotsOfOneShape(t *testing.T) {
+	name := shape.Shape{Services: 100, Endpoints: 10}.Name()
+	r := Report{Results: []shape.Result{{Side: Ours, Shape: name, Services: 100, Millis: map[string][]float64{shape.OpCold: {5}}}}}
+	if err := r.Write(filepath.Join(t.TempDir(), "one")); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestReportTableRatiosAndPlots(t *testing.T) {
 	r := Report{Date: "2026-12-01T00:00:00Z", Host: "h", CPUs: 2, Pairs: 1, Repeats: 2}
 	for _, n := range []int{100, 1000} {
