@@ -35,7 +35,7 @@ vm-test: deps
 e2e: deps build
 	e2e/run.sh
 
-test: unit vm-test e2e
+test: unit bench-smoke vm-test e2e
 
 demo: deps build
 	e2e/run.sh --demo
@@ -72,3 +72,24 @@ conformance: deps
 
 conformance-smoke: deps
 	e2e/conformance/run.sh --smoke
+
+# Issue 9: the benchmark harness beside kube-proxy v1.36.3's IPVS proxier (benchmarks/harness, a
+# module of its own). bench-smoke proves it works on 100 Services (make test runs it; building
+# kube-proxy takes about 3 minutes on a cold Go cache); bench-report is the full run whose results
+# are committed under benchmarks/results/ (tens of minutes; see docs/performance.md).
+.PHONY: bench-smoke bench-report
+bench-smoke:
+	cd benchmarks/harness && $(GO) vet ./... && $(GO) test -count=1 ./... && \
+		out=$$(mktemp -d) && $(GO) run ./cmd/bench -services 100 -pairs 1 -repeats 2 -out $$out && rm -rf -- "$$out"
+
+bench-report:
+	cd benchmarks/harness && nice -n 15 $(GO) run ./cmd/bench -services 1000,10000,50000 -pairs 3 -repeats 5 -mix -out ../results
+
+# Tier 2: the sync on the VM's real kernel beside the bare-netlink floor (e2e/vm/bench-vm.sh).
+.PHONY: bench-vm bench-node
+bench-vm: deps
+	e2e/vm/bench-vm.sh 1000
+
+# The same on this machine's kernel: a bare-metal node with IPVS and the dummy driver.
+bench-node:
+	e2e/vm/bench-vm.sh --node 1000 10000

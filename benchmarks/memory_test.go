@@ -5,6 +5,10 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
 	"k8s.io/klog/v2"
 )
 
@@ -22,8 +26,12 @@ func BenchmarkFullSyncLiveHeap(b *testing.B) {
 				runtime.GC()
 				var before runtime.MemStats
 				runtime.ReadMemStats(&before)
-				p := newProxier(b)
-				load(p, n)
+				s := shape.Shape{Services: n, Endpoints: 10}
+				p, err := ipvsproxy.New(ours.Config(s), shape.NodeName, ours.FakeKernel(netif.NewFake(ipvsproxy.DummyInterface)), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				load(p, s)
 				if res := p.Sync(); res.Err() != nil {
 					b.Fatal(res.Err())
 				}

@@ -162,6 +162,20 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 	for _, a := range slices.SortedFunc(maps.Keys(bound), netip.Addr.Compare) {
 		diff(DiffExtra, "address "+a.String()+" on "+ipvsproxy.DummyInterface, "", "", "bound")
 	}
+	// Service CIDR routes on kube-ipvs0 (only ours are listed: proto 233).
+	routed := map[netip.Prefix]bool{}
+	for _, p := range k.ServiceRoutes {
+		routed[p] = true
+	}
+	for _, p := range snap.Routes {
+		if !routed[p] {
+			diff(DiffMissing, "local route "+p.String()+" on "+ipvsproxy.DummyInterface, "", "routed", "")
+		}
+		delete(routed, p)
+	}
+	for _, p := range slices.SortedFunc(maps.Keys(routed), func(a, b netip.Prefix) int { return comparePrefixes(a, b) }) {
+		diff(DiffExtra, "local route "+p.String()+" on "+ipvsproxy.DummyInterface, "", "", "routed")
+	}
 	// Members of the owned sets.
 	wantSets := map[string]map[ipset.Entry]bool{}
 	for _, e := range snap.SetEntries {

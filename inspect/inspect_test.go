@@ -45,10 +45,17 @@ var (
 
 func newNode(t *testing.T) *node {
 	t.Helper()
+	return newNodeWith(t, func(*ipvsproxy.Config) {})
+}
+
+// newNodeWith is newNode with the configuration changed by edit.
+func newNodeWith(t *testing.T, edit func(*ipvsproxy.Config)) *node {
+	t.Helper()
 	n := &node{ipvs: ipvs.NewFake(), netif: netif.NewFake(ipvsproxy.DummyInterface), ipset: ipset.NewFake(), conntrack: conntrack.NewFake()}
 	n.netif.SetHostAddresses(netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("198.51.100.1"))
 	cfg := ipvsproxy.DefaultConfig()
 	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	edit(&cfg)
 	p, err := ipvsproxy.New(cfg, "node1", ipvsproxy.Kernel{
 		IPVS: n.ipvs, Netif: n.netif, IPSet: n.ipset, Conntrack: n.conntrack, Sysctl: sysctl.NewFake(nil),
 		IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: iptables.NewFake(iptables.IPv4)},
@@ -294,6 +301,51 @@ func TestCheck(t *testing.T) {
 	n.restart(t)
 	if res := check(); res.ExitCode() != CheckAgree || len(res.Foreign) != 1 {
 		t.Fatalf("after the repairing sync: %+v", res.Differences)
+	}
+}
+
+// A routed Service CIDR (ipvsproxy/routes.go) is shown beside the bound
+// addresses, and --check finds its route missing or one left over.
+func TestServiceCIDRRoutesShownAndChecked(t *testing.T) {
+	routed := netip.MustParsePrefix("10.96.0.0/16")
+	n := newNodeWith(t, func(c *ipvsproxy.Config) { c.ServiceCIDRs = []netip.Prefix{routed} })
+	r := n.report(t)
+	if len(r.Routes) != 1 || r.Routes[0] != (Route{CIDR: "10.96.0.0/16", InKernel: true, Desired: true}) {
+		t.Fatalf("routes: %+v", r.Routes)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, r, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster IP is not bound; the range's anchor address is.
+	if !strings.Contains(b.String(), "kube-ipvs0: 1 addresses bound, 1 desired; Service CIDRs routed local: 10.96.0.0/16\n") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	check := func() string {
+		var got []string
+		for _, d := range Check(n.read(t), n.proxier.Snapshot()).Differences {
+			got = append(got, d.String())
+		}
+		return strings.Join(got, "\n")
+	}
+	if got := check(); got != "" {
+		t.Fatalf("after a sync: %s", got)
+	}
+	if err := n.netif.DeleteServiceRoute(routed); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := check(), "missing local route 10.96.0.0/16 on kube-ipvs0: want routed, have none"; got != want {
+		t.Fatalf("route deleted: %q, want %q", got, want)
+	}
+	if err := n.netif.AddServiceRoute(routed); err != nil {
+		t.Fatal(err)
+	}
+	extra := netip.MustParsePrefix("10.100.0.0/16")
+	if err := n.netif.AddServiceRoute(extra); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := check(), "extra local route 10.100.0.0/16 on kube-ipvs0: want none, have routed"; got != want {
+		t.Fatalf("route left over: %q, want %q", got, want)
 	}
 }
 

@@ -25,6 +25,8 @@ type IPVSReader interface {
 type AddressReader interface {
 	DummyAddresses() ([]netip.Addr, error)
 	HostAddresses() ([]netip.Addr, error)
+	// ServiceRoutes are the Service CIDR routes the proxier added there.
+	ServiceRoutes() ([]netip.Prefix, error)
 }
 
 // SetReader is the read side of the ipset adapter.
@@ -58,6 +60,9 @@ type KernelState struct {
 	DummyAddresses []netip.Addr
 	DummyMissing   bool
 	HostAddresses  []netip.Addr
+	// ServiceRoutes are the proxier's Service CIDR routes on kube-ipvs0
+	// (proto 233; ipvsproxy/routes.go).
+	ServiceRoutes []netip.Prefix
 	// Sets are the KUBE-* ipsets with their members.
 	Sets  map[string]KernelSet
 	Flows []conntrack.Flow
@@ -110,6 +115,11 @@ func ReadKernel(k Kernel) (KernelState, error) {
 		st.DummyAddresses = addrs
 		if st.HostAddresses, err = k.Addresses.HostAddresses(); err != nil {
 			warn("list the node's addresses", err)
+		}
+		if !st.DummyMissing {
+			if st.ServiceRoutes, err = k.Addresses.ServiceRoutes(); err != nil && !errors.Is(err, netif.ErrNotFound) {
+				warn("list the Service CIDR routes on kube-ipvs0", err)
+			}
 		}
 	}
 	if k.Sets != nil {

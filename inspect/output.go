@@ -154,6 +154,20 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 	if r.NamesFrom != "" {
 		fmt.Fprintf(w, ", %d desired", desired)
 	}
+	if len(r.Routes) > 0 {
+		var routes []string
+		for _, rt := range r.Routes {
+			text := rt.CIDR
+			switch {
+			case rt.InKernel && !rt.Desired && r.NamesFrom != "":
+				text += " (not desired)"
+			case !rt.InKernel:
+				text += " (missing)"
+			}
+			routes = append(routes, text)
+		}
+		fmt.Fprintf(w, "; Service CIDRs routed local: %s", strings.Join(routes, ", "))
+	}
 	fmt.Fprintln(w)
 	var sets []string
 	for _, s := range r.Sets {

@@ -35,7 +35,9 @@ type Report struct {
 	Warnings       []string        `json:"warnings"`
 	VirtualServers []VirtualServer `json:"virtualServers"`
 	Addresses      []Address       `json:"addresses"`
-	Sets           []Set           `json:"sets"`
+	// Routes are the Service CIDRs made local by one route on kube-ipvs0.
+	Routes []Route `json:"routes"`
+	Sets   []Set   `json:"sets"`
 	// Status is the proxier's sync status (only from the daemon).
 	Status *ipvsproxy.SyncStatus `json:"status,omitempty"`
 }
@@ -108,6 +110,14 @@ type Address struct {
 	Desired  bool   `json:"desired"`
 }
 
+// Route is one Service CIDR's local route on kube-ipvs0, in the kernel,
+// desired, or both.
+type Route struct {
+	CIDR     string `json:"cidr"`
+	InKernel bool   `json:"inKernel"`
+	Desired  bool   `json:"desired"`
+}
+
 // Set is one KUBE-* ipset.
 type Set struct {
 	Name    string `json:"name"`
@@ -120,7 +130,7 @@ type Set struct {
 // NewReport joins the kernel view with the snapshot (nil: unnamed).
 func NewReport(k KernelState, snap *ipvsproxy.Snapshot, namesFrom string, now time.Time) Report {
 	r := Report{APIVersion: APIVersion, Kind: KindReport, Time: now, NamesFrom: namesFrom,
-		Warnings: append([]string{}, k.Warnings...), VirtualServers: []VirtualServer{}, Addresses: []Address{}, Sets: []Set{}}
+		Warnings: append([]string{}, k.Warnings...), VirtualServers: []VirtualServer{}, Addresses: []Address{}, Routes: []Route{}, Sets: []Set{}}
 	if k.DummyMissing {
 		r.Warnings = append(r.Warnings, ipvsproxy.DummyInterface+" does not exist: the proxier has not run here, or was cleaned up")
 	}
@@ -213,6 +223,21 @@ func NewReport(k KernelState, snap *ipvsproxy.Snapshot, namesFrom string, now ti
 	}
 	for _, a := range slices.SortedFunc(maps.Keys(addrs), netip.Addr.Compare) {
 		r.Addresses = append(r.Addresses, *addrs[a])
+	}
+	routes := map[netip.Prefix]*Route{}
+	for _, p := range k.ServiceRoutes {
+		routes[p] = &Route{CIDR: p.String(), InKernel: true}
+	}
+	if snap != nil {
+		for _, p := range snap.Routes {
+			if routes[p] == nil {
+				routes[p] = &Route{CIDR: p.String()}
+			}
+			routes[p].Desired = true
+		}
+	}
+	for _, p := range slices.SortedFunc(maps.Keys(routes), comparePrefixes) {
+		r.Routes = append(r.Routes, *routes[p])
 	}
 	wantMembers := map[string]int{}
 	if snap != nil {
@@ -362,4 +387,11 @@ func parseProtocol(s string) ipvs.Protocol {
 		return ipvs.SCTP
 	}
 	return 0
+}
+
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }

@@ -33,6 +33,13 @@ type NodeInfo struct {
 	// external IP that is another Service's cluster IP is refused. It is what
 	// this node knows of the cluster, passed in so the builder stays pure.
 	ClusterIPs map[netip.Addr][]types.NamespacedName
+	// ServiceCIDRs are the ranges of the networking.k8s.io/v1 ServiceCIDR
+	// objects (Config.ServiceCIDRs adds the flag's): no external IP may lie
+	// in them.
+	ServiceCIDRs []netip.Prefix
+	// RoutedServiceCIDRs are made local by one route each on kube-ipvs0:
+	// a cluster IP inside one is not bound (routes.go).
+	RoutedServiceCIDRs []netip.Prefix
 }
 
 // Virtual server kinds, as a person reading `inspect` knows them.
@@ -163,7 +170,11 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			ipPort := func(a netip.Addr) ipset.Entry { return ipset.Entry{IP: a, Protocol: proto, Port: uint16(port.Port)} }
 
 			if vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
-				bind()
+				// One route makes a routed Service CIDR local: its cluster
+				// IPs are not bound one by one (routes.go, issue 9).
+				if !node.routed(clusterIP) {
+					bind()
+				}
 				entry(setClusterIP, ipPort(clusterIP))
 				entry(setIPVSServices, ipPort(clusterIP))
 			}
@@ -441,6 +452,11 @@ func ipvsProtocol(p v1.Protocol) ipvs.Protocol {
 // linear: a Service with 20,000 endpoints took 0.73 s per port and rebuild
 // with a scan of out per endpoint (issue 8).
 func union(a, b []Endpoint) []Endpoint {
+	if len(b) == 0 || len(a) == len(b) && &a[0] == &b[0] {
+		// The common case (b is a, or empty) costs no copy; callers only
+		// read the result.
+		return a
+	}
 	out := append(make([]Endpoint, 0, len(a)+len(b)), a...)
 	seen := make(map[netip.AddrPort]bool, len(a)+len(b))
 	for _, e := range a {

@@ -25,6 +25,9 @@ type ChangeTracker struct {
 	// notify is called (without the lock) after every change that needs a
 	// sync.
 	notify func()
+
+	// serviceCIDRs are the ranges of each ServiceCIDR object, by name.
+	serviceCIDRs map[string][]netip.Prefix
 }
 
 // pendingChanges is what accumulated since the last Drain.
@@ -38,6 +41,9 @@ type pendingChanges struct {
 	// triggerTimes are the EndpointSlices' last-change-trigger-time
 	// annotations, for network programming latency.
 	triggerTimes []time.Time
+
+	// serviceCIDRsChanged: a ServiceCIDR object came, went or changed.
+	serviceCIDRsChanged bool
 }
 
 // NewChangeTracker tracks the objects relevant to nodeName; notify is
@@ -49,6 +55,7 @@ func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
 		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
 		notify:   notify,
 	}
+	t.serviceCIDRs = map[string][]netip.Prefix{}
 	t.pending.services = map[types.NamespacedName]bool{}
 	return t
 }

@@ -13,8 +13,9 @@ import (
 )
 
 // Cleanup removes everything the proxier installs: its virtual servers,
-// its jump rules and chains, its ipsets and kube-ipvs0. It goes on past
-// failures and returns them all; what it does not own stays.
+// its jump rules and chains, its ipsets, its Service CIDR routes and
+// kube-ipvs0. It goes on past failures and returns them all; what it does
+// not own stays.
 func Cleanup(k Kernel, cfg Config) error {
 	var errs []error
 	fail := func(err error) {
@@ -41,6 +42,10 @@ func Cleanup(k Kernel, cfg Config) error {
 		for _, e := range entries {
 			members[s.Name][e] = true
 		}
+	}
+	routes, err := ownRoutes(k)
+	if err != nil {
+		fail(err)
 	}
 	vsFailed := false
 	owner, err := readOwnership(k, cfg, sets, members)
@@ -124,6 +129,13 @@ func Cleanup(k Kernel, cfg Config) error {
 		}
 	}
 
+	// Deleting the link takes its routes with it; deleting ours first also
+	// cleans up when the link is not ours to delete.
+	for _, r := range routes {
+		if err := k.Netif.DeleteServiceRoute(r); err != nil && !errors.Is(err, netif.ErrNotFound) {
+			fail(fmt.Errorf("delete service route %s: %w", r, err))
+		}
+	}
 	if err := k.Netif.DeleteDummy(); err != nil && !errors.Is(err, netif.ErrNotFound) {
 		fail(fmt.Errorf("delete %s: %w", DummyInterface, err))
 	}

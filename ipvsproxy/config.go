@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -40,8 +41,12 @@ type Config struct {
 	// (deleted or changed) unless a Service wants it; see excluded.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool
-	// ServiceCIDRs are the cluster's Service IP ranges (--service-cidrs):
-	// no external IP may lie in them.
+	// ServiceCIDRs are the cluster's Service IP ranges (--service-cidrs), for
+	// clusters without networking.k8s.io/v1 ServiceCIDR objects; the ranges of
+	// those objects are added to them (NodeInfo.ServiceCIDRs). Each becomes
+	// local with one route on kube-ipvs0, so cluster IPs inside are not bound
+	// one by one (routes.go), and no external IP may lie in them
+	// (externalips.go).
 	ServiceCIDRs []netip.Prefix
 	// ExternalIPCIDRs (--external-ip-cidrs), when set, are the only ranges
 	// external IPs may come from (CVE-2020-8554); empty allows all.
@@ -87,7 +92,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown IP family %q", f))
 		}
 	}
-	for _, p := range append(append(append([]netip.Prefix{}, c.ClusterCIDRs...), c.NodePortAddresses...), c.ExcludeCIDRs...) {
+	for _, p := range slices.Concat(c.ClusterCIDRs, c.NodePortAddresses, c.ExcludeCIDRs, c.ServiceCIDRs, c.ExternalIPCIDRs) {
 		if !p.IsValid() {
 			errs = append(errs, fmt.Errorf("invalid CIDR %v", p))
 		}

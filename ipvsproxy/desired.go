@@ -31,6 +31,10 @@ type desiredState struct {
 	foreign   map[ipvs.VirtualServerKey]bool
 	addrRefs  map[netip.Addr]int
 	entryRefs map[setEntryKey]int
+	// routes are the Service CIDRs routed local on kube-ipvs0 (routes.go).
+	routes []netip.Prefix
+	// summary is what every sync reports about all Services (summary.go).
+	summary serviceSummary
 }
 
 type claim struct {
@@ -76,6 +80,7 @@ func newDesiredState() *desiredState {
 		foreign:   map[ipvs.VirtualServerKey]bool{},
 		addrRefs:  map[netip.Addr]int{},
 		entryRefs: map[setEntryKey]int{},
+		summary:   newServiceSummary(),
 	}
 }
 
@@ -92,12 +97,14 @@ func (d *desiredState) set(name types.NamespacedName, st *ServiceState, t touche
 			}
 			d.rewin(k, before, t)
 		}
+		d.summary.update(old, -1)
 		delete(d.services, name)
 	}
 	if st == nil {
 		return
 	}
 	d.services[name] = st
+	d.summary.update(st, 1)
 	order := fmt.Sprintf("%020d %s", st.Created.UnixNano(), name)
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]
@@ -231,6 +238,12 @@ func (d *desiredState) Dump() string {
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	for _, a := range addrs {
 		fmt.Fprintf(&b, "  %s\n", a)
+	}
+	if len(d.routes) > 0 {
+		b.WriteString("local routes on " + DummyInterface + ":\n")
+		for _, r := range d.routes {
+			fmt.Fprintf(&b, "  %s\n", r)
+		}
 	}
 	b.WriteString("ipset entries:\n")
 	entries := make([]string, 0, len(d.entryRefs))

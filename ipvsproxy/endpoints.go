@@ -47,7 +47,8 @@ func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (ma
 			}
 			key := portKey{name: deref(port.Name, ""), protocol: deref(port.Protocol, v1.ProtocolTCP)}
 			if seen[key] == nil {
-				seen[key] = map[netip.AddrPort]int{}
+				seen[key] = make(map[netip.AddrPort]int, len(slice.Endpoints))
+				out[key] = make([]Endpoint, 0, len(slice.Endpoints))
 			}
 			for _, ep := range slice.Endpoints {
 				if len(ep.Addresses) == 0 {
@@ -117,6 +118,16 @@ type portKey struct {
 // endpoints are never used.
 func trafficEndpoints(eps []Endpoint, node NodeInfo) (cluster, local []Endpoint) {
 	mode := topologyMode(eps, node)
+	allReady, anyLocal := true, false
+	for _, e := range eps {
+		allReady = allReady && e.Ready
+		anyLocal = anyLocal || e.NodeName == node.Name
+	}
+	if allReady && mode == topologyNone && !anyLocal {
+		// The common case costs no copy: every endpoint serves the
+		// cluster, none is local. Callers only read the slices.
+		return eps, nil
+	}
 	for _, e := range eps {
 		if e.Ready && availableForTopology(e, mode, node) {
 			cluster = append(cluster, e)

@@ -42,7 +42,7 @@ func (b *builder) externalIPRefusal(a netip.Addr) string {
 	if owner, ok := b.node.clusterIPOwner(a, b.st.Name); ok {
 		return fmt.Sprintf("external IP %s is the cluster IP of Service %s", a, owner)
 	}
-	if p, ok := containing(b.cfg.ServiceCIDRs, a); ok {
+	if p, ok := containing(slices.Concat(b.cfg.ServiceCIDRs, b.node.ServiceCIDRs), a); ok {
 		return fmt.Sprintf("external IP %s lies in the Service range %s", a, p)
 	}
 	if p, ok := containing(b.cfg.ClusterCIDRs, a); ok {

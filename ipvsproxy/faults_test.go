@@ -146,6 +146,19 @@ func (w faultyNetif) DeleteDummyAddress(a netip.Addr) error {
 	return w.Interface.DeleteDummyAddress(a)
 }
 
+func (w faultyNetif) AddServiceRoute(p netip.Prefix) error {
+	if err := w.f.check("route-add", p); err != nil {
+		return err
+	}
+	return w.Interface.AddServiceRoute(p)
+}
+func (w faultyNetif) DeleteServiceRoute(p netip.Prefix) error {
+	if err := w.f.check("route-del", p); err != nil {
+		return err
+	}
+	return w.Interface.DeleteServiceRoute(p)
+}
+
 type faultyConntrack struct {
 	conntrack.Interface
 	f *faults

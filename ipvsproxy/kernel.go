@@ -32,6 +32,8 @@ type kernelView struct {
 	// foreign are virtual servers someone else created; never written.
 	foreign   map[ipvs.VirtualServerKey]bool
 	addresses map[netip.Addr]bool
+	// routes are our Service CIDR routes on kube-ipvs0 (ownership.go).
+	routes map[netip.Prefix]bool
 	// sets maps each owned set present in the kernel with the right type
 	// to its members, the ownership record's included (ownership.go).
 	sets map[string]map[ipset.Entry]bool
@@ -57,6 +59,7 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
 		foreign:        map[ipvs.VirtualServerKey]bool{},
 		addresses:      map[netip.Addr]bool{},
+		routes:         map[netip.Prefix]bool{},
 		sets:           map[string]map[ipset.Entry]bool{},
 		wrongSets:      map[string]ipset.Set{},
 	}
@@ -66,6 +69,13 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	}
 	for _, a := range bound {
 		view.addresses[a.Unmap()] = true
+	}
+	routes, err := ownRoutes(k)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range routes {
+		view.routes[r] = true
 	}
 	host, err := k.Netif.HostAddresses()
 	if err != nil {
@@ -119,7 +129,7 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list real servers of %s: %w", vs.VirtualServerKey, err)
 		}
-		kvs := &kernelVirtualServer{vs: vs, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
+		kvs := &kernelVirtualServer{vs: vs, realServers: make(map[ipvs.RealServerKey]ipvs.RealServer, len(rss))}
 		for _, rs := range rss {
 			kvs.realServers[rs.RealServerKey] = rs
 		}

@@ -67,9 +67,15 @@ func realKernelInNamespace(t *testing.T) Kernel {
 // against the real kernel: the resync and the restart must write nothing,
 // which proves that what the proxier reads back (virtual servers, set
 // members, iptables rules) compares equal to what it wrote.
+// It runs with cluster IPs bound one by one, and with their Service CIDR
+// routed local on kube-ipvs0 (routes.go).
 func TestProxierOnRealKernel(t *testing.T) {
+	t.Run("addresses", func(t *testing.T) { proxierOnRealKernel(t, testConfig()) })
+	t.Run("service CIDR route", func(t *testing.T) { proxierOnRealKernel(t, routedConfig()) })
+}
+
+func proxierOnRealKernel(t *testing.T, cfg Config) {
 	k := realKernelInNamespace(t)
-	cfg := testConfig()
 	if ok, err := probeScheduler(k.IPVS, cfg.Scheduler); err != nil || !ok {
 		t.Fatalf("the VM's kernel should have the %s scheduler: ok=%v err=%v", cfg.Scheduler, ok, err)
 	}
@@ -131,6 +137,19 @@ func TestProxierOnRealKernel(t *testing.T) {
 	}
 
 	checkForeign("first sync")
+	routes, err := k.Netif.ServiceRoutes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, err := k.Netif.DummyAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterIPBound := slices.Contains(bound, webVS.Address)
+	if routed := len(cfg.ServiceCIDRs) > 0; !slices.Equal(routes, cfg.ServiceCIDRs) && (routed || len(routes) > 0) || routed == clusterIPBound {
+		t.Fatalf("routes %v (want %v); cluster IP %s bound: %v", routes, cfg.ServiceCIDRs, webVS.Address, clusterIPBound)
+	}
+
 	p.needFull = true
 	if res := p.Sync(); res.Err() != nil || res.Writes != 0 {
 		t.Fatalf("full resync: writes=%d err=%v", res.Writes, res.Err())

@@ -28,6 +28,7 @@ type ObjectKind string
 const (
 	ObjectVirtualServer ObjectKind = "ipvs"      // a virtual server, its real servers and its ownership record
 	ObjectAddress       ObjectKind = "address"   // an address on kube-ipvs0 (and the link itself)
+	ObjectRoute         ObjectKind = "route"     // a Service CIDR's local route on kube-ipvs0
 	ObjectSetEntry      ObjectKind = "ipset"     // a member of an owned set, or the set itself
 	ObjectRules         ObjectKind = "iptables"  // one table of one family's rules, or a jump rule
 	ObjectConntrack     ObjectKind = "conntrack" // the stale UDP flows to delete
@@ -55,12 +56,14 @@ type objectID struct {
 	vs    ipvs.VirtualServerKey
 	addr  netip.Addr
 	entry setEntryKey
+	route netip.Prefix
 	name  string // a set, a rules table, "udp flows"
 }
 
 func vsID(k ipvs.VirtualServerKey) objectID { return objectID{kind: ObjectVirtualServer, vs: k} }
 func addrID(a netip.Addr) objectID          { return objectID{kind: ObjectAddress, addr: a} }
 func entryID(k setEntryKey) objectID        { return objectID{kind: ObjectSetEntry, entry: k} }
+func routeID(p netip.Prefix) objectID       { return objectID{kind: ObjectRoute, route: p} }
 func namedID(kind ObjectKind, name string) objectID {
 	return objectID{kind: kind, name: name}
 }
@@ -71,6 +74,8 @@ func (id objectID) String() string {
 		return "virtual server " + id.vs.String()
 	case id.kind == ObjectAddress:
 		return "address " + id.addr.String() + " on " + DummyInterface
+	case id.kind == ObjectRoute:
+		return "local route " + id.route.String() + " on " + DummyInterface
 	case id.kind == ObjectSetEntry && id.name == "":
 		return "ipset " + id.entry.set + " member " + id.entry.entry.String(setTypeOf(id.entry.set))
 	case id.kind == ObjectSetEntry:

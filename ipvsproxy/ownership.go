@@ -165,3 +165,21 @@ func OwnershipRecord(k ipvs.VirtualServerKey) (set string, entry ipset.Entry) {
 
 // Excluded reports whether addr lies in --ipvs-exclude-cidrs.
 func (c Config) Excluded(addr netip.Addr) bool { return c.excluded(addr) }
+
+// ownRoutes lists the Service CIDR routes that are ours (routes.go). Like
+// KUBE-IPVS-OWNED for virtual servers, the record is kept by the kernel: a
+// route is ours when it carries netif.RouteProtocol ("proto 233") on
+// kube-ipvs0 in table local, which survives a restart; anyone else's route,
+// even to the same range, is never listed, changed or deleted. The members
+// of KUBE-SERVICE-CIDRS and the ranges' anchor addresses are in owned sets
+// and on our link, so they need no record of their own. No link: no route.
+func ownRoutes(k Kernel) ([]netip.Prefix, error) {
+	routes, err := k.Netif.ServiceRoutes()
+	if errors.Is(err, netif.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list service routes on %s: %w", DummyInterface, err)
+	}
+	return routes, nil
+}

@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -100,6 +101,11 @@ type Proxier struct {
 
 	statusMu sync.Mutex // guards snapshot, so Status never waits for a sync
 	snapshot ReconcileStatus
+
+	// refusedRanges are the Service CIDRs not routed, and why (logged once).
+	refusedRanges map[netip.Prefix]string
+	// built is the node every desired ServiceState was built for.
+	built builtNode
 }
 
 // New returns a proxier; nothing touches the kernel before the first Sync.
@@ -198,7 +204,9 @@ func (p *Proxier) Sync() SyncResult {
 	changes := p.tracker.drain()
 	res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.serviceChanges, changes.endpointChanges, changes.triggerTimes
 
-	full := p.needFull || changes.nodeChanged || p.view == nil
+	// A Service CIDR route whose retry is due is retried by a full sync:
+	// whether a range's cluster IPs are bound depends on it (routes.go).
+	full := p.needFull || changes.nodeChanged || changes.serviceCIDRsChanged || p.view == nil || p.objects.dueKind(ObjectRoute, now)
 	if full {
 		view, err := readKernel(p.kernel, p.cfg)
 		if err != nil {
@@ -217,17 +225,35 @@ func (p *Proxier) Sync() SyncResult {
 		p.needFull = false
 	}
 	res.Full = full
+	t := newTouched()
+	r := &reconciler{k: p.kernel, cfg: p.cfg, desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full}
+	if full {
+		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), t)
+		r.addServiceRoutes()
+	}
 	node := p.nodeInfo()
 
-	// Build: every Service on a full sync, else only the changed ones.
+	// Build: every Service on a full sync that may build them differently
+	// (the node or the ranges changed, or nothing was built yet), else only
+	// the changed ones. A full sync with nothing new only compares the
+	// kernel with the desired state (issue 9: the periodic resync of 10,000
+	// Services rebuilt them all). Services with a problem are rebuilt on
+	// every full sync: a refusal may have gone (room in a set).
 	names := changes.services
-	if full {
+	if full && !p.built.same(node) {
+		p.built = builtFrom(node)
 		names = map[types.NamespacedName]bool{}
 		for _, n := range p.tracker.serviceNames() {
 			names[n] = true
 		}
 		for n := range p.desired.services {
 			names[n] = true
+		}
+	} else if full {
+		for n, st := range p.desired.services {
+			if len(st.Problems) > 0 {
+				names[n] = true
+			}
 		}
 	}
 	// The external IP guard reads other Services' cluster IPs: when one
@@ -239,7 +265,6 @@ func (p *Proxier) Sync() SyncResult {
 	for _, name := range dependents {
 		names[name] = true
 	}
-	t := newTouched()
 	var staleFilters = staleFiltersCollector{}
 	for name := range names {
 		svc, endpointSlices := p.tracker.input(name)
@@ -276,7 +301,6 @@ func (p *Proxier) Sync() SyncResult {
 	}
 
 	// Apply: the difference only.
-	r := &reconciler{k: p.kernel, cfg: p.cfg, desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full}
 	r.apply(t)
 	r.syncRules(p.appliedRules)
 	r.drain()
@@ -379,28 +403,7 @@ func (p *Proxier) finish(res *SyncResult) {
 	res.Duration = p.now().Sub(res.Start)
 	p.lastSync = p.now()
 	p.status.recordSync(*res)
-	res.HealthCheckNodePorts = map[types.NamespacedName]uint16{}
-	res.LocalReadyEndpoints = map[types.NamespacedName]int{}
-	res.NoLocalEndpoints = map[string]int{}
-	for name, st := range p.desired.services {
-		if st.HealthCheckNodePort != 0 {
-			res.HealthCheckNodePorts[name] = st.HealthCheckNodePort
-			res.LocalReadyEndpoints[name] = st.LocalReadyEndpoints
-		}
-		counted := map[string]bool{}
-		for _, vs := range st.VirtualServers {
-			if vs.LocalOnly && len(vs.RealServers) == 0 {
-				policy := "external"
-				if vs.Kind == KindClusterIP {
-					policy = "internal"
-				}
-				if !counted[policy] {
-					counted[policy] = true
-					res.NoLocalEndpoints[policy]++
-				}
-			}
-		}
-	}
+	p.desired.summary.report(res)
 	res.FailingObjects = map[string]int{}
 	for kind, n := range p.objects.failing() {
 		res.FailingObjects[string(kind)] = n
@@ -427,6 +430,8 @@ func (p *Proxier) nodeInfo() NodeInfo {
 	if p.view != nil {
 		info.Addresses = p.view.hostAddresses
 	}
+	info.ServiceCIDRs = p.tracker.ServiceCIDRRanges()
+	info.RoutedServiceCIDRs = p.routedInKernel()
 	return info
 }
 

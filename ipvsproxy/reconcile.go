@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -47,6 +48,8 @@ type reconciler struct {
 	staleFlows []conntrack.Filter
 	// foundForeign are the keys found taken by someone else while writing.
 	foundForeign []ipvs.VirtualServerKey
+	// dummyEnsured: kube-ipvs0 was ensured in this sync already.
+	dummyEnsured bool
 }
 
 // fail records a failed write. The adapters' errors already name the
@@ -69,25 +72,16 @@ func (r *reconciler) settle(id objectID, err error) {
 }
 
 // apply writes in an order that never leaves traffic without a path: the
-// sets and the link first, then addresses and set members that new virtual
-// servers need, then the virtual servers, removals last.
+// sets and the link first, then addresses, Service CIDR routes and set
+// members that new virtual servers need, then the virtual servers, removals
+// last.
 func (r *reconciler) apply(t touched) {
 	r.t = t
 	r.ensureSets()
 	r.ensureDummy()
 	for a := range t.addresses {
 		if r.desired.addrRefs[a] > 0 {
-			if r.view.addresses[a] {
-				r.status.done(addrID(a))
-				continue
-			}
-			r.writes++
-			err := r.k.Netif.AddDummyAddress(a)
-			if err == nil || errors.Is(err, netif.ErrExists) {
-				r.view.addresses[a] = true
-				err = nil
-			}
-			r.settle(addrID(a), err)
+			r.addAddress(a)
 		}
 	}
 	for k := range t.entries {
@@ -119,14 +113,32 @@ func (r *reconciler) apply(t touched) {
 			r.settle(addrID(a), err)
 		}
 	}
+	// A Service CIDR stops being local once its cluster IPs are bound.
+	r.removeServiceRoutes()
+}
+
+// addAddress binds a on kube-ipvs0 unless the view has it.
+func (r *reconciler) addAddress(a netip.Addr) {
+	if r.view.addresses[a] {
+		r.status.done(addrID(a))
+		return
+	}
+	r.writes++
+	err := r.k.Netif.AddDummyAddress(a)
+	if err == nil || errors.Is(err, netif.ErrExists) {
+		r.view.addresses[a] = true
+		err = nil
+	}
+	r.settle(addrID(a), err)
 }
 
 // ensureDummy creates kube-ipvs0 when the view was just read (creating an
 // existing link is no write).
 func (r *reconciler) ensureDummy() {
-	if !r.full && !r.status.dueKind(ObjectAddress, r.now) {
+	if r.dummyEnsured || !r.full && !r.status.dueKind(ObjectAddress, r.now) {
 		return
 	}
+	r.dummyEnsured = true
 	id := namedID(ObjectAddress, DummyInterface)
 	if err := r.k.Netif.EnsureDummy(); err != nil {
 		r.fail(id, fmt.Errorf("ensure %s: %w", DummyInterface, err))
@@ -287,7 +299,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 			r.fail(id, err)
 			return
 		}
-		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
+		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(map[ipvs.RealServerKey]ipvs.RealServer, len(want.RealServers))}
 		r.view.virtualServers[k] = have
 	}
 	if !r.view.isRecorded(k) {
@@ -304,9 +316,11 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		}
 		have.vs = want.VirtualServer
 	}
-	wanted := make(map[ipvs.RealServerKey]bool, len(want.RealServers))
+	// want.RealServers has no repeats: when have holds only wanted ones,
+	// nothing is to be removed and no set of them is needed (a full sync
+	// compares every virtual server).
+	present := 0
 	for _, rs := range want.RealServers {
-		wanted[rs.RealServerKey] = true
 		cur, ok := have.realServers[rs.RealServerKey]
 		switch {
 		case !ok:
@@ -323,18 +337,23 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 				continue
 			}
 		}
+		present++ // now in have
 		have.realServers[rs.RealServerKey] = rs
 		if d := r.draining[k]; d != nil {
 			delete(d, rs.RealServerKey)
 		}
 	}
-	var gone []ipvs.RealServerKey
-	for key := range have.realServers {
-		if !wanted[key] {
-			gone = append(gone, key)
+	if present != len(have.realServers) {
+		wanted := make(map[ipvs.RealServerKey]bool, len(want.RealServers))
+		for _, rs := range want.RealServers {
+			wanted[rs.RealServerKey] = true
 		}
-	}
-	if len(gone) > 0 {
+		var gone []ipvs.RealServerKey
+		for key := range have.realServers {
+			if !wanted[key] {
+				gone = append(gone, key)
+			}
+		}
 		errs = append(errs, r.removeRealServers(have, gone)...)
 	}
 	r.settle(id, errors.Join(errs...))
@@ -489,7 +508,7 @@ func drainingCount(d map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time)
 func adoptDraining(view *kernelView, desired *desiredState, draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time, deadline time.Time) {
 	for k, kvs := range view.virtualServers {
 		want := desired.virtualServer(k)
-		if want == nil {
+		if want == nil || k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
 			continue
 		}
 		wanted := map[ipvs.RealServerKey]bool{}
@@ -507,4 +526,13 @@ func adoptDraining(view *kernelView, desired *desiredState, draining map[ipvs.Vi
 			}
 		}
 	}
+}
+
+func hasWeightZero(rss map[ipvs.RealServerKey]ipvs.RealServer) bool {
+	for _, rs := range rss {
+		if rs.Weight == 0 {
+			return true
+		}
+	}
+	return false
 }

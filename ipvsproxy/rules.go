@@ -99,6 +99,9 @@ func iptablesRules(cfg Config, family v1.IPFamily) string {
 		reject = "icmp6-port-unreachable"
 	}
 	w("-A %s -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", chainIPVSFilter, set(setIPVSIPs), reject)
+	// The same for every address of a routed Service CIDR, used or not:
+	// the route makes them all local.
+	w("-A %s -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", chainIPVSFilter, set(setServiceCIDRs), reject)
 	w("-A %s -m mark --mark %s/%s -j ACCEPT", chainForward, mark, mark)
 	w("-A %s -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT", chainForward)
 	w("COMMIT")

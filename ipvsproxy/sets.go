@@ -20,6 +20,7 @@ const (
 	setLoopBack     = "KUBE-LOOP-BACK"              // endpoint IP,proto:port,endpoint IP: hairpin SNAT
 	setIPVSServices = "KUBE-IPVS-SERVICES"          // every IP,proto:port with a virtual server on kube-ipvs0
 	setIPVSIPs      = "KUBE-IPVS-IPS"               // every address bound on kube-ipvs0
+	setServiceCIDRs = "KUBE-SERVICE-CIDRS"          // Service CIDRs routed local on kube-ipvs0
 	setLBFirewall   = "KUBE-LOAD-BALANCER-FW"       // LB IP,proto:port that has loadBalancerSourceRanges
 	setLBSourceCIDR = "KUBE-LOAD-BALANCER-SRC-CIDR" // LB IP,proto:port,allowed source CIDR
 	setOwned        = "KUBE-IPVS-OWNED"             // IP,proto:port of every virtual server the proxier created (ownership.go)
@@ -42,6 +43,7 @@ var setSpecs = []setSpec{
 	{setLoopBack, ipset.HashIPPortIP, "endpoint reaching itself through its Service (hairpin), masqueraded"},
 	{setIPVSServices, ipset.HashIPPort, "address + port of every virtual server on kube-ipvs0"},
 	{setIPVSIPs, ipset.HashIP, "addresses bound on kube-ipvs0"},
+	{setServiceCIDRs, ipset.HashNet, "Service CIDRs made local by one route on kube-ipvs0"},
 	{setLBFirewall, ipset.HashIPPort, "load balancer IP + port with loadBalancerSourceRanges"},
 	{setLBSourceCIDR, ipset.HashIPPortNet, "load balancer IP + port + allowed source range"},
 	// The ownership record, not a desired state: no rule matches it.

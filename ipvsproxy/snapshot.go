@@ -24,8 +24,11 @@ type Snapshot struct {
 	// VirtualServers are the winning desired virtual servers, sorted by key.
 	VirtualServers []DesiredVirtualServer `json:"virtualServers"`
 	// Addresses are bound on kube-ipvs0.
-	Addresses  []netip.Addr `json:"addresses"`
-	SetEntries []SetEntry   `json:"setEntries"`
+	Addresses []netip.Addr `json:"addresses"`
+	// Routes are the Service CIDRs made local by one route each on
+	// kube-ipvs0 (routes.go); their cluster IPs are not in Addresses.
+	Routes     []netip.Prefix `json:"routes"`
+	SetEntries []SetEntry     `json:"setEntries"`
 	// Draining are removed TCP real servers at weight 0 waiting for their
 	// connections to end.
 	Draining []DrainingRealServer `json:"draining"`
@@ -109,6 +112,7 @@ func (p *Proxier) Snapshot() Snapshot {
 		Config:         p.cfg,
 		VirtualServers: []DesiredVirtualServer{},
 		Addresses:      []netip.Addr{},
+		Routes:         slices.Clone(p.desired.routes),
 		SetEntries:     []SetEntry{},
 		Draining:       []DrainingRealServer{},
 		Services:       []ServiceSummary{},
@@ -132,6 +136,9 @@ func (p *Proxier) Snapshot() Snapshot {
 		s.Addresses = append(s.Addresses, a)
 	}
 	slices.SortFunc(s.Addresses, netip.Addr.Compare)
+	if s.Routes == nil {
+		s.Routes = []netip.Prefix{}
+	}
 	for k := range p.desired.entryRefs {
 		s.SetEntries = append(s.SetEntries, SetEntry{Set: k.set, Entry: k.entry})
 	}

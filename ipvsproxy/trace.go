@@ -216,9 +216,10 @@ func (tc *traceContext) isNodeAddress(a netip.Addr) bool {
 
 // isLocal is "-m addrtype --dst-type LOCAL" and the routing decision: a
 // node address or a service address (a member of KUBE-IPVS-IPS, which holds
-// every address bound on kube-ipvs0).
+// every address bound on kube-ipvs0, or an address of a Service CIDR that
+// one route makes local, KUBE-SERVICE-CIDRS).
 func (tc *traceContext) isLocal(a netip.Addr) bool {
-	return tc.isNodeAddress(a) || tc.inSet(setIPVSIPs, ipset.Entry{IP: a})
+	return tc.isNodeAddress(a) || tc.inSet(setIPVSIPs, ipset.Entry{IP: a}) || tc.inServiceCIDR(a)
 }
 
 func (tc *traceContext) inSet(base string, e ipset.Entry) bool {

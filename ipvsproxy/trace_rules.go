@@ -194,6 +194,16 @@ func traceRules(cfg Config, family v1.IPFamily) map[string][]traceRule {
 		},
 	})
 
+	add(iptablesTableFilter, chainIPVSFilter, traceRule{
+		text:   fmt.Sprintf("-m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", set(setServiceCIDRs), reject),
+		match:  func(st *packetState) bool { return st.ctx.inServiceCIDR(st.dst.Addr()) },
+		target: "REJECT",
+		describe: func(st *packetState) string {
+			return fmt.Sprintf("%s lies in a routed Service CIDR but %s port %d is no virtual server: answered %s, so that no host port answers there (kubernetes#72236)",
+				st.dst.Addr(), st.pkt.Protocol, st.dst.Port(), reject)
+		},
+	})
+
 	// filter KUBE-FORWARD: only packets routed through this node pass it;
 	// IPVS sends its packets out through OUTPUT, so no trace walks it.
 	add(iptablesTableFilter, chainForward, traceRule{
@@ -215,6 +225,17 @@ func (tc *traceContext) sourceAllowed(st *packetState) bool {
 	want := st.ipPort()
 	for e := range tc.sets[setName(setLBSourceCIDR, tc.family)] {
 		if e.IP == want.IP && e.Protocol == want.Protocol && e.Port == want.Port && e.Net.Contains(st.pkt.Source) {
+			return true
+		}
+	}
+	return false
+}
+
+// inServiceCIDR is "--match-set KUBE-SERVICE-CIDRS dst": a must lie in a
+// Service CIDR routed local on kube-ipvs0 (routes.go).
+func (tc *traceContext) inServiceCIDR(a netip.Addr) bool {
+	for e := range tc.sets[setName(setServiceCIDRs, tc.family)] {
+		if e.Net.Contains(a) {
 			return true
 		}
 	}

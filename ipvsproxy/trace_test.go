@@ -59,8 +59,13 @@ func TestTracerModelsEveryRule(t *testing.T) {
 // kind, synced on the fakes; the trace runs on the proxier's Snapshot.
 func traceFixture(t *testing.T) Snapshot {
 	t.Helper()
+	return traceFixtureWith(t, testConfig())
+}
+
+func traceFixtureWith(t *testing.T, cfg Config) Snapshot {
+	t.Helper()
 	fk := newFakeKernel()
-	p, _ := newTestProxier(t, fk, testConfig())
+	p, _ := newTestProxier(t, fk, cfg)
 	tr := p.Tracker()
 	web := service("web", "10.96.0.10")
 	tr.SetService(web)
@@ -99,15 +104,37 @@ func realServerList(t Trace) string {
 	return strings.Join(out, ", ")
 }
 
+type traceCase struct {
+	name, src, dst string
+	proto          ipvs.Protocol
+	verdict        string
+	realServers    string // "addr:port masqueraded|not masqueraded", ...
+	reason         string // a substring of the reason or of a real server's masquerade reason
+}
+
+// With the Service CIDR routed local by one route (routes.go) instead of
+// its cluster IPs bound, every verdict stays the same, and an unused
+// address of the range is rejected instead of routed on.
+func TestTraceVerdictsWithTheServiceCIDRRouted(t *testing.T) {
+	s := traceFixtureWith(t, routedConfig())
+	if slices.Contains(s.Addresses, netip.MustParseAddr("10.96.0.10")) {
+		t.Fatalf("the cluster IP is bound: %v", s.Addresses)
+	}
+	checkTraces(t, s, append(traceCases(),
+		traceCase{"an unused address of the routed range is rejected", "10.244.1.20", "10.96.0.99:80", ipvs.TCP, VerdictRejected,
+			"", "lies in a routed Service CIDR"},
+		traceCase{"from the node too", "198.51.100.1", "10.96.0.99:22", ipvs.TCP, VerdictRejected,
+			"", "kubernetes#72236"}))
+}
+
 func TestTraceVerdicts(t *testing.T) {
-	s := traceFixture(t)
-	for _, c := range []struct {
-		name, src, dst string
-		proto          ipvs.Protocol
-		verdict        string
-		realServers    string // "addr:port masqueraded|not masqueraded", ...
-		reason         string // a substring of the reason or of a real server's masquerade reason
-	}{
+	checkTraces(t, traceFixture(t), append(traceCases(),
+		traceCase{"an unused cluster IP without the range routed is no local address", "10.244.1.20", "10.96.0.99:80", ipvs.TCP, VerdictNotLocal,
+			"", "routed on"}))
+}
+
+func traceCases() []traceCase {
+	return []traceCase{
 		{"ClusterIP from a pod keeps the pod's address", "10.244.1.20", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
 			"10.244.1.5:8080 not masqueraded, 10.244.2.7:8080 not masqueraded", "inside the cluster CIDR"},
 		{"ClusterIP from the node is masqueraded", "198.51.100.1", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
@@ -132,7 +159,12 @@ func TestTraceVerdicts(t *testing.T) {
 			"", "own sockets"},
 		{"an address that is neither the node's nor a service's", "10.244.1.20", "192.0.2.50:80", ipvs.TCP, VerdictNotLocal,
 			"", "routed on"},
-	} {
+	}
+}
+
+func checkTraces(t *testing.T, s Snapshot, cases []traceCase) {
+	t.Helper()
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tr := trace(s, c.src, c.dst, c.proto)
 			text := tr.Reason

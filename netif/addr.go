@@ -15,3 +15,19 @@ func canonicalAddr(a netip.Addr) (netip.Addr, error) {
 	}
 	return a.Unmap().WithZone(""), nil
 }
+
+// canonicalPrefix is p as the kernel stores a route's destination: masked,
+// IPv4-mapped IPv6 as IPv4, no zone.
+func canonicalPrefix(p netip.Prefix) (netip.Prefix, error) {
+	if !p.IsValid() {
+		return netip.Prefix{}, errors.New("invalid prefix")
+	}
+	a, bits := p.Addr(), p.Bits()
+	if a.Is4In6() {
+		if bits < 96 {
+			return netip.Prefix{}, errors.New("IPv4-mapped prefix shorter than /96")
+		}
+		a, bits = a.Unmap(), bits-96
+	}
+	return netip.PrefixFrom(a.WithZone(""), bits).Masked(), nil
+}

@@ -13,10 +13,13 @@ import (
 // addresses. It fails where the kernel fails, with the same sentinel
 // errors, and is safe for concurrent use.
 type Fake struct {
-	mu      sync.Mutex
-	dummy   string
-	exists  bool
-	bound   map[netip.Addr]bool
+	mu     sync.Mutex
+	dummy  string
+	exists bool
+	bound  map[netip.Addr]bool
+	routes map[netip.Prefix]bool
+	// foreign are routes to table local that someone else added.
+	foreign map[netip.Prefix]bool
 	host    []netip.Addr
 	writes  int
 	noDummy bool
@@ -27,7 +30,7 @@ var _ Interface = (*Fake)(nil)
 // NewFake returns a namespace in which the dummy link dummyName does not
 // exist yet and the host has no addresses.
 func NewFake(dummyName string) *Fake {
-	return &Fake{dummy: dummyName, bound: map[netip.Addr]bool{}}
+	return &Fake{dummy: dummyName, bound: map[netip.Addr]bool{}, routes: map[netip.Prefix]bool{}, foreign: map[netip.Prefix]bool{}}
 }
 
 // SetHostAddresses replaces the addresses of the host's other interfaces.
@@ -50,9 +53,20 @@ func (f *Fake) SetDummyUnsupported() {
 	f.noDummy = true
 }
 
+// SetForeignRoute puts a route to p in table local that this package did
+// not add (an admin's, another agent's): it is never listed, and adding ours
+// to the same prefix fails with ErrExists, as in the kernel.
+func (f *Fake) SetForeignRoute(p netip.Prefix) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if p, err := canonicalPrefix(p); err == nil {
+		f.foreign[p] = true
+	}
+}
+
 // Writes counts the calls that would have changed the kernel: creating or
-// deleting the link, binding or unbinding an address (failed ones
-// included). EnsureDummy on an existing link is not a write.
+// deleting the link, binding or unbinding an address, adding or deleting a
+// route (failed ones included). EnsureDummy on an existing link is not a write.
 func (f *Fake) Writes() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -82,6 +96,7 @@ func (f *Fake) DeleteDummy() error {
 	f.writes++
 	f.exists = false
 	clear(f.bound)
+	clear(f.routes)
 	return nil
 }
 
@@ -128,6 +143,59 @@ func (f *Fake) DeleteDummyAddress(addr netip.Addr) error {
 		return fmt.Errorf("delete address %s from %s: %w", addr, f.dummy, ErrNotFound)
 	}
 	delete(f.bound, addr)
+	if addr.Is4() && !slices.ContainsFunc(slices.Collect(maps.Keys(f.bound)), netip.Addr.Is4) {
+		// As the kernel: the last IPv4 address leaving a link disables
+		// IPv4 on it, which flushes every IPv4 route through it
+		// (fib_inetaddr_event -> fib_disable_ip).
+		for _, m := range []map[netip.Prefix]bool{f.routes, f.foreign} {
+			maps.DeleteFunc(m, func(p netip.Prefix, _ bool) bool { return p.Addr().Is4() })
+		}
+	}
+	return nil
+}
+
+func (f *Fake) ServiceRoutes() ([]netip.Prefix, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.exists {
+		return nil, fmt.Errorf("list service routes on %s: link %s: %w", f.dummy, f.dummy, ErrNotFound)
+	}
+	return sortedPrefixes(slices.Collect(maps.Keys(f.routes))), nil
+}
+
+func (f *Fake) AddServiceRoute(p netip.Prefix) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, err := canonicalPrefix(p)
+	if err != nil {
+		return fmt.Errorf("add service route on %s: %w", f.dummy, err)
+	}
+	if !f.exists {
+		return fmt.Errorf("add service route %s on %s: link %s: %w", p, f.dummy, f.dummy, ErrNotFound)
+	}
+	f.writes++
+	if f.routes[p] || f.foreign[p] {
+		return fmt.Errorf("add service route %s on %s: %w", p, f.dummy, ErrExists)
+	}
+	f.routes[p] = true
+	return nil
+}
+
+func (f *Fake) DeleteServiceRoute(p netip.Prefix) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, err := canonicalPrefix(p)
+	if err != nil {
+		return fmt.Errorf("delete service route on %s: %w", f.dummy, err)
+	}
+	if !f.exists {
+		return fmt.Errorf("delete service route %s on %s: link %s: %w", p, f.dummy, f.dummy, ErrNotFound)
+	}
+	f.writes++
+	if !f.routes[p] {
+		return fmt.Errorf("delete service route %s on %s: %w", p, f.dummy, ErrNotFound)
+	}
+	delete(f.routes, p)
 	return nil
 }
 
@@ -142,6 +210,7 @@ func (f *Fake) HostAddresses() ([]netip.Addr, error) {
 //	dummy kube-ipvs0
 //	  192.0.2.10/32
 //	  2001:db8::10/128
+//	  route local 10.96.0.0/12
 //	host 127.0.0.1
 //
 // A missing link reads "dummy kube-ipvs0 absent".
@@ -155,6 +224,9 @@ func (f *Fake) Dump() string {
 		fmt.Fprintf(&b, "dummy %s\n", f.dummy)
 		for _, a := range uniqueSorted(slices.Collect(maps.Keys(f.bound))) {
 			fmt.Fprintf(&b, "  %s\n", netip.PrefixFrom(a, a.BitLen()))
+		}
+		for _, p := range sortedPrefixes(slices.Collect(maps.Keys(f.routes))) {
+			fmt.Fprintf(&b, "  route local %s\n", p)
 		}
 	}
 	for _, a := range uniqueSorted(f.host) {

@@ -44,7 +44,9 @@ func TestFakeDump(t *testing.T) {
 	ok(t, f.AddDummyAddress(svc6))
 	ok(t, f.AddDummyAddress(svc4a))
 	f.SetHostAddresses()
-	want := "dummy kube-ipvs0\n  192.0.2.10/32\n  2001:db8::10/128\n"
+	ok(t, f.AddServiceRoute(range6))
+	ok(t, f.AddServiceRoute(range4))
+	want := "dummy kube-ipvs0\n  192.0.2.10/32\n  2001:db8::10/128\n  route local 198.51.100.0/24\n  route local 2001:db8:96::/112\n"
 	if got := f.Dump(); got != want {
 		t.Fatalf("Dump() =\n%s\nwant\n%s", got, want)
 	}

@@ -18,7 +18,22 @@ type Interface interface {
 	// link; ErrExists when already bound, ErrNotFound when no link.
 	AddDummyAddress(addr netip.Addr) error
 	// DeleteDummyAddress unbinds addr; ErrNotFound when it is not bound.
+	// Unbinding the last IPv4 address of the link makes the kernel flush
+	// every IPv4 route through it, service routes included: a caller that
+	// routes IPv4 ranges keeps one IPv4 address bound.
 	DeleteDummyAddress(addr netip.Addr) error
+	// ServiceRoutes lists the prefixes this package made local with
+	// AddServiceRoute (empty when none); routes anyone else added to the
+	// link are never listed. ErrNotFound when the link does not exist.
+	ServiceRoutes() ([]netip.Prefix, error)
+	// AddServiceRoute makes every address of p local with one `local` route
+	// on the dummy link in table local, marked with RouteProtocol.
+	// ErrExists when a route to p is already in table local (ours or not),
+	// ErrNotFound when no link.
+	AddServiceRoute(p netip.Prefix) error
+	// DeleteServiceRoute removes the route AddServiceRoute added for p;
+	// ErrNotFound when there is none (a route of someone else to p stays).
+	DeleteServiceRoute(p netip.Prefix) error
 	// HostAddresses lists the unicast addresses of every interface except the
 	// dummy one, including loopback and link-local ones (callers filter).
 	HostAddresses() ([]netip.Addr, error)

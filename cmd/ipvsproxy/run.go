@@ -133,6 +133,10 @@ func runAction(c *cli.Context) error {
 	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory} {
 		f.Start(ctx.Done())
 	}
+	serviceCIDRsSynced, err := watchServiceCIDRs(client, tracker, ctx.Done())
+	if err != nil {
+		return err
+	}
 
 	errs := make(chan error, 2)
 	serveMetrics, err := statusAndInspectServer(c, m.Registry, proxier, k.IPVS)
@@ -145,7 +149,7 @@ func runAction(c *cli.Context) error {
 	// informers' caches: handlers run asynchronously, and a first full sync
 	// that missed a Service would delete its virtual servers.
 	klog.InfoS("Waiting for informers", "node", nodeName)
-	if !cache.WaitForCacheSync(ctx.Done(), serviceReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), serviceReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced, serviceCIDRsSynced) {
 		return fmt.Errorf("informers did not sync before shutdown")
 	}
 	klog.InfoS("Proxier running", "node", nodeName, "families", cfg.Families, "scheduler", cfg.Scheduler)

@@ -98,6 +98,7 @@ dump_node() {
 	ip netns exec "$n" ipvsadm -Ln
 	echo "----- $n: ip addr show kube-ipvs0"
 	ip -n "$n" addr show kube-ipvs0 2>&1
+	ip -n "$n" route show table local dev kube-ipvs0 2>&1
 	echo "----- $n: ipset list"
 	ip netns exec "$n" ipset list 2>&1 | head -n 80
 	echo "----- $n: iptables-save"

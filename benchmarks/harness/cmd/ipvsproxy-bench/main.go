@@ -1,0 +1,55 @@
+// Command ipvsproxy-bench runs the benchmark operations on ipvsproxy's
+// Proxier.Sync (benchmarks/ours) with the IPVS, ipset, iptables and
+// conntrack Fakes and the real netif adapter on an ifb kube-ipvs0 in a
+// private namespace (../../netns), the conditions of kubeproxy-bench.
+// Prints one shape.Result as JSON.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"syscall"
+
+	"github.com/go-logr/logr"
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/netns"
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	vnetns "github.com/vishvananda/netns"
+	"k8s.io/klog/v2"
+)
+
+func main() {
+	services := flag.Int("services", 1000, "Services in the shape")
+	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
+	mix := flag.Bool("mix", false, "10% UDP, 10% Local policy, dual-stack")
+	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
+	flag.Parse()
+	klog.SetLogger(logr.Discard())
+	s := shape.Shape{Services: *services, Endpoints: *endpoints, Mix: *mix}
+	if err := netns.Prepare(shape.NodeIP, ipvsproxy.DummyInterface); err != nil {
+		fail(err)
+	}
+	links, err := netif.NewOnLink(ipvsproxy.DummyInterface, "ifb", vnetns.None())
+	if err != nil {
+		fail(err)
+	}
+	res, err := ours.Run(s, ours.FakeKernel(links), *repeats)
+	if err != nil {
+		fail(err)
+	}
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	res.PeakRSS = float64(ru.Maxrss) / 1024
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "ipvsproxy-bench:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,186 @@
+// Command kernel-bench is tier 2 of the benchmarks, run inside the
+// end-to-end VM (a kernel with IPVS and the dummy driver) by
+// e2e/vm/bench-vm.sh, each mode in a fresh network namespace:
+//
+//	-mode ours   the operations of benchmarks/ours on the real adapters:
+//	             IPVS, kube-ipvs0 (routes), ipset, iptables, conntrack
+//	-mode floor  the same kernel objects created with the adapters' bare
+//	             calls and no proxier logic: what a cold sync cannot beat
+//
+// The objects of the floor are those a cold sync of the shape leaves in the
+// Fakes, so both create exactly the same set. Prints one shape.Result.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/netns"
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	"github.com/ipvsproxy/ipvsproxy/sysctl"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+func main() {
+	services := flag.Int("services", 1000, "Services in the shape")
+	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
+	repeats := flag.Int("repeats", 3, "repeats of each operation after the cold sync")
+	mode := flag.String("mode", "ours", "ours or floor")
+	flag.Parse()
+	klog.SetLogger(logr.Discard())
+	s := shape.Shape{Services: *services, Endpoints: *endpoints}
+	check(netns.Prepare(shape.NodeIP, ""))
+	k, err := realKernel()
+	check(err)
+	var res shape.Result
+	switch *mode {
+	case "ours":
+		res, err = ours.Run(s, k, *repeats)
+		res.Side = "ipvsproxy (kernel)"
+	case "floor":
+		res, err = floor(s, k)
+	default:
+		err = fmt.Errorf("unknown mode %q", *mode)
+	}
+	check(err)
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	res.PeakRSS = float64(ru.Maxrss) / 1024
+	fmt.Fprintf(os.Stderr, "%s %s: cold sync %.0f ms, %d kernel writes; peak RSS %.0f MB\n",
+		res.Side, res.Shape, res.Millis[shape.OpCold][0], res.Writes[shape.OpCold], res.PeakRSS)
+	check(json.NewEncoder(os.Stdout).Encode(res))
+}
+
+func realKernel() (ipvsproxy.Kernel, error) {
+	k := ipvsproxy.Kernel{Sysctl: sysctl.NewFake(nil), IPTables: map[v1.IPFamily]iptables.Interface{}}
+	var err error
+	if k.IPVS, err = ipvs.New(); err != nil {
+		return k, err
+	}
+	if k.Netif, err = netif.New(ipvsproxy.DummyInterface); err != nil {
+		return k, err
+	}
+	if k.IPSet, err = ipset.New(); err != nil {
+		return k, err
+	}
+	if k.Conntrack, err = conntrack.New(); err != nil {
+		return k, err
+	}
+	ipt, err := iptables.New(iptables.IPv4)
+	if err != nil {
+		return k, err
+	}
+	k.IPTables[v1.IPv4Protocol] = ipt
+	return k, nil
+}
+
+// floor creates, with one adapter call each, what a cold sync of s leaves
+// in the Fakes.
+func floor(s shape.Shape, k ipvsproxy.Kernel) (shape.Result, error) {
+	res := shape.Result{Side: "floor (kernel)", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
+	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links.SetHostAddresses(shape.NodeIP) // as in the namespace: NodePorts on it
+	fk := ours.FakeKernel(links)
+	p, err := ipvsproxy.New(ours.Config(s), shape.NodeName, fk, nil)
+	if err != nil {
+		return res, err
+	}
+	for i := 0; i < s.Services; i++ {
+		p.Tracker().SetService(s.Service(i))
+		for _, sl := range s.Slices(i, s.Endpoints, 0) {
+			p.Tracker().SetEndpointSlice(sl)
+		}
+	}
+	if r := p.Sync(); r.Err() != nil {
+		return res, r.Err()
+	}
+	// What to create, read from the Fakes before the clock starts.
+	routes, _ := links.ServiceRoutes()
+	addrs, _ := links.DummyAddresses()
+	sets, _ := fk.IPSet.Sets()
+	entries := map[string][]ipset.Entry{}
+	for _, set := range sets {
+		entries[set.Name], _ = fk.IPSet.Entries(set.Name)
+	}
+	vss, _ := fk.IPVS.VirtualServers()
+	rss := map[ipvs.VirtualServerKey][]ipvs.RealServer{}
+	for _, vs := range vss {
+		rss[vs.VirtualServerKey], _ = fk.IPVS.RealServers(vs.VirtualServerKey)
+	}
+	var rules [][]byte
+	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+		text, err := fk.IPTables[v1.IPv4Protocol].Save(table)
+		if err != nil {
+			return res, err
+		}
+		rules = append(rules, text)
+	}
+
+	writes := 0
+	do := func(err error) error { writes++; return err }
+	start := time.Now()
+	err = func() error {
+		if err := do(k.Netif.EnsureDummy()); err != nil {
+			return err
+		}
+		for _, a := range addrs {
+			if err := do(k.Netif.AddDummyAddress(a)); err != nil {
+				return err
+			}
+		}
+		for _, r := range routes {
+			if err := do(k.Netif.AddServiceRoute(r)); err != nil {
+				return err
+			}
+		}
+		for _, set := range sets {
+			if err := do(k.IPSet.CreateSet(set)); err != nil {
+				return err
+			}
+			for _, e := range entries[set.Name] {
+				if err := do(k.IPSet.AddEntry(set.Name, e)); err != nil {
+					return err
+				}
+			}
+		}
+		for _, vs := range vss {
+			if err := do(k.IPVS.AddVirtualServer(vs)); err != nil {
+				return err
+			}
+			for _, rs := range rss[vs.VirtualServerKey] {
+				if err := do(k.IPVS.AddRealServer(vs.VirtualServerKey, rs)); err != nil {
+					return err
+				}
+			}
+		}
+		for _, text := range rules {
+			if err := do(k.IPTables[v1.IPv4Protocol].Restore(text)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	res.Millis[shape.OpCold] = []float64{float64(time.Since(start).Microseconds()) / 1000}
+	res.Writes[shape.OpCold] = writes
+	return res, err
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kernel-bench:", err)
+		os.Exit(1)
+	}
+}

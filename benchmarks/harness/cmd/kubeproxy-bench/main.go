@@ -1,0 +1,201 @@
+// Command kubeproxy-bench is the anchor of the benchmarks: kube-proxy
+// v1.36.3's own IPVS proxier (k8s.io/kubernetes/pkg/proxy/ipvs), driven
+// through its public handlers with its own fakes for IPVS, ipset, iptables
+// and sysctl, on the same shapes as ipvsproxy. It binds addresses on
+// kube-ipvs0 over real netlink (an ifb link in a private namespace, see
+// ../../netns) as it would on a node. The time of a sync is kube-proxy's
+// own sync_proxy_rules_duration_seconds. Prints one shape.Result as JSON.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/netns"
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-base/metrics/testutil"
+	sysctltest "k8s.io/component-helpers/node/util/sysctl/testing"
+	"k8s.io/klog/v2"
+	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
+	"k8s.io/kubernetes/pkg/proxy/ipvs"
+	ipsettest "k8s.io/kubernetes/pkg/proxy/ipvs/ipset/testing"
+	ipvstest "k8s.io/kubernetes/pkg/proxy/ipvs/util/testing"
+	"k8s.io/kubernetes/pkg/proxy/metrics"
+	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
+)
+
+func main() {
+	services := flag.Int("services", 1000, "Services in the shape")
+	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
+	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
+	flag.Parse()
+	klog.SetLogger(klogDiscard())
+	s := shape.Shape{Services: *services, Endpoints: *endpoints}
+	res, err := run(s, *repeats)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubeproxy-bench:", err)
+		os.Exit(1)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		os.Exit(1)
+	}
+}
+
+type fakes struct {
+	ipt    *iptablestest.FakeIPTables
+	ipvs   *ipvstest.FakeIPVS
+	ipset  *ipsettest.FakeIPSet
+	sysctl *sysctltest.Fake
+}
+
+func newProxier(ctx context.Context, f fakes) (*ipvs.Proxier, error) {
+	return ipvs.NewProxier(ctx, v1.IPv4Protocol, f.ipt, f.ipvs, f.ipset, f.sysctl,
+		time.Hour, 0, nil, false, 0, 0, 0, false, 14,
+		proxyutil.NewDetectLocalByCIDR(shape.ClusterCIDR.String()), shape.NodeName,
+		net.IP(shape.NodeIP.AsSlice()), events.NewFakeRecorder(1000), nil, "rr", nil, false)
+}
+
+func run(s shape.Shape, repeats int) (shape.Result, error) {
+	res := shape.Result{Side: "kube-proxy", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}}
+	if err := netns.Prepare(shape.NodeIP, "kube-ipvs0"); err != nil {
+		return res, err
+	}
+	metrics.RegisterMetrics(kubeproxyconfig.ProxyModeIPVS)
+	latency := metrics.SyncProxyRulesLatency.WithLabelValues(string(v1.IPv4Protocol))
+	ctx := context.Background()
+	f := fakes{ipt: iptablestest.NewFake(), ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake("7.1"), sysctl: sysctltest.NewFake()}
+
+	// world is the latest of every object, for the restarted proxier.
+	services := map[string]*v1.Service{}
+	slices := map[string]*discovery.EndpointSlice{}
+	p, err := newProxier(ctx, f)
+	if err != nil {
+		return res, fmt.Errorf("new proxier: %w", err)
+	}
+	setService := func(svc *v1.Service) {
+		if old := services[svc.Name]; old != nil {
+			p.OnServiceUpdate(old, svc)
+		} else {
+			p.OnServiceAdd(svc)
+		}
+		services[svc.Name] = svc
+	}
+	setSlices := func(sls []*discovery.EndpointSlice) {
+		for _, sl := range sls {
+			if old := slices[sl.Name]; old != nil {
+				p.OnEndpointSliceUpdate(old, sl)
+			} else {
+				p.OnEndpointSliceAdd(sl)
+			}
+			slices[sl.Name] = sl
+		}
+	}
+	record := func(op string, seconds float64) {
+		res.Millis[op] = append(res.Millis[op], seconds*1000)
+	}
+	// cold: OnServiceSynced runs the first sync itself, synchronously;
+	// the histogram's sum grows by its duration.
+	startProxier := func(op string) error {
+		before, _ := testutil.GetHistogramMetricValue(latency)
+		p.OnEndpointSlicesSynced()
+		p.OnServiceSynced()
+		after, err := testutil.GetHistogramMetricValue(latency)
+		if err != nil {
+			return err
+		}
+		record(op, after-before)
+		go p.SyncLoop()
+		return nil
+	}
+	// sync asks the running loop for a sync and waits for it to be observed.
+	sync := func(op string) error {
+		count, _ := testutil.GetHistogramMetricCount(latency)
+		sum, _ := testutil.GetHistogramMetricValue(latency)
+		p.Sync()
+		deadline := time.Now().Add(10 * time.Minute)
+		for {
+			c, err := testutil.GetHistogramMetricCount(latency)
+			if err != nil {
+				return err
+			}
+			if c > count {
+				after, _ := testutil.GetHistogramMetricValue(latency)
+				record(op, after-sum)
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: no sync observed", op)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+
+	for i := 0; i < s.Services; i++ {
+		setService(s.Service(i))
+		setSlices(s.Slices(i, s.Endpoints, 0))
+	}
+	if err := startProxier(shape.OpCold); err != nil {
+		return res, err
+	}
+	if n := len(f.ipvs.Services); n < s.Services {
+		return res, fmt.Errorf("cold sync programmed %d virtual servers for %d Services", n, s.Services)
+	}
+	mid := s.Services / 2
+	steps := []struct {
+		op     string
+		change func(rep int)
+	}{
+		{shape.OpEndpointAdd, func(int) { setSlices(s.Slices(mid, s.Endpoints+1, 0)) }},
+		{shape.OpEndpointRemove, func(int) { setSlices(s.Slices(mid, s.Endpoints, 0)) }},
+		{shape.OpServiceAdd, func(rep int) {
+			setService(s.Service(s.Services + rep))
+			setSlices(s.Slices(s.Services+rep, s.Endpoints, 0))
+		}},
+		{shape.OpNoop, func(int) {}},
+		// kube-proxy's IPVS proxier has no partial sync: every sync is
+		// the periodic full one.
+		{shape.OpFullResync, func(int) {}},
+		{shape.OpChurn, func(rep int) {
+			for _, i := range shape.Churned(s, rep) {
+				setSlices(s.Slices(i, s.Endpoints, rep+1))
+			}
+		}},
+	}
+	for rep := 0; rep < repeats; rep++ {
+		for _, st := range steps {
+			st.change(rep)
+			if err := sync(st.op); err != nil {
+				return res, err
+			}
+		}
+	}
+	for rep := 0; rep < repeats; rep++ {
+		p, err = newProxier(ctx, f)
+		if err != nil {
+			return res, err
+		}
+		for _, svc := range services {
+			p.OnServiceAdd(svc)
+		}
+		for _, sl := range slices {
+			p.OnEndpointSliceAdd(sl)
+		}
+		if err := startProxier(shape.OpRestart); err != nil {
+			return res, err
+		}
+	}
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	res.PeakRSS = float64(ru.Maxrss) / 1024
+	return res, nil
+}

@@ -1,0 +1,144 @@
+// Package ours runs the benchmark operations on ipvsproxy's Proxier.Sync,
+// the daemon's own sync path, over the kernel adapters it is given.
+package ours
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	"github.com/ipvsproxy/ipvsproxy/sysctl"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// Config is the proxier configuration of the benchmarks: the shape's
+// ranges, the families it needs.
+func Config(s shape.Shape) ipvsproxy.Config {
+	cfg := ipvsproxy.DefaultConfig()
+	cfg.ClusterCIDRs = []netip.Prefix{shape.ClusterCIDR}
+	cfg.ServiceCIDRs = []netip.Prefix{shape.ServiceCIDR}
+	cfg.NodePortMin, cfg.NodePortMax = shape.NodePortMin, shape.NodePortMax
+	if s.Mix {
+		cfg.Families = append(cfg.Families, v1.IPv6Protocol)
+		cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, shape.ClusterCIDR6)
+		cfg.ServiceCIDRs = append(cfg.ServiceCIDRs, shape.ServiceCIDR6)
+	}
+	return cfg
+}
+
+// FakeKernel is every adapter's Fake; links is the netif to use (a Fake,
+// or the real one on an ifb link).
+func FakeKernel(links netif.Interface) ipvsproxy.Kernel {
+	return ipvsproxy.Kernel{
+		IPVS: ipvs.NewFake(), Netif: links, IPSet: ipset.NewFake(),
+		IPTables: map[v1.IPFamily]iptables.Interface{
+			v1.IPv4Protocol: iptables.NewFake(iptables.IPv4), v1.IPv6Protocol: iptables.NewFake(iptables.IPv6)},
+		Conntrack: conntrack.NewFake(), Sysctl: sysctl.NewFake(nil),
+	}
+}
+
+// Run times every operation on shape s: the cold sync once, the others
+// repeats times each. k must be empty.
+func Run(s shape.Shape, k ipvsproxy.Kernel, repeats int) (shape.Result, error) {
+	res := shape.Result{Side: "ipvsproxy", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
+	cfg := Config(s)
+	p, err := ipvsproxy.New(cfg, shape.NodeName, k, nil)
+	if err != nil {
+		return res, err
+	}
+	// world is the latest of every object, for the restarted proxier.
+	world := map[string]any{}
+	setService := func(svc *v1.Service) {
+		world["svc/"+svc.Name] = svc
+		p.Tracker().SetService(svc)
+	}
+	setSlices := func(sls []*discovery.EndpointSlice) {
+		for _, sl := range sls {
+			world["slice/"+sl.Name] = sl
+			p.Tracker().SetEndpointSlice(sl)
+		}
+	}
+	for i := 0; i < s.Services; i++ {
+		setService(s.Service(i))
+		setSlices(s.Slices(i, s.Endpoints, 0))
+	}
+	sync := func(op string, wantFull bool) error {
+		start := time.Now()
+		r := p.Sync()
+		res.Millis[op] = append(res.Millis[op], float64(time.Since(start).Microseconds())/1000)
+		res.Writes[op] = r.Writes
+		if err := r.Err(); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		if r.Full != wantFull {
+			return fmt.Errorf("%s: full=%v, want %v", op, r.Full, wantFull)
+		}
+		return nil
+	}
+	if err := sync(shape.OpCold, true); err != nil {
+		return res, err
+	}
+	mid := s.Services / 2
+	for rep := 0; rep < repeats; rep++ {
+		setSlices(s.Slices(mid, s.Endpoints+1, 0))
+		if err := sync(shape.OpEndpointAdd, false); err != nil {
+			return res, err
+		}
+		setSlices(s.Slices(mid, s.Endpoints, 0))
+		if err := sync(shape.OpEndpointRemove, false); err != nil {
+			return res, err
+		}
+		extra := s.Services + rep
+		setService(s.Service(extra))
+		setSlices(s.Slices(extra, s.Endpoints, 0))
+		if err := sync(shape.OpServiceAdd, false); err != nil {
+			return res, err
+		}
+		if err := sync(shape.OpNoop, false); err != nil {
+			return res, err
+		}
+		p.RequestFullSync()
+		if err := sync(shape.OpFullResync, true); err != nil {
+			return res, err
+		}
+		// 1% of the endpoints: one of every tenth Service replaced.
+		for _, i := range shape.Churned(s, rep) {
+			setSlices(s.Slices(i, s.Endpoints, rep+1))
+		}
+		if err := sync(shape.OpChurn, false); err != nil {
+			return res, err
+		}
+	}
+	// Restart: a new proxier adopts what the old one left, repeats times.
+	for rep := 0; rep < repeats; rep++ {
+		p2, err := ipvsproxy.New(cfg, shape.NodeName, k, nil)
+		if err != nil {
+			return res, err
+		}
+		// The same world the first proxier ended with.
+		for _, obj := range world {
+			switch o := obj.(type) {
+			case *v1.Service:
+				p2.Tracker().SetService(o)
+			case *discovery.EndpointSlice:
+				p2.Tracker().SetEndpointSlice(o)
+			}
+		}
+		p = p2
+		if err := sync(shape.OpRestart, true); err != nil {
+			return res, err
+		}
+		if w := res.Writes[shape.OpRestart]; w != 0 {
+			return res, fmt.Errorf("restart adoption wrote %d kernel objects, want 0", w)
+		}
+	}
+	return res, nil
+}

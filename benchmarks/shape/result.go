@@ -1,0 +1,43 @@
+package shape
+
+// The operations both proxiers are timed on, in report order.
+const (
+	OpCold           = "cold full sync"
+	OpEndpointAdd    = "one endpoint added"
+	OpEndpointRemove = "one endpoint removed"
+	OpServiceAdd     = "one Service added"
+	OpNoop           = "no-op sync"
+	OpFullResync     = "periodic full resync"
+	OpRestart        = "restart adoption"
+	OpChurn          = "1% of endpoints churned"
+)
+
+// Ops lists the operations in report order.
+var Ops = []string{OpCold, OpEndpointAdd, OpEndpointRemove, OpServiceAdd, OpNoop, OpFullResync, OpRestart, OpChurn}
+
+// Result is what one process measured on one shape: the durations of each
+// operation in milliseconds (one per repeat), the kernel writes of its
+// last run where the side counts them, and the process's peak RSS.
+type Result struct {
+	Side     string               `json:"side"` // "ipvsproxy" or "kube-proxy"
+	Shape    string               `json:"shape"`
+	Services int                  `json:"services"`
+	Millis   map[string][]float64 `json:"millis"`
+	Writes   map[string]int       `json:"writes,omitempty"`
+	PeakRSS  float64              `json:"peak_rss_mb"`
+	Notes    []string             `json:"notes,omitempty"`
+}
+
+// Churned lists the Services one endpoint of which the churn of repeat rep
+// replaces: every tenth, so 1% of all endpoints with 10 per Service; never
+// the one the single-endpoint operations change (Services/2), so those
+// stay one write per virtual server.
+func Churned(s Shape, rep int) []int {
+	var out []int
+	for i := 1 + rep%9; i < s.Services; i += 10 {
+		if i != s.Services/2 {
+			out = append(out, i)
+		}
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# bench-vm.sh — tier 2 of the benchmarks (issue 9): ipvsproxy's sync on the real kernel inside the
+# end-to-end VM (IPVS, the dummy kube-ipvs0 with its routes, ipset, iptables, conntrack), beside
+# the floor: the same kernel objects created by bare adapter calls without the proxier's logic.
+# Each run is a fresh network namespace in the guest; nothing leaves it.
+#
+#   e2e/vm/bench-vm.sh [--node] [SERVICES...]   (default 1000; the VM emulates its CPU: keep shapes small)
+#
+# --node runs the same on this machine's own kernel instead (make bench-node, on a bare-metal node
+# with IPVS and the dummy driver; it loads their modules).
+#
+# Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
+# harness's reports (cmd/bench -merge reads it into the Markdown table).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
+export PATH=/usr/local/go/bin:$PATH
+node=
+if [[ ${1:-} == --node ]]; then
+	node=1
+	shift
+fi
+shapes=("${@:-1000}")
+
+[[ -n $node ]] || "$here/prepare.sh"
+mkdir -p "$cache/runs"
+work=$(mktemp -d "$cache/runs/bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/results"
+(cd "$repo/benchmarks/harness" && go build -o "$work/kernel-bench" ./cmd/kernel-bench)
+
+cat >"$work/guest.sh" <<GUEST
+#!/usr/bin/env bash
+set -euo pipefail
+modprobe ip_vs 2>/dev/null || true
+modprobe dummy 2>/dev/null || true
+# Load every module either side needs first, and warm up once: the first ipset of a type, the first
+# iptables-restore and IPVS's first service load modules, which under emulation takes seconds.
+for m in ip_vs ip_vs_twos ip_vs_rr ip_vs_wrr dummy ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip \
+	ip_set_hash_ipportnet ip_set_hash_net ip_set_bitmap_port xt_set xt_comment xt_mark xt_conntrack xt_addrtype \
+	iptable_nat iptable_filter nf_conntrack nf_conntrack_netlink; do
+	modprobe \$m 2>/dev/null || true
+done
+for mode in floor ours; do
+	IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$mode -services 20 -repeats 1 >/dev/null
+done
+for n in ${shapes[*]}; do
+	for mode in floor ours; do
+		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$mode -services \$n -repeats 3 >"$work/results/\$mode-\$n.json"
+	done
+done
+GUEST
+chmod +x "$work/guest.sh"
+if [[ -n $node ]]; then
+	"$work/guest.sh"
+	out=$repo/benchmarks/results/$(date -u +%F)-$(hostname)-node.json
+else
+	IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --results "$work/results" -- "$work/guest.sh"
+	out=$repo/benchmarks/results/$(date -u +%F)-$(hostname)-vm.json
+fi
+mkdir -p "$(dirname "$out")"
+{
+	echo '['
+	sep=
+	for f in "$work"/results/*-*.json; do
+		printf '%s' "$sep"
+		cat "$f"
+		sep=,
+	done
+	echo ']'
+} >"$out"
+echo "wrote $out"
