@@ -54,23 +54,37 @@ func newTouched() touched {
 	return touched{virtualServers: map[ipvs.VirtualServerKey]bool{}, addresses: map[netip.Addr]bool{}, entries: map[setEntryKey]bool{}}
 }
 
-// merge adds other's objects to t, except those skip says no to.
-func (t touched) merge(other touched, skip func(objectID) bool) {
-	for k := range other.virtualServers {
-		if !t.virtualServers[k] && !skip(vsID(k)) {
-			t.virtualServers[k] = true
+// mergeInto returns t's objects and all's, except those of all that t
+// lacks and skip lists. It reuses all, so a full sync costs the few objects
+// t and skip hold on top of touching everything, not a second pass over
+// every object (issue 9).
+func (t touched) mergeInto(all touched, skip []objectID) touched {
+	for _, id := range skip {
+		switch id.kind {
+		case ObjectVirtualServer:
+			if !t.virtualServers[id.vs] {
+				delete(all.virtualServers, id.vs)
+			}
+		case ObjectAddress:
+			if id.addr.IsValid() && !t.addresses[id.addr] {
+				delete(all.addresses, id.addr)
+			}
+		case ObjectSetEntry:
+			if id.name == "" && !t.entries[id.entry] {
+				delete(all.entries, id.entry)
+			}
 		}
 	}
-	for a := range other.addresses {
-		if !t.addresses[a] && !skip(addrID(a)) {
-			t.addresses[a] = true
-		}
+	for k := range t.virtualServers {
+		all.virtualServers[k] = true
 	}
-	for k := range other.entries {
-		if !t.entries[k] && !skip(entryID(k)) {
-			t.entries[k] = true
-		}
+	for a := range t.addresses {
+		all.addresses[a] = true
 	}
+	for k := range t.entries {
+		all.entries[k] = true
+	}
+	return all
 }
 
 func newDesiredState() *desiredState {

@@ -145,6 +145,17 @@ func (s *statusTable) backingOff(id objectID, now time.Time) bool {
 	return st != nil && st.state == StateError && now.Before(st.nextRetry)
 }
 
+// backingOffIDs lists the objects for which backingOff holds.
+func (s *statusTable) backingOffIDs(now time.Time) []objectID {
+	var out []objectID
+	for id := range s.objects {
+		if s.backingOff(id, now) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // due lists the objects whose retry time has come.
 func (s *statusTable) due(now time.Time) []objectID {
 	var out []objectID

@@ -292,9 +292,13 @@ func (p *Proxier) Sync() SyncResult {
 		}
 		// Compare everything, except objects still backing off that no
 		// change touched: a failing object costs one write per backoff.
-		all := newTouched()
+		all := touched{
+			virtualServers: make(map[ipvs.VirtualServerKey]bool, len(p.desired.claims)),
+			addresses:      make(map[netip.Addr]bool, len(p.desired.addrRefs)),
+			entries:        make(map[setEntryKey]bool, len(p.desired.entryRefs)),
+		}
 		p.view.touchAll(p.desired, all)
-		t.merge(all, func(id objectID) bool { return p.objects.backingOff(id, now) })
+		t = t.mergeInto(all, p.objects.backingOffIDs(now))
 		adoptDraining(p.view, p.desired, p.draining, now.Add(p.cfg.DrainTimeout))
 	} else {
 		p.retryDue(t, now)
