@@ -1,6 +1,7 @@
 package ipvsproxy
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -130,12 +131,14 @@ func (t *ChangeTracker) DeleteEndpointSlice(slice *discovery.EndpointSlice) {
 }
 
 // SetNode records this node's object (nil when deleted). Only its zone
-// label changes what is built; every Service is rebuilt when it changes.
+// label and its pod CIDRs change what is built (the pod CIDRs decide the
+// rules under --detect-local-mode NodeCIDR, where kube-proxy exits instead);
+// every Service is rebuilt and the rules rewritten when either changes.
 func (t *ChangeTracker) SetNode(node *v1.Node) {
 	t.mu.Lock()
-	old := zoneOf(t.node)
+	old, oldCIDRs := zoneOf(t.node), podCIDRsOf(t.node)
 	t.node = node
-	if zoneOf(node) != old {
+	if zoneOf(node) != old || !slices.Equal(podCIDRsOf(node), oldCIDRs) {
 		t.pending.nodeChanged = true
 		if t.pending.oldest.IsZero() {
 			t.pending.oldest = time.Now()

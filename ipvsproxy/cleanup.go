@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -26,25 +27,34 @@ func Cleanup(k Kernel, cfg Config) error {
 	if err != nil && !errors.Is(err, netif.ErrNotFound) {
 		fail(fmt.Errorf("list addresses of %s: %w", DummyInterface, err))
 	}
-	onDummy := map[string]bool{}
+	onDummy := map[netip.Addr]bool{}
 	for _, a := range bound {
-		onDummy[a.Unmap().String()] = true
+		onDummy[a.Unmap()] = true
 	}
 	host, err := k.Netif.HostAddresses()
 	if err != nil {
 		fail(fmt.Errorf("list node addresses: %w", err))
 	}
-	isHost := map[string]bool{}
-	for _, a := range host {
-		isHost[a.Unmap().String()] = true
+	// The members of KUBE-IPVS-SERVICES record the virtual servers on node
+	// addresses that Services use (ownership.owns); the sets go last.
+	services := map[string]map[ipset.Entry]bool{}
+	for _, f := range cfg.Families {
+		name := setName(setIPVSServices, f)
+		entries, err := k.IPSet.Entries(name)
+		if err != nil {
+			continue // no set, nothing recorded
+		}
+		services[name] = map[ipset.Entry]bool{}
+		for _, e := range entries {
+			services[name][e] = true
+		}
 	}
+	owner := newOwnership(cfg, onDummy, host, services)
 	if all, err := k.IPVS.VirtualServers(); err != nil && !errors.Is(err, ipvs.ErrUnsupported) {
 		fail(fmt.Errorf("list virtual servers: %w", err))
 	} else {
 		for _, vs := range all {
-			a := vs.Address.String()
-			owned := onDummy[a] || isHost[a] && vs.Port >= cfg.NodePortMin && vs.Port <= cfg.NodePortMax
-			if !owned || cfg.excluded(vs.Address) {
+			if !owner.owns(vs.VirtualServerKey) {
 				continue
 			}
 			if err := k.IPVS.DeleteVirtualServer(vs.VirtualServerKey); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
@@ -58,7 +68,7 @@ func Cleanup(k Kernel, cfg Config) error {
 		if ipt == nil {
 			continue
 		}
-		for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+		for _, table := range ownedTables {
 			save, err := ipt.Save(table)
 			if err != nil {
 				fail(fmt.Errorf("read %s %s table: %w", family, table, err))

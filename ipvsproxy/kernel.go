@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -41,9 +42,49 @@ type kernelVirtualServer struct {
 	realServers map[ipvs.RealServerKey]ipvs.RealServer
 }
 
-// readKernel reads every object the proxier owns. A virtual server is owned
-// when its address is bound on kube-ipvs0, or is a node address and its port
-// lies in the NodePort range; nothing inside --ipvs-exclude-cidrs is owned.
+// ownership decides which virtual servers are the proxier's; readKernel and
+// Cleanup both ask it.
+type ownership struct {
+	cfg      Config
+	onDummy  map[netip.Addr]bool
+	isHost   map[netip.Addr]bool
+	services map[ipset.Entry]bool // members of KUBE-IPVS-SERVICES, both families
+}
+
+func newOwnership(cfg Config, onDummy map[netip.Addr]bool, host []netip.Addr, sets map[string]map[ipset.Entry]bool) ownership {
+	o := ownership{cfg: cfg, onDummy: onDummy, isHost: map[netip.Addr]bool{}, services: map[ipset.Entry]bool{}}
+	for _, a := range host {
+		o.isHost[a.Unmap()] = true
+	}
+	for _, f := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		for e := range sets[setName(setIPVSServices, f)] {
+			o.services[e] = true
+		}
+	}
+	return o
+}
+
+// owns: a virtual server is the proxier's when its address is bound on
+// kube-ipvs0; or is a node address and its port lies in the NodePort range;
+// or is a node address that a Service uses as external or LB IP (never
+// bound, so the member of KUBE-IPVS-SERVICES the proxier wrote for it is
+// the record). Nothing inside --ipvs-exclude-cidrs is owned.
+func (o ownership) owns(k ipvs.VirtualServerKey) bool {
+	a := k.Address.Unmap()
+	switch {
+	case o.cfg.excluded(a):
+		return false
+	case o.onDummy[a]:
+		return true
+	case !o.isHost[a]:
+		return false
+	case k.Port >= o.cfg.NodePortMin && k.Port <= o.cfg.NodePortMax:
+		return true
+	}
+	return o.services[ipset.Entry{IP: a, Protocol: strings.ToLower(k.Protocol.String()), Port: k.Port}]
+}
+
+// readKernel reads every object the proxier owns (see ownership.owns).
 func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	view := &kernelView{
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
@@ -67,33 +108,6 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		return nil, fmt.Errorf("list node addresses: %w", err)
 	}
 	view.hostAddresses = host
-	isHost := map[netip.Addr]bool{}
-	for _, a := range host {
-		isHost[a.Unmap()] = true
-	}
-	all, err := k.IPVS.VirtualServers()
-	if err != nil {
-		return nil, fmt.Errorf("list virtual servers: %w", err)
-	}
-	for _, vs := range all {
-		a := vs.Address
-		owned := view.addresses[a] || isHost[a] && vs.Port >= cfg.NodePortMin && vs.Port <= cfg.NodePortMax
-		if !owned || cfg.excluded(a) {
-			continue
-		}
-		rss, err := k.IPVS.RealServers(vs.VirtualServerKey)
-		if errors.Is(err, ipvs.ErrNotFound) {
-			continue // deleted meanwhile by someone else
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list real servers of %s: %w", vs.VirtualServerKey, err)
-		}
-		kvs := &kernelVirtualServer{vs: vs, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
-		for _, rs := range rss {
-			kvs.realServers[rs.RealServerKey] = rs
-		}
-		view.virtualServers[vs.VirtualServerKey] = kvs
-	}
 	present, err := k.IPSet.Sets()
 	if err != nil {
 		return nil, fmt.Errorf("list ipsets: %w", err)
@@ -127,6 +141,28 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 			members[e] = true
 		}
 		view.sets[want.Name] = members
+	}
+	all, err := k.IPVS.VirtualServers()
+	if err != nil {
+		return nil, fmt.Errorf("list virtual servers: %w", err)
+	}
+	owner := newOwnership(cfg, view.addresses, host, view.sets)
+	for _, vs := range all {
+		if !owner.owns(vs.VirtualServerKey) {
+			continue
+		}
+		rss, err := k.IPVS.RealServers(vs.VirtualServerKey)
+		if errors.Is(err, ipvs.ErrNotFound) {
+			continue // deleted meanwhile by someone else
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list real servers of %s: %w", vs.VirtualServerKey, err)
+		}
+		kvs := &kernelVirtualServer{vs: vs, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
+		for _, rs := range rss {
+			kvs.realServers[rs.RealServerKey] = rs
+		}
+		view.virtualServers[vs.VirtualServerKey] = kvs
 	}
 	return view, nil
 }

@@ -257,7 +257,7 @@ func (p *Proxier) finish(res *SyncResult) {
 		}
 		counted := map[string]bool{}
 		for _, vs := range st.VirtualServers {
-			if vs.LocalOnly && len(vs.RealServers) == 0 {
+			if vs.LocalOnly && (len(vs.RealServers) == 0 || vs.InClusterOnly) {
 				policy := "external"
 				if vs.Kind == KindClusterIP {
 					policy = "internal"
@@ -281,16 +281,18 @@ func (p *Proxier) finish(res *SyncResult) {
 
 // syncRules restores a family's iptables tables when they differ from what
 // is wanted: on a full sync by reading them back, otherwise only when the
-// wanted text changed (it depends on the configuration alone).
+// wanted text changed (it depends on the configuration and, for
+// --detect-local-mode NodeCIDR, on the Node's pod CIDRs).
 func (p *Proxier) syncRules(r *reconciler, full bool) {
+	podCIDRs := podCIDRsOf(p.tracker.Node())
 	for _, family := range p.cfg.Families {
 		ipt := p.kernel.IPTables[family]
-		text := iptablesRules(p.cfg, family)
+		text := iptablesRules(p.cfg, family, newLocalDetector(p.cfg, family, podCIDRs))
 		if !full && p.appliedRules[family] == text {
 			continue
 		}
 		ok := true
-		for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+		for _, table := range ownedTables {
 			want := tableText(text, table)
 			if save, err := ipt.Save(table); err == nil && rulesMatch(save, want, table) {
 				continue
@@ -302,7 +304,7 @@ func (p *Proxier) syncRules(r *reconciler, full bool) {
 			}
 		}
 		for _, j := range jumpRules() {
-			existed, err := ipt.EnsureRule(j.table, j.chain, j.rule...)
+			existed, err := ipt.EnsureRule(iptables.Prepend, j.table, j.chain, j.rule...)
 			if err != nil {
 				r.fail("iptables", fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
 				ok = false

@@ -32,6 +32,9 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "sysctl-root", EnvVars: envOf("sysctl-root"), Value: "/proc/sys", Usage: "where the kernel parameters are written; a mount of the host's /proc/sys/net below it lets the container run unprivileged"},
 		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
+		&cli.StringFlag{Name: "detect-local-mode", EnvVars: envOf("detect-local-mode"), Usage: "how pod traffic is recognised: ClusterCIDR (empty: the default), NodeCIDR (the Node's spec.podCIDRs), BridgeInterface or InterfaceNamePrefix; without a way to tell, the node's traffic from service addresses is masqueraded"},
+		&cli.StringFlag{Name: "pod-bridge-interface", EnvVars: envOf("pod-bridge-interface"), Usage: "the pods' bridge, for --detect-local-mode BridgeInterface"},
+		&cli.StringFlag{Name: "pod-interface-name-prefix", EnvVars: envOf("pod-interface-name-prefix"), Usage: "the prefix of the pods' interfaces, for --detect-local-mode InterfaceNamePrefix"},
 	}
 }
 
@@ -68,6 +71,9 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		return cfg, err
 	}
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
+	cfg.DetectLocalMode = ipvsproxy.LocalDetectMode(c.String("detect-local-mode"))
+	cfg.PodBridgeInterface = c.String("pod-bridge-interface")
+	cfg.PodInterfaceNamePrefix = c.String("pod-interface-name-prefix")
 	cfg.Scheduler = c.String("ipvs-scheduler")
 	cfg.StrictARP = c.Bool("ipvs-strict-arp")
 	if cfg.NodePortMin, cfg.NodePortMax, err = parsePortRange(c.String("service-node-port-range")); err != nil {
