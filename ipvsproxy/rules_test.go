@@ -2,8 +2,12 @@ package ipvsproxy
 
 import (
 	"net/netip"
+	"os"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -99,4 +103,60 @@ func joinArgs(a []string) string {
 		s += x
 	}
 	return s
+}
+
+// Every variant of the rules is taken by the real iptables (and ipset) in a
+// fresh namespace and read back exactly as written, so a full sync restores
+// nothing. Runs on any kernel with iptables and ipset (no IPVS needed).
+func TestIPTablesRulesOnRealKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	noCIDR := testConfig()
+	noCIDR.ClusterCIDRs = nil
+	nodeCIDR := testConfig()
+	nodeCIDR.DetectLocalMode = DetectLocalNodeCIDR
+	prefix := testConfig()
+	prefix.DetectLocalMode, prefix.PodInterfaceNamePrefix = DetectLocalInterfaceNamePrefix, "v-"
+	bridge := testConfig()
+	bridge.DetectLocalMode, bridge.PodBridgeInterface = DetectLocalBridgeInterface, "cbr0"
+	podCIDRs := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
+	for name, cfg := range map[string]Config{"cluster-cidr": testConfig(), "no-cluster-cidr": noCIDR, "node-cidr": nodeCIDR, "interface-prefix": prefix, "bridge": bridge} {
+		for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+			t.Run(name+"/"+string(family), func(t *testing.T) {
+				ns, path := netnstest.NewNamed(t, "ipvsproxy-r-")
+				sets, err := ipset.NewInNamespace(ns)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range ownedSets([]v1.IPFamily{family}) {
+					if err := sets.CreateSet(s); err != nil {
+						t.Fatal(err)
+					}
+				}
+				fam := iptables.IPv4
+				if family == v1.IPv6Protocol {
+					fam = iptables.IPv6
+				}
+				ipt, err := iptables.New(fam, iptables.InNetNS(path))
+				if err != nil {
+					t.Skipf("no iptables: %v", err)
+				}
+				text := iptablesRules(cfg, family, newLocalDetector(cfg, family, podCIDRs))
+				for _, table := range ownedTables {
+					want := tableText(text, table)
+					if err := ipt.Restore([]byte(want)); err != nil {
+						t.Fatalf("restore %s: %v\n%s", table, err, want)
+					}
+					save, err := ipt.Save(table)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !rulesMatch(save, want, table) {
+						t.Errorf("%s reads back differently:\n%s\nwant\n%s", table, save, want)
+					}
+				}
+			})
+		}
+	}
 }
