@@ -61,6 +61,8 @@ spec:
 	# The client reaches the external IP through node2, as a router would send it.
 	ip -n client route replace "$corner_ext_ip/32" via "$node2_addr"
 	wait_until 30 bash -c "ip netns exec node2 ipvsadm -Ln -t $node2_addr:30111 >/dev/null 2>&1"
+	# No endpoint on node2: its virtual server holds the cluster endpoint (before: none).
+	wait_real_servers node2 tcp "$node2_addr:30111" "$(pod_ip web):8080"
 
 	corner_curl c2 "http://$node2_addr:30111/"
 	corner_expect "hostname=web"
