@@ -374,6 +374,7 @@ func (b *builder) sourceRanges(family v1.IPFamily) (ranges []netip.Prefix, firew
 	if b.svc.Spec.Type != v1.ServiceTypeLoadBalancer {
 		return nil, false
 	}
+	allowAll := false
 	for _, s := range b.svc.Spec.LoadBalancerSourceRanges {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil {
@@ -386,11 +387,12 @@ func (b *builder) sourceRanges(family v1.IPFamily) (ranges []netip.Prefix, firew
 		if p = p.Masked(); p.Addr().Is4() != (family == v1.IPv4Protocol) {
 			continue
 		}
-		if p.Bits() == 0 {
-			return nil, false
-		}
+		allowAll = allowAll || p.Bits() == 0
 		ranges = append(ranges, p)
 		firewalled = true
+	}
+	if allowAll {
+		return nil, false
 	}
 	return ranges, firewalled
 }

@@ -144,6 +144,7 @@ func TestSourceRangesAllowAllAndFailClosed(t *testing.T) {
 		{"unparsable", []string{"198.51.100.0/33"}, "DROP in filter KUBE-IPVS-FILTER", true},
 		{"unparsable beside a range that misses", []string{"bogus", "192.0.2.0/24"}, "DROP in filter KUBE-IPVS-FILTER", true},
 		{"unparsable beside a range that holds the client", []string{"bogus", "198.51.100.0/24"}, "ACCEPT -> virtual server TCP 203.0.113.140:80 with 1 real servers, masqueraded", true},
+		{"0.0.0.0/0 before an unparsable one: everyone, and the Event", []string{"0.0.0.0/0", "bogus"}, "ACCEPT -> virtual server TCP 203.0.113.140:80 with 1 real servers, masqueraded", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			fk := newFakeKernel()
