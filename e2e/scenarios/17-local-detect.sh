@@ -16,9 +16,17 @@ corner_restart_node2() {
 	ip netns exec node2 "$ipvsproxy" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override node2 \
 		--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
 		${E2E_PROXIER_ARGS:-} "$@" >>"$E2E_LOGS/ipvsproxy-node2.log" 2>&1 &
-	echo $! >"$E2E_LOGS/ipvsproxy-node2.pid"
+	local pid=$! start=$SECONDS
+	echo "$pid" >"$E2E_LOGS/ipvsproxy-node2.pid"
 	show node2 "ipvsproxy run ... $*" ""
-	wait_until 120 proxier_synced node2 || corner_failures+=("node2's proxier with '$*' did not sync")
+	until proxier_synced node2; do
+		if [[ ! -e /proc/$pid || $(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null) == Z ]]; then
+			corner_failures+=("node2's proxier with '$*' exited: $(tail -n 2 "$E2E_LOGS/ipvsproxy-node2.log" | tr '\n' ' ')")
+			return
+		fi
+		((SECONDS - start < 120)) || { corner_failures+=("node2's proxier with '$*' did not sync"); return; }
+		sleep 0.5
+	done
 }
 
 # corner_detect_checks IP WHAT: c2 keeps its address, node2 is answered.
