@@ -140,7 +140,7 @@ YAML
 trace_local_ok() {
 	[[ $1 == *"verdict: dropped: KUBE-IPVS-FILTER drops it: $node2_addr:$inspect_np_local has traffic policy Local and no endpoint on this node"*"dropped silently"* ]] ||
 		{ echo "node2: want verdict dropped silently by KUBE-IPVS-FILTER (Local, no endpoint on node2)"; return 1; }
-	[[ $2 == *"verdict: load-balanced"* && $2 == *"-> $(pod_ip web):8080 on node1 (ready): not masqueraded (traffic policy Local"* ]] ||
+	[[ $2 == *"verdict: load-balanced"* && $2 == *"-> $(pod_ip web):8080 on node1 (ready): not masqueraded (a node port of a Service with externalTrafficPolicy Local"* ]] ||
 		{ echo "node1: want load-balanced to web, not masqueraded"; return 1; }
 	# curl exit 28 is a timeout: no reply, no RST, no ICMP (7 would be a refusal).
 	[[ $3 == "000 rc=28" ]] || { echo "real traffic to node2: got '$3', want no answer at all (000 rc=28)"; return 1; }
