@@ -226,7 +226,7 @@ func (p *Proxier) Sync() SyncResult {
 	}
 	res.Full = full
 	t := newTouched()
-	r := &reconciler{k: p.kernel, cfg: p.cfg, desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full}
+	r := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full}
 	if full {
 		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), t)
 		r.addServiceRoutes()

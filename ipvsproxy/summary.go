@@ -42,11 +42,11 @@ func (s serviceSummary) update(st *ServiceState, sign int) {
 
 // noLocalPolicies lists, once each, the policies ("internal" for cluster
 // IPs, "external" otherwise) under which st has a Local virtual server with
-// no real server.
+// no local real server (none, or only other nodes' for in-cluster sources).
 func noLocalPolicies(st *ServiceState) []string {
 	var out []string
 	for _, vs := range st.VirtualServers {
-		if vs.LocalOnly && len(vs.RealServers) == 0 {
+		if vs.LocalOnly && (len(vs.RealServers) == 0 || vs.InClusterOnly) {
 			policy := "external"
 			if vs.Kind == KindClusterIP {
 				policy = "internal"

@@ -34,6 +34,9 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "external-ip-cidrs", EnvVars: envOf("external-ip-cidrs"), Usage: "CIDRs that external IPs may lie in, comma-separated; empty allows all. Others are refused with an Event (CVE-2020-8554)"},
 		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges (the API server's --service-cluster-ip-range), comma-separated, added to those of networking.k8s.io/v1 ServiceCIDR objects; each becomes one local route on kube-ipvs0, and no external IP may lie in them"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
+		&cli.StringFlag{Name: "detect-local-mode", EnvVars: envOf("detect-local-mode"), Usage: "how pod traffic is recognised: ClusterCIDR (empty: the default), NodeCIDR (the Node's spec.podCIDRs), BridgeInterface or InterfaceNamePrefix; without a way to tell, the node's traffic from service addresses is masqueraded"},
+		&cli.StringFlag{Name: "pod-bridge-interface", EnvVars: envOf("pod-bridge-interface"), Usage: "the pods' bridge, for --detect-local-mode BridgeInterface"},
+		&cli.StringFlag{Name: "pod-interface-name-prefix", EnvVars: envOf("pod-interface-name-prefix"), Usage: "the prefix of the pods' interfaces, for --detect-local-mode InterfaceNamePrefix"},
 	}
 }
 
@@ -80,6 +83,9 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		return cfg, err
 	}
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
+	cfg.DetectLocalMode = ipvsproxy.LocalDetectMode(c.String("detect-local-mode"))
+	cfg.PodBridgeInterface = c.String("pod-bridge-interface")
+	cfg.PodInterfaceNamePrefix = c.String("pod-interface-name-prefix")
 	cfg.Scheduler = c.String("ipvs-scheduler")
 	cfg.SchedulerExplicit = c.IsSet("ipvs-scheduler")
 	cfg.StrictARP = c.Bool("ipvs-strict-arp")
