@@ -62,7 +62,8 @@ func (t *Table) inject(flow Flow) error {
 	err := t.conn.Create(ct.Flow{
 		TupleOrig:  tuple(flow.OrigSrc, flow.OrigDst),
 		TupleReply: tuple(flow.ReplySrc, flow.ReplyDst),
-		Timeout:    600,
+		// Hours: injecting a million flows takes minutes under emulation.
+		Timeout: 3 * 3600,
 	})
 	if err != nil {
 		return fmt.Errorf("inject conntrack flow %s: %w", flow, err)
