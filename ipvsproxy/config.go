@@ -43,6 +43,8 @@ type Config struct {
 	// DrainTimeout bounds how long a removed TCP real server stays at weight
 	// 0 waiting for its connections to end.
 	DrainTimeout time.Duration
+	// Conntrack are the conntrack sysctls kube-proxy sets at start-up.
+	Conntrack ConntrackSettings
 }
 
 // DefaultConfig returns kube-proxy's defaults.
@@ -56,6 +58,7 @@ func DefaultConfig() Config {
 		SyncPeriod:     30 * time.Second,
 		MinSyncPeriod:  time.Second,
 		DrainTimeout:   15 * time.Minute,
+		Conntrack:      DefaultConntrack(),
 	}
 }
 
@@ -95,6 +98,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("IPVS %s timeout %v must not be negative", name, d))
 		}
 	}
+	errs = append(errs, c.Conntrack.validate()...)
 	return errors.Join(errs...)
 }
 

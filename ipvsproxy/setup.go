@@ -28,8 +28,8 @@ type Prepared struct {
 }
 
 // Prepare readies the kernel before the first sync: it probes the IPVS
-// scheduler (which also loads ip_vs), sets the IPVS timeouts and the
-// sysctls IPVS needs. kernelRelease is uname -r.
+// scheduler (which also loads ip_vs), sets the IPVS timeouts, the
+// sysctls IPVS needs and kube-proxy's conntrack settings. kernelRelease is uname -r.
 func Prepare(cfg Config, k Kernel, kernelRelease string) (Prepared, error) {
 	out := Prepared{Config: cfg, Requested: cfg.Scheduler}
 	ok, err := probeScheduler(k.IPVS, cfg.Scheduler)
@@ -52,6 +52,9 @@ func Prepare(cfg Config, k Kernel, kernelRelease string) (Prepared, error) {
 		if err := ensureSysctl(k.Sysctl, s.name, s.value); err != nil {
 			return out, err
 		}
+	}
+	if err := applyConntrackSysctls(k.Sysctl, cfg.Conntrack); err != nil {
+		return out, err
 	}
 	return out, nil
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func cleanupAction(c *cli.Context) error {
-	cfg, err := configFromFlags(c)
+	cfg, _, err := loadConfig(c)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
@@ -32,6 +33,7 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "sysctl-root", EnvVars: envOf("sysctl-root"), Value: "/proc/sys", Usage: "where the kernel parameters are written; a mount of the host's /proc/sys/net below it lets the container run unprivileged"},
 		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
+		&cli.StringFlag{Name: "config", EnvVars: envOf("config"), Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, kubeadm's config.conf); flags given explicitly override it, and a change restarts the daemon"},
 	}
 }
 
@@ -47,6 +49,24 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: envOf("ipvs-udp-timeout"), Usage: "IPVS timeout for UDP flows (0 leaves the kernel's)"},
 		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
 		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz and /livez"},
+		&cli.StringFlag{Name: "proxy-mode", EnvVars: envOf("proxy-mode"), Value: "ipvs", Usage: "kube-proxy's mode: only ipvs is implemented, any other is refused"},
+		&cli.IntFlag{Name: "iptables-masquerade-bit", EnvVars: envOf("iptables-masquerade-bit"), Value: 14, Usage: "the fwmark bit (0-31) that marks traffic to masquerade"},
+		&cli.IntFlag{Name: "oom-score-adj", EnvVars: envOf("oom-score-adj"), Value: -999, Usage: "the daemon's oom_score_adj, -1000 to 1000, as kube-proxy's"},
+		&cli.IntFlag{Name: "conntrack-max-per-core", EnvVars: envOf("conntrack-max-per-core"), Value: d.Conntrack.MaxPerCore, Usage: "nf_conntrack_max per CPU (0 leaves nf_conntrack_max as it is)"},
+		&cli.IntFlag{Name: "conntrack-min", EnvVars: envOf("conntrack-min"), Value: d.Conntrack.Min, Usage: "nf_conntrack_max at least, whatever the CPUs"},
+		&cli.DurationFlag{Name: "conntrack-tcp-timeout-established", EnvVars: envOf("conntrack-tcp-timeout-established"), Value: d.Conntrack.TCPEstablishedTimeout, Usage: "conntrack timeout of idle established TCP connections (0 leaves the kernel's)"},
+		&cli.DurationFlag{Name: "conntrack-tcp-timeout-close-wait", EnvVars: envOf("conntrack-tcp-timeout-close-wait"), Value: d.Conntrack.TCPCloseWaitTimeout, Usage: "conntrack timeout of TCP connections in CLOSE_WAIT (0 leaves the kernel's)"},
+		&cli.BoolFlag{Name: "conntrack-tcp-be-liberal", EnvVars: envOf("conntrack-tcp-be-liberal"), Usage: "set nf_conntrack_tcp_be_liberal=1: out-of-window TCP packets are not INVALID"},
+		&cli.DurationFlag{Name: "conntrack-udp-timeout", EnvVars: envOf("conntrack-udp-timeout"), Usage: "conntrack timeout of unreplied UDP flows (0 leaves the kernel's)"},
+		&cli.DurationFlag{Name: "conntrack-udp-timeout-stream", EnvVars: envOf("conntrack-udp-timeout-stream"), Usage: "conntrack timeout of UDP flows with replies (0 leaves the kernel's)"},
+		&cli.Float64Flag{Name: "kube-api-qps", EnvVars: envOf("kube-api-qps"), Value: 5, Usage: "requests per second to the API server"},
+		&cli.IntFlag{Name: "kube-api-burst", EnvVars: envOf("kube-api-burst"), Value: 10, Usage: "burst of requests to the API server"},
+		&cli.StringFlag{Name: "kube-api-content-type", EnvVars: envOf("kube-api-content-type"), Value: "application/vnd.kubernetes.protobuf", Usage: "content type of requests to the API server"},
+		&cli.StringFlag{Name: "kube-api-accept-content-types", EnvVars: envOf("kube-api-accept-content-types"), Usage: "Accept header of requests to the API server; empty means the content type, then JSON"},
+		&cli.BoolFlag{Name: "profiling", EnvVars: envOf("profiling"), Usage: "serve Go's pprof at /debug/pprof/ on the metrics address"},
+		&cli.StringFlag{Name: "logging-format", EnvVars: envOf("logging-format"), Value: "text", Usage: "text or json (k8s.io/component-base/logs)"},
+		&cli.StringFlag{Name: "vmodule", EnvVars: envOf("vmodule"), Usage: "per-file verbosity, pattern=N,... (text format only)"},
+		&cli.DurationFlag{Name: "log-flush-frequency", EnvVars: envOf("log-flush-frequency"), Value: 5 * time.Second, Usage: "how often buffered logs are flushed"},
 	}
 }
 
@@ -80,6 +100,24 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		cfg.TCPTimeout = c.Duration("ipvs-tcp-timeout")
 		cfg.TCPFinTimeout = c.Duration("ipvs-tcpfin-timeout")
 		cfg.UDPTimeout = c.Duration("ipvs-udp-timeout")
+		if err := checkProxyMode(c.String("proxy-mode")); err != nil {
+			return cfg, fmt.Errorf("--proxy-mode: %w", err)
+		}
+		if bit := c.Int("iptables-masquerade-bit"); bit < 0 || bit > 31 {
+			return cfg, fmt.Errorf("--iptables-masquerade-bit=%d: want 0-31", bit)
+		} else {
+			cfg.MasqueradeMark = 1 << bit
+		}
+		if adj := c.Int("oom-score-adj"); adj < -1000 || adj > 1000 {
+			return cfg, fmt.Errorf("--oom-score-adj=%d: want -1000 to 1000", adj)
+		}
+		cfg.Conntrack.MaxPerCore = c.Int("conntrack-max-per-core")
+		cfg.Conntrack.Min = c.Int("conntrack-min")
+		cfg.Conntrack.TCPEstablishedTimeout = c.Duration("conntrack-tcp-timeout-established")
+		cfg.Conntrack.TCPCloseWaitTimeout = c.Duration("conntrack-tcp-timeout-close-wait")
+		cfg.Conntrack.TCPBeLiberal = c.Bool("conntrack-tcp-be-liberal")
+		cfg.Conntrack.UDPTimeout = c.Duration("conntrack-udp-timeout")
+		cfg.Conntrack.UDPStreamTimeout = c.Duration("conntrack-udp-timeout-stream")
 	}
 	for _, name := range []string{"metrics-bind-address", "healthz-bind-address"} {
 		if v := c.String(name); v != "" {

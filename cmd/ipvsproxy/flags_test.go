@@ -22,7 +22,7 @@ func parse(t *testing.T, args ...string) (ipvsproxy.Config, error) {
 	for _, c := range app.Commands {
 		if c.Name == "run" {
 			c.Action = func(c *cli.Context) error {
-				cfg, parseErr = configFromFlags(c)
+				cfg, _, parseErr = loadConfig(c)
 				return nil
 			}
 		}

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -15,7 +16,11 @@ import (
 var version = "dev"
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
+	err := newApp().Run(os.Args)
+	if errors.Is(err, errConfigChanged) {
+		err = restartSelf() // returns only if the exec failed
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "ipvsproxy:", err)
 		os.Exit(1)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -38,10 +40,14 @@ const (
 )
 
 func runAction(c *cli.Context) error {
-	cfg, err := configFromFlags(c)
+	cfg, source, err := loadConfig(c)
 	if err != nil {
 		return err
 	}
+	if err := applyLogging(c); err != nil {
+		return err
+	}
+	applyOOMScoreAdj(c.Int("oom-score-adj"))
 	if cfg.Families, err = resolveFamilies(c.String("ip-families")); err != nil {
 		return err
 	}
@@ -49,12 +55,14 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	client, err := newClient(c.String("kubeconfig"))
+	client, err := newClient(c.String("kubeconfig"), clientConnection(c))
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	ctx, restart := context.WithCancelCause(ctx)
+	watchConfigFile(ctx, source.path, source.sum, configWatchInterval, func() { restart(errConfigChanged) })
 
 	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"))
 	if err != nil {
@@ -136,7 +144,7 @@ func runAction(c *cli.Context) error {
 
 	errs := make(chan error, 2)
 	go func() { errs <- healthcheck.ServeProxyHealth(ctx, c.String("healthz-bind-address"), health) }()
-	go func() { errs <- metrics.ServeStatus(ctx, c.String("metrics-bind-address"), m.Registry) }()
+	go func() { errs <- serveMetrics(ctx, c, m.Registry) }()
 
 	// Wait until the tracker itself has seen every object, not only the
 	// informers' caches: handlers run asynchronously, and a first full sync
@@ -146,9 +154,14 @@ func runAction(c *cli.Context) error {
 		return fmt.Errorf("informers did not sync before shutdown")
 	}
 	klog.InfoS("Proxier running", "node", nodeName, "families", cfg.Families, "scheduler", cfg.Scheduler)
-	go proxier.Run(ctx)
+	proxierDone := make(chan struct{})
+	go func() { proxier.Run(ctx); close(proxierDone) }()
 	select {
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), errConfigChanged) {
+			<-proxierDone // no sync is cut off half-way by the restart
+			return errConfigChanged
+		}
 		klog.InfoS("Stopping; the kernel state stays so traffic keeps flowing")
 		return nil
 	case err := <-errs:
@@ -224,7 +237,7 @@ func nodeNameOf(override string) (string, error) {
 	return strings.ToLower(h), nil
 }
 
-func newClient(kubeconfig string) (kubernetes.Interface, error) {
+func newClient(kubeconfig string, options ...func(*rest.Config)) (kubernetes.Interface, error) {
 	var restConfig *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -237,5 +250,8 @@ func newClient(kubeconfig string) (kubernetes.Interface, error) {
 	}
 	restConfig.UserAgent = "ipvsproxy/" + version
 	restConfig.Timeout = 30 * time.Second
+	for _, o := range options {
+		o(restConfig)
+	}
 	return kubernetes.NewForConfig(restConfig)
 }
