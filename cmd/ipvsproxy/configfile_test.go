@@ -330,3 +330,20 @@ func TestWatchConfigFile(t *testing.T) {
 		t.Fatalf("restarts after a valid change: %d, want 1", changed.Load())
 	}
 }
+
+// docs/kube-proxy-config.md lists every field, so the operator's table and
+// the code's cannot drift apart.
+func TestKubeProxyConfigDocListsEveryField(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/kube-proxy-config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range configFields {
+		if !strings.Contains(string(doc), "`"+f.path+"`") {
+			t.Errorf("docs/kube-proxy-config.md does not list `%s`", f.path)
+		}
+		if f.flag != "" && !strings.Contains(string(doc), "`--"+f.flag+"`") {
+			t.Errorf("docs/kube-proxy-config.md does not name --%s for %s", f.flag, f.path)
+		}
+	}
+}

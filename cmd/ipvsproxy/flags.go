@@ -24,7 +24,7 @@ func proxierFlags() []cli.Flag {
 	d := ipvsproxy.DefaultConfig()
 	return []cli.Flag{
 		&cli.StringFlag{Name: "cluster-cidr", EnvVars: envOf("cluster-cidr"), Usage: "pod CIDRs, comma-separated (one per family); cluster IP traffic from outside them is masqueraded"},
-		&cli.StringFlag{Name: "nodeport-addresses", EnvVars: envOf("nodeport-addresses"), Usage: "CIDRs of the node addresses that serve NodePorts and health checks, comma-separated; empty means all"},
+		&cli.StringFlag{Name: "nodeport-addresses", EnvVars: envOf("nodeport-addresses"), Usage: "CIDRs of the node addresses that serve NodePorts and health checks, comma-separated (a family without one serves on all its addresses), or primary (the Node's primary address of each family); empty or all means all"},
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: envOf("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
 		&cli.StringFlag{Name: "ipvs-scheduler", EnvVars: envOf("ipvs-scheduler"), Value: d.Scheduler, Usage: "IPVS scheduler; falls back to wrr when the kernel lacks it"},
 		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
@@ -81,7 +81,7 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	if cfg.ClusterCIDRs, err = parseCIDRs("cluster-cidr", c.String("cluster-cidr")); err != nil {
 		return cfg, err
 	}
-	if cfg.NodePortAddresses, err = parseCIDRs("nodeport-addresses", c.String("nodeport-addresses")); err != nil {
+	if cfg.NodePortAddresses, err = parseNodePortAddresses(c.String("nodeport-addresses")); err != nil {
 		return cfg, err
 	}
 	if cfg.ExcludeCIDRs, err = parseCIDRs("ipvs-exclude-cidrs", c.String("ipvs-exclude-cidrs")); err != nil {

@@ -61,6 +61,11 @@ func runAction(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if strings.EqualFold(strings.TrimSpace(c.String("nodeport-addresses")), nodePortPrimary) {
+		if cfg.NodePortAddresses, err = resolvePrimaryNodePortAddresses(ctx, client, nodeName, 2*time.Minute); err != nil {
+			return err
+		}
+	}
 	ctx, restart := context.WithCancelCause(ctx)
 	watchConfigFile(ctx, source.path, source.sum, configWatchInterval, func() { restart(errConfigChanged) })
 
