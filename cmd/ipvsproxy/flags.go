@@ -88,7 +88,9 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		return cfg, err
 	}
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
-	cfg.Scheduler = c.String("ipvs-scheduler")
+	if c.IsSet("ipvs-scheduler") || c.String("ipvs-scheduler") != "" { // cleanup has no such flag
+		cfg.Scheduler = c.String("ipvs-scheduler")
+	}
 	cfg.StrictARP = c.Bool("ipvs-strict-arp")
 	if cfg.NodePortMin, cfg.NodePortMax, err = parsePortRange(c.String("service-node-port-range")); err != nil {
 		return cfg, err

@@ -21,7 +21,7 @@ func main() {
 		err = restartSelf() // returns only if the exec failed
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "ipvsproxy:", err)
+		fmt.Fprintln(os.Stderr, "ipvsproxy:", explainError(err))
 		os.Exit(1)
 	}
 }
@@ -33,16 +33,18 @@ func newApp() *cli.App {
 		Version: version,
 		Commands: []*cli.Command{
 			{
-				Name:   "run",
-				Usage:  "run the node daemon",
-				Flags:  append(proxierFlags(), runFlags()...),
-				Action: runAction,
+				Name:         "run",
+				Usage:        "run the node daemon",
+				Flags:        append(proxierFlags(), runFlags()...),
+				Action:       noArguments(runAction),
+				OnUsageError: explainUsageError,
 			},
 			{
-				Name:   "cleanup",
-				Usage:  "remove every virtual server, address, ipset and iptables rule ipvsproxy installed",
-				Flags:  proxierFlags(),
-				Action: cleanupAction,
+				Name:         "cleanup",
+				Usage:        "remove every virtual server, address, ipset and iptables rule ipvsproxy installed",
+				Flags:        cleanupFlags(),
+				Action:       noArguments(cleanupAction),
+				OnUsageError: explainUsageError,
 			},
 			{
 				Name:  "version",
