@@ -28,11 +28,16 @@ type SyncResult struct {
 	// object kind (ipvs, address, ipset, iptables, conntrack).
 	Writes      int
 	WriteErrors map[string]int
-	// ConntrackDeleted counts stale flows removed.
+	// ConntrackDeleted counts stale flows removed; Conntrack has each
+	// family's pass (only families that had flows to delete).
 	ConntrackDeleted int
+	Conntrack        map[v1.IPFamily]ConntrackPass
+	// IPTablesFailures counts failed iptables writes by family.
+	IPTablesFailures map[v1.IPFamily]int
 	Draining         int
-	// TriggerTimes are the EndpointSlice change times this sync programmed.
-	TriggerTimes []time.Time
+	// TriggerTimes are the EndpointSlice change times this sync programmed,
+	// by the slices' family.
+	TriggerTimes map[v1.IPFamily][]time.Time
 	// HealthCheckNodePorts and LocalReadyEndpoints describe every Service
 	// with a health check node port (externalTrafficPolicy Local).
 	HealthCheckNodePorts map[types.NamespacedName]uint16
@@ -40,6 +45,13 @@ type SyncResult struct {
 	// NoLocalEndpoints counts Local-policy Services with no local endpoint,
 	// by policy ("internal", "external").
 	NoLocalEndpoints map[string]int
+}
+
+// ConntrackPass is one family's deletion of stale conntrack flows.
+type ConntrackPass struct {
+	Deleted  int
+	Duration time.Duration
+	Failed   bool
 }
 
 // Err is non-nil when some kernel write failed.
@@ -159,7 +171,7 @@ func (p *Proxier) Run(ctx context.Context) {
 func (p *Proxier) Sync() SyncResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	res := SyncResult{Start: p.now(), WriteErrors: map[string]int{}}
+	res := SyncResult{Start: p.now(), WriteErrors: map[string]int{}, IPTablesFailures: map[v1.IPFamily]int{}, Conntrack: map[v1.IPFamily]ConntrackPass{}}
 	changes := p.tracker.drain()
 	res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.serviceChanges, changes.endpointChanges, changes.triggerTimes
 
@@ -225,15 +237,28 @@ func (p *Proxier) Sync() SyncResult {
 	res.Writes = r.writes
 	for _, e := range r.errs {
 		res.WriteErrors[e.object]++
+		if e.object == "iptables" && e.family != "" {
+			res.IPTablesFailures[e.family]++
+		}
 	}
 
-	// Conntrack last, once the new real servers are in place.
-	if fs := staleFilters.filters; len(fs) > 0 && p.kernel.Conntrack != nil {
-		n, err := p.kernel.Conntrack.DeleteFlows(fs...)
-		res.ConntrackDeleted = n
-		if err != nil {
-			klog.ErrorS(err, "Deleting stale UDP conntrack flows failed")
-			res.WriteErrors["conntrack"]++
+	// Conntrack last, once the new real servers are in place; one pass per
+	// family so that deletions, time and failures are each counted under
+	// their own family.
+	if p.kernel.Conntrack != nil {
+		for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+			fs := staleFilters.of(family)
+			if len(fs) == 0 {
+				continue
+			}
+			start := time.Now()
+			n, err := p.kernel.Conntrack.DeleteFlows(fs...)
+			res.Conntrack[family] = ConntrackPass{Deleted: n, Duration: time.Since(start), Failed: err != nil}
+			res.ConntrackDeleted += n
+			if err != nil {
+				klog.ErrorS(err, "Deleting stale UDP conntrack flows failed", "family", family)
+				res.WriteErrors["conntrack"]++
+			}
 		}
 	}
 	res.Draining = drainingCount(p.draining)
@@ -297,14 +322,14 @@ func (p *Proxier) syncRules(r *reconciler, full bool) {
 			}
 			r.writes++
 			if err := ipt.Restore([]byte(want)); err != nil {
-				r.fail("iptables", fmt.Errorf("restore %s %s rules: %w", family, table, err))
+				r.failFamily(family, "iptables", fmt.Errorf("restore %s %s rules: %w", family, table, err))
 				ok = false
 			}
 		}
 		for _, j := range jumpRules() {
 			existed, err := ipt.EnsureRule(j.table, j.chain, j.rule...)
 			if err != nil {
-				r.fail("iptables", fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
+				r.failFamily(family, "iptables", fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
 				ok = false
 				continue
 			}
@@ -359,6 +384,21 @@ func (p *Proxier) report(name types.NamespacedName, conflicts []Problem) {
 type staleFiltersCollector struct{ filters []conntrack.Filter }
 
 func (c *staleFiltersCollector) add(f []conntrack.Filter) { c.filters = append(c.filters, f...) }
+
+// of returns the filters of family, told by the address each selects by.
+func (c *staleFiltersCollector) of(family v1.IPFamily) []conntrack.Filter {
+	var out []conntrack.Filter
+	for _, f := range c.filters {
+		a := f.OrigDst
+		if !a.IsValid() {
+			a = f.ReplySrc
+		}
+		if a.IsValid() && familyOf(a.Unmap()) == family {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 func sumValues(m map[string]int) int {
 	n := 0

@@ -9,6 +9,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -16,6 +17,8 @@ import (
 type writeError struct {
 	object string // ipvs, address, ipset, iptables, conntrack, sysctl
 	err    error
+	// family is set for writes of one family's rules (iptables).
+	family v1.IPFamily
 }
 
 // reconciler writes the difference between the desired state and the
@@ -41,6 +44,12 @@ type reconciler struct {
 func (r *reconciler) fail(object string, err error) {
 	klog.ErrorS(err, "Kernel write failed; will retry with a full sync")
 	r.errs = append(r.errs, writeError{object: object, err: err})
+}
+
+// failFamily is fail for a write of one family's objects.
+func (r *reconciler) failFamily(family v1.IPFamily, object string, err error) {
+	klog.ErrorS(err, "Kernel write failed; will retry with a full sync", "family", family)
+	r.errs = append(r.errs, writeError{object: object, err: err, family: family})
 }
 
 // apply writes in an order that never leaves traffic without a path:

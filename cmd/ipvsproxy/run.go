@@ -83,6 +83,8 @@ func runAction(c *cli.Context) error {
 	cfg = prepared.Config
 
 	m := metrics.New()
+	m.SetBuildInfo(version, version)
+	m.RegisterRESTClient()
 	m.SetSchedulerFallback(prepared.Requested, prepared.SchedulerFellBack)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -179,19 +181,15 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 	fam := familyLabels(families)
 	for _, f := range fam {
 		m.SyncProxyRulesLatency.WithLabelValues(f).Observe(r.Duration.Seconds())
+		observeSyncKind(m, f, r)
 		m.ConntrackEntriesDeletedTotal.WithLabelValues(f).Add(0)
-	}
-	if r.ConntrackDeleted > 0 {
-		m.ConntrackEntriesDeletedTotal.WithLabelValues(fam[0]).Add(float64(r.ConntrackDeleted))
 	}
 	m.ServiceChangesTotal.Add(float64(r.ServiceChanges))
 	m.EndpointChangesTotal.Add(float64(r.EndpointChanges))
 	for object, n := range r.WriteErrors {
 		m.KernelWriteFailuresTotal.WithLabelValues(object).Add(float64(n))
 	}
-	if n := r.WriteErrors["iptables"]; n > 0 {
-		m.IPTablesRestoreFailuresTotal.WithLabelValues(fam[0]).Add(float64(n))
-	}
+	observeByFamily(m, r)
 	m.RealServersDraining.Set(float64(r.Draining))
 	if r.Full {
 		m.SyncFullTotal.Inc()
@@ -205,7 +203,7 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 		health.Updated()
 		for _, f := range fam {
 			m.SyncProxyRulesLastTimestamp.WithLabelValues(f).SetToCurrentTime()
-			m.ObserveNetworkProgramming(v1.IPFamily(f), r.TriggerTimes, r.Start.Add(r.Duration))
+			m.ObserveNetworkProgramming(v1.IPFamily(f), r.TriggerTimes[v1.IPFamily(f)], r.Start.Add(r.Duration))
 		}
 	}
 	if err := services.SyncServices(r.HealthCheckNodePorts); err != nil {
