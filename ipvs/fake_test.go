@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,5 +101,27 @@ func TestFakeConcurrentUse(t *testing.T) {
 	ok(t, err)
 	if len(got) != 8 {
 		t.Fatalf("after 8 concurrent adds: %d real servers", len(got))
+	}
+}
+
+func TestParseSchedulerFlags(t *testing.T) {
+	for _, c := range []struct {
+		sched, list string
+		want        SchedulerFlags
+		err         string
+	}{
+		{"mh", "mh-port,mh-fallback", SchedulerFlag1 | SchedulerFlag2, ""},
+		{"sh", " sh-port ", SchedulerFlag2, ""},
+		{"rr", "", 0, ""},
+		{"mh", "sh-port", 0, "scheduler mh takes mh-fallback, mh-port"},
+		{"rr", "mh-port", 0, "scheduler rr takes no flags"},
+	} {
+		got, err := ParseSchedulerFlags(c.sched, c.list)
+		if got != c.want || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s %q: got %v %v, want %v %q", c.sched, c.list, got, err, c.want, c.err)
+		}
+	}
+	if s := (SchedulerFlag1 | SchedulerFlag2).For("mh"); s != "mh-fallback,mh-port" {
+		t.Errorf("For: %s", s)
 	}
 }

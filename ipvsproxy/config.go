@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -30,8 +31,11 @@ type Config struct {
 	MasqueradeAll bool
 	// MasqueradeMark is the fwmark bit set on traffic to SNAT (0x4000).
 	MasqueradeMark uint32
-	// Scheduler is the IPVS scheduler for every virtual server.
-	Scheduler string
+	// Scheduler is the IPVS scheduler for every virtual server, with
+	// SchedulerFlags (sh and mh only); a Service may choose its own (see
+	// AnnotationScheduler).
+	Scheduler      string
+	SchedulerFlags ipvs.SchedulerFlags
 	// ExcludeCIDRs are never touched, whoever created what is in them.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool

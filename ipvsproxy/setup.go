@@ -42,6 +42,7 @@ func Prepare(cfg Config, k Kernel, kernelRelease string) (Prepared, error) {
 			return out, fmt.Errorf("IPVS scheduler %s and fallback %s both unavailable: %v", cfg.Scheduler, FallbackScheduler, err)
 		}
 		out.Config.Scheduler, out.SchedulerFellBack = FallbackScheduler, true
+		out.Config.SchedulerFlags = 0 // sh's and mh's flags mean nothing to wrr
 	}
 	if cfg.TCPTimeout > 0 || cfg.TCPFinTimeout > 0 || cfg.UDPTimeout > 0 {
 		if err := k.IPVS.SetTimeouts(ipvs.Timeouts{TCP: cfg.TCPTimeout, TCPFin: cfg.TCPFinTimeout, UDP: cfg.UDPTimeout}); err != nil {

@@ -51,3 +51,13 @@ func TestCleanupShowsOnlyTheFlagsItReads(t *testing.T) {
 		}
 	}
 }
+
+func TestSchedulerFlagsFlag(t *testing.T) {
+	cfg, err := parse(t, "--ipvs-scheduler=mh", "--ipvs-scheduler-flags=mh-port,mh-fallback")
+	if err != nil || cfg.SchedulerFlags.For("mh") != "mh-fallback,mh-port" {
+		t.Errorf("mh flags: %v %v", cfg.SchedulerFlags, err)
+	}
+	if _, err := parse(t, "--ipvs-scheduler=rr", "--ipvs-scheduler-flags=mh-port"); err == nil || !strings.Contains(err.Error(), "--ipvs-scheduler-flags") {
+		t.Errorf("flags for rr: %v", err)
+	}
+}

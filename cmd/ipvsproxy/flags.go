@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"
@@ -49,6 +50,7 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: envOf("ipvs-udp-timeout"), Usage: "IPVS timeout for UDP flows (0 leaves the kernel's)"},
 		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
 		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz and /livez"},
+		&cli.StringFlag{Name: "ipvs-scheduler-flags", EnvVars: envOf("ipvs-scheduler-flags"), Usage: "flags of the sh or mh scheduler, comma-separated: sh-port, sh-fallback, mh-port, mh-fallback"},
 		&cli.StringFlag{Name: "proxy-mode", EnvVars: envOf("proxy-mode"), Value: "ipvs", Usage: "kube-proxy's mode: only ipvs is implemented, any other is refused"},
 		&cli.IntFlag{Name: "iptables-masquerade-bit", EnvVars: envOf("iptables-masquerade-bit"), Value: 14, Usage: "the fwmark bit (0-31) that marks traffic to masquerade"},
 		&cli.IntFlag{Name: "oom-score-adj", EnvVars: envOf("oom-score-adj"), Value: -999, Usage: "the daemon's oom_score_adj, -1000 to 1000, as kube-proxy's"},
@@ -112,6 +114,9 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		}
 		if adj := c.Int("oom-score-adj"); adj < -1000 || adj > 1000 {
 			return cfg, fmt.Errorf("--oom-score-adj=%d: want -1000 to 1000", adj)
+		}
+		if cfg.SchedulerFlags, err = ipvs.ParseSchedulerFlags(cfg.Scheduler, c.String("ipvs-scheduler-flags")); err != nil {
+			return cfg, fmt.Errorf("--ipvs-scheduler-flags: %w", err)
 		}
 		cfg.Conntrack.MaxPerCore = c.Int("conntrack-max-per-core")
 		cfg.Conntrack.Min = c.Int("conntrack-min")
