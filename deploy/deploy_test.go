@@ -25,7 +25,7 @@ const (
 )
 
 // kustomizations are every directory a user may apply.
-var kustomizations = []string{"base", "overlays/example"}
+var kustomizations = []string{"base", "overlays/example", "overlays/kube-proxy-labels"}
 
 // rendered holds the typed objects of one kustomization.
 type rendered struct {
@@ -415,8 +415,9 @@ func checkHostMounts(t *testing.T, dir string, pod corev1.PodSpec, c *corev1.Con
 func TestOverlayPatchesBase(t *testing.T) {
 	base, overlay := renderTyped(t, "base"), renderTyped(t, "overlays/example")
 	bc, oc := proxyContainer(t, base.daemonSet), proxyContainer(t, overlay.daemonSet)
-	if !strings.HasPrefix(bc.Image, "ipvsproxy/ipvsproxy:") {
-		t.Errorf("base image %q, want the placeholder ipvsproxy/ipvsproxy:<tag>", bc.Image)
+	// A name nobody can publish under: the user sets the image.
+	if !strings.HasPrefix(bc.Image, "registry.invalid/ipvsproxy:") {
+		t.Errorf("base image %q, want the placeholder registry.invalid/ipvsproxy:<tag>", bc.Image)
 	}
 	if oc.Image != "registry.example.com/ipvsproxy/ipvsproxy:v0.1.0" {
 		t.Errorf("overlay image %q", oc.Image)
