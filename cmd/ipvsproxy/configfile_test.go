@@ -133,7 +133,7 @@ func TestCustomisedConfigFieldByField(t *testing.T) {
 		{"healthzBindAddress", p.flags["healthz-bind-address"], "0.0.0.0:10256"},
 		{"metricsBindAddress", p.flags["metrics-bind-address"], "0.0.0.0:10249"},
 		{"hostnameOverride", p.flags["hostname-override"], "Node-7"},
-		{"logging.format", p.flags["logging-format"], "json"},
+		{"logging.format", p.flags["logging-format"], "text"},
 		{"logging.verbosity", p.flags["v"], "3"},
 		{"logging.vmodule", p.flags["vmodule"], "reconcile*=5"},
 		{"mode", p.flags["proxy-mode"], "ipvs"},

@@ -16,6 +16,19 @@ import (
 // --log-flush-frequency (and KubeProxyConfiguration.logging) mean the same.
 // It runs once per process; `run` calls it before anything logs.
 func applyLogging(c *cli.Context) error {
+	lc, err := loggingConfig(c)
+	if err != nil {
+		return err
+	}
+	if err := logsapi.ValidateAndApply(lc, nil); err != nil {
+		return fmt.Errorf("logging: %w", err)
+	}
+	return nil
+}
+
+// loggingConfig is the flags as a LoggingConfiguration, validated as
+// kube-proxy validates its own (e.g. --vmodule only with the text format).
+func loggingConfig(c *cli.Context) (*logsapi.LoggingConfiguration, error) {
 	lc := logsapi.NewLoggingConfiguration()
 	lc.Format = c.String("logging-format")
 	lc.Verbosity = logsapi.VerbosityLevel(c.Int("v"))
@@ -23,13 +36,13 @@ func applyLogging(c *cli.Context) error {
 	lc.FlushFrequency.SerializeAsString = true
 	vm, err := parseVModule(c.String("vmodule"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	lc.VModule = vm
-	if err := logsapi.ValidateAndApply(lc, nil); err != nil {
-		return fmt.Errorf("logging: %w", err)
+	if errs := logsapi.Validate(lc, nil, nil); len(errs) > 0 {
+		return nil, fmt.Errorf("logging: %w", errs.ToAggregate())
 	}
-	return nil
+	return lc, nil
 }
 
 // parseVModule parses "pattern=N,..." as klog's -vmodule does.
