@@ -20,4 +20,4 @@ fi
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 exec "$GO" run ./deploy/test/apply -kubeconfig "$kubeconfig" ${token_out:+-token-kubeconfig "$token_out"} \
-	deploy/overlays/example deploy/overlays/kube-proxy-labels deploy/base
+	deploy/overlays/example deploy/overlays/kube-proxy-labels deploy/overlays/kubeadm deploy/base
