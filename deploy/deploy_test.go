@@ -1,11 +1,8 @@
 package deploy
 
 import (
-	"bytes"
-	"encoding/json"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -14,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -81,8 +77,9 @@ func TestManifestsDecodeStrictly(t *testing.T) {
 	}
 }
 
-// The strictness the test above relies on: a misspelt field, a duplicate key
-// and a kustomize feature the resolver does not implement all fail.
+// The strictness the test above relies on: a misspelt field, a duplicate key,
+// a misspelt kustomization field and an image override that matches nothing
+// all fail.
 func TestRenderRejects(t *testing.T) {
 	ds := func(extra string) string {
 		return "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: x\n  namespace: kube-system\nspec:\n  template:\n    spec:\n" + extra
@@ -94,7 +91,7 @@ func TestRenderRejects(t *testing.T) {
 		{"misspelt field", "resources: [m.yaml]\n", ds("      hostNetwrok: true\n"), false},
 		{"field in the wrong case", "resources: [m.yaml]\n", ds("      hostnetwork: true\n"), false},
 		{"duplicate key", "resources: [m.yaml]\n", ds("      hostNetwork: true\n      hostNetwork: false\n"), true},
-		{"unsupported kustomize feature", "resources: [m.yaml]\nnamePrefix: x-\n", ds("      hostNetwork: true\n"), true},
+		{"misspelt kustomization field", "resourcez: [m.yaml]\n", ds("      hostNetwork: true\n"), true},
 		{"image override matching nothing", "resources: [m.yaml]\nimages:\n  - name: nothing/here\n    newTag: v1\n", ds("      hostNetwork: true\n"), true},
 	}
 	for _, c := range cases {
@@ -122,53 +119,6 @@ func TestRenderRejects(t *testing.T) {
 			}
 		})
 	}
-}
-
-// Where kubectl is installed, its kustomize must render what Render renders;
-// that keeps the resolver honest for the features the manifests use.
-func TestRenderMatchesKubectlKustomize(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not installed; Render is checked only by the other tests")
-	}
-	for _, dir := range kustomizations {
-		t.Run(dir, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			cmd := exec.Command(kubectl, "kustomize", dir)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Skipf("kubectl kustomize %s: %v: %s", dir, err, stderr.String())
-			}
-			f := filepath.Join(t.TempDir(), "out.yaml")
-			if err := os.WriteFile(f, stdout.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			want, err := ReadObjects(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := Render(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g, w := byKey(t, got), byKey(t, want); !reflect.DeepEqual(g, w) {
-				t.Errorf("Render(%s) differs from kubectl kustomize:\ngot  %v\nwant %v", dir, g, w)
-			}
-		})
-	}
-}
-
-func byKey(t *testing.T, objs []*unstructured.Unstructured) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, o := range objs {
-		js, err := json.Marshal(o.Object) // map keys are sorted
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = string(js)
-	}
-	return out
 }
 
 func TestClusterRoleMatchesRBACDoc(t *testing.T) {
