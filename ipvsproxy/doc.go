@@ -13,6 +13,7 @@
 // The package owns only what it names: virtual servers whose address is
 // bound on kube-ipvs0 or is a node address with a port in the NodePort range,
 // the addresses on kube-ipvs0, the KUBE-* sets and chains listed in sets.go
-// and rules.go. Everything else in the kernel, and anything inside
+// and rules.go, and the sysctls of setup.go and conntrack_sysctls.go
+// (kube-proxy's). Everything else in the kernel, and anything inside
 // --ipvs-exclude-cidrs, is never changed.
 package ipvsproxy
