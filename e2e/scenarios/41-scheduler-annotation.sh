@@ -42,9 +42,9 @@ YAML
 	kc set-endpoints typo41 "$(pod_ip web)@node1" || { verdict 41 "scheduler annotation" false; return; }
 	wait_real_servers node1 tcp "$hashed_ip:80" "$(printf '%s:8080\n' "$(pod_ip web)" "$(pod_ip s2)" | sort | tr '\n' ' ' | sed 's/ $//')"
 	wait_real_servers node1 tcp "$typo_ip:80" "$(pod_ip web):8080"
-	ask node1 "ipvsadm -Ln -t $hashed_ip:80 | sed -n 4p"
+	ask node1 "ipvsadm -Ln -t $hashed_ip:80 | awk '\$1 == \"TCP\"'"
 	local hashed=$answer
-	ask node1 "ipvsadm -Ln -t $typo_ip:80 | sed -n 4p"
+	ask node1 "ipvsadm -Ln -t $typo_ip:80 | awk '\$1 == \"TCP\"'"
 	local typo=$answer
 	ask c1 "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://$hashed_ip/"
 	local code=$answer
