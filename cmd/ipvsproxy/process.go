@@ -59,13 +59,7 @@ func serveMetrics(ctx context.Context, c *cli.Context, reg *prometheus.Registry)
 	if !c.Bool("profiling") {
 		return metrics.ServeStatus(ctx, addr, reg)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", metrics.StatusHandler(reg))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux := metricsHandler(reg, true)
 	// /debug/pprof/profile samples for 30 s by default: longer than the
 	// hardened write timeout allows.
 	limits := healthcheck.DefaultServerLimits
@@ -74,4 +68,20 @@ func serveMetrics(ctx context.Context, c *cli.Context, reg *prometheus.Registry)
 		return fmt.Errorf("metrics server on %s: %w", addr, err)
 	}
 	return nil
+}
+
+// metricsHandler is the metrics server's handler; with profiling, Go's
+// pprof is added under /debug/pprof/.
+func metricsHandler(reg *prometheus.Registry, profiling bool) http.Handler {
+	if !profiling {
+		return metrics.StatusHandler(reg)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", metrics.StatusHandler(reg))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
