@@ -158,6 +158,9 @@ func runAction(c *cli.Context) error {
 	// that missed a Service would delete its virtual servers.
 	klog.InfoS("Waiting for informers", "node", nodeName)
 	if !cache.WaitForCacheSync(ctx.Done(), serviceReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced) {
+		if errors.Is(context.Cause(ctx), errConfigChanged) {
+			return errConfigChanged // changed before the first sync
+		}
 		return fmt.Errorf("informers did not sync before shutdown")
 	}
 	klog.InfoS("Proxier running", "node", nodeName, "families", cfg.Families, "scheduler", cfg.Scheduler)
