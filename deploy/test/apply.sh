@@ -7,7 +7,7 @@
 #   TOKEN-KUBECONFIG-OUT: also write a kubeconfig holding a token of the
 #   ipvsproxy ServiceAccount, for running the proxy with exactly its RBAC.
 #
-# The example overlay is applied first and the base last, so the cluster ends
+# The overlays are applied first and the base last, so the cluster ends
 # with the base's objects; both are checked by the server.
 # Needs only Go (it runs deploy/test/apply; kubectl is not required).
 set -eu
@@ -20,4 +20,4 @@ fi
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 exec "$GO" run ./deploy/test/apply -kubeconfig "$kubeconfig" ${token_out:+-token-kubeconfig "$token_out"} \
-	deploy/overlays/example deploy/overlays/modprobe deploy/base
+	deploy/overlays/example deploy/overlays/modprobe deploy/overlays/kube-proxy-labels deploy/overlays/kubeadm deploy/base

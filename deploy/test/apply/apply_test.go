@@ -39,7 +39,7 @@ func TestApplyToAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		if f == "daemonset.yaml" {
-			data = []byte(strings.Replace(string(data), "dnsPolicy: ClusterFirstWithHostNet", "dnsPolicy: NoSuchPolicy", 1))
+			data = []byte(strings.Replace(string(data), "dnsPolicy: Default", "dnsPolicy: NoSuchPolicy", 1))
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
 			t.Fatal(err)
