@@ -33,7 +33,16 @@ type imageOverride struct {
 // refused. One rule is added on top: an image override that matches no
 // container is an error; kustomize ignores it silently, and here it means a
 // renamed image that users would never get.
+//
+// A dir that is a Helm chart (IsChart) is rendered by RenderChart with its
+// default values; "CHART=VALUES.yaml" renders it with that values file.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
+	if chart, values, ok := strings.Cut(dir, "="); ok && IsChart(chart) {
+		return RenderChart(chart, values)
+	}
+	if IsChart(dir) {
+		return RenderChart(dir)
+	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	resources, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {

@@ -23,7 +23,7 @@ func TestApplyToAPIServer(t *testing.T) {
 	defer cancel()
 	token := filepath.Join(t.TempDir(), "sa.kubeconfig")
 	if err := run(ctx, kubeconfig, "ipvsproxy-deploy-test", "../../../docs/rbac.md", token, time.Hour,
-		[]string{"../../overlays/example", "../../overlays/modprobe", "../../base"}); err != nil {
+		[]string{"../../overlays/example", "../../overlays/modprobe", "../../helm/ipvsproxy=../../helm/ipvsproxy/ci/kubeadm-values.yaml", "../../helm/ipvsproxy", "../../base"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(token); err != nil {
