@@ -24,6 +24,11 @@ func cleanupAction(c *cli.Context) error {
 		}
 	}
 	defer closeKernel()
+	if c.Bool("kube-proxy-leftovers") {
+		removed, err := ipvsproxy.CleanupKubeProxyLeftovers(k, cfg)
+		klog.InfoS("Removed kube-proxy's leftovers", "count", len(removed), "removed", removed)
+		return err
+	}
 	if err := ipvsproxy.Cleanup(k, cfg); err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func TestCleanupShowsOnlyTheFlagsItReads(t *testing.T) {
 				}
 			}
 		}
-		if len(names) != 5 {
+		if len(names) != 6 {
 			t.Errorf("cleanup flags %v", names)
 		}
 	}
