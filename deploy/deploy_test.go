@@ -21,7 +21,7 @@ const (
 )
 
 // kustomizations are every directory a user may apply.
-var kustomizations = []string{"base", "overlays/example", "overlays/modprobe", "overlays/kube-proxy-labels", "overlays/kubeadm"}
+var kustomizations = []string{"base", "overlays/example", "overlays/modprobe", "overlays/kube-proxy-labels", "overlays/kubeadm", "overlays/migrate"}
 
 // rendered holds the typed objects of one kustomization.
 type rendered struct {

@@ -25,6 +25,7 @@ func TestChartRendersTheKustomizations(t *testing.T) {
 		{"ci/kubeadm-values.yaml", "overlays/kubeadm"},
 		{"ci/kube-proxy-labels-values.yaml", "overlays/kube-proxy-labels"},
 		{"ci/modprobe-values.yaml", "overlays/modprobe"},
+		{"ci/migrate-values.yaml", "overlays/migrate"},
 	} {
 		t.Run(c.kustomization, func(t *testing.T) {
 			var files []string

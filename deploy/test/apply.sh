@@ -22,7 +22,8 @@ fi
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 exec "$GO" run ./deploy/test/apply -kubeconfig "$kubeconfig" ${token_out:+-token-kubeconfig "$token_out"} \
-	deploy/overlays/example deploy/overlays/modprobe deploy/overlays/kube-proxy-labels deploy/overlays/kubeadm \
+	deploy/overlays/example deploy/overlays/modprobe deploy/overlays/kube-proxy-labels deploy/overlays/kubeadm deploy/overlays/migrate \
 	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/example-values.yaml \
 	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/kubeadm-values.yaml \
+	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/migrate-values.yaml \
 	deploy/helm/ipvsproxy deploy/base
