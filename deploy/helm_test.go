@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/diff"
@@ -181,4 +183,26 @@ func readYAML(t *testing.T, path string) map[string]any {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// `helm lint` (Helm's own rules: Chart.yaml, values, templates, the
+// rendered YAML, deprecated APIs) finds nothing above INFO, with the
+// defaults and with every ci/ values file.
+func TestChartLints(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append([]string{""}, files...) {
+		values := map[string]any{}
+		if f != "" {
+			values = readYAML(t, f)
+		}
+		linter := lint.All(chartDir, values, ChartNamespace, false)
+		for _, m := range linter.Messages {
+			if m.Severity > support.InfoSev {
+				t.Errorf("helm lint %s: %s", f, m)
+			}
+		}
+	}
 }
