@@ -129,6 +129,7 @@ func TestCustomisedConfigFieldByField(t *testing.T) {
 		{"clientConnection.qps", p.flags["kube-api-qps"], "20"},
 		{"clientConnection.burst", p.flags["kube-api-burst"], "40"},
 		{"enableProfiling", p.flags["profiling"], "true"},
+		{"bindAddressHardFail", p.flags["bind-address-hard-fail"], "true"},
 		// kube-proxy appends the default port to a bare address.
 		{"healthzBindAddress", p.flags["healthz-bind-address"], "0.0.0.0:10256"},
 		{"metricsBindAddress", p.flags["metrics-bind-address"], "0.0.0.0:10249"},
