@@ -65,7 +65,7 @@ type Fake struct {
 	tables map[Table]*fakeTable
 
 	// Writes counts calls that wrote to the kernel: every Restore (even one
-	// that failed), every EnsureRule that appended and every DeleteRule
+	// that failed), every EnsureRule that added a rule and every DeleteRule
 	// that deleted.
 	Writes int
 }
@@ -431,7 +431,7 @@ func (f *Fake) Dump() string {
 }
 
 // EnsureRule implements Interface.
-func (f *Fake) EnsureRule(table Table, chain string, rule ...string) (bool, error) {
+func (f *Fake) EnsureRule(position Position, table Table, chain string, rule ...string) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	what := fmt.Sprintf("%s rule %q in %s chain %s", f.family, formatRule(rule), table, chain)
@@ -450,7 +450,11 @@ func (f *Fake) EnsureRule(table Table, chain string, rule ...string) (bool, erro
 		return true, nil
 	}
 	f.Writes++
-	ch.rules = append(ch.rules, slices.Clone(rule))
+	if position == Prepend {
+		ch.rules = slices.Insert(ch.rules, 0, slices.Clone(rule))
+	} else {
+		ch.rules = append(ch.rules, slices.Clone(rule))
+	}
 	f.tables[table] = t
 	return false, nil
 }

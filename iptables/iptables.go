@@ -224,7 +224,7 @@ const (
 )
 
 // EnsureRule implements Interface.
-func (r *runner) EnsureRule(table Table, chain string, rule ...string) (bool, error) {
+func (r *runner) EnsureRule(position Position, table Table, chain string, rule ...string) (bool, error) {
 	what := fmt.Sprintf("%s rule %q in %s chain %s", r.family, formatRule(rule), table, chain)
 	res, err := r.ruleCommand("-C", table, chain, rule)
 	switch {
@@ -237,7 +237,11 @@ func (r *runner) EnsureRule(table Table, chain string, rule ...string) (bool, er
 	case res.exitCode != exitOtherProblem:
 		return false, fmt.Errorf("ensure %s: check: %s", what, res.stderr)
 	}
-	res, err = r.ruleCommand("-A", table, chain, rule)
+	if position == Prepend {
+		res, err = r.ruleCommand("-I", table, chain, append([]string{"1"}, rule...))
+	} else {
+		res, err = r.ruleCommand("-A", table, chain, rule)
+	}
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("ensure %s: %w", what, err)

@@ -229,7 +229,7 @@ COMMIT
 		k := restoreKube(t, env)
 		rule := []string{"-m", "comment", "--comment", "kubernetes postrouting rules", "-j", "KUBE-POSTROUTING"}
 		for i, wantExisted := range []bool{false, true} {
-			existed, err := env.ipt.EnsureRule(TableNAT, "POSTROUTING", rule...)
+			existed, err := env.ipt.EnsureRule(Append, TableNAT, "POSTROUTING", rule...)
 			if err != nil || existed != wantExisted {
 				t.Fatalf("EnsureRule #%d = %v, %v; want %v, nil", i+1, existed, err, wantExisted)
 			}
@@ -238,14 +238,39 @@ COMMIT
 			"-A POSTROUTING -m comment --comment \"kubernetes postrouting rules\" -j KUBE-POSTROUTING\n-A KUBE-LOAD-BALANCER", 1)
 		wantSave(t, env.ipt, TableNAT, want)
 	}},
+	{"EnsureRule Prepend goes before rules already there and is not moved again", func(t *testing.T, env testEnv) {
+		// A host firewall's rule (RHEL ends INPUT with a REJECT) was there first.
+		if err := env.ipt.Restore([]byte("*filter\n-A INPUT -j DROP\nCOMMIT\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.ipt.Restore([]byte("*filter\n:KUBE-IPVS-FILTER - [0:0]\nCOMMIT\n")); err != nil {
+			t.Fatal(err)
+		}
+		jump := []string{"-m", "comment", "--comment", "kubernetes ipvs access filter", "-j", "KUBE-IPVS-FILTER"}
+		for i, wantExisted := range []bool{false, true} {
+			existed, err := env.ipt.EnsureRule(Prepend, TableFilter, "INPUT", jump...)
+			if err != nil || existed != wantExisted {
+				t.Fatalf("EnsureRule #%d = %v, %v; want %v, nil", i+1, existed, err, wantExisted)
+			}
+		}
+		save, err := env.ipt.Save(TableFilter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules := SavedRules(save)["INPUT"]
+		want := []string{`-A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER`, "-A INPUT -j DROP"}
+		if strings.Join(rules, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("INPUT holds\n%s\nwant\n%s", strings.Join(rules, "\n"), strings.Join(want, "\n"))
+		}
+	}},
 	{"EnsureRule into a missing chain is ErrNotFound", func(t *testing.T, env testEnv) {
-		_, err := env.ipt.EnsureRule(TableNAT, "KUBE-MISSING", "-j", "RETURN")
+		_, err := env.ipt.EnsureRule(Append, TableNAT, "KUBE-MISSING", "-j", "RETURN")
 		if !errors.Is(err, ErrNotFound) {
 			t.Fatalf("EnsureRule = %v, want ErrNotFound", err)
 		}
 	}},
 	{"EnsureRule jumping to a missing chain is ErrInvalid", func(t *testing.T, env testEnv) {
-		_, err := env.ipt.EnsureRule(TableNAT, "PREROUTING", "-j", "KUBE-MISSING")
+		_, err := env.ipt.EnsureRule(Append, TableNAT, "PREROUTING", "-j", "KUBE-MISSING")
 		if !errors.Is(err, ErrInvalid) {
 			t.Fatalf("EnsureRule = %v, want ErrInvalid", err)
 		}
@@ -253,7 +278,7 @@ COMMIT
 	{"DeleteRule deletes once and an absent rule is fine", func(t *testing.T, env testEnv) {
 		k := restoreKube(t, env)
 		rule := []string{"-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}
-		if _, err := env.ipt.EnsureRule(TableNAT, "PREROUTING", rule...); err != nil {
+		if _, err := env.ipt.EnsureRule(Append, TableNAT, "PREROUTING", rule...); err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < 2; i++ {

@@ -72,7 +72,7 @@ func TestFakeWrites(t *testing.T) {
 	}
 	_ = f.Restore([]byte("*nat\n-X KUBE-MISSING\nCOMMIT\n"))
 	for i := 0; i < 2; i++ {
-		if _, err := f.EnsureRule(TableNAT, "KUBE-X", "-j", "RETURN"); err != nil {
+		if _, err := f.EnsureRule(Append, TableNAT, "KUBE-X", "-j", "RETURN"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -17,6 +17,17 @@ const (
 	TableMangle Table = "mangle"
 )
 
+// Position says where EnsureRule puts a rule that is not there yet.
+type Position string
+
+const (
+	// Append adds the rule at the end of the chain (iptables -A).
+	Append Position = "-A"
+	// Prepend inserts it first (iptables -I CHAIN 1), before whatever a host
+	// firewall put there earlier: kube-proxy prepends its jumps the same way.
+	Prepend Position = "-I"
+)
+
 // Interface is one family's iptables.
 type Interface interface {
 	// Restore applies data (iptables-restore format, may hold several
@@ -30,9 +41,10 @@ type Interface interface {
 	// Save returns the table as iptables-save prints it (without counters
 	// or comments starting with '#').
 	Save(table Table) ([]byte, error)
-	// EnsureRule appends rule (the arguments after "-A CHAIN") to chain
-	// unless an identical rule exists; it reports whether it existed.
-	EnsureRule(table Table, chain string, rule ...string) (existed bool, err error)
+	// EnsureRule adds rule (the arguments after "-A CHAIN") to chain at
+	// position unless an identical rule exists anywhere in it (an existing
+	// one is not moved); it reports whether it existed.
+	EnsureRule(position Position, table Table, chain string, rule ...string) (existed bool, err error)
 	// DeleteRule deletes one rule identical to rule from chain; deleting a
 	// rule that is not there is not an error.
 	DeleteRule(table Table, chain string, rule ...string) error

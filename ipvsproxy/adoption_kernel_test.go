@@ -78,3 +78,56 @@ func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
 		t.Fatalf("restart wrote %d", res.Writes)
 	}
 }
+
+// A set of ours that is smaller than --ipset-max-elements (made by an older
+// run with a smaller flag) is replaced with the size asked for, on this
+// machine's kernel, without a window for the rule that references it (issue
+// 8 item 6): otherwise the kernel would refuse members the capacity check
+// admitted.
+func TestSmallerSetIsReplacedOnRealKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ns, path := netnstest.NewNamed(t, "ipvsproxy-s-")
+	sets, err := ipset.NewInNamespace(ns)
+	if err != nil {
+		t.Skipf("no ipset: %v", err)
+	}
+	t.Cleanup(func() { sets.Close() })
+	ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path))
+	if err != nil {
+		t.Skipf("no iptables: %v", err)
+	}
+	if err := sets.CreateSet(ipset.Set{Name: setLoopBack, Type: ipset.HashIPPortIP, Family: ipset.IPv4, MaxElem: 16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ipt.Restore([]byte("*nat\n:KUBE-POSTROUTING - [0:0]\n-A KUBE-POSTROUTING -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE\nCOMMIT\n")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.IPSetMaxElements = 131072
+	k := Kernel{IPVS: ipvs.NewFake(), Netif: netif.NewFake(DummyInterface), IPSet: sets, IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
+	p, err := New(cfg, thisNode, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	out, err := exec.Command("ip", "netns", "exec", strings.TrimPrefix(path, "/run/netns/"), "ipset", "list", setLoopBack).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ipset list: %v %s", err, out)
+	}
+	if !strings.Contains(string(out), "maxelem 131072") || !strings.Contains(string(out), "10.244.1.5,tcp:8080,10.244.1.5") {
+		t.Fatalf("KUBE-LOOP-BACK:\n%s", out)
+	}
+	// A larger set than asked for is kept: a restart with the default
+	// writes nothing.
+	p2, _ := New(testConfig(), thisNode, k, nil)
+	p2.Tracker().SetService(svc)
+	p2.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	if res := mustSync(t, p2); res.Writes != 0 {
+		t.Fatalf("restart with a smaller flag wrote %d", res.Writes)
+	}
+}

@@ -61,6 +61,11 @@ type VirtualServerState struct {
 	// hairpin endpoint, an address's KUBE-IPVS-IPS member); the desired
 	// state holds a member while the Service wins one of them.
 	SetEntries []SetEntry
+	// InClusterOnly is set on a LocalOnly external address (LB, external
+	// IP, node port) that has no endpoint on this node: its real servers
+	// are the cluster endpoints, for in-cluster sources only; the rules
+	// drop every other source (KUBE-LOCAL-NO-ENDPOINTS).
+	InClusterOnly bool
 }
 
 // ServiceState is everything one Service wants from the kernel of this node.
@@ -112,8 +117,13 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 		st.Problems = append(st.Problems, problems...)
 		externalIPs := b.externalIPs(family)
 		lbIPs := b.loadBalancerIPs(family)
-		sourceRanges := b.sourceRanges(family)
+		sourceRanges, firewalled := b.sourceRanges(family)
 		nodeAddrs := nodePortAddresses(node, cfg, family)
+		// Source ranges that hold no node address keep node and hostNetwork
+		// processes out too (kubernetes#119656).
+		nodeAllowed := slices.ContainsFunc(nodeAddresses(node, family), func(a netip.Addr) bool {
+			return slices.ContainsFunc(sourceRanges, func(r netip.Prefix) bool { return r.Contains(a) })
+		})
 
 		for _, port := range ports {
 			name := ServicePortName{NamespacedName: st.Name, Port: port.Name, Protocol: port.Protocol}
@@ -128,7 +138,13 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			if internalLocal {
 				internal = local
 			}
-			if externalLocal {
+			// Local policy without a local endpoint: in-cluster sources (pods,
+			// the node) still reach the cluster endpoints, as with kube-proxy
+			// (kubernetes#97081); the rules drop every other source, so an
+			// external client never reaches a remote pod whose reply would be
+			// lost.
+			inClusterOnly := externalLocal && len(local) == 0
+			if externalLocal && !inClusterOnly {
 				external = local
 			}
 			proto := strings.ToLower(string(port.Protocol))
@@ -145,7 +161,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 					Scheduler:          scheduler,
 					SchedulerFlags:     schedulerFlags,
 					PersistenceTimeout: affinity,
-				}, name, kind, eps, localOnly) {
+				}, name, kind, eps, localOnly, kind != KindClusterIP && inClusterOnly) {
 					return false
 				}
 				scope = []int{i}
@@ -169,12 +185,24 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				entry(setClusterIP, ipPort(clusterIP))
 				entry(setIPVSServices, ipPort(clusterIP))
 			}
+			// An address another interface of the node already holds (k3s
+			// ServiceLB, kube-vip) is served but never bound on kube-ipvs0,
+			// so it is not in KUBE-IPVS-IPS and its other ports (ssh, the
+			// kubelet) are not rejected (kubernetes#115019, k3s#7183).
+			serveExternal := func(ip netip.Addr) {
+				if !slices.ContainsFunc(node.Addresses, func(a netip.Addr) bool { return a.Unmap() == ip }) {
+					bind()
+				}
+				entry(setIPVSServices, ipPort(ip))
+				if inClusterOnly {
+					entry(setLocalNoEndpoints, ipPort(ip))
+				}
+			}
 			for _, ip := range externalIPs {
 				if !vs(ip, uint16(port.Port), KindExternalIP, external, externalLocal) {
 					continue
 				}
-				bind()
-				entry(setIPVSServices, ipPort(ip))
+				serveExternal(ip)
 				if !externalLocal {
 					entry(setExternalIP, ipPort(ip))
 				}
@@ -183,17 +211,19 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				if !vs(ip, uint16(port.Port), KindLoadBalancer, external, externalLocal) {
 					continue
 				}
-				bind()
-				entry(setIPVSServices, ipPort(ip))
+				serveExternal(ip)
 				if !externalLocal {
 					entry(setLoadBalancer, ipPort(ip))
 				}
-				if len(sourceRanges) > 0 {
+				if firewalled {
 					entry(setLBFirewall, ipPort(ip))
 					for _, r := range sourceRanges {
 						e := ipPort(ip)
 						e.Net = r
 						entry(setLBSourceCIDR, e)
+					}
+					if !nodeAllowed {
+						entry(setLBNoNodeAccess, ipPort(ip))
 					}
 				}
 			}
@@ -204,11 +234,13 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 						continue
 					}
 					nodePortScope = append(nodePortScope, scope...)
-					if externalLocal {
-						continue
+					e := ipset.Entry{IP: addr, Protocol: proto, Port: np}
+					entry(setNodePorts, e)
+					if inClusterOnly {
+						entry(setLocalNoEndpoints, e)
 					}
-					if port.Protocol == v1.ProtocolSCTP {
-						entry(setNodePortSCTP, ipset.Entry{IP: addr, Protocol: proto, Port: np})
+					if port.Protocol == v1.ProtocolSCTP && !externalLocal {
+						entry(setNodePortSCTP, e)
 					}
 				}
 				if scope = nodePortScope; !externalLocal && len(nodeAddrs) > 0 {
@@ -235,6 +267,14 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			b.problem(ReasonInvalidService, "healthCheckNodePort %d out of range", svc.Spec.HealthCheckNodePort)
 		} else {
 			st.HealthCheckNodePort = uint16(svc.Spec.HealthCheckNodePort)
+			// Probes reach it on every address, the LB IP included
+			// (kubernetes#117723), even under an INPUT policy of DROP. The
+			// member belongs to each of the Service's virtual servers, so it
+			// exists while the Service wins one (desired.go).
+			for i := range st.VirtualServers {
+				vs := &st.VirtualServers[i]
+				vs.SetEntries = append(vs.SetEntries, SetEntry{Set: setName(setHealthCheckPorts, familyOf(vs.Address)), Entry: ipset.Entry{Port: st.HealthCheckNodePort}})
+			}
 		}
 	}
 	st.LocalReadyEndpoints = len(localReady)
@@ -367,35 +407,47 @@ func (b *builder) loadBalancerIPs(family v1.IPFamily) []netip.Addr {
 	return b.addresses(family, list, "load balancer IP")
 }
 
-func (b *builder) sourceRanges(family v1.IPFamily) []netip.Prefix {
+// sourceRanges are the loadBalancerSourceRanges of family, and whether the
+// family's LB IPs are firewalled at all. A zero-length prefix (0.0.0.0/0,
+// ::/0) lets everyone in, as in kube-proxy (the kernel's hash:ip,port,net
+// cannot even hold one). A range that cannot be parsed fails closed: the
+// firewall stays on and that range admits nobody.
+func (b *builder) sourceRanges(family v1.IPFamily) (ranges []netip.Prefix, firewalled bool) {
 	if b.svc.Spec.Type != v1.ServiceTypeLoadBalancer {
-		return nil
+		return nil, false
 	}
-	var out []netip.Prefix
+	allowAll := false
 	for _, s := range b.svc.Spec.LoadBalancerSourceRanges {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil {
 			if family == b.cfg.Families[0] {
-				b.problem(ReasonInvalidService, "loadBalancerSourceRange %q is not a CIDR; ignored", s)
+				b.problem(ReasonInvalidService, "loadBalancerSourceRange %q is not a CIDR; it admits no source", s)
 			}
+			firewalled = true
 			continue
 		}
-		if p = p.Masked(); p.Addr().Is4() == (family == v1.IPv4Protocol) {
-			out = append(out, p)
+		if p = p.Masked(); p.Addr().Is4() != (family == v1.IPv4Protocol) {
+			continue
 		}
+		allowAll = allowAll || p.Bits() == 0
+		ranges = append(ranges, p)
+		firewalled = true
 	}
-	return out
+	if allowAll {
+		return nil, false
+	}
+	return ranges, firewalled
 }
 
 // addVirtualServer records a virtual server unless the Service already has
 // one with the same key (e.g. an external IP equal to the cluster IP).
-func (b *builder) addVirtualServer(vs ipvs.VirtualServer, port ServicePortName, kind string, eps []Endpoint, localOnly bool) bool {
+func (b *builder) addVirtualServer(vs ipvs.VirtualServer, port ServicePortName, kind string, eps []Endpoint, localOnly, inClusterOnly bool) bool {
 	if b.vsSeen[vs.VirtualServerKey] {
 		b.problem(ReasonPortConflict, "%s %s repeats another port of the same Service; skipped", kind, vs.VirtualServerKey)
 		return false
 	}
 	b.vsSeen[vs.VirtualServerKey] = true
-	state := VirtualServerState{VirtualServer: vs, Port: port, Kind: kind, LocalOnly: localOnly}
+	state := VirtualServerState{VirtualServer: vs, Port: port, Kind: kind, LocalOnly: localOnly, InClusterOnly: inClusterOnly}
 	for _, e := range eps {
 		state.RealServers = append(state.RealServers, ipvs.RealServer{
 			RealServerKey: ipvs.RealServerKey{Address: e.Addr, Port: e.Port},
@@ -424,6 +476,18 @@ func nodePortAddresses(node NodeInfo, cfg Config, family v1.IPFamily) []netip.Ad
 		}
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// nodeAddresses are the node's own addresses of family that a process on
+// it may send from: every interface's but loopback and link-local ones.
+func nodeAddresses(node NodeInfo, family v1.IPFamily) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range node.Addresses {
+		if a = a.Unmap(); a.IsValid() && familyOf(a) == family && !a.IsLoopback() && !a.IsLinkLocalUnicast() {
+			out = append(out, a)
+		}
+	}
 	return out
 }
 

@@ -106,6 +106,16 @@ func TestBuildServiceGolden(t *testing.T) {
 			s.Status.LoadBalancer.Ingress[1].IPMode = ptr(v1.LoadBalancerIPModeProxy)
 			s.Spec.LoadBalancerSourceRanges = []string{"198.51.100.0/24", " 192.0.2.0/25 ", "not-a-cidr"}
 		}), slices: two},
+		{name: "loadbalancer-node-address", svc: service("lb", "10.96.0.20", loadBalancer(30090, "198.51.100.1"), func(s *v1.Service) {
+			s.Spec.ExternalIPs = []string{"192.0.2.1"}
+		}), slices: two},
+		{name: "loadbalancer-source-ranges-allow-all", cfg: dual, svc: service("lb", "10.96.0.20", loadBalancer(30090, "203.0.113.140", "2001:db8:1::140"), func(s *v1.Service) {
+			s.Spec.ClusterIPs = []string{"10.96.0.20", "fd00:96::20"}
+			s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24", "0.0.0.0/0", "::/0"}
+		}), slices: two},
+		{name: "loadbalancer-source-ranges-no-node-address", svc: service("lb", "10.96.0.20", loadBalancer(30090, "203.0.113.140"), func(s *v1.Service) {
+			s.Spec.LoadBalancerSourceRanges = []string{"203.0.113.0/24"}
+		}), slices: two},
 		{name: "external-ips", svc: service("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{"203.0.113.5", "203.0.113.200", "2001:db8::5", "bogus"}
 		}), slices: two, cfg: excluded},

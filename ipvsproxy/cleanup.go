@@ -67,7 +67,7 @@ func Cleanup(k Kernel, cfg Config) error {
 		if ipt == nil {
 			continue
 		}
-		for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+		for _, table := range ownedTables {
 			save, err := ipt.Save(table)
 			if err != nil {
 				fail(fmt.Errorf("read %s %s table: %w", family, table, err))

@@ -22,6 +22,12 @@ type Config struct {
 	Families []v1.IPFamily
 	// ClusterCIDRs: traffic to a cluster IP from outside them is masqueraded.
 	ClusterCIDRs []netip.Prefix
+	// DetectLocalMode says how pod traffic is recognised (localdetect.go;
+	// empty means ClusterCIDR); PodBridgeInterface and
+	// PodInterfaceNamePrefix serve its interface modes.
+	DetectLocalMode        LocalDetectMode
+	PodBridgeInterface     string
+	PodInterfaceNamePrefix string
 	// NodePortAddresses narrows which node addresses get NodePort virtual
 	// servers (and health-check listeners); empty means every address.
 	NodePortAddresses []netip.Prefix
@@ -98,6 +104,9 @@ func (c Config) Validate() error {
 		if !p.IsValid() {
 			errs = append(errs, fmt.Errorf("invalid CIDR %v", p))
 		}
+	}
+	if err := c.DetectLocalMode.validate(c); err != nil {
+		errs = append(errs, err)
 	}
 	if c.NodePortMin == 0 || c.NodePortMin > c.NodePortMax {
 		errs = append(errs, fmt.Errorf("invalid node port range %d-%d", c.NodePortMin, c.NodePortMax))

@@ -253,6 +253,9 @@ func writeVirtualServer(b *strings.Builder, vs *VirtualServerState) {
 	if vs.LocalOnly {
 		local = " local"
 	}
+	if vs.InClusterOnly {
+		local += " (none here: cluster endpoints, in-cluster sources only)"
+	}
 	fmt.Fprintf(b, "  # %s %s%s\n", vs.Port, vs.Kind, local)
 	for _, rs := range vs.RealServers {
 		fmt.Fprintf(b, "    -> %s weight %d\n", rs.RealServerKey, rs.Weight)

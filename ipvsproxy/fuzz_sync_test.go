@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"errors"
 	"fmt"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"net/netip"
 	"strings"
 	"testing"
@@ -96,7 +97,7 @@ func newFuzzNode(t *testing.T, hostIP netip.Addr) *fakeKernel {
 		t.Fatal(err)
 	}
 	fk.ipset.AddEntry("OTHER-ALLOW", ipset.Entry{IP: netip.MustParseAddr("192.0.2.1")})
-	if _, err := fk.ipt4.EnsureRule("filter", "INPUT", "-s", "192.0.2.1/32", "-j", "ACCEPT"); err != nil {
+	if _, err := fk.ipt4.EnsureRule(iptables.Append, "filter", "INPUT", "-s", "192.0.2.1/32", "-j", "ACCEPT"); err != nil {
 		t.Fatal(err)
 	}
 	return fk

@@ -192,9 +192,9 @@ func TestFailedRulesRestoreIsRetried(t *testing.T) {
 	svc := service("web", "10.96.0.10")
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
-	// Two tables, and the five jumps to chains that are not there.
-	if res := p.Sync(); res.WriteErrors[string(ObjectRules)] != 7 || !res.Completed {
-		t.Fatalf("want two failed tables and five jumps: %v", res.WriteErrors)
+	// Three tables, and the six jumps to chains that are not there.
+	if res := p.Sync(); res.WriteErrors[string(ObjectRules)] != 9 || !res.Completed {
+		t.Fatalf("want three failed tables and six jumps: %v", res.WriteErrors)
 	}
 	if got := realServers(t, fk, webVS); len(got) != 1 {
 		t.Fatalf("the Service must be programmed anyway: %v", got)

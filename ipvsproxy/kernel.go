@@ -128,9 +128,27 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	return view, nil
 }
 
-// sameSetLayout: a set can hold what want holds (bitmap:port has no family).
+// sameSetLayout: a set can hold what want holds (bitmap:port has no family
+// and holds every port). A hash set made smaller than --ipset-max-elements
+// (by an older run, or kube-proxy's 65,536 under a larger flag) would refuse
+// entries that the capacity check (limits.go) admitted, so it is replaced
+// like a set of the wrong type; a larger one is kept.
 func sameSetLayout(have, want ipset.Set) bool {
-	return have.Type == want.Type && (want.Type == ipset.BitmapPort || have.Family == want.Family)
+	if have.Type != want.Type {
+		return false
+	}
+	if want.Type == ipset.BitmapPort {
+		return true
+	}
+	return have.Family == want.Family && maxElemOf(have) >= maxElemOf(want)
+}
+
+// maxElemOf is a hash set's maxelem as the kernel applies it.
+func maxElemOf(s ipset.Set) uint32 {
+	if s.MaxElem == 0 {
+		return ipset.DefaultMaxElem
+	}
+	return s.MaxElem
 }
 
 // touchAll marks every object of the view and of the desired state, so a

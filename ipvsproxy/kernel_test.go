@@ -166,7 +166,7 @@ func TestProxierOnRealKernel(t *testing.T) {
 			t.Fatalf("set left: %s", s.Name)
 		}
 	}
-	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+	for _, table := range ownedTables {
 		save, _ := k.IPTables[v1.IPv4Protocol].Save(table)
 		if strings.Contains(string(save), "KUBE-") {
 			t.Fatalf("rules left in %s:\n%s", table, save)

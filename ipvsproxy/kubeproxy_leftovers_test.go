@@ -56,7 +56,7 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 	if err := fk.ipt4.Restore([]byte(kubeProxyIPTablesMode)); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-6-LOAD-BALANCER-LOCAL"} {
+	for _, name := range []string{"KUBE-LOAD-BALANCER-SOURCE-CIDR", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-6-LOAD-BALANCER-LOCAL"} {
 		fam := ipset.IPv4
 		if strings.HasPrefix(name, "KUBE-6-") {
 			fam = ipset.IPv6
@@ -87,13 +87,13 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 		t.Errorf("kubelet's KUBE-FIREWALL removed:\n%s", got)
 	}
 	sets := fk.ipset.Dump()
-	if !strings.Contains(sets, "OTHER-SET") || strings.Contains(sets, "KUBE-HEALTH-CHECK-NODE-PORT") || strings.Contains(sets, "LOCAL") {
+	if !strings.Contains(sets, "OTHER-SET") || strings.Contains(sets, "KUBE-LOAD-BALANCER-SOURCE-CIDR") || strings.Contains(sets, "-LOCAL-TCP") || strings.Contains(sets, "LOAD-BALANCER-LOCAL") {
 		t.Errorf("sets after cleanup:\n%s", sets)
 	}
 	// The daemon's next full sync writes its own state back to what it was.
 	p.needFull = true
 	mustSync(t, p)
-	if got := stripTable(stripChain(fk.ipt4.Dump(), "KUBE-FIREWALL"), "mangle"); got != oursRules {
+	if got := stripChain(fk.ipt4.Dump(), "KUBE-FIREWALL"); got != oursRules {
 		t.Errorf("ipvsproxy's rules after cleanup and a sync:\n%s\nwant\n%s", got, oursRules)
 	}
 	if got := stripSet(fk.ipset.Dump(), "OTHER-SET"); got != oursSets {
@@ -118,17 +118,6 @@ func stripChain(dump, chain string) string {
 		out = append(out, l)
 	}
 	return strings.Join(out, "\n")
-}
-
-// stripTable removes an (empty) table's block from an iptables fake's dump:
-// the leftovers brought a mangle table the fake did not have before.
-func stripTable(dump, table string) string {
-	start := strings.Index(dump, "*"+table+"\n")
-	if start < 0 {
-		return dump
-	}
-	end := strings.Index(dump[start:], "COMMIT\n")
-	return dump[:start] + dump[start+end+len("COMMIT\n"):]
 }
 
 // stripSet removes a set's lines from an ipset fake's dump.

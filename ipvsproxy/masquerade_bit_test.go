@@ -13,7 +13,7 @@ func TestMasqueradeBitInRules(t *testing.T) {
 	cfg := testConfig()
 	cfg.MasqueradeMark = 1 << 13
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		rules := iptablesRules(cfg, family)
+		rules := iptablesRules(cfg, family, newLocalDetector(cfg, family, nil))
 		if strings.Contains(rules, "0x4000") || !strings.Contains(rules, "0x2000/0x2000") {
 			t.Errorf("%s rules with bit 13:\n%s", family, rules)
 		}

@@ -288,7 +288,7 @@ func (p *Proxier) Sync() SyncResult {
 	}
 
 	// Apply: the difference only.
-	r := &reconciler{k: p.kernel, cfg: p.cfg, desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full}
+	r := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full}
 	r.apply(t)
 	r.syncRules(p.appliedRules)
 	r.drain()
@@ -404,7 +404,7 @@ func (p *Proxier) finish(res *SyncResult) {
 		}
 		counted := map[string]bool{}
 		for _, vs := range st.VirtualServers {
-			if vs.LocalOnly && len(vs.RealServers) == 0 {
+			if vs.LocalOnly && (len(vs.RealServers) == 0 || vs.InClusterOnly) {
 				policy := "external"
 				if vs.Kind == KindClusterIP {
 					policy = "internal"

@@ -125,7 +125,10 @@ func TestServiceDeletionRemovesEverythingItOwned(t *testing.T) {
 	}
 }
 
-func TestLocalPolicyWithoutLocalEndpointHasNoRealServerAndNoMark(t *testing.T) {
+// Without a local endpoint the LB keeps the cluster endpoints for in-cluster
+// sources (the rules drop the rest: TestLocalPolicyWithoutLocalEndpoint...
+// in corners_test.go); still no set marks its traffic for masquerade.
+func TestLocalPolicyWithoutLocalEndpointHasClusterEndpointsAndNoMark(t *testing.T) {
 	fk := newFakeKernel()
 	var results []SyncResult
 	p, _ := newTestProxier(t, fk, testConfig())
@@ -135,8 +138,8 @@ func TestLocalPolicyWithoutLocalEndpointHasNoRealServerAndNoMark(t *testing.T) {
 	p.Tracker().SetEndpointSlice(slice(svc, "lb-a", 8080, "10.244.2.7@node2"))
 	mustSync(t, p)
 	lbVS := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("203.0.113.140"), Port: 80}
-	if got := realServers(t, fk, lbVS); len(got) != 0 {
-		t.Fatalf("LB virtual server on a node without local endpoints has %v", got)
+	if got := realServers(t, fk, lbVS); len(got) != 1 || got[ipvs.RealServerKey{Address: netip.MustParseAddr("10.244.2.7"), Port: 8080}] != 1 {
+		t.Fatalf("LB virtual server on a node without local endpoints has %v, want the cluster endpoint", got)
 	}
 	if got := realServers(t, fk, webVSFor("10.96.0.20")); len(got) != 1 {
 		t.Fatalf("cluster IP keeps cluster-wide endpoints, got %v", got)

@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -28,13 +29,16 @@ type writeError struct {
 // object (status.go). It never stops at a failure: every other object is
 // still written, and the failed one is retried on its own backoff.
 type reconciler struct {
-	k        Kernel
-	cfg      Config
-	desired  *desiredState
-	view     *kernelView
-	draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
-	status   *statusTable
-	now      time.Time
+	k   Kernel
+	cfg Config
+	// nodePodCIDRs are this Node's spec.podCIDRs: the rules depend on them
+	// under --detect-local-mode NodeCIDR.
+	nodePodCIDRs []netip.Prefix
+	desired      *desiredState
+	view         *kernelView
+	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
+	status       *statusTable
+	now          time.Time
 	// full is set on a full sync: the view was just read.
 	full bool
 	// t is the sync's touched objects; a virtual server found foreign adds
@@ -50,6 +54,11 @@ type reconciler struct {
 	staleFlows []conntrack.Filter
 	// foundForeign are the keys found taken by someone else while writing.
 	foundForeign []ipvs.VirtualServerKey
+}
+
+// rulesText is the iptables-restore input of family as this sync wants it.
+func (r *reconciler) rulesText(family v1.IPFamily) string {
+	return iptablesRules(r.cfg, family, newLocalDetector(r.cfg, family, r.nodePodCIDRs))
 }
 
 // fail records a failed write. The adapters' errors already name the

@@ -14,12 +14,12 @@ import (
 func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 	for _, family := range r.cfg.Families {
 		ipt := r.k.IPTables[family]
-		text := iptablesRules(r.cfg, family)
+		text := r.rulesText(family)
 		if !r.full && applied[family] == text && !r.rulesDue(family) {
 			continue
 		}
 		ok := true
-		for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+		for _, table := range ownedTables {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s", family, table))
 			want := tableText(text, table)
 			if save, err := ipt.Save(table); err == nil && rulesMatch(save, want, table) {
@@ -36,7 +36,7 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 		}
 		for _, j := range jumpRules() {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.table, j.chain))
-			existed, err := ipt.EnsureRule(j.table, j.chain, j.rule...)
+			existed, err := ipt.EnsureRule(iptables.Prepend, j.table, j.chain, j.rule...)
 			if err != nil {
 				r.failIn(family, id, fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
 				ok = false

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -75,7 +74,7 @@ func (r *reconciler) replaceSet(family v1.IPFamily, have, want ipset.Set) error 
 		return err
 	}
 	delete(r.view.sets, tmp.Name) // not a set the view tracks
-	text := iptablesRules(r.cfg, family)
+	text := r.rulesText(family)
 	if err := r.restoreRules(family, renameSet(text, want.Name, tmp.Name)); err != nil {
 		return fmt.Errorf("point %s rules at ipset %s: %w", family, tmp.Name, err)
 	}
@@ -126,7 +125,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 // restoreRules writes both tables of one family's rules text.
 func (r *reconciler) restoreRules(family v1.IPFamily, text string) error {
 	ipt := r.k.IPTables[family]
-	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+	for _, table := range ownedTables {
 		r.writes++
 		if err := ipt.Restore([]byte(tableText(text, table))); err != nil {
 			return fmt.Errorf("restore %s %s rules: %w", family, table, err)

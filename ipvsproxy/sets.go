@@ -18,11 +18,20 @@ const (
 	setNodePortUDP  = "KUBE-NODE-PORT-UDP"          // Cluster-policy UDP node ports: SNAT
 	setNodePortSCTP = "KUBE-NODE-PORT-SCTP-HASH"    // node IP,sctp:port of Cluster-policy SCTP node ports
 	setLoopBack     = "KUBE-LOOP-BACK"              // endpoint IP,proto:port,endpoint IP: hairpin SNAT
-	setIPVSServices = "KUBE-IPVS-SERVICES"          // every IP,proto:port with a virtual server on kube-ipvs0
+	setIPVSServices = "KUBE-IPVS-SERVICES"          // every service address,proto:port with a virtual server (not node ports)
 	setIPVSIPs      = "KUBE-IPVS-IPS"               // every address bound on kube-ipvs0
 	setLBFirewall   = "KUBE-LOAD-BALANCER-FW"       // LB IP,proto:port that has loadBalancerSourceRanges
 	setLBSourceCIDR = "KUBE-LOAD-BALANCER-SRC-CIDR" // LB IP,proto:port,allowed source CIDR
-	setOwned        = "KUBE-IPVS-OWNED"             // IP,proto:port of every virtual server the proxier created (ownership.go)
+	// LB IP,proto:port with source ranges that hold no node address: node
+	// and hostNetwork processes may not use it (kubernetes#119656).
+	setLBNoNodeAccess = "KUBE-LOAD-BALANCER-NO-NODE"
+	// External address,proto:port of a Local-policy Service with no endpoint
+	// on this node: only in-cluster sources may use it (they get the cluster
+	// endpoints, kubernetes#97081); other sources are dropped.
+	setLocalNoEndpoints = "KUBE-LOCAL-NO-ENDPOINTS"
+	setNodePorts        = "KUBE-IPVS-NODE-PORTS"        // node IP,proto:port of every NodePort virtual server
+	setHealthCheckPorts = "KUBE-HEALTH-CHECK-NODE-PORT" // health check node ports (any address)
+	setOwned            = "KUBE-IPVS-OWNED"             // IP,proto:port of every virtual server the proxier created (ownership.go)
 )
 
 // setSpec is one owned set, with its purpose as the comment.
@@ -40,10 +49,14 @@ var setSpecs = []setSpec{
 	{setNodePortUDP, ipset.BitmapPort, "UDP node ports of Cluster-policy Services, masqueraded"},
 	{setNodePortSCTP, ipset.HashIPPort, "SCTP node IP + port of Cluster-policy Services, masqueraded"},
 	{setLoopBack, ipset.HashIPPortIP, "endpoint reaching itself through its Service (hairpin), masqueraded"},
-	{setIPVSServices, ipset.HashIPPort, "address + port of every virtual server on kube-ipvs0"},
+	{setIPVSServices, ipset.HashIPPort, "address + port of every virtual server but node ports"},
 	{setIPVSIPs, ipset.HashIP, "addresses bound on kube-ipvs0"},
 	{setLBFirewall, ipset.HashIPPort, "load balancer IP + port with loadBalancerSourceRanges"},
 	{setLBSourceCIDR, ipset.HashIPPortNet, "load balancer IP + port + allowed source range"},
+	{setLBNoNodeAccess, ipset.HashIPPort, "load balancer IP + port whose source ranges hold no node address"},
+	{setLocalNoEndpoints, ipset.HashIPPort, "Local-policy address + port without local endpoints: in-cluster sources only"},
+	{setNodePorts, ipset.HashIPPort, "node IP + port of every NodePort virtual server"},
+	{setHealthCheckPorts, ipset.BitmapPort, "health check node ports"},
 	// The ownership record, not a desired state: no rule matches it.
 	{setOwned, ipset.HashIPPort, "virtual servers ipvsproxy created"},
 }

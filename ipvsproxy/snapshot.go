@@ -39,6 +39,8 @@ type SnapshotNode struct {
 	Zone string `json:"zone,omitempty"`
 	// Addresses are the node's own addresses (not kube-ipvs0's).
 	Addresses []netip.Addr `json:"addresses"`
+	// PodCIDRs are the Node's spec.podCIDRs (--detect-local-mode NodeCIDR).
+	PodCIDRs []netip.Prefix `json:"podCIDRs,omitempty"`
 }
 
 // DesiredVirtualServer is one virtual server with the Service port it serves.
@@ -51,6 +53,9 @@ type DesiredVirtualServer struct {
 	Kind string `json:"kind"`
 	// LocalOnly: only this node's endpoints serve it (a Local policy).
 	LocalOnly bool `json:"localOnly"`
+	// InClusterOnly: a Local policy without an endpoint here; in-cluster
+	// sources get the cluster endpoints, other sources are dropped.
+	InClusterOnly bool `json:"inClusterOnly,omitempty"`
 	// TopologyHints: the endpoints were narrowed by topology hints for this
 	// node or its zone.
 	TopologyHints bool                `json:"topologyHints"`
@@ -105,7 +110,7 @@ func (p *Proxier) Snapshot() Snapshot {
 	node := p.nodeInfo()
 	s := Snapshot{
 		Taken:          p.now(),
-		Node:           SnapshotNode{Name: node.Name, Zone: node.Zone, Addresses: slices.Clone(node.Addresses)},
+		Node:           SnapshotNode{Name: node.Name, Zone: node.Zone, Addresses: slices.Clone(node.Addresses), PodCIDRs: slices.Clone(node.PodCIDRs)},
 		Config:         p.cfg,
 		VirtualServers: []DesiredVirtualServer{},
 		Addresses:      []netip.Addr{},
@@ -189,9 +194,9 @@ func desiredVirtualServer(vs *VirtualServerState, c endpointConditions) DesiredV
 	pk := portKey{name: vs.Port.Port, protocol: vs.Port.Protocol}
 	out := DesiredVirtualServer{
 		VirtualServer: vs.VirtualServer, Service: vs.Port.NamespacedName.String(), PortName: vs.Port.Port,
-		Kind: vs.Kind, LocalOnly: vs.LocalOnly,
+		Kind: vs.Kind, LocalOnly: vs.LocalOnly, InClusterOnly: vs.InClusterOnly,
 		// Hints narrow cluster endpoints only; local ones are this node's anyway.
-		TopologyHints: !vs.LocalOnly && c.topology[pk],
+		TopologyHints: (!vs.LocalOnly || vs.InClusterOnly) && c.topology[pk],
 		RealServers:   []DesiredRealServer{},
 	}
 	for _, rs := range vs.RealServers {

@@ -22,13 +22,17 @@ import (
 // netfilter order of IPVS NAT mode:
 //
 //	from elsewhere: nat PREROUTING → route → filter INPUT → IPVS (LOCAL_IN) → nat POSTROUTING
-//	from this node: nat OUTPUT → IPVS (LOCAL_OUT) → nat POSTROUTING
+//	from this node: mangle OUTPUT → nat OUTPUT → IPVS (LOCAL_OUT) → nat POSTROUTING
 
 // Packet is what is traced.
 type Packet struct {
 	Source      netip.Addr
 	Destination netip.AddrPort
 	Protocol    ipvs.Protocol
+	// InInterface is the interface a packet from elsewhere came in on, for
+	// --detect-local-mode BridgeInterface and InterfaceNamePrefix ("" when
+	// unknown: then no interface rule takes it for pod traffic).
+	InInterface string
 }
 
 func (p Packet) String() string {
@@ -100,6 +104,12 @@ func (s Snapshot) Trace(pkt Packet) Trace {
 	st := &packetState{pkt: pkt, dst: pkt.Destination, ctx: tc}
 	t.FromNode = tc.isNodeAddress(pkt.Source)
 
+	if t.FromNode {
+		if target := tc.walk(&t, st, iptablesTableMangle, chainIPVSOutFilter); target == "DROP" {
+			t.Verdict, t.Reason = VerdictDropped, chainIPVSOutFilter+" drops it: "+t.Steps[len(t.Steps)-1].Effect
+			return t
+		}
+	}
 	// nat PREROUTING or OUTPUT → KUBE-SERVICES.
 	tc.walk(&t, st, iptablesTableNAT, chainServices)
 	local := tc.isLocal(pkt.Destination.Addr())
@@ -206,7 +216,7 @@ func newTraceContext(s Snapshot, family v1.IPFamily) *traceContext {
 	for i := range s.VirtualServers {
 		tc.virtualServers[s.VirtualServers[i].VirtualServerKey] = &s.VirtualServers[i]
 	}
-	tc.rules = traceRules(s.Config, family)
+	tc.rules = traceRules(s.Config, family, newLocalDetector(s.Config, family, s.Node.PodCIDRs))
 	return tc
 }
 

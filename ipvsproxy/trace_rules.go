@@ -2,7 +2,6 @@ package ipvsproxy
 
 import (
 	"fmt"
-	"net/netip"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -18,6 +17,7 @@ import (
 const (
 	iptablesTableNAT    = string(iptables.TableNAT)
 	iptablesTableFilter = string(iptables.TableFilter)
+	iptablesTableMangle = string(iptables.TableMangle)
 )
 
 // traceRule is one iptables rule as the tracer evaluates it.
@@ -37,9 +37,9 @@ type traceRule struct {
 	apply func(st *packetState, effect string)
 }
 
-// traceRules are the rules of iptablesRules(cfg, family), keyed by
+// traceRules are the rules of iptablesRules(cfg, family, local), keyed by
 // "table chain".
-func traceRules(cfg Config, family v1.IPFamily) map[string][]traceRule {
+func traceRules(cfg Config, family v1.IPFamily, local localDetector) map[string][]traceRule {
 	set := func(base string) string { return setName(base, family) }
 	mark := fmt.Sprintf("%#x", cfg.MasqueradeMark)
 	inSet := func(base string) func(st *packetState) bool {
@@ -58,32 +58,43 @@ func traceRules(cfg Config, family v1.IPFamily) map[string][]traceRule {
 	}
 
 	// nat KUBE-SERVICES
-	if cfg.MasqueradeAll {
+	fromPod := func(st *packetState) bool { return local.fromPod(st.pkt.Source, st.pkt.InInterface) }
+	switch {
+	case cfg.MasqueradeAll:
 		add(iptablesTableNAT, chainServices, traceRule{
 			text:  fmt.Sprintf("-m set --match-set %s dst,dst -j %s", set(setClusterIP), chainMarkMasq),
 			match: inSet(setClusterIP), target: chainMarkMasq, apply: markedBy,
 			effect: "a cluster IP, and --masquerade-all masquerades all cluster IP traffic",
 		})
-	} else if cidr, ok := firstCIDR(cfg, family); ok {
-		pod := firstPrefix(cfg, family)
+	case local.implemented():
 		add(iptablesTableNAT, chainServices, traceRule{
-			text: fmt.Sprintf("! -s %s -m set --match-set %s dst,dst -j %s", cidr, set(setClusterIP), chainMarkMasq),
+			text: fmt.Sprintf("%s-m set --match-set %s dst,dst -j %s", ruleMatch(local.ifNotLocal), set(setClusterIP), chainMarkMasq),
 			match: func(st *packetState) bool {
-				return !pod.Contains(st.pkt.Source) && st.ctx.inSet(setClusterIP, st.ipPort())
+				return !fromPod(st) && st.ctx.inSet(setClusterIP, st.ipPort())
 			}, target: chainMarkMasq, apply: markedBy,
 			describe: func(st *packetState) string {
-				return fmt.Sprintf("a cluster IP from %s, outside the cluster CIDR %s: masqueraded so the reply comes back through this node", st.pkt.Source, cidr)
+				return fmt.Sprintf("a cluster IP from %s, not pod traffic (pods are %s): masqueraded so the reply comes back through this node", st.pkt.Source, local)
+			},
+		})
+	default:
+		add(iptablesTableNAT, chainServices, traceRule{
+			text: fmt.Sprintf("-m set --match-set %s src,dst -j %s", set(setClusterIP), chainMarkMasq),
+			match: func(st *packetState) bool {
+				return st.ctx.inSet(setClusterIP, ipset.Entry{IP: st.pkt.Source, Protocol: protocolName(st.pkt.Protocol), Port: st.dst.Port()})
+			}, target: chainMarkMasq, apply: markedBy,
+			describe: func(st *packetState) string {
+				return fmt.Sprintf("sent from the service address %s to a service port, with no way to tell pod traffic: masqueraded (kube-proxy's fallback)", st.pkt.Source)
 			},
 		})
 	}
 	add(iptablesTableNAT, chainServices, traceRule{
-		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j RETURN", set(setClusterIP)),
-		match: inSet(setClusterIP), target: "RETURN", apply: passesUnmarked,
+		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j ACCEPT", set(setClusterIP)),
+		match: inSet(setClusterIP), target: "ACCEPT", apply: passesUnmarked,
 		describe: func(st *packetState) string {
 			if st.marked {
-				return "a cluster IP: no further marking rule"
+				return "a cluster IP: accepted for IPVS, no further nat rule"
 			}
-			return fmt.Sprintf("a cluster IP from %s inside the cluster CIDR: not masqueraded, the endpoint sees the client's address", st.pkt.Source)
+			return fmt.Sprintf("a cluster IP from pod traffic (%s): not masqueraded, the endpoint sees the client's address", st.pkt.Source)
 		},
 	})
 	add(iptablesTableNAT, chainServices, traceRule{
@@ -97,11 +108,16 @@ func traceRules(cfg Config, family v1.IPFamily) map[string][]traceRule {
 		effect: "a load balancer IP of a Service with externalTrafficPolicy Cluster: masqueraded, the endpoint may be on another node",
 	})
 	add(iptablesTableNAT, chainServices, traceRule{
-		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j RETURN", set(setIPVSServices)),
-		match: inSet(setIPVSServices), target: "RETURN", apply: passesUnmarked,
+		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j %s", set(setLocalNoEndpoints), chainMarkMasq),
+		match: inSet(setLocalNoEndpoints), target: chainMarkMasq, apply: markedBy,
+		effect: "traffic policy Local without an endpoint on this node: an in-cluster source reaches another node's endpoint, masqueraded so the reply comes back here (kubernetes#97081)",
+	})
+	add(iptablesTableNAT, chainServices, traceRule{
+		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j ACCEPT", set(setIPVSServices)),
+		match: inSet(setIPVSServices), target: "ACCEPT", apply: passesUnmarked,
 		describe: func(st *packetState) string {
 			if st.marked {
-				return "a service address and port: no further marking rule"
+				return "a service address and port: accepted for IPVS, no further nat rule"
 			}
 			return "a service address of a Service with traffic policy Local (in no marking set): not masqueraded, the endpoint sees the client's address"
 		},
@@ -110,6 +126,16 @@ func traceRules(cfg Config, family v1.IPFamily) map[string][]traceRule {
 		text:  fmt.Sprintf("-m addrtype --dst-type LOCAL -j %s", chainNodePort),
 		match: func(st *packetState) bool { return st.ctx.isLocal(st.dst.Addr()) }, target: chainNodePort,
 		effect: "addressed to this node: the node port rules decide",
+	})
+	add(iptablesTableNAT, chainServices, traceRule{
+		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j ACCEPT", set(setNodePorts)),
+		match: inSet(setNodePorts), target: "ACCEPT", apply: passesUnmarked,
+		describe: func(st *packetState) string {
+			if st.marked {
+				return "a node port: accepted for IPVS, no further nat rule"
+			}
+			return "a node port of a Service with externalTrafficPolicy Local: not masqueraded, the endpoint sees the client's address"
+		},
 	})
 
 	// nat KUBE-NODE-PORT
@@ -175,9 +201,32 @@ func traceRules(cfg Config, family v1.IPFamily) map[string][]traceRule {
 		},
 	})
 	add(iptablesTableFilter, chainIPVSFilter, traceRule{
-		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j RETURN", set(setIPVSServices)),
-		match: inSet(setIPVSServices), target: "RETURN",
-		effect: "a virtual server's address and port: passes the filter",
+		text: fmt.Sprintf("%s-m set --match-set %s dst,dst -j DROP", ruleMatch(local.ifNotLocal), set(setLocalNoEndpoints)),
+		match: func(st *packetState) bool {
+			return !fromPod(st) && st.ctx.inSet(setLocalNoEndpoints, st.ipPort())
+		},
+		target: "DROP",
+		describe: func(st *packetState) string {
+			return fmt.Sprintf("%s has traffic policy Local and no endpoint on this node, and %s is not in-cluster traffic (pods are %s): dropped silently, as the Kubernetes docs say", st.dst, st.pkt.Source, local)
+		},
+	})
+	add(iptablesTableFilter, chainIPVSFilter, traceRule{
+		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j ACCEPT", set(setIPVSServices)),
+		match: inSet(setIPVSServices), target: "ACCEPT",
+		effect: "a virtual server's address and port: accepted, whatever the host firewall says later",
+	})
+	add(iptablesTableFilter, chainIPVSFilter, traceRule{
+		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j ACCEPT", set(setNodePorts)),
+		match: inSet(setNodePorts), target: "ACCEPT",
+		effect: "a node port's virtual server: accepted, whatever the host firewall says later",
+	})
+	add(iptablesTableFilter, chainIPVSFilter, traceRule{
+		text: fmt.Sprintf("-p tcp -m set --match-set %s dst -j ACCEPT", set(setHealthCheckPorts)),
+		match: func(st *packetState) bool {
+			return protocolName(st.pkt.Protocol) == "tcp" && st.ctx.inSet(setHealthCheckPorts, ipset.Entry{Port: st.dst.Port()})
+		},
+		target: "ACCEPT",
+		effect: "a health check node port: probes are answered on every address, the LB IP included (kubernetes#117723)",
 	})
 	reject := "icmp-port-unreachable"
 	if family == v1.IPv6Protocol {
@@ -206,6 +255,14 @@ func traceRules(cfg Config, family v1.IPFamily) map[string][]traceRule {
 		match: func(*packetState) bool { return false }, target: "ACCEPT",
 		effect: "replies of tracked connections are forwarded despite a DROP policy",
 	})
+
+	// mangle KUBE-IPVS-OUT-FILTER (OUTPUT, before IPVS takes the node's
+	// own packets)
+	add(iptablesTableMangle, chainIPVSOutFilter, traceRule{
+		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j DROP", set(setLBNoNodeAccess)),
+		match: inSet(setLBNoNodeAccess), target: "DROP",
+		effect: "the load balancer's source ranges hold no address of this node, so its own processes may not use it (kubernetes#119656)",
+	})
 	return rules
 }
 
@@ -219,14 +276,4 @@ func (tc *traceContext) sourceAllowed(st *packetState) bool {
 		}
 	}
 	return false
-}
-
-// firstPrefix is the prefix firstCIDR names.
-func firstPrefix(cfg Config, family v1.IPFamily) netip.Prefix {
-	for _, p := range cfg.ClusterCIDRs {
-		if p.Addr().Is4() == (family == v1.IPv4Protocol) {
-			return p.Masked()
-		}
-	}
-	return netip.Prefix{}
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
@@ -21,6 +20,13 @@ func TestTracerModelsEveryRule(t *testing.T) {
 	dual := testConfig()
 	dual.ClusterCIDRs = append(dual.ClusterCIDRs, netip.MustParsePrefix("fd00:10:244::/56"))
 	dual.MasqueradeMark = 0x8000
+	nodeCIDR := testConfig()
+	nodeCIDR.DetectLocalMode = DetectLocalNodeCIDR
+	bridge := testConfig()
+	bridge.DetectLocalMode, bridge.PodBridgeInterface = DetectLocalBridgeInterface, "cbr0"
+	prefix := testConfig()
+	prefix.DetectLocalMode, prefix.PodInterfaceNamePrefix = DetectLocalInterfaceNamePrefix, "veth"
+	podCIDRs := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}
 	for _, c := range []struct {
 		name   string
 		cfg    Config
@@ -30,11 +36,16 @@ func TestTracerModelsEveryRule(t *testing.T) {
 		{"ipv6 without cluster CIDR", noCIDR, v1.IPv6Protocol},
 		{"ipv4 masquerade-all", all, v1.IPv4Protocol},
 		{"ipv6 with cluster CIDR and another mark", dual, v1.IPv6Protocol},
+		{"ipv4 node CIDR", nodeCIDR, v1.IPv4Protocol},
+		{"ipv6 node CIDR not known", nodeCIDR, v1.IPv6Protocol},
+		{"ipv4 bridge interface", bridge, v1.IPv4Protocol},
+		{"ipv4 interface name prefix", prefix, v1.IPv4Protocol},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			text := iptablesRules(c.cfg, c.family)
-			traced := traceRules(c.cfg, c.family)
-			for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+			local := newLocalDetector(c.cfg, c.family, podCIDRs)
+			text := iptablesRules(c.cfg, c.family, local)
+			traced := traceRules(c.cfg, c.family, local)
+			for _, table := range ownedTables {
 				for _, chain := range ownedChains[table] {
 					var want, got []string
 					for _, line := range strings.Split(tableText(text, table), "\n") {
@@ -109,17 +120,17 @@ func TestTraceVerdicts(t *testing.T) {
 		reason         string // a substring of the reason or of a real server's masquerade reason
 	}{
 		{"ClusterIP from a pod keeps the pod's address", "10.244.1.20", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
-			"10.244.1.5:8080 not masqueraded, 10.244.2.7:8080 not masqueraded", "inside the cluster CIDR"},
+			"10.244.1.5:8080 not masqueraded, 10.244.2.7:8080 not masqueraded", "from pod traffic"},
 		{"ClusterIP from the node is masqueraded", "198.51.100.1", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
-			"10.244.1.5:8080 masqueraded, 10.244.2.7:8080 masqueraded", "outside the cluster CIDR"},
+			"10.244.1.5:8080 masqueraded, 10.244.2.7:8080 masqueraded", "not pod traffic"},
 		{"an endpoint reaching itself is masqueraded (hairpin)", "10.244.1.5", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
 			"10.244.1.5:8080 masqueraded, 10.244.2.7:8080 not masqueraded", "hairpin"},
-		{"Local NodePort from outside on the node without endpoints", "198.51.100.79", "198.51.100.1:30080", ipvs.TCP, VerdictDropped,
-			"", "has no real server on this node (traffic policy Local"},
+		{"Local NodePort from outside on the node without endpoints is dropped silently", "198.51.100.79", "198.51.100.1:30080", ipvs.TCP, VerdictDropped,
+			"", "dropped silently"},
 		{"Cluster NodePort from outside is masqueraded", "198.51.100.79", "198.51.100.1:30081", ipvs.TCP, VerdictLoadBalanced,
 			"10.244.2.7:8080 masqueraded", "node port of a Service with externalTrafficPolicy Cluster"},
-		{"source-ranged LB from the node itself: IPVS takes it at LOCAL_OUT, before the filter", "198.51.100.1", "203.0.113.140:80", ipvs.TCP, VerdictLoadBalanced,
-			"10.244.1.5:8080 masqueraded", "load balancer IP"},
+		{"source-ranged LB from the node itself, outside the ranges: dropped in mangle OUTPUT before IPVS's LOCAL_OUT", "198.51.100.1", "203.0.113.140:80", ipvs.TCP, VerdictDropped,
+			"", "kubernetes#119656"},
 		{"source-ranged LB from a client outside the ranges", "192.0.2.7", "203.0.113.140:80", ipvs.TCP, VerdictDropped,
 			"", "outside them"},
 		{"source-ranged LB from an allowed client", "198.51.100.79", "203.0.113.140:80", ipvs.TCP, VerdictLoadBalanced,

@@ -91,7 +91,7 @@ func TestCleanupKubeProxyLeftoversInNamespace(t *testing.T) {
 		}
 		return string(out)
 	}
-	sh(`ipset create KUBE-CLUSTER-IP hash:ip,port; ipset create KUBE-HEALTH-CHECK-NODE-PORT bitmap:port range 0-65535
+	sh(`ipset create KUBE-CLUSTER-IP hash:ip,port; ipset create KUBE-LOAD-BALANCER-SOURCE-IP hash:ip,port,ip
 ipset create KUBE-NODE-PORT-LOCAL-TCP bitmap:port range 0-65535; ipset create OTHER-SET hash:ip
 iptables-restore --noflush <<'EOF2'
 *nat
@@ -148,7 +148,7 @@ EOF2`)
 			t.Errorf("%s left:\n%s\ncleanup said:\n%s", gone, rules, out)
 		}
 	}
-	for _, gone := range []string{"KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-NODE-PORT-LOCAL-TCP"} {
+	for _, gone := range []string{"KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-NODE-PORT-LOCAL-TCP"} {
 		if strings.Contains(sets, gone) {
 			t.Errorf("ipset %s left:\n%s", gone, sets)
 		}

@@ -94,9 +94,9 @@ var configFields = []configField{
 	{"winkernel.enableDSR", "", func(k *kpc) string { return onOrUnset(k.Winkernel.EnableDSR) }, "Windows only"},
 	{"winkernel.rootHnsEndpointName", "", func(k *kpc) string { return k.Winkernel.RootHnsEndpointName }, "Windows only"},
 	{"winkernel.forwardHealthCheckVip", "", func(k *kpc) string { return onOrUnset(k.Winkernel.ForwardHealthCheckVip) }, "Windows only"},
-	{"detectLocalMode", "", func(k *kpc) string { return notClusterCIDR(string(k.DetectLocalMode)) }, "ipvsproxy tells local traffic by clusterCIDR only"},
-	{"detectLocal.bridgeInterface", "", func(k *kpc) string { return k.DetectLocal.BridgeInterface }, "ipvsproxy tells local traffic by clusterCIDR only"},
-	{"detectLocal.interfaceNamePrefix", "", func(k *kpc) string { return k.DetectLocal.InterfaceNamePrefix }, "ipvsproxy tells local traffic by clusterCIDR only"},
+	{"detectLocalMode", "detect-local-mode", func(k *kpc) string { return string(k.DetectLocalMode) }, ""},
+	{"detectLocal.bridgeInterface", "pod-bridge-interface", func(k *kpc) string { return k.DetectLocal.BridgeInterface }, ""},
+	{"detectLocal.interfaceNamePrefix", "pod-interface-name-prefix", func(k *kpc) string { return k.DetectLocal.InterfaceNamePrefix }, ""},
 	{"clusterCIDR", "cluster-cidr", func(k *kpc) string { return k.ClusterCIDR }, ""},
 	{"nodePortAddresses", "nodeport-addresses", func(k *kpc) string { return strings.Join(k.NodePortAddresses, ",") }, ""},
 	{"oomScoreAdj", "oom-score-adj", func(k *kpc) string { return ptrInt(k.OOMScoreAdj) }, ""},
@@ -326,13 +326,6 @@ func specificAddress(a string) string {
 		return ""
 	}
 	return a
-}
-
-func notClusterCIDR(mode string) string {
-	if mode == "" || mode == "ClusterCIDR" {
-		return ""
-	}
-	return mode
 }
 
 // withPort applies kube-proxy's defaulting of healthzBindAddress and

@@ -130,6 +130,8 @@ func TestCustomisedConfigFieldByField(t *testing.T) {
 		{"clientConnection.burst", p.flags["kube-api-burst"], "40"},
 		{"enableProfiling", p.flags["profiling"], "true"},
 		{"bindAddressHardFail", p.flags["bind-address-hard-fail"], "true"},
+		{"detectLocalMode", c.DetectLocalMode, ipvsproxy.LocalDetectMode("InterfaceNamePrefix")},
+		{"detectLocal.interfaceNamePrefix", c.PodInterfaceNamePrefix, "veth"},
 		// kube-proxy appends the default port to a bare address.
 		{"healthzBindAddress", p.flags["healthz-bind-address"], "0.0.0.0:10256"},
 		{"metricsBindAddress", p.flags["metrics-bind-address"], "0.0.0.0:10249"},
@@ -147,8 +149,6 @@ func TestCustomisedConfigFieldByField(t *testing.T) {
 	}
 	wantIgnored := []string{
 		"configSyncPeriod=10m0s",
-		"detectLocal.interfaceNamePrefix=veth",
-		"detectLocalMode=InterfaceNamePrefix",
 		"winkernel.enableDSR=true",
 	}
 	var gotIgnored []string

@@ -37,6 +37,9 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges (the API server's --service-cluster-ip-range), comma-separated; no external IP may lie in them"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
 		&cli.StringFlag{Name: "config", EnvVars: envOf("config"), Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, kubeadm's config.conf); flags given explicitly override it, and a change restarts the daemon"},
+		&cli.StringFlag{Name: "detect-local-mode", EnvVars: envOf("detect-local-mode"), Usage: "how pod traffic is recognised: ClusterCIDR (empty: the default), NodeCIDR (the Node's spec.podCIDRs), BridgeInterface or InterfaceNamePrefix; without a way to tell, the node's traffic from service addresses is masqueraded"},
+		&cli.StringFlag{Name: "pod-bridge-interface", EnvVars: envOf("pod-bridge-interface"), Usage: "the pods' bridge, for --detect-local-mode BridgeInterface"},
+		&cli.StringFlag{Name: "pod-interface-name-prefix", EnvVars: envOf("pod-interface-name-prefix"), Usage: "the prefix of the pods' interfaces, for --detect-local-mode InterfaceNamePrefix"},
 	}
 }
 
@@ -102,6 +105,9 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		return cfg, err
 	}
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
+	cfg.DetectLocalMode = ipvsproxy.LocalDetectMode(c.String("detect-local-mode"))
+	cfg.PodBridgeInterface = c.String("pod-bridge-interface")
+	cfg.PodInterfaceNamePrefix = c.String("pod-interface-name-prefix")
 	if c.IsSet("ipvs-scheduler") || c.String("ipvs-scheduler") != "" { // cleanup has no such flag
 		cfg.Scheduler = c.String("ipvs-scheduler")
 	}

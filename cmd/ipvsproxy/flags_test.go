@@ -67,6 +67,20 @@ func TestFlagsParse(t *testing.T) {
 	}
 }
 
+func TestDetectLocalFlags(t *testing.T) {
+	cfg, err := parse(t, "--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=cali")
+	if err != nil || cfg.DetectLocalMode != ipvsproxy.DetectLocalInterfaceNamePrefix || cfg.PodInterfaceNamePrefix != "cali" {
+		t.Fatalf("got %q %q, %v", cfg.DetectLocalMode, cfg.PodInterfaceNamePrefix, err)
+	}
+	cfg, err = parse(t, "--detect-local-mode=BridgeInterface", "--pod-bridge-interface=cbr0")
+	if err != nil || cfg.DetectLocalMode != ipvsproxy.DetectLocalBridgeInterface || cfg.PodBridgeInterface != "cbr0" {
+		t.Fatalf("got %q %q, %v", cfg.DetectLocalMode, cfg.PodBridgeInterface, err)
+	}
+	if _, err := parse(t, "--detect-local-mode=BridgeInterface"); err == nil || !strings.Contains(err.Error(), "pod bridge interface") {
+		t.Fatalf("BridgeInterface without a bridge: %v", err)
+	}
+}
+
 func TestBadFlagsAreClearErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string

@@ -46,8 +46,9 @@ scenario_3() {
 	info=$(kc patch-etp nodeport Local) || { verdict 3 "NodePort Local" false; return; }
 	show - "e2ectl patch-etp nodeport Local  # kubectl patch svc nodeport -p '{\"spec\":{\"externalTrafficPolicy\":\"Local\"}}'" \
 		"$(grep -E '^EXTERNAL_TRAFFIC_POLICY=' <<<"$info")"
-	# node2 has no local endpoint: its virtual server stays, with no real server.
-	wait_real_servers node2 tcp "$node2_addr:$node_port" ""
+	# node2 has no local endpoint: its virtual server keeps the cluster endpoint for in-cluster
+	# sources only; outsiders are dropped (KUBE-LOCAL-NO-ENDPOINTS, issue 14).
+	wait_until 30 bash -c "ip netns exec node2 ipset test KUBE-LOCAL-NO-ENDPOINTS $node2_addr,tcp:$node_port 2>/dev/null"
 	ask client "for node in $node1_addr $node2_addr; do curl --connect-timeout 1 --max-time 3 -s \$node:$node_port | grep -i client_address; done"
 	local all=$answer
 	ask client "curl --connect-timeout 1 --max-time 3 -s $node2_addr:$node_port | grep -i client_address"

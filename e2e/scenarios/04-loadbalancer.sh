@@ -44,8 +44,9 @@ scenario_5() {
 	info=$(kc patch-etp loadbalancer Local) || { verdict 5 "LoadBalancer Local" false; return; }
 	hc_port=$(field HEALTH_CHECK_NODE_PORT "$info")
 	show - "e2ectl patch-etp loadbalancer Local | grep HEALTH_CHECK_NODE_PORT" "HEALTH_CHECK_NODE_PORT=$hc_port"
-	# node2 loses its real server once the proxier saw the change; its health check follows.
-	wait_real_servers node2 tcp "$vip:80" ""
+	# node2 has no local endpoint once the proxier saw the change: outsiders are dropped there
+	# (KUBE-LOCAL-NO-ENDPOINTS, issue 14) and its health check says 503.
+	wait_until 30 bash -c "ip netns exec node2 ipset test KUBE-LOCAL-NO-ENDPOINTS $vip,tcp:80 2>/dev/null"
 	wait_until 30 bash -c "[[ \$(ip netns exec node2 curl -s -o /dev/null -w '%{http_code}' --max-time 2 localhost:$hc_port/healthz) == 503 ]]"
 	ask node1 "curl -s -w ' %{http_code}' localhost:$hc_port/healthz"
 	local h1=$answer

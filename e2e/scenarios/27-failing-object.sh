@@ -1,12 +1,11 @@
 # 27-failing-object.sh — issue 8 item 1: one kernel object that keeps failing costs its own
-# retries and nothing else. Service "bad27" has loadBalancerSourceRanges [0.0.0.0/0]: the
-# builder of this branch emits a KUBE-LOAD-BALANCER-SRC-CIDR member with a /0 net, which the
-# kernel refuses (hash:ip,port,net takes no zero-length prefix; the ipset adapter refuses it
-# before the request, as the kernel would). Issue 14 item 3 fixes the builder, after which this
-# Service stops failing: then pick another trigger. While it fails,
-# on node1: the failure is one object in ipvsproxy_kernel_objects_failing and a SyncFailed
-# Event on bad27; a new Service is programmed at once by a partial sync; over 25 s (more than
-# two sync periods) syncs are not all full and /healthz stays 200.
+# retries and nothing else. Service "bad27" has one endpoint, 198.51.100.255: a valid IPv4
+# address to the API server and the builder, but the broadcast address of node1's subnet, so
+# node1's IPVS refuses the real server (ip_vs_new_dest wants RTN_UNICAST or RTN_LOCAL) — a
+# refusal only the kernel's routing table can tell. While it fails, on node1: the failure is
+# one object in ipvsproxy_kernel_objects_failing and a SyncFailed Event on bad27; a new
+# Service is programmed at once by a partial sync; over 25 s (more than two sync periods)
+# syncs are not all full and /healthz stays 200.
 
 scenario_27() {
 	heading "One failing object costs nothing else"
@@ -16,14 +15,12 @@ apiVersion: v1
 kind: Service
 metadata: {name: bad27}
 spec:
-  type: LoadBalancer
-  loadBalancerSourceRanges: [0.0.0.0/0]
+  type: ClusterIP
   ports: [{port: 80, targetPort: 8080, protocol: TCP}]
 YAML
-	kc set-endpoints bad27 "$(pod_ip web)@node1" || { verdict 27 "failing object: endpoints" false; return; }
-	set_lb_ingress bad27 203.0.113.27 || { verdict 27 "failing object: status" false; return; }
+	kc set-endpoints bad27 "198.51.100.255@node2" || { verdict 27 "failing object: endpoints" false; return; }
 	wait_until 30 objects_failing node1 ||
-		why+=("node1 reports no failing ipset object")
+		why+=("node1 reports no failing object")
 	ask node1 "curl -s --max-time 5 http://127.0.0.1:10249/metrics | grep '^ipvsproxy_kernel_objects_failing'"
 	t0=$SECONDS
 	full0=$(metric node1 ipvsproxy_sync_full_total) partial0=$(metric node1 ipvsproxy_sync_partial_total)
@@ -56,7 +53,7 @@ YAML
 	ask - "events_for bad27 | grep SyncFailed | head -n 1"
 	kc delete-service bad27 >/dev/null
 	kc delete-service good27 >/dev/null
-	verdict 27 "failing object: bad27's refused member is one failing object with a SyncFailed Event; good27 programmed by a partial sync; /healthz 200; no extra full sync" \
+	verdict 27 "failing object: bad27's refused real server is one failing object with a SyncFailed Event; good27 programmed by a partial sync; /healthz 200; no extra full sync" \
 		no_failures "${why[@]}"
 }
 
