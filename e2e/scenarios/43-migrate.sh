@@ -3,8 +3,9 @@
 # ipvsproxy.io/proxy; relabelling node1 moves it from one to the other (no DaemonSet controller
 # runs here: `e2ectl daemonsets-for` says which DaemonSets would run a pod on the node). node1
 # carries kube-proxy's iptables-mode leftovers, whose "has no endpoints" REJECT refuses the
-# NodePort even under a running ipvsproxy; the init container's command removes them, ipvsproxy
-# starts and serves; the command again (a pod restart) changes nothing. Rollback: the rollback
+# node's own connections to the cluster IP (filter OUTPUT); the init container's command removes
+# them, ipvsproxy starts and serves the cluster IP and the NodePort; the command again (a pod
+# restart) changes nothing. Rollback: the rollback
 # pod's `ipvsproxy cleanup`, and node1 back on kube-proxy. kubectl's place is taken by e2ectl
 # (label-node, create-daemonset, patch-daemonset), each a one-line equivalent.
 
@@ -53,7 +54,7 @@ YAML
 	stop_proxier node1
 	sed -e "s/CLUSTER_IP/$ip/" -e "s/NODE_PORT/$migrate43_port/" "$repo/e2e/scenarios/testdata/kube-proxy-leftovers.rules" |
 		ip netns exec node1 iptables-restore --noflush || failures+=("install kube-proxy's leftovers")
-	ask client "curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 http://$node1_addr:$migrate43_port/  # kube-proxy's leftovers"
+	ask node1 "curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 http://$ip/  # kube-proxy's leftovers"
 	local refused=$answer
 
 	# 2. Move node1: the label, then what the DaemonSet's pod runs there.
@@ -72,6 +73,8 @@ YAML
 	wait_until 30 bash -c "[[ \$(ip netns exec client curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 http://$node1_addr:$migrate43_port/) == 200 ]]"
 	ask client "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://$node1_addr:$migrate43_port/  # ipvsproxy on node1"
 	local served=$answer
+	ask node1 "curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 http://$ip/  # the node's own connection"
+	local served_local=$answer
 
 	# A restart of the pod runs the init container again: nothing of ipvsproxy's goes.
 	local vs_before vs_after rules_before rules_after
@@ -110,16 +113,17 @@ YAML
 	kc delete-service migrate43 >/dev/null || true
 
 	[[ $on_kube_proxy == kube-proxy ]] || failures+=("node1 on '$on_kube_proxy' before, want kube-proxy only")
-	[[ $refused != 200 ]] || failures+=("kube-proxy's REJECT did not refuse the NodePort")
+	[[ $refused != 200 ]] || failures+=("kube-proxy's REJECT did not refuse the node's connection to the cluster IP")
 	[[ $on_ipvsproxy == ipvsproxy ]] || failures+=("node1 on '$on_ipvsproxy' after relabelling, want ipvsproxy only")
 	[[ $cleaned == *"Removed kube-proxy's leftovers"* && $cleaned != *count=0* ]] || failures+=("the init container removed nothing: $(oneline "$cleaned")")
 	[[ $left == 0 ]] || failures+=("$left kube-proxy rules left")
 	[[ $served == 200 ]] || failures+=("NodePort $served under ipvsproxy, want 200")
+	[[ $served_local == 200 ]] || failures+=("the node's connection to the cluster IP: $served_local, want 200")
 	[[ $again == *count=0* ]] || failures+=("the second clean-up removed something: $(oneline "$again")")
 	[[ $still == 200 ]] || failures+=("NodePort $still after the second clean-up")
 	[[ -z $on_none ]] || failures+=("node1 on '$on_none' during rollback, want neither")
 	[[ $gone == "0 0 0 " ]] || failures+=("after rollback's cleanup: virtual servers, KUBE- sets, KUBE- rules = $gone")
 	[[ $back == kube-proxy ]] || failures+=("node1 on '$back' after rollback, want kube-proxy")
-	verdict 43 "migration node by node: label moves node1 between the DaemonSets; kube-proxy's REJECT gone after the init container's clean-up, NodePort served; a second run changes nothing; rollback cleans and hands back" \
+	verdict 43 "migration node by node: label moves node1 between the DaemonSets; kube-proxy's REJECT of the cluster IP gone after the init container's clean-up, cluster IP and NodePort served; a second run changes nothing; rollback cleans and hands back" \
 		no_failures "${failures[@]}"
 }
