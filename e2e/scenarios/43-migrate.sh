@@ -2,10 +2,13 @@
 # (issue 11). kube-proxy's DaemonSet (kubeadm's) and ipvsproxy's select on the node label
 # ipvsproxy.io/proxy; relabelling node1 moves it from one to the other (no DaemonSet controller
 # runs here: `e2ectl daemonsets-for` says which DaemonSets would run a pod on the node). node1
-# carries kube-proxy's iptables-mode leftovers, whose "has no endpoints" REJECT refuses the
-# node's own connections to the cluster IP (filter OUTPUT); the init container's command removes
-# them, ipvsproxy starts and serves the cluster IP and the NodePort; the command again (a pod
-# restart) changes nothing. Rollback: the rollback
+# carries kube-proxy's iptables-mode leftovers: between the proxies, its nat DNAT to an endpoint
+# that is gone breaks the node's own connection to the cluster IP. The init container's command
+# removes them (and nothing of ipvsproxy's), ipvsproxy starts and serves the cluster IP and the
+# NodePort; the command again (a pod restart) changes nothing. (Once ipvsproxy has synced, most
+# leftovers no longer act: it rewrites nat KUBE-SERVICES, its jumps come first, and IPVS
+# rewrites a local connection's destination before filter OUTPUT; the clean-up is what removes
+# them, which the counts below check.) Rollback: the rollback
 # pod's `ipvsproxy cleanup`, and node1 back on kube-proxy. kubectl's place is taken by e2ectl
 # (label-node, create-daemonset, patch-daemonset), each a one-line equivalent.
 
@@ -54,7 +57,7 @@ YAML
 	stop_proxier node1
 	sed -e "s/CLUSTER_IP/$ip/" -e "s/NODE_PORT/$migrate43_port/" "$repo/e2e/scenarios/testdata/kube-proxy-leftovers.rules" |
 		ip netns exec node1 iptables-restore --noflush || failures+=("install kube-proxy's leftovers")
-	ask node1 "curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 http://$ip/  # kube-proxy's leftovers"
+	ask node1 "curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 http://$ip/  # between the proxies: kube-proxy's DNAT"
 	local refused=$answer
 
 	# 2. Move node1: the label, then what the DaemonSet's pod runs there.
@@ -113,7 +116,7 @@ YAML
 	kc delete-service migrate43 >/dev/null || true
 
 	[[ $on_kube_proxy == kube-proxy ]] || failures+=("node1 on '$on_kube_proxy' before, want kube-proxy only")
-	[[ $refused != 200 ]] || failures+=("kube-proxy's REJECT did not refuse the node's connection to the cluster IP")
+	[[ $refused != 200 ]] || failures+=("kube-proxy's leftover DNAT did not break the node's connection to the cluster IP")
 	[[ $on_ipvsproxy == ipvsproxy ]] || failures+=("node1 on '$on_ipvsproxy' after relabelling, want ipvsproxy only")
 	[[ $cleaned == *"Removed kube-proxy's leftovers"* && $cleaned != *count=0* ]] || failures+=("the init container removed nothing: $(oneline "$cleaned")")
 	[[ $left == 0 ]] || failures+=("$left kube-proxy rules left")
@@ -124,6 +127,6 @@ YAML
 	[[ -z $on_none ]] || failures+=("node1 on '$on_none' during rollback, want neither")
 	[[ $gone == "0 0 0 " ]] || failures+=("after rollback's cleanup: virtual servers, KUBE- sets, KUBE- rules = $gone")
 	[[ $back == kube-proxy ]] || failures+=("node1 on '$back' after rollback, want kube-proxy")
-	verdict 43 "migration node by node: label moves node1 between the DaemonSets; kube-proxy's REJECT of the cluster IP gone after the init container's clean-up, cluster IP and NodePort served; a second run changes nothing; rollback cleans and hands back" \
+	verdict 43 "migration node by node: label moves node1 between the DaemonSets; kube-proxy's leftovers (which break the node's connection between proxies) removed by the init container's command, cluster IP and NodePort served; a second run changes nothing; rollback cleans and hands back" \
 		no_failures "${failures[@]}"
 }
