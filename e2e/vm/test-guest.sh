@@ -29,6 +29,7 @@ while read -r name bin dir; do
 	else
 		args=(-test.v)
 		[[ -n ${TEST_RUN:-} ]] && args+=(-test.run "$TEST_RUN")
+		[[ -n ${TEST_BENCH:-} ]] && args+=(-test.bench "$TEST_BENCH" -test.benchmem)
 		(cd "$dir" && "$bin" "${args[@]}") 2>&1 | tee "$log"
 	fi
 	rc=${PIPESTATUS[0]}

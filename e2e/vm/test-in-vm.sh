@@ -7,6 +7,8 @@
 #   PKG          Go packages of the product, e.g. ./ipvs ./netif (compiled with `go test -c`)
 #   --smoke      also run e2e/vm/smoke.sh: IPVS twos and a dummy interface work in the guest
 #   --run REGEX  passed to every binary as -test.run
+#   --bench REGEX  passed as -test.bench (with -test.benchmem); add --run '^$' for benchmarks only
+#   -e NAME=VALUE  set in the guest's environment for the binaries (repeatable)
 #
 # Prints each binary's own -test.v output, then `N passed, N failed` over top-level tests (a
 # binary that fails without a failing test, e.g. a panic, counts as one failure). Exits non-zero
@@ -17,12 +19,14 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-smoke='' run_regex=''
-pkgs=()
+smoke='' run_regex='' bench_regex=''
+pkgs=() guest_env=()
 while (($#)); do
 	case $1 in
 	--smoke) smoke=1; shift ;;
 	--run) run_regex=$2; shift 2 ;;
+	--bench) bench_regex=$2; shift 2 ;;
+	-e) guest_env+=(-e "$2"); shift 2 ;;
 	-*) echo "test-in-vm: unknown option $1" >&2; exit 2 ;;
 	*) pkgs+=("$1"); shift ;;
 	esac
@@ -61,7 +65,7 @@ fi
 compiled=$SECONDS
 
 set +e
-IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --results "$work/results" -e "TEST_RUN=$run_regex" -- \
+IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --results "$work/results" -e "TEST_RUN=$run_regex" -e "TEST_BENCH=$bench_regex" "${guest_env[@]}" -- \
 	"$here/test-guest.sh" "$work/plan" "$work/results"
 rc=$?
 set -e
