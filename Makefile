@@ -10,7 +10,7 @@ BIN       := bin/ipvsproxy
 # Packages whose real-kernel half needs IPVS or the dummy driver: they run in the VM.
 VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./inspect
 
-.PHONY: all build test unit vm-test e2e demo deps fuzz bench image rootfs clean fresh-check
+.PHONY: all build test unit vm-test e2e demo deps fuzz bench image release rootfs clean fresh-check
 
 all: build
 
@@ -56,9 +56,23 @@ bench:
 bench-conntrack-vm:
 	IPVSPROXY_VM_MEM=4096 e2e/vm/test-in-vm.sh --run '^$$' --bench BenchmarkCleanUp -e IPVSPROXY_CONNTRACK_BENCH_FLOWS=1000000 ./conntrack
 
-# Needs a container engine; see deploy/rootfs for the same file system without one.
+# Images need a container engine with buildx; see deploy/rootfs for the same
+# file system without one. REGISTRY is yours (ipvsproxy publishes no image):
+#   make image REGISTRY=registry.example.com/team     build for this machine, load locally
+#   make release REGISTRY=registry.example.com/team   linux/amd64 and linux/arm64, pushed
+# The manifests name the image `ipvsproxy`; set yours with kustomize's
+# `images:` (deploy/overlays/example) or the chart's image.repository.
+REGISTRY  ?=
+IMAGE     ?= $(if $(REGISTRY),$(REGISTRY)/ipvsproxy,ipvsproxy)
+PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_ARGS = --build-arg VERSION=$(VERSION) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null) \
+	--build-arg CREATED=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 image:
-	docker build -t ipvsproxy/ipvsproxy:$(VERSION) .
+	docker buildx build --load $(IMAGE_ARGS) -t $(IMAGE):$(VERSION) .
+
+release:
+	@test -n "$(REGISTRY)" || { echo "make release needs REGISTRY=your.registry/path"; exit 2; }
+	docker buildx build --push --platform $(PLATFORMS) $(IMAGE_ARGS) -t $(IMAGE):$(VERSION) .
 
 rootfs: build
 	deploy/rootfs/build-rootfs.sh $(BIN) _output/rootfs.tar

@@ -11,93 +11,118 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 )
 
-// kustomization is the subset of kustomize.config.k8s.io/v1beta1 that the
-// manifests use. It is decoded strictly: a kustomization using any other
-// feature fails to render here instead of rendering differently from
-// kustomize.
-type kustomization struct {
-	APIVersion string          `json:"apiVersion"`
-	Kind       string          `json:"kind"`
-	Resources  []string        `json:"resources,omitempty"`
-	Patches    []patchFile     `json:"patches,omitempty"`
-	Images     []imageOverride `json:"images,omitempty"`
-}
-
-// patchFile is a strategic merge patch; its target is the object with the
-// same apiVersion, kind, namespace and name, as kustomize infers it.
-type patchFile struct {
-	Path string `json:"path"`
-}
-
-// imageOverride replaces the repository and/or tag of every container image
-// whose repository is Name.
+// imageOverride is one entry of a kustomization's images: list.
 type imageOverride struct {
 	Name    string `json:"name"`
 	NewName string `json:"newName,omitempty"`
 	NewTag  string `json:"newTag,omitempty"`
+	Digest  string `json:"digest,omitempty"`
 }
 
-// Render resolves the kustomization in dir (resources, then patches, then
-// images) and returns its objects in the order the resources list them.
+// Render builds the kustomization in dir with kustomize itself
+// (sigs.k8s.io/kustomize/api/krusty, what `kubectl kustomize` runs, in
+// process: no kubectl needed) and decodes the objects, duplicate keys
+// refused. One rule is added on top: an image override that matches no
+// container is an error; kustomize ignores it silently, and here it means a
+// renamed image that users would never get.
+//
+// A dir that is a Helm chart (IsChart) is rendered by RenderChart with its
+// default values; "CHART=VALUES.yaml" renders it with that values file.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
-	k, err := readKustomization(dir)
+	if chart, values, ok := strings.Cut(dir, "="); ok && IsChart(chart) {
+		return RenderChart(chart, values)
+	}
+	if IsChart(dir) {
+		return RenderChart(dir)
+	}
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resources, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", dir, err)
+	}
+	out, err := resources.AsYaml()
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", dir, err)
+	}
+	objs, err := readObjects(bytes.NewReader(out), dir)
 	if err != nil {
 		return nil, err
 	}
-	var objs []*unstructured.Unstructured
-	for _, res := range k.Resources {
-		path := filepath.Join(dir, res)
-		st, err := os.Stat(path)
-		if err != nil {
-			return nil, fmt.Errorf("render %s: resource %s: %w", dir, res, err)
-		}
-		var more []*unstructured.Unstructured
-		if st.IsDir() {
-			more, err = Render(path)
-		} else {
-			more, err = ReadObjects(path)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("render %s: %w", dir, err)
-		}
-		objs = append(objs, more...)
+	overrides, err := imageOverridesOf(dir)
+	if err != nil {
+		return nil, err
 	}
-	for _, p := range k.Patches {
-		if err := applyPatchFile(objs, filepath.Join(dir, p.Path)); err != nil {
-			return nil, fmt.Errorf("render %s: %w", dir, err)
-		}
-	}
-	for _, img := range k.Images {
-		if n := overrideImages(objs, img); n == 0 {
-			// kustomize silently ignores an override that matches nothing;
-			// here it is a mistake worth failing on (a renamed image).
+	for _, img := range overrides {
+		if !imageOverridden(objs, img) {
 			return nil, fmt.Errorf("render %s: image override %q matches no container", dir, img.Name)
 		}
 	}
 	return objs, nil
 }
 
-func readKustomization(dir string) (*kustomization, error) {
-	path := filepath.Join(dir, "kustomization.yaml")
-	data, err := os.ReadFile(path)
+// imageOverridesOf reads the images: list of dir's own kustomization (kustomize
+// has already checked the file; only that list is read here).
+func imageOverridesOf(dir string) ([]imageOverride, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	if err != nil {
 		return nil, fmt.Errorf("read kustomization: %w", err)
 	}
-	var k kustomization
-	if err := unmarshalStrict(data, &k); err != nil {
-		return nil, fmt.Errorf("decode %s (only resources, patches with a path, and images are supported): %w", path, err)
+	var k struct {
+		Images []imageOverride `json:"images"`
 	}
-	if k.Kind != "Kustomization" {
-		return nil, fmt.Errorf("decode %s: kind %q, want Kustomization", path, k.Kind)
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("read images of %s: %w", dir, err)
 	}
-	return &k, nil
+	return k.Images, nil
+}
+
+// imageOverridden reports whether some container's image is what img
+// makes of its Name.
+func imageOverridden(objs []*unstructured.Unstructured, img imageOverride) bool {
+	wantRepo := img.Name
+	if img.NewName != "" {
+		wantRepo = img.NewName
+	}
+	found := false
+	for _, o := range objs {
+		walkContainers(o.Object, func(image string) {
+			repo, tag, digest := splitImage(image)
+			found = found || repo == wantRepo && (img.NewTag == "" || tag == img.NewTag) && (img.Digest == "" || digest == img.Digest)
+		})
+	}
+	return found
+}
+
+// walkContainers calls fn with the image of every element of a
+// "containers" or "initContainers" list anywhere under v.
+func walkContainers(v any, fn func(image string)) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, child := range t {
+			if list, ok := child.([]any); ok && (k == "containers" || k == "initContainers") {
+				for _, item := range list {
+					if c, ok := item.(map[string]any); ok {
+						image, _ := c["image"].(string)
+						fn(image)
+					}
+				}
+				continue
+			}
+			walkContainers(child, fn)
+		}
+	case []any:
+		for _, item := range t {
+			walkContainers(item, fn)
+		}
+	}
 }
 
 // ReadObjects decodes every YAML document in path. Duplicate keys fail, as
@@ -108,7 +133,11 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
 	defer f.Close()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	return readObjects(f, path)
+}
+
+func readObjects(in io.Reader, name string) ([]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(in))
 	var objs []*unstructured.Unstructured
 	for {
 		doc, err := r.Read()
@@ -116,18 +145,18 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 			return objs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read manifest %s: %w", path, err)
+			return nil, fmt.Errorf("read manifest %s: %w", name, err)
 		}
 		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
 			continue
 		}
 		js, err := yaml.YAMLToJSONStrict(doc)
 		if err != nil {
-			return nil, fmt.Errorf("decode manifest %s: %w", path, err)
+			return nil, fmt.Errorf("decode manifest %s: %w", name, err)
 		}
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(js); err != nil {
-			return nil, fmt.Errorf("decode manifest %s: %w", path, err)
+			return nil, fmt.Errorf("decode manifest %s: %w", name, err)
 		}
 		objs = append(objs, u)
 	}
@@ -142,118 +171,6 @@ func stripComments(doc []byte) []byte {
 		}
 	}
 	return out.Bytes()
-}
-
-// applyPatchFile merges each patch in path into the one object it names,
-// using the typed struct's patch strategy (containers merge by name, and so
-// on), which is what kustomize does for built-in kinds.
-func applyPatchFile(objs []*unstructured.Unstructured, path string) error {
-	patches, err := ReadObjects(path)
-	if err != nil {
-		return err
-	}
-	for _, p := range patches {
-		// The patch itself must be a valid partial object of its kind.
-		if _, err := Decode(p); err != nil {
-			return fmt.Errorf("patch %s: %w", path, err)
-		}
-		target := findObject(objs, p)
-		if target == nil {
-			return fmt.Errorf("patch %s: no %s %s/%s to patch", path, p.GetKind(), p.GetNamespace(), p.GetName())
-		}
-		typed, err := scheme.Scheme.New(target.GroupVersionKind())
-		if err != nil {
-			return fmt.Errorf("patch %s: %w", path, err)
-		}
-		orig, err := target.MarshalJSON()
-		if err != nil {
-			return fmt.Errorf("patch %s: %w", path, err)
-		}
-		pj, err := p.MarshalJSON()
-		if err != nil {
-			return fmt.Errorf("patch %s: %w", path, err)
-		}
-		merged, err := strategicpatch.StrategicMergePatch(orig, pj, typed)
-		if err != nil {
-			return fmt.Errorf("patch %s %s/%s with %s: %w", target.GetKind(), target.GetNamespace(), target.GetName(), path, err)
-		}
-		if err := target.UnmarshalJSON(merged); err != nil {
-			return fmt.Errorf("patch %s: %w", path, err)
-		}
-	}
-	return nil
-}
-
-func findObject(objs []*unstructured.Unstructured, like *unstructured.Unstructured) *unstructured.Unstructured {
-	var found *unstructured.Unstructured
-	for _, o := range objs {
-		if o.GroupVersionKind() == like.GroupVersionKind() && o.GetNamespace() == like.GetNamespace() && o.GetName() == like.GetName() {
-			found = o
-		}
-	}
-	return found
-}
-
-// overrideImages rewrites the image of every container and init container
-// whose repository is img.Name, and returns how many it rewrote.
-func overrideImages(objs []*unstructured.Unstructured, img imageOverride) int {
-	n := 0
-	for _, o := range objs {
-		n += walkContainers(o.Object, func(c map[string]any) {
-			image, _ := c["image"].(string)
-			repo, tag, digest := splitImage(image)
-			if repo != img.Name {
-				return
-			}
-			if img.NewName != "" {
-				repo = img.NewName
-			}
-			if img.NewTag != "" {
-				tag, digest = img.NewTag, ""
-			}
-			switch {
-			case digest != "":
-				c["image"] = repo + "@" + digest
-			case tag != "":
-				c["image"] = repo + ":" + tag
-			default:
-				c["image"] = repo
-			}
-		}, img.Name)
-	}
-	return n
-}
-
-// walkContainers calls fn on every element of a "containers" or
-// "initContainers" list anywhere under v whose image has the repository
-// repo, and returns how many it found.
-func walkContainers(v any, fn func(map[string]any), repo string) int {
-	n := 0
-	switch t := v.(type) {
-	case map[string]any:
-		for k, child := range t {
-			if list, ok := child.([]any); ok && (k == "containers" || k == "initContainers") {
-				for _, item := range list {
-					c, ok := item.(map[string]any)
-					if !ok {
-						continue
-					}
-					image, _ := c["image"].(string)
-					if r, _, _ := splitImage(image); r == repo {
-						fn(c)
-						n++
-					}
-				}
-				continue
-			}
-			n += walkContainers(child, fn, repo)
-		}
-	case []any:
-		for _, item := range t {
-			n += walkContainers(item, fn, repo)
-		}
-	}
-	return n
 }
 
 // splitImage splits "registry:5000/a/b:tag@sha256:..." into repository, tag

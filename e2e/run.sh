@@ -108,7 +108,7 @@ say "control plane up (${t_cp}s)"
 # docs/rbac.md. Counted as one more test in the summary.
 if "$repo/deploy/test/apply.sh" "$cp_dir/admin.kubeconfig" >"$work/deploy-apply.log" 2>&1; then
 	deploy_ok=1
-	echo "PASS deploy: kustomized manifests server-side applied; RBAC allows exactly docs/rbac.md"
+	echo "PASS deploy: kustomized manifests and the Helm chart server-side applied; RBAC allows exactly docs/rbac.md"
 else
 	deploy_ok=0
 	echo "FAIL deploy: applying deploy/ to the API server failed:"

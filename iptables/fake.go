@@ -14,7 +14,7 @@ import (
 var builtinChains = map[Table][]string{
 	TableFilter: {"INPUT", "FORWARD", "OUTPUT"},
 	TableNAT:    {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
-	"mangle":    {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
+	TableMangle: {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
 	"raw":       {"PREROUTING", "OUTPUT"},
 }
 

@@ -82,6 +82,19 @@ var adapterCases = []adapterCase{
 		ok(t, a.UpdateVirtualServer(plain))
 		wantVirtualServers(t, a, plain)
 	}},
+	{"scheduler flags of mh and sh are written, read back and updated", func(t *testing.T, a Interface) {
+		mh := VirtualServer{VirtualServerKey: tcp80, Scheduler: "mh", SchedulerFlags: SchedulerFlag1 | SchedulerFlag2}
+		sh := VirtualServer{VirtualServerKey: tcp6, Scheduler: "sh", SchedulerFlags: SchedulerFlag2, PersistenceTimeout: 60 * time.Second}
+		ok(t, a.AddVirtualServer(mh))
+		ok(t, a.AddVirtualServer(sh))
+		wantVirtualServers(t, a, mh, sh)
+		mh.SchedulerFlags = SchedulerFlag1
+		ok(t, a.UpdateVirtualServer(mh))
+		mh.SchedulerFlags = 0
+		mh.Scheduler = "rr"
+		ok(t, a.UpdateVirtualServer(mh))
+		wantVirtualServers(t, a, mh, sh)
+	}},
 	{"update or delete of a missing virtual server fails with ErrNotFound", func(t *testing.T, a Interface) {
 		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
 		wantErr(t, a.UpdateVirtualServer(VirtualServer{VirtualServerKey: udp80, Scheduler: "rr"}), ErrNotFound)

@@ -9,11 +9,8 @@ import (
 	"time"
 )
 
-// kernelSchedulers are the schedulers a stock kernel ships as ip_vs_<name>
-// modules (net/netfilter/ipvs/Kconfig); the kernel loads them on demand.
-var kernelSchedulers = []string{
-	"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "twos", "mh", "fo", "ovf",
-}
+// kernelSchedulers are the schedulers a stock kernel ships.
+var kernelSchedulers = StockSchedulers
 
 // defaultTimeouts are what a fresh network namespace starts with: TCP
 // established 15 min, FIN_WAIT 2 min, UDP 5 min (ip_vs_proto_{tcp,udp}.c).
@@ -321,6 +318,9 @@ func (f *Fake) Dump() string {
 	for _, k := range keys {
 		svc := f.services[k]
 		fmt.Fprintf(&b, "%s %s", k, svc.vs.Scheduler)
+		if svc.vs.SchedulerFlags != 0 {
+			fmt.Fprintf(&b, " flags %s", svc.vs.SchedulerFlags.For(svc.vs.Scheduler))
+		}
 		if svc.vs.PersistenceTimeout > 0 {
 			fmt.Fprintf(&b, " persistent %d", svc.vs.PersistenceTimeout/time.Second)
 		}

@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,5 +127,27 @@ func TestFakeTrafficCountsOnBothServersAndOutlivesTheRealServer(t *testing.T) {
 	}
 	if err := f.AddTraffic(tcp80, RealServerKey{Address: rip4b, Port: 1}, Stats{}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("AddTraffic to a missing real server = %v, want ErrNotFound", err)
+	}
+}
+
+func TestParseSchedulerFlags(t *testing.T) {
+	for _, c := range []struct {
+		sched, list string
+		want        SchedulerFlags
+		err         string
+	}{
+		{"mh", "mh-port,mh-fallback", SchedulerFlag1 | SchedulerFlag2, ""},
+		{"sh", " sh-port ", SchedulerFlag2, ""},
+		{"rr", "", 0, ""},
+		{"mh", "sh-port", 0, "scheduler mh takes mh-fallback, mh-port"},
+		{"rr", "mh-port", 0, "scheduler rr takes no flags"},
+	} {
+		got, err := ParseSchedulerFlags(c.sched, c.list)
+		if got != c.want || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%s %q: got %v %v, want %v %q", c.sched, c.list, got, err, c.want, c.err)
+		}
+	}
+	if s := (SchedulerFlag1 | SchedulerFlag2).For("mh"); s != "mh-fallback,mh-port" {
+		t.Errorf("For: %s", s)
 	}
 }

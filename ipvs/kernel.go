@@ -317,6 +317,7 @@ func toService(vs VirtualServer) *mobyipvs.Service {
 		s.Flags = flagPersistent
 		s.Timeout = uint32(vs.PersistenceTimeout / time.Second)
 	}
+	s.Flags |= uint32(vs.SchedulerFlags & schedulerFlagMask)
 	return s
 }
 
@@ -337,6 +338,7 @@ func fromService(s *mobyipvs.Service) (VirtualServer, bool) {
 	if s.Flags&flagPersistent != 0 {
 		vs.PersistenceTimeout = time.Duration(s.Timeout) * time.Second
 	}
+	vs.SchedulerFlags = SchedulerFlags(s.Flags) & schedulerFlagMask
 	return vs, true
 }
 

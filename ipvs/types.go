@@ -46,6 +46,9 @@ type VirtualServer struct {
 	VirtualServerKey
 	// Scheduler is the IPVS scheduler name ("twos", "wrr", "rr", ...).
 	Scheduler string
+	// SchedulerFlags are the scheduler's flags (ipvsadm -b), meaningful to
+	// sh and mh only. See ParseSchedulerFlags.
+	SchedulerFlags SchedulerFlags
 	// PersistenceTimeout, when non-zero, makes the virtual server persistent:
 	// one client address keeps its real server for this long (ClientIP
 	// session affinity). Zero means not persistent.

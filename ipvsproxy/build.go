@@ -110,6 +110,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 	b := builder{svc: svc, node: node, cfg: cfg, st: st, ref: serviceRef(svc), vsSeen: map[ipvs.VirtualServerKey]bool{}}
 	ports := b.validPorts()
 	affinity := b.affinity()
+	scheduler, schedulerFlags := b.scheduler()
 	externalLocal := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 	internalLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
 	localReady := map[netip.Addr]bool{}
@@ -164,7 +165,8 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				scope = nil
 				if !b.addVirtualServer(ipvs.VirtualServer{
 					VirtualServerKey:   ipvs.VirtualServerKey{Protocol: ipvsProtocol(port.Protocol), Address: addr, Port: p},
-					Scheduler:          cfg.Scheduler,
+					Scheduler:          scheduler,
+					SchedulerFlags:     schedulerFlags,
 					PersistenceTimeout: affinity,
 				}, name, kind, eps, localOnly, kind != KindClusterIP && inClusterOnly) {
 					return false

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/metrics"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +23,9 @@ type ChangeTracker struct {
 	slices   map[types.NamespacedName]map[string]*discovery.EndpointSlice
 	node     *v1.Node
 	pending  pendingChanges
+	// start is when the tracker began: slices changed before it are not
+	// network programming latency (a restart would report every slice's age).
+	start time.Time
 	// notify is called (without the lock) after every change that needs a
 	// sync.
 	notify func()
@@ -39,8 +43,9 @@ type pendingChanges struct {
 	// oldest is when the oldest pending change arrived (zero when none).
 	oldest time.Time
 	// triggerTimes are the EndpointSlices' last-change-trigger-time
-	// annotations, for network programming latency.
-	triggerTimes []time.Time
+	// annotations, for network programming latency, by the slice's family:
+	// each observed once, under its own family.
+	triggerTimes map[v1.IPFamily][]time.Time
 
 	// serviceCIDRsChanged: a ServiceCIDR object came, went or changed.
 	serviceCIDRsChanged bool
@@ -54,6 +59,7 @@ func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
 		services: map[types.NamespacedName]*v1.Service{},
 		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
 		notify:   notify,
+		start:    time.Now(),
 	}
 	t.serviceCIDRs = map[string][]netip.Prefix{}
 	t.pending.services = map[types.NamespacedName]bool{}
@@ -112,8 +118,13 @@ func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
 	}
 	t.slices[name][slice.Name] = slice
 	t.changed(name, true)
-	if ts, err := time.Parse(time.RFC3339Nano, slice.Annotations[v1.EndpointsLastChangeTriggerTime]); err == nil {
-		t.pending.triggerTimes = append(t.pending.triggerTimes, ts)
+	if ts, ok, _ := metrics.NetworkProgrammingTrigger(slice, false, t.start); ok {
+		if fam, known := sliceFamily(slice); known {
+			if t.pending.triggerTimes == nil {
+				t.pending.triggerTimes = map[v1.IPFamily][]time.Time{}
+			}
+			t.pending.triggerTimes[fam] = append(t.pending.triggerTimes[fam], ts)
+		}
 	}
 	t.mu.Unlock()
 	t.fire()
@@ -296,4 +307,16 @@ func untombstone(obj any) any {
 		return d.Obj
 	}
 	return obj
+}
+
+// sliceFamily is the IP family of an EndpointSlice's addresses; FQDN slices
+// have none.
+func sliceFamily(slice *discovery.EndpointSlice) (v1.IPFamily, bool) {
+	switch slice.AddressType {
+	case discovery.AddressTypeIPv4:
+		return v1.IPv4Protocol, true
+	case discovery.AddressTypeIPv6:
+		return v1.IPv6Protocol, true
+	}
+	return "", false
 }

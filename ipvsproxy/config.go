@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -38,8 +39,11 @@ type Config struct {
 	MasqueradeAll bool
 	// MasqueradeMark is the fwmark bit set on traffic to SNAT (0x4000).
 	MasqueradeMark uint32
-	// Scheduler is the IPVS scheduler for every virtual server.
-	Scheduler string
+	// Scheduler is the IPVS scheduler for every virtual server, with
+	// SchedulerFlags (sh and mh only); a Service may choose its own (see
+	// AnnotationScheduler).
+	Scheduler      string
+	SchedulerFlags ipvs.SchedulerFlags
 	// SchedulerExplicit is set when the operator chose Scheduler: a kernel
 	// without it is then a start-up error. Only the default falls back.
 	SchedulerExplicit bool
@@ -69,6 +73,8 @@ type Config struct {
 	// kernel's default is 65536); a Service that would overflow a set is
 	// refused (limits.go).
 	IPSetMaxElements uint32
+	// Conntrack are the conntrack sysctls kube-proxy sets at start-up.
+	Conntrack ConntrackSettings
 }
 
 // DefaultConfig returns kube-proxy's defaults.
@@ -82,6 +88,7 @@ func DefaultConfig() Config {
 		SyncPeriod:     30 * time.Second,
 		MinSyncPeriod:  time.Second,
 		DrainTimeout:   15 * time.Minute,
+		Conntrack:      DefaultConntrack(),
 
 		IPSetMaxElements: ipset.DefaultMaxElem,
 	}
@@ -129,6 +136,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("IPVS %s timeout %v must not be negative", name, d))
 		}
 	}
+	errs = append(errs, c.Conntrack.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -39,25 +39,25 @@ func (c *conntrackReconciler) due(full, failed bool) bool {
 // Virtual servers without real servers are left alone, as upstream does:
 // there is nowhere better to send their flows yet, and once one appears
 // the flow's reply source (the virtual server itself) is stale.
-func (c *conntrackReconciler) run(table conntrack.Interface, d *desiredState, families []v1.IPFamily) (int, error) {
-	start := time.Now()
+func (c *conntrackReconciler) run(table conntrack.Interface, d *desiredState, families []v1.IPFamily) (map[v1.IPFamily]ConntrackPass, error) {
 	serving := udpServing(d)
-	deleted := 0
+	passes := map[v1.IPFamily]ConntrackPass{}
 	var err error
 	for _, family := range families {
 		fam := 4
 		if family == v1.IPv6Protocol {
 			fam = 6
 		}
+		start := time.Now()
 		n, ferr := table.DeleteFlowsMatching(fam, conntrack.UDP, func(f conntrack.Flow) bool { return serving.stale(f) })
-		deleted += n
+		passes[family] = ConntrackPass{Deleted: n, Duration: time.Since(start), Failed: ferr != nil}
 		if ferr != nil && err == nil {
 			err = fmt.Errorf("reconcile IPv%d UDP conntrack flows: %w", fam, ferr)
 		}
+		klog.V(4).InfoS("Reconciled UDP conntrack flows", "family", family, "deleted", n, "took", time.Since(start), "err", ferr)
 	}
 	c.retry = err != nil
-	klog.V(4).InfoS("Reconciled UDP conntrack flows", "deleted", deleted, "took", time.Since(start), "err", err)
-	return deleted, err
+	return passes, err
 }
 
 // udpEndpoints maps each UDP virtual server with real servers to the

@@ -14,6 +14,7 @@
 // keeps a status per object with backoff retries (objstatus.go).
 // The package owns only what it names: the virtual servers recorded in
 // KUBE-IPVS-OWNED (ownership.go), the addresses on kube-ipvs0, the KUBE-*
-// sets and chains listed in sets.go and rules.go. Everything else in the
-// kernel, and anything inside --ipvs-exclude-cidrs, is never changed.
+// sets and chains listed in sets.go and rules.go, and the sysctls of setup.go
+// and conntrack_sysctls.go (kube-proxy's). Everything else in the kernel, and
+// anything inside --ipvs-exclude-cidrs, is never changed.
 package ipvsproxy

@@ -28,11 +28,16 @@ type SyncResult struct {
 	// object kind (ipvs, address, ipset, iptables, conntrack).
 	Writes      int
 	WriteErrors map[string]int
-	// ConntrackDeleted counts stale flows removed.
+	// ConntrackDeleted counts stale flows removed; Conntrack has each
+	// family's pass (only families that had flows to delete).
 	ConntrackDeleted int
+	Conntrack        map[v1.IPFamily]ConntrackPass
+	// IPTablesFailures counts failed iptables writes by family.
+	IPTablesFailures map[v1.IPFamily]int
 	Draining         int
-	// TriggerTimes are the EndpointSlice change times this sync programmed.
-	TriggerTimes []time.Time
+	// TriggerTimes are the EndpointSlice change times this sync programmed,
+	// by the slices' family.
+	TriggerTimes map[v1.IPFamily][]time.Time
 	// HealthCheckNodePorts and LocalReadyEndpoints describe every Service
 	// with a health check node port (externalTrafficPolicy Local).
 	HealthCheckNodePorts map[types.NamespacedName]uint16
@@ -48,6 +53,13 @@ type SyncResult struct {
 	// (an ObjectKind); NextRetry is the earliest retry, zero when none.
 	FailingObjects map[string]int
 	NextRetry      time.Time
+}
+
+// ConntrackPass is one family's deletion of stale conntrack flows.
+type ConntrackPass struct {
+	Deleted  int
+	Duration time.Duration
+	Failed   bool
 }
 
 // Err is non-nil when some kernel write failed.
@@ -200,7 +212,7 @@ func (p *Proxier) Sync() SyncResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	res := SyncResult{Start: now, WriteErrors: map[string]int{}}
+	res := SyncResult{Start: now, WriteErrors: map[string]int{}, IPTablesFailures: map[v1.IPFamily]int{}, Conntrack: map[v1.IPFamily]ConntrackPass{}}
 	changes := p.tracker.drain()
 	res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.serviceChanges, changes.endpointChanges, changes.triggerTimes
 
@@ -322,16 +334,19 @@ func (p *Proxier) Sync() SyncResult {
 	// Conntrack last, once the new real servers are in place.
 	filters := append(p.pendingFlows, staleFilters.filters...)
 	if len(staleFilters.filters) > 0 || !p.objects.backingOff(namedID(ObjectConntrack, "stale UDP flows"), now) {
-		res.ConntrackDeleted, p.pendingFlows = r.flushConntrack(filters)
+		p.pendingFlows = r.flushConntrack(filters, &res)
 	}
 	// Periodically and after any failure, the UDP flows that point at no
 	// serving endpoint go too (kubernetes#112604), through the same writer.
 	if p.conntrack.due(full, len(r.errs) > 0) {
-		res.ConntrackDeleted += r.reconcileConntrack(&p.conntrack)
+		r.reconcileConntrack(&p.conntrack, &res)
 	}
 	res.Writes = r.writes
 	for _, e := range r.errs {
 		res.WriteErrors[e.object]++
+		if e.object == string(ObjectRules) && e.family != "" {
+			res.IPTablesFailures[e.family]++
+		}
 	}
 	p.status.recordWrites(r.errs, res.Start)
 	p.reportFailures(r.newlyFailed)
@@ -468,6 +483,35 @@ func (p *Proxier) report(name types.NamespacedName, conflicts []Problem) {
 type staleFiltersCollector struct{ filters []conntrack.Filter }
 
 func (c *staleFiltersCollector) add(f []conntrack.Filter) { c.filters = append(c.filters, f...) }
+
+// filtersOf returns the filters of family, told by the address each selects
+// by.
+func filtersOf(filters []conntrack.Filter, family v1.IPFamily) []conntrack.Filter {
+	var out []conntrack.Filter
+	for _, f := range filters {
+		a := f.OrigDst
+		if !a.IsValid() {
+			a = f.ReplySrc
+		}
+		if a.IsValid() && familyOf(a.Unmap()) == family {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// addConntrack adds one family's conntrack pass to the result.
+func (r *SyncResult) addConntrack(family v1.IPFamily, pass ConntrackPass) {
+	if r.Conntrack == nil {
+		r.Conntrack = map[v1.IPFamily]ConntrackPass{}
+	}
+	sum := r.Conntrack[family]
+	sum.Deleted += pass.Deleted
+	sum.Duration += pass.Duration
+	sum.Failed = sum.Failed || pass.Failed
+	r.Conntrack[family] = sum
+	r.ConntrackDeleted += pass.Deleted
+}
 
 func sumValues(m map[string]int) int {
 	n := 0

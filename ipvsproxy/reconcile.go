@@ -19,6 +19,8 @@ import (
 type writeError struct {
 	object string // an ObjectKind
 	err    error
+	// family is set for writes of one family's rules (iptables).
+	family v1.IPFamily
 }
 
 // reconciler is the only writer of kernel objects. It writes the
@@ -63,9 +65,13 @@ func (r *reconciler) rulesText(family v1.IPFamily) string {
 
 // fail records a failed write. The adapters' errors already name the
 // operation and the object.
-func (r *reconciler) fail(id objectID, err error) {
+func (r *reconciler) fail(id objectID, err error) { r.failIn("", id, err) }
+
+// failIn is fail for a write of one family's objects (its rules), counted
+// under that family.
+func (r *reconciler) failIn(family v1.IPFamily, id objectID, err error) {
 	klog.ErrorS(err, "Kernel write failed; retrying with backoff", "object", id.String())
-	r.errs = append(r.errs, writeError{object: string(id.kind), err: err})
+	r.errs = append(r.errs, writeError{object: string(id.kind), err: err, family: family})
 	if r.status.failed(id, err, r.now) {
 		r.newlyFailed = append(r.newlyFailed, id)
 	}
@@ -469,37 +475,54 @@ func (r *reconciler) drain() {
 	}
 }
 
-// flushConntrack deletes the stale UDP flows the filters select; on failure
+// flushConntrack deletes the stale UDP flows the filters select, one pass
+// per family so that deletions, time and failures are each counted under
+// their own family (kube-proxy's conntrack reconciler metrics); on failure
 // they are returned to be retried.
-func (r *reconciler) flushConntrack(filters []conntrack.Filter) (deleted int, retry []conntrack.Filter) {
+func (r *reconciler) flushConntrack(filters []conntrack.Filter, res *SyncResult) (retry []conntrack.Filter) {
 	if len(filters) == 0 || r.k.Conntrack == nil {
-		return 0, nil
+		return nil
 	}
 	id := namedID(ObjectConntrack, "stale UDP flows")
-	n, err := r.k.Conntrack.DeleteFlows(filters...)
-	if err != nil {
-		r.fail(id, fmt.Errorf("delete stale UDP conntrack flows: %w", err))
-		slices.SortFunc(filters, compareFilters)
-		return n, slices.Compact(filters)
+	var errs []error
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		fs := filtersOf(filters, family)
+		if len(fs) == 0 {
+			continue
+		}
+		start := time.Now()
+		n, err := r.k.Conntrack.DeleteFlows(fs...)
+		res.addConntrack(family, ConntrackPass{Deleted: n, Duration: time.Since(start), Failed: err != nil})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete stale %s UDP conntrack flows: %w", family, err))
+			retry = append(retry, fs...)
+		}
+	}
+	if len(errs) > 0 {
+		r.fail(id, errors.Join(errs...))
+		slices.SortFunc(retry, compareFilters)
+		return slices.Compact(retry)
 	}
 	r.status.done(id)
-	return n, nil
+	return nil
 }
 
 // reconcileConntrack deletes the UDP flows to a virtual server whose reply
 // source is none of its real servers (conntrack_reconcile.go).
-func (r *reconciler) reconcileConntrack(c *conntrackReconciler) int {
+func (r *reconciler) reconcileConntrack(c *conntrackReconciler, res *SyncResult) {
 	if r.k.Conntrack == nil {
-		return 0
+		return
 	}
 	id := namedID(ObjectConntrack, "UDP flow reconcile")
-	n, err := c.run(r.k.Conntrack, r.desired, r.cfg.Families)
+	passes, err := c.run(r.k.Conntrack, r.desired, r.cfg.Families)
+	for family, pass := range passes {
+		res.addConntrack(family, pass)
+	}
 	if err != nil {
 		r.fail(id, err)
-		return n
+		return
 	}
 	r.status.done(id)
-	return n
 }
 
 // drainingCount is the number of real servers at weight 0 waiting.

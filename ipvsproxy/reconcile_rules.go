@@ -28,7 +28,7 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 			}
 			r.writes++
 			if err := ipt.Restore([]byte(want)); err != nil {
-				r.fail(id, fmt.Errorf("restore %s %s rules: %w", family, table, err))
+				r.failIn(family, id, fmt.Errorf("restore %s %s rules: %w", family, table, err))
 				ok = false
 				continue
 			}
@@ -38,7 +38,7 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.table, j.chain))
 			existed, err := ipt.EnsureRule(iptables.Prepend, j.table, j.chain, j.rule...)
 			if err != nil {
-				r.fail(id, fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
+				r.failIn(family, id, fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
 				ok = false
 				continue
 			}

@@ -35,8 +35,8 @@ type Prepared struct {
 }
 
 // Prepare readies the kernel before the first sync: it probes the IPVS
-// scheduler (which also loads ip_vs), sets the IPVS timeouts and the
-// sysctls IPVS needs. kernelRelease is uname -r.
+// scheduler (which also loads ip_vs), sets the IPVS timeouts, the
+// sysctls IPVS needs and kube-proxy's conntrack settings. kernelRelease is uname -r.
 func Prepare(cfg Config, k Kernel, kernelRelease string) (Prepared, error) {
 	out := Prepared{Config: cfg, Requested: cfg.Scheduler}
 	ok, err := probeScheduler(k.IPVS, cfg.Scheduler)
@@ -60,6 +60,7 @@ func Prepare(cfg Config, k Kernel, kernelRelease string) (Prepared, error) {
 		klog.InfoS("The kernel has no twos IPVS scheduler (Linux 5.12+, CONFIG_IP_VS_TWOS); falling back",
 			"scheduler", cfg.Scheduler, "fallback", FallbackScheduler)
 		out.Config.Scheduler, out.SchedulerFellBack = FallbackScheduler, true
+		out.Config.SchedulerFlags = 0 // sh's and mh's flags mean nothing to wrr
 	}
 	if cfg.TCPTimeout > 0 || cfg.TCPFinTimeout > 0 || cfg.UDPTimeout > 0 {
 		if err := k.IPVS.SetTimeouts(ipvs.Timeouts{TCP: cfg.TCPTimeout, TCPFin: cfg.TCPFinTimeout, UDP: cfg.UDPTimeout}); err != nil {
@@ -70,6 +71,9 @@ func Prepare(cfg Config, k Kernel, kernelRelease string) (Prepared, error) {
 		if err := ensureSysctl(k.Sysctl, s.name, s.value); err != nil {
 			return out, err
 		}
+	}
+	if err := applyConntrackSysctls(k.Sysctl, cfg.Conntrack); err != nil {
+		return out, err
 	}
 	return out, nil
 }

@@ -43,6 +43,17 @@ type Metrics struct {
 	// SyncProxyRulesLatency observes each sync's duration in seconds
 	// (ip_family).
 	SyncProxyRulesLatency *prometheus.HistogramVec
+	// SyncFullProxyRulesLatency and SyncPartialProxyRulesLatency observe
+	// each full and each partial sync's duration (ip_family).
+	SyncFullProxyRulesLatency    *prometheus.HistogramVec
+	SyncPartialProxyRulesLatency *prometheus.HistogramVec
+	// ConntrackReconcilerSyncDuration observes how long deleting stale
+	// conntrack flows took, per family, in each sync that deleted some;
+	// ConntrackReconcilerDeletedEntriesTotal counts the flows (ip_family).
+	ConntrackReconcilerSyncDuration        *prometheus.HistogramVec
+	ConntrackReconcilerDeletedEntriesTotal *prometheus.CounterVec
+	// BuildInfo is kubernetes_build_info, 1 with the version labels.
+	BuildInfo *prometheus.GaugeVec
 	// SyncProxyRulesLastTimestamp is the Unix time of the last successful
 	// sync (ip_family).
 	SyncProxyRulesLastTimestamp *prometheus.GaugeVec
@@ -134,6 +145,26 @@ func New() *Metrics {
 			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_duration_seconds",
 			Help: alpha("SyncProxyRules latency in seconds"), Buckets: syncBuckets,
 		}, ipFamily),
+		SyncFullProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_full_proxy_rules_duration_seconds",
+			Help: alpha("SyncProxyRules latency in seconds for full resyncs"), Buckets: syncBuckets,
+		}, ipFamily),
+		SyncPartialProxyRulesLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxySubsystem, Name: "sync_partial_proxy_rules_duration_seconds",
+			Help: alpha("SyncProxyRules latency in seconds for partial resyncs"), Buckets: syncBuckets,
+		}, ipFamily),
+		ConntrackReconcilerSyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Subsystem: kubeProxySubsystem, Name: "conntrack_reconciler_sync_duration_seconds",
+			Help: alpha("ReconcileConntrackFlowsLatency latency in seconds"), Buckets: syncBuckets,
+		}, ipFamily),
+		ConntrackReconcilerDeletedEntriesTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Subsystem: kubeProxySubsystem, Name: "conntrack_reconciler_deleted_entries_total",
+			Help: alpha("Cumulative conntrack flows deleted by conntrack reconciler"),
+		}, ipFamily),
+		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kubernetes_build_info",
+			Help: alpha("A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree state, build date, Go version, and compiler from which Kubernetes was built, and platform on which it is running."),
+		}, []string{"major", "minor", "git_version", "git_commit", "git_tree_state", "build_date", "go_version", "compiler", "platform"}),
 		SyncProxyRulesLastTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Subsystem: kubeProxySubsystem, Name: "sync_proxy_rules_last_timestamp_seconds",
 			Help: alpha("The last time proxy rules were successfully synced"),
@@ -213,6 +244,11 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.SyncProxyRulesLatency,
+		m.SyncFullProxyRulesLatency,
+		m.SyncPartialProxyRulesLatency,
+		m.ConntrackReconcilerSyncDuration,
+		m.ConntrackReconcilerDeletedEntriesTotal,
+		m.BuildInfo,
 		m.SyncProxyRulesLastTimestamp,
 		m.SyncProxyRulesLastQueuedTimestamp,
 		m.NetworkProgrammingLatency,

@@ -8,22 +8,27 @@ import (
 )
 
 func cleanupAction(c *cli.Context) error {
-	cfg, err := configFromFlags(c)
+	cfg, _, err := loadConfig(c)
 	if err != nil {
 		return err
 	}
 	// Clean both families: the node may have run dual-stack before. A
 	// host without ip6tables has no IPv6 rules to clean.
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"))
+	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"), ipvsIfPresent)
 	if err != nil {
 		klog.InfoS("Cleaning IPv4 only", "reason", err)
 		cfg.Families = cfg.Families[:1]
-		if k, closeKernel, err = openKernel(cfg.Families, c.String("sysctl-root")); err != nil {
+		if k, closeKernel, err = openKernel(cfg.Families, c.String("sysctl-root"), ipvsIfPresent); err != nil {
 			return err
 		}
 	}
 	defer closeKernel()
+	if c.Bool("kube-proxy-leftovers") {
+		removed, err := ipvsproxy.CleanupKubeProxyLeftovers(k, cfg)
+		klog.InfoS("Removed kube-proxy's leftovers", "count", len(removed), "removed", removed)
+		return err
+	}
 	if err := ipvsproxy.Cleanup(k, cfg); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -42,6 +43,26 @@ func TestDeployConfigMapsSetOnlyRealFlags(t *testing.T) {
 		for key := range cm.Data {
 			if !known[key] {
 				t.Errorf("%s sets %s, which no flag of `ipvsproxy run` reads", file, key)
+			}
+		}
+	}
+}
+
+// Every flag of `run` has a row in the migration guide's flag table, so an
+// operator translating kube-proxy's flags finds each one.
+func TestEveryRunFlagIsInTheMigrationGuide(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/migrate-from-kube-proxy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range newApp().Commands {
+		if c.Name != "run" {
+			continue
+		}
+		for _, f := range c.Flags {
+			name := f.Names()[0]
+			if !strings.Contains(string(doc), "| `--"+name+"` |") {
+				t.Errorf("--%s has no row in docs/migrate-from-kube-proxy.md", name)
 			}
 		}
 	}

@@ -7,7 +7,9 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"
@@ -23,7 +25,7 @@ func proxierFlags() []cli.Flag {
 	d := ipvsproxy.DefaultConfig()
 	return []cli.Flag{
 		&cli.StringFlag{Name: "cluster-cidr", EnvVars: envOf("cluster-cidr"), Usage: "pod CIDRs, comma-separated (one per family); cluster IP traffic from outside them is masqueraded"},
-		&cli.StringFlag{Name: "nodeport-addresses", EnvVars: envOf("nodeport-addresses"), Usage: "CIDRs of the node addresses that serve NodePorts and health checks, comma-separated; empty means all"},
+		&cli.StringFlag{Name: "nodeport-addresses", EnvVars: envOf("nodeport-addresses"), Usage: "CIDRs of the node addresses that serve NodePorts and health checks, comma-separated (a family without one serves on all its addresses), or primary (the Node's primary address of each family); empty or all means all"},
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: envOf("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
 		&cli.StringFlag{Name: "ipvs-scheduler", EnvVars: envOf("ipvs-scheduler"), Value: d.Scheduler, Usage: "IPVS scheduler; a kernel without it is a start-up error, except that the default twos falls back to wrr (docs/scheduler.md)"},
 		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
@@ -34,6 +36,7 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "external-ip-cidrs", EnvVars: envOf("external-ip-cidrs"), Usage: "CIDRs that external IPs may lie in, comma-separated; empty allows all. Others are refused with an Event (CVE-2020-8554)"},
 		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges (the API server's --service-cluster-ip-range), comma-separated, added to those of networking.k8s.io/v1 ServiceCIDR objects; each becomes one local route on kube-ipvs0, and no external IP may lie in them"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
+		&cli.StringFlag{Name: "config", EnvVars: envOf("config"), Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, kubeadm's config.conf); flags given explicitly override it, and a change restarts the daemon"},
 		&cli.StringFlag{Name: "detect-local-mode", EnvVars: envOf("detect-local-mode"), Usage: "how pod traffic is recognised: ClusterCIDR (empty: the default), NodeCIDR (the Node's spec.podCIDRs), BridgeInterface or InterfaceNamePrefix; without a way to tell, the node's traffic from service addresses is masqueraded"},
 		&cli.StringFlag{Name: "pod-bridge-interface", EnvVars: envOf("pod-bridge-interface"), Usage: "the pods' bridge, for --detect-local-mode BridgeInterface"},
 		&cli.StringFlag{Name: "pod-interface-name-prefix", EnvVars: envOf("pod-interface-name-prefix"), Usage: "the prefix of the pods' interfaces, for --detect-local-mode InterfaceNamePrefix"},
@@ -56,6 +59,25 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "bind-address-hard-fail", EnvVars: envOf("bind-address-hard-fail"), Usage: "exit when --healthz-bind-address or --metrics-bind-address cannot be bound, instead of logging and retrying every 5s"},
 		&cli.BoolFlag{Name: "metrics-per-service", EnvVars: envOf("metrics-per-service"), Usage: "export ipvsproxy_service_{connections,packets,bytes}_total per Service port from the IPVS counters (one series per Service port)"},
 		&cli.BoolFlag{Name: "inspect-endpoint", EnvVars: envOf("inspect-endpoint"), Value: true, Usage: "serve the read-only desired state and sync status for `ipvsproxy inspect` under /inspect/ on the metrics address"},
+		&cli.StringFlag{Name: "ipvs-scheduler-flags", EnvVars: envOf("ipvs-scheduler-flags"), Usage: "flags of the sh or mh scheduler, comma-separated: sh-port, sh-fallback, mh-port, mh-fallback"},
+		&cli.StringFlag{Name: "proxy-mode", EnvVars: envOf("proxy-mode"), Value: "ipvs", Usage: "kube-proxy's mode: only ipvs is implemented, any other is refused"},
+		&cli.IntFlag{Name: "iptables-masquerade-bit", EnvVars: envOf("iptables-masquerade-bit"), Value: 14, Usage: "the fwmark bit (0-31) that marks traffic to masquerade"},
+		&cli.IntFlag{Name: "oom-score-adj", EnvVars: envOf("oom-score-adj"), Value: -999, Usage: "the daemon's oom_score_adj, -1000 to 1000, as kube-proxy's"},
+		&cli.IntFlag{Name: "conntrack-max-per-core", EnvVars: envOf("conntrack-max-per-core"), Value: d.Conntrack.MaxPerCore, Usage: "nf_conntrack_max per CPU (0 leaves nf_conntrack_max as it is)"},
+		&cli.IntFlag{Name: "conntrack-min", EnvVars: envOf("conntrack-min"), Value: d.Conntrack.Min, Usage: "nf_conntrack_max at least, whatever the CPUs"},
+		&cli.DurationFlag{Name: "conntrack-tcp-timeout-established", EnvVars: envOf("conntrack-tcp-timeout-established"), Value: d.Conntrack.TCPEstablishedTimeout, Usage: "conntrack timeout of idle established TCP connections (0 leaves the kernel's)"},
+		&cli.DurationFlag{Name: "conntrack-tcp-timeout-close-wait", EnvVars: envOf("conntrack-tcp-timeout-close-wait"), Value: d.Conntrack.TCPCloseWaitTimeout, Usage: "conntrack timeout of TCP connections in CLOSE_WAIT (0 leaves the kernel's)"},
+		&cli.BoolFlag{Name: "conntrack-tcp-be-liberal", EnvVars: envOf("conntrack-tcp-be-liberal"), Usage: "set nf_conntrack_tcp_be_liberal=1: out-of-window TCP packets are not INVALID"},
+		&cli.DurationFlag{Name: "conntrack-udp-timeout", EnvVars: envOf("conntrack-udp-timeout"), Usage: "conntrack timeout of unreplied UDP flows (0 leaves the kernel's)"},
+		&cli.DurationFlag{Name: "conntrack-udp-timeout-stream", EnvVars: envOf("conntrack-udp-timeout-stream"), Usage: "conntrack timeout of UDP flows with replies (0 leaves the kernel's)"},
+		&cli.Float64Flag{Name: "kube-api-qps", EnvVars: envOf("kube-api-qps"), Value: 5, Usage: "requests per second to the API server"},
+		&cli.IntFlag{Name: "kube-api-burst", EnvVars: envOf("kube-api-burst"), Value: 10, Usage: "burst of requests to the API server"},
+		&cli.StringFlag{Name: "kube-api-content-type", EnvVars: envOf("kube-api-content-type"), Value: "application/vnd.kubernetes.protobuf", Usage: "content type of requests to the API server"},
+		&cli.StringFlag{Name: "kube-api-accept-content-types", EnvVars: envOf("kube-api-accept-content-types"), Usage: "Accept header of requests to the API server; empty means the content type, then JSON"},
+		&cli.BoolFlag{Name: "profiling", EnvVars: envOf("profiling"), Usage: "serve Go's pprof at /debug/pprof/ on the metrics address"},
+		&cli.StringFlag{Name: "logging-format", EnvVars: envOf("logging-format"), Value: "text", Usage: "text or json (k8s.io/component-base/logs)"},
+		&cli.StringFlag{Name: "vmodule", EnvVars: envOf("vmodule"), Usage: "per-file verbosity, pattern=N,... (text format only)"},
+		&cli.DurationFlag{Name: "log-flush-frequency", EnvVars: envOf("log-flush-frequency"), Value: 5 * time.Second, Usage: "how often buffered logs are flushed"},
 	}
 }
 
@@ -70,7 +92,7 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	if cfg.ClusterCIDRs, err = parseCIDRs("cluster-cidr", c.String("cluster-cidr")); err != nil {
 		return cfg, err
 	}
-	if cfg.NodePortAddresses, err = parseCIDRs("nodeport-addresses", c.String("nodeport-addresses")); err != nil {
+	if cfg.NodePortAddresses, err = parseNodePortAddresses(c.String("nodeport-addresses")); err != nil {
 		return cfg, err
 	}
 	if cfg.ExcludeCIDRs, err = parseCIDRs("ipvs-exclude-cidrs", c.String("ipvs-exclude-cidrs")); err != nil {
@@ -86,7 +108,9 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	cfg.DetectLocalMode = ipvsproxy.LocalDetectMode(c.String("detect-local-mode"))
 	cfg.PodBridgeInterface = c.String("pod-bridge-interface")
 	cfg.PodInterfaceNamePrefix = c.String("pod-interface-name-prefix")
-	cfg.Scheduler = c.String("ipvs-scheduler")
+	if c.IsSet("ipvs-scheduler") || c.String("ipvs-scheduler") != "" { // cleanup has no such flag
+		cfg.Scheduler = c.String("ipvs-scheduler")
+	}
 	cfg.SchedulerExplicit = c.IsSet("ipvs-scheduler")
 	cfg.StrictARP = c.Bool("ipvs-strict-arp")
 	if cfg.NodePortMin, cfg.NodePortMax, err = parsePortRange(c.String("service-node-port-range")); err != nil {
@@ -104,6 +128,27 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		} else {
 			return cfg, fmt.Errorf("--ipset-max-elements=%d must be between 1 and %d", n, 1<<31)
 		}
+		if err := checkProxyMode(c.String("proxy-mode")); err != nil {
+			return cfg, fmt.Errorf("--proxy-mode: %w", err)
+		}
+		if bit := c.Int("iptables-masquerade-bit"); bit < 0 || bit > 31 {
+			return cfg, fmt.Errorf("--iptables-masquerade-bit=%d: want 0-31", bit)
+		} else {
+			cfg.MasqueradeMark = 1 << bit
+		}
+		if adj := c.Int("oom-score-adj"); adj < -1000 || adj > 1000 {
+			return cfg, fmt.Errorf("--oom-score-adj=%d: want -1000 to 1000", adj)
+		}
+		if cfg.SchedulerFlags, err = ipvs.ParseSchedulerFlags(cfg.Scheduler, c.String("ipvs-scheduler-flags")); err != nil {
+			return cfg, fmt.Errorf("--ipvs-scheduler-flags: %w", err)
+		}
+		cfg.Conntrack.MaxPerCore = c.Int("conntrack-max-per-core")
+		cfg.Conntrack.Min = c.Int("conntrack-min")
+		cfg.Conntrack.TCPEstablishedTimeout = c.Duration("conntrack-tcp-timeout-established")
+		cfg.Conntrack.TCPCloseWaitTimeout = c.Duration("conntrack-tcp-timeout-close-wait")
+		cfg.Conntrack.TCPBeLiberal = c.Bool("conntrack-tcp-be-liberal")
+		cfg.Conntrack.UDPTimeout = c.Duration("conntrack-udp-timeout")
+		cfg.Conntrack.UDPStreamTimeout = c.Duration("conntrack-udp-timeout-stream")
 	}
 	for _, name := range []string{"metrics-bind-address", "healthz-bind-address"} {
 		if v := c.String(name); v != "" {

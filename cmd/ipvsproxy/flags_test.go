@@ -22,7 +22,7 @@ func parse(t *testing.T, args ...string) (ipvsproxy.Config, error) {
 	for _, c := range app.Commands {
 		if c.Name == "run" {
 			c.Action = func(c *cli.Context) error {
-				cfg, parseErr = configFromFlags(c)
+				cfg, _, parseErr = loadConfig(c)
 				return nil
 			}
 		}
@@ -54,7 +54,8 @@ func TestFlagsParse(t *testing.T) {
 	}
 	want := ipvsproxy.DefaultConfig()
 	want.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/56")}
-	want.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
+	// A family without a CIDR in the list keeps NodePorts on all its addresses.
+	want.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("::/0")}
 	want.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/28")}
 	want.Scheduler, want.SchedulerExplicit, want.MasqueradeAll, want.StrictARP = "rr", true, true, true
 	want.SyncPeriod, want.MinSyncPeriod, want.UDPTimeout = time.Minute, 2*time.Second, 10*time.Second

@@ -9,18 +9,28 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/metrics"
 	"github.com/ipvsproxy/ipvsproxy/servicestats"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
+	"k8s.io/klog/v2"
 )
 
 // statusAndInspectServer registers the per-Service collector once and returns
-// what serves the metrics address: /metrics, /proxyMode and, unless
-// --inspect-endpoint=false, the read-only /inspect/ endpoint. It may be
+// what serves the metrics address: /metrics, /proxyMode, with --profiling
+// Go's pprof under /debug/pprof/ (kube-proxy's enableProfiling) and, unless
+// --inspect-endpoint=false, the read-only /inspect/ endpoint. An empty
+// address (an explicit --metrics-bind-address=, kube-proxy's
+// metricsBindAddress: "") serves nothing. The returned function may be
 // called again after a failed bind.
 func statusAndInspectServer(c *cli.Context, reg *prometheus.Registry, p *ipvsproxy.Proxier, h ipvs.Interface) (func(context.Context) error, error) {
 	addr := c.String("metrics-bind-address")
+	if addr == "" {
+		return func(ctx context.Context) error {
+			klog.InfoS("Metrics are disabled (--metrics-bind-address is empty)")
+			<-ctx.Done()
+			return nil
+		}, nil
+	}
 	if c.Bool("metrics-per-service") {
 		stats, ok := h.(ipvs.StatsReader)
 		if !ok {
@@ -30,11 +40,19 @@ func statusAndInspectServer(c *cli.Context, reg *prometheus.Registry, p *ipvspro
 			return nil, fmt.Errorf("--metrics-per-service: %w", err)
 		}
 	}
-	if !c.Bool("inspect-endpoint") {
-		return func(ctx context.Context) error { return metrics.ServeStatus(ctx, addr, reg) }, nil
+	profiling := c.Bool("profiling")
+	handler := metricsHandler(reg, profiling)
+	if c.Bool("inspect-endpoint") {
+		mux := http.NewServeMux()
+		mux.Handle(inspectserver.Prefix, inspectserver.Handler(p.Snapshot))
+		mux.Handle("/", handler)
+		handler = mux
 	}
-	mux := http.NewServeMux()
-	mux.Handle(inspectserver.Prefix, inspectserver.Handler(p.Snapshot))
-	mux.Handle("/", metrics.StatusHandler(reg))
-	return func(ctx context.Context) error { return healthcheck.ListenAndServe(ctx, addr, mux) }, nil
+	opts := metricsServerOptions(profiling)
+	return func(ctx context.Context) error {
+		if err := healthcheck.ListenAndServe(ctx, addr, handler, opts...); err != nil {
+			return fmt.Errorf("metrics server on %s: %w", addr, err)
+		}
+		return nil
+	}, nil
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
@@ -16,8 +18,15 @@ import (
 	"k8s.io/klog/v2"
 )
 
+// kernelOption adjusts openKernel.
+type kernelOption int
+
+// ipvsIfPresent (cleanup) takes a kernel without IPVS as one with an empty
+// IPVS table (ipvs.Unavailable) instead of failing.
+const ipvsIfPresent kernelOption = 1
+
 // openKernel opens the real adapters for the families.
-func openKernel(families []v1.IPFamily, sysctlRoot string) (ipvsproxy.Kernel, func(), error) {
+func openKernel(families []v1.IPFamily, sysctlRoot string, opts ...kernelOption) (ipvsproxy.Kernel, func(), error) {
 	var k ipvsproxy.Kernel
 	var closers []func()
 	closeAll := func() {
@@ -30,6 +39,10 @@ func openKernel(families []v1.IPFamily, sysctlRoot string) (ipvsproxy.Kernel, fu
 		return ipvsproxy.Kernel{}, func() {}, err
 	}
 	h, err := ipvs.New()
+	if errors.Is(err, ipvs.ErrUnsupported) && slices.Contains(opts, ipvsIfPresent) {
+		klog.InfoS("No IPVS in this kernel; cleaning everything else", "err", err)
+		h, err = ipvs.Unavailable{}, nil
+	}
 	if err != nil {
 		return fail(fmt.Errorf("open IPVS: %w", err))
 	}

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -15,8 +16,12 @@ import (
 var version = "dev"
 
 func main() {
-	if err := newApp().Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "ipvsproxy:", err)
+	err := newApp().Run(os.Args)
+	if errors.Is(err, errConfigChanged) {
+		err = restartSelf() // returns only if the exec failed
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ipvsproxy:", explainError(err))
 		os.Exit(1)
 	}
 }
@@ -28,16 +33,18 @@ func newApp() *cli.App {
 		Version: version,
 		Commands: []*cli.Command{
 			{
-				Name:   "run",
-				Usage:  "run the node daemon",
-				Flags:  append(proxierFlags(), runFlags()...),
-				Action: runAction,
+				Name:         "run",
+				Usage:        "run the node daemon",
+				Flags:        append(proxierFlags(), runFlags()...),
+				Action:       noArguments(runAction),
+				OnUsageError: explainUsageError,
 			},
 			{
-				Name:   "cleanup",
-				Usage:  "remove every virtual server, address, ipset and iptables rule ipvsproxy installed",
-				Flags:  proxierFlags(),
-				Action: cleanupAction,
+				Name:         "cleanup",
+				Usage:        "remove every virtual server, address, ipset and iptables rule ipvsproxy installed",
+				Flags:        cleanupFlags(),
+				Action:       noArguments(cleanupAction),
+				OnUsageError: explainUsageError,
 			},
 			inspectCommand(),
 			{

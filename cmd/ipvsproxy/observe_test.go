@@ -7,8 +7,10 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/metrics"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -41,5 +43,78 @@ func TestHealthFollowsTheSyncLoopNotEveryObject(t *testing.T) {
 	}
 	if health.Healthy() {
 		t.Fatal("a loop that cannot read the kernel for two minutes is reported healthy")
+	}
+}
+
+// On a dual-stack node, each slice's latency is observed once under its own
+// family, and conntrack deletions and iptables failures under the family
+// they happened in.
+func TestObserveSyncLabelsByFamily(t *testing.T) {
+	m := metrics.New()
+	health := healthcheck.NewProxyHealth(time.Minute, clock.RealClock{})
+	services := healthcheck.NewServiceHealthServer(nil, nil, health)
+	defer services.Close()
+	families := []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	start := time.Now()
+	observeSync(m, health, services, families, ipvsproxy.SyncResult{
+		Full: true, Start: start, Duration: 10 * time.Millisecond,
+		TriggerTimes:     map[v1.IPFamily][]time.Time{v1.IPv6Protocol: {start.Add(-2 * time.Second)}},
+		Conntrack:        map[v1.IPFamily]ipvsproxy.ConntrackPass{v1.IPv6Protocol: {Deleted: 3, Duration: time.Millisecond}},
+		ConntrackDeleted: 3,
+		WriteErrors:      map[string]int{},
+	})
+	observeSync(m, health, services, families, ipvsproxy.SyncResult{
+		Start: start, Duration: time.Millisecond,
+		WriteErrors:      map[string]int{"iptables": 1},
+		IPTablesFailures: map[v1.IPFamily]int{v1.IPv6Protocol: 1},
+	})
+	count := func(name, family string) int {
+		t.Helper()
+		mfs, err := m.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, metric := range mf.GetMetric() {
+				for _, l := range metric.GetLabel() {
+					if l.GetName() == "ip_family" && l.GetValue() == family {
+						switch {
+						case metric.GetHistogram() != nil:
+							return int(metric.GetHistogram().GetSampleCount())
+						case metric.GetCounter() != nil:
+							return int(metric.GetCounter().GetValue())
+						}
+					}
+				}
+			}
+		}
+		return 0
+	}
+	for _, c := range []struct {
+		name, family string
+		want         int
+	}{
+		{"kubeproxy_network_programming_duration_seconds", "IPv6", 1},
+		{"kubeproxy_network_programming_duration_seconds", "IPv4", 0},
+		{"kubeproxy_conntrack_reconciler_deleted_entries_total", "IPv6", 3},
+		{"kubeproxy_conntrack_reconciler_deleted_entries_total", "IPv4", 0},
+		{"kubeproxy_conntrack_reconciler_sync_duration_seconds", "IPv6", 1},
+		{"ipvsproxy_conntrack_entries_deleted_total", "IPv6", 3},
+		{"ipvsproxy_conntrack_entries_deleted_total", "IPv4", 0},
+		{"kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "IPv6", 1},
+		{"kubeproxy_sync_proxy_rules_iptables_restore_failures_total", "IPv4", 0},
+		{"kubeproxy_sync_full_proxy_rules_duration_seconds", "IPv4", 1},
+		{"kubeproxy_sync_partial_proxy_rules_duration_seconds", "IPv6", 1},
+	} {
+		if got := count(c.name, c.family); got != c.want {
+			t.Errorf("%s{ip_family=%s} = %d, want %d", c.name, c.family, got, c.want)
+		}
+	}
+	m.SetBuildInfo("v0.2.0", "abc123")
+	if n, err := testutil.GatherAndCount(m.Registry, "kubernetes_build_info"); err != nil || n != 1 {
+		t.Errorf("kubernetes_build_info: %d %v", n, err)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -38,10 +40,14 @@ const (
 )
 
 func runAction(c *cli.Context) error {
-	cfg, err := configFromFlags(c)
+	cfg, source, err := loadConfig(c)
 	if err != nil {
 		return err
 	}
+	if err := applyLogging(c); err != nil {
+		return err
+	}
+	applyOOMScoreAdj(c.Int("oom-score-adj"))
 	if cfg.Families, err = resolveFamilies(c.String("ip-families")); err != nil {
 		return err
 	}
@@ -49,12 +55,19 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	client, err := newClient(c.String("kubeconfig"))
+	client, err := newClient(c.String("kubeconfig"), clientConnection(c))
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if strings.EqualFold(strings.TrimSpace(c.String("nodeport-addresses")), nodePortPrimary) {
+		if cfg.NodePortAddresses, err = resolvePrimaryNodePortAddresses(ctx, client, nodeName, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	ctx, restart := context.WithCancelCause(ctx)
+	watchConfigFile(ctx, source.path, source.sum, configWatchInterval, func() { restart(errConfigChanged) })
 
 	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"))
 	if err != nil {
@@ -70,6 +83,8 @@ func runAction(c *cli.Context) error {
 	cfg = prepared.Config
 
 	m := metrics.New()
+	m.SetBuildInfo(version, version)
+	m.RegisterRESTClient()
 	m.SetSchedulerFallback(prepared.Requested, prepared.SchedulerFellBack)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -150,6 +165,9 @@ func runAction(c *cli.Context) error {
 	// that missed a Service would delete its virtual servers.
 	klog.InfoS("Waiting for informers", "node", nodeName)
 	if !cache.WaitForCacheSync(ctx.Done(), serviceReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced, serviceCIDRsSynced) {
+		if errors.Is(context.Cause(ctx), errConfigChanged) {
+			return errConfigChanged // changed before the first sync
+		}
 		return fmt.Errorf("informers did not sync before shutdown")
 	}
 	klog.InfoS("Proxier running", "node", nodeName, "families", cfg.Families, "scheduler", cfg.Scheduler)
@@ -158,6 +176,10 @@ func runAction(c *cli.Context) error {
 	defer func() { stop(); <-stopped }()
 	select {
 	case <-ctx.Done():
+		if errors.Is(context.Cause(ctx), errConfigChanged) {
+			<-stopped // no sync is cut off half-way by the restart
+			return errConfigChanged
+		}
 		klog.InfoS("Stopping; the kernel state stays so traffic keeps flowing")
 		return nil
 	case err := <-errs:
@@ -170,19 +192,15 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 	fam := familyLabels(families)
 	for _, f := range fam {
 		m.SyncProxyRulesLatency.WithLabelValues(f).Observe(r.Duration.Seconds())
+		observeSyncKind(m, f, r)
 		m.ConntrackEntriesDeletedTotal.WithLabelValues(f).Add(0)
-	}
-	if r.ConntrackDeleted > 0 {
-		m.ConntrackEntriesDeletedTotal.WithLabelValues(fam[0]).Add(float64(r.ConntrackDeleted))
 	}
 	m.ServiceChangesTotal.Add(float64(r.ServiceChanges))
 	m.EndpointChangesTotal.Add(float64(r.EndpointChanges))
 	for object, n := range r.WriteErrors {
 		m.KernelWriteFailuresTotal.WithLabelValues(object).Add(float64(n))
 	}
-	if n := r.WriteErrors["iptables"]; n > 0 {
-		m.IPTablesRestoreFailuresTotal.WithLabelValues(fam[0]).Add(float64(n))
-	}
+	observeByFamily(m, r)
 	m.RealServersDraining.Set(float64(r.Draining))
 	if r.Full {
 		m.SyncFullTotal.Inc()
@@ -203,7 +221,7 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 	if r.Err() == nil {
 		for _, f := range fam {
 			m.SyncProxyRulesLastTimestamp.WithLabelValues(f).SetToCurrentTime()
-			m.ObserveNetworkProgramming(v1.IPFamily(f), r.TriggerTimes, r.Start.Add(r.Duration))
+			m.ObserveNetworkProgramming(v1.IPFamily(f), r.TriggerTimes[v1.IPFamily(f)], r.Start.Add(r.Duration))
 		}
 	}
 	if err := services.SyncServices(r.HealthCheckNodePorts); err != nil {
@@ -240,7 +258,7 @@ func nodeNameOf(override string) (string, error) {
 	return strings.ToLower(h), nil
 }
 
-func newClient(kubeconfig string) (kubernetes.Interface, error) {
+func newClient(kubeconfig string, options ...func(*rest.Config)) (kubernetes.Interface, error) {
 	var restConfig *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -253,5 +271,8 @@ func newClient(kubeconfig string) (kubernetes.Interface, error) {
 	}
 	restConfig.UserAgent = "ipvsproxy/" + version
 	restConfig.Timeout = 30 * time.Second
+	for _, o := range options {
+		o(restConfig)
+	}
 	return kubernetes.NewForConfig(restConfig)
 }

@@ -7,8 +7,10 @@
 #   TOKEN-KUBECONFIG-OUT: also write a kubeconfig holding a token of the
 #   ipvsproxy ServiceAccount, for running the proxy with exactly its RBAC.
 #
-# The example overlay is applied first and the base last, so the cluster ends
-# with the base's objects; both are checked by the server.
+# The overlays and the Helm chart (deploy/helm/ipvsproxy, rendered by Helm's
+# engine in process; CHART=VALUES renders it with that values file) are
+# applied first and the base last, so the cluster ends with the base's
+# objects; all are checked by the server.
 # Needs only Go (it runs deploy/test/apply; kubectl is not required).
 set -eu
 [ $# -ge 1 ] || { echo "usage: apply.sh ADMIN-KUBECONFIG [TOKEN-KUBECONFIG-OUT]" >&2; exit 2; }
@@ -20,4 +22,8 @@ fi
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 exec "$GO" run ./deploy/test/apply -kubeconfig "$kubeconfig" ${token_out:+-token-kubeconfig "$token_out"} \
-	deploy/overlays/example deploy/overlays/modprobe deploy/base
+	deploy/overlays/example deploy/overlays/modprobe deploy/overlays/kube-proxy-labels deploy/overlays/kubeadm deploy/overlays/migrate \
+	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/example-values.yaml \
+	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/kubeadm-values.yaml \
+	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/migrate-values.yaml \
+	deploy/helm/ipvsproxy deploy/base

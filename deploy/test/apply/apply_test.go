@@ -23,7 +23,7 @@ func TestApplyToAPIServer(t *testing.T) {
 	defer cancel()
 	token := filepath.Join(t.TempDir(), "sa.kubeconfig")
 	if err := run(ctx, kubeconfig, "ipvsproxy-deploy-test", "../../../docs/rbac.md", token, time.Hour,
-		[]string{"../../overlays/example", "../../overlays/modprobe", "../../base"}); err != nil {
+		[]string{"../../overlays/example", "../../overlays/modprobe", "../../helm/ipvsproxy=../../helm/ipvsproxy/ci/kubeadm-values.yaml", "../../helm/ipvsproxy", "../../base"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(token); err != nil {
@@ -39,7 +39,7 @@ func TestApplyToAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		if f == "daemonset.yaml" {
-			data = []byte(strings.Replace(string(data), "dnsPolicy: ClusterFirstWithHostNet", "dnsPolicy: NoSuchPolicy", 1))
+			data = []byte(strings.Replace(string(data), "dnsPolicy: Default", "dnsPolicy: NoSuchPolicy", 1))
 		}
 		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
 			t.Fatal(err)

@@ -72,7 +72,7 @@ func main() {
 	tokenTTL := flag.Duration("token-ttl", 24*time.Hour, "lifetime of the token written by -token-kubeconfig")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: apply -kubeconfig FILE [flags] KUSTOMIZATION-DIR...\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: apply -kubeconfig FILE [flags] KUSTOMIZATION-DIR|CHART-DIR[=VALUES.yaml]...\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -125,6 +125,7 @@ func run(ctx context.Context, kubeconfig, fieldManager, rbacDoc, tokenKubeconfig
 				return fmt.Errorf("%s: %w", dir, err)
 			}
 		}
+		fmt.Printf("applied %s: %d objects\n", dir, len(objs))
 	}
 	if serviceAccount == nil {
 		return errors.New("no ServiceAccount among the applied objects")

@@ -42,6 +42,10 @@ func init() {
 		"set-endpoints":      {"set-endpoints [NS/]NAME [IP[@NODE[:ready|notready|terminating|terminating-notserving]]]...", runSetEndpoints},
 		"delete-endpoint":    {"delete-endpoint [NS/]NAME IP", runDeleteEndpoint},
 		"access":             {"access VERB RESOURCE [--namespace NS]   (exit 0 allowed, 3 forbidden)", runAccess},
+		"label-node":         {"label-node NODE KEY=VALUE   (kubectl label node --overwrite)", runLabelNode},
+		"create-daemonset":   {"create-daemonset FILE   (create or replace)", runCreateDaemonSet},
+		"patch-daemonset":    {"patch-daemonset NS/NAME FILE   (kubectl patch --patch-file, strategic merge)", runPatchDaemonSet},
+		"daemonsets-for":     {"daemonsets-for NODE   (kube-system DaemonSets whose nodeSelector matches the node)", runDaemonSetsFor},
 	}
 }
 

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/metrics"
+)
+
+// observeSyncKind feeds kube-proxy's full/partial sync histograms.
+func observeSyncKind(m *metrics.Metrics, family string, r ipvsproxy.SyncResult) {
+	if r.Full {
+		m.SyncFullProxyRulesLatency.WithLabelValues(family).Observe(r.Duration.Seconds())
+	} else {
+		m.SyncPartialProxyRulesLatency.WithLabelValues(family).Observe(r.Duration.Seconds())
+	}
+}
+
+// observeByFamily counts conntrack deletions and iptables failures under the
+// family they happened in (not under the first family of the node).
+func observeByFamily(m *metrics.Metrics, r ipvsproxy.SyncResult) {
+	for family, pass := range r.Conntrack {
+		f := string(family)
+		m.ConntrackEntriesDeletedTotal.WithLabelValues(f).Add(float64(pass.Deleted))
+		m.ConntrackReconcilerDeletedEntriesTotal.WithLabelValues(f).Add(float64(pass.Deleted))
+		m.ConntrackReconcilerSyncDuration.WithLabelValues(f).Observe(pass.Duration.Seconds())
+	}
+	for family, n := range r.IPTablesFailures {
+		m.IPTablesRestoreFailuresTotal.WithLabelValues(string(family)).Add(float64(n))
+	}
+}

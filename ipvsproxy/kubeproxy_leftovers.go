@@ -1,0 +1,241 @@
+package ipvsproxy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+// What kube-proxy v1.36 leaves on a node when it is replaced, by its iptables
+// and ipvs modes (pkg/proxy/iptables/cleanup.go and proxier.go
+// iptablesJumpChains, isServiceChainName; pkg/proxy/ipvs/cleanup.go,
+// proxier.go iptablesJumpChain, iptablesCleanupChains, ipsetInfo). Many names
+// are also ipvsproxy's (KUBE-SERVICES in nat, KUBE-CLUSTER-IP, kube-ipvs0):
+// those are never removed here; ipvsproxy rewrites them whole on its first
+// sync, and adopts kube-proxy's virtual servers as an older ipvsproxy's
+// (ownership.go, the legacy rule). What remains is kube-proxy's alone, and
+// would otherwise keep acting on packets: KUBE-SVC-* chains DNAT to old
+// endpoints, KUBE-EXTERNAL-SERVICES rejects, KUBE-PROXY-FIREWALL drops.
+
+// kubeProxyJump is one jump kube-proxy adds from a built-in chain.
+type kubeProxyJump struct {
+	table iptables.Table
+	chain string
+	rule  []string
+}
+
+func kubeProxyJumps() []kubeProxyJump {
+	j := func(table iptables.Table, chain, target, comment string, extra ...string) kubeProxyJump {
+		rule := append(append([]string{}, extra...), "-m", "comment", "--comment", comment, "-j", target)
+		return kubeProxyJump{table, chain, rule}
+	}
+	newOnly := []string{"-m", "conntrack", "--ctstate", "NEW"}
+	return []kubeProxyJump{
+		// iptables mode
+		j(iptables.TableFilter, "INPUT", "KUBE-EXTERNAL-SERVICES", "kubernetes externally-visible service portals", newOnly...),
+		j(iptables.TableFilter, "FORWARD", "KUBE-EXTERNAL-SERVICES", "kubernetes externally-visible service portals", newOnly...),
+		j(iptables.TableFilter, "INPUT", "KUBE-NODEPORTS", "kubernetes health check service ports"),
+		j(iptables.TableFilter, "FORWARD", "KUBE-SERVICES", "kubernetes service portals", newOnly...),
+		j(iptables.TableFilter, "OUTPUT", "KUBE-SERVICES", "kubernetes service portals", newOnly...),
+		j(iptables.TableFilter, "FORWARD", "KUBE-FORWARD", "kubernetes forwarding rules"),
+		j(iptables.TableFilter, "INPUT", "KUBE-PROXY-FIREWALL", "kubernetes load balancer firewall", newOnly...),
+		j(iptables.TableFilter, "OUTPUT", "KUBE-PROXY-FIREWALL", "kubernetes load balancer firewall", newOnly...),
+		j(iptables.TableFilter, "FORWARD", "KUBE-PROXY-FIREWALL", "kubernetes load balancer firewall", newOnly...),
+		j(iptables.TableNAT, "OUTPUT", "KUBE-SERVICES", "kubernetes service portals"),
+		j(iptables.TableNAT, "PREROUTING", "KUBE-SERVICES", "kubernetes service portals"),
+		j(iptables.TableNAT, "POSTROUTING", "KUBE-POSTROUTING", "kubernetes postrouting rules"),
+		// ipvs mode (the nat jumps are the same as above)
+		j(iptables.TableFilter, "INPUT", "KUBE-NODE-PORT", "kubernetes health check rules"),
+		j(iptables.TableFilter, "INPUT", "KUBE-PROXY-FIREWALL", "kube-proxy firewall rules"),
+		j(iptables.TableFilter, "FORWARD", "KUBE-PROXY-FIREWALL", "kube-proxy firewall rules"),
+		j(iptables.TableFilter, "INPUT", "KUBE-IPVS-FILTER", "kubernetes ipvs access filter"),
+		j(iptables.TableFilter, "OUTPUT", "KUBE-IPVS-OUT-FILTER", "kubernetes ipvs access filter"),
+	}
+}
+
+// kubeProxyChains are kube-proxy's chains by table; kubeProxyChainPrefixes
+// its per-Service and per-endpoint chains (nat).
+var kubeProxyChains = map[iptables.Table][]string{
+	iptables.TableNAT:    {"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-PROXY-CANARY", "KUBE-NODE-PORT", "KUBE-LOAD-BALANCER"},
+	iptables.TableFilter: {"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY", "KUBE-NODE-PORT", "KUBE-SOURCE-RANGES-FIREWALL", "KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER"},
+	iptables.TableMangle: {"KUBE-PROXY-CANARY"},
+}
+
+var kubeProxyChainPrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-SEP-", "KUBE-FW-", "KUBE-EXT-"}
+
+// kubeProxySets are the ipvs mode's sets (IPv6 ones are KUBE-6-...).
+var kubeProxySets = []string{
+	"KUBE-LOOP-BACK", "KUBE-CLUSTER-IP", "KUBE-EXTERNAL-IP", "KUBE-EXTERNAL-IP-LOCAL",
+	"KUBE-LOAD-BALANCER", "KUBE-LOAD-BALANCER-FW", "KUBE-LOAD-BALANCER-LOCAL",
+	"KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-LOAD-BALANCER-SOURCE-CIDR",
+	"KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-NODE-PORT-UDP", "KUBE-NODE-PORT-LOCAL-UDP",
+	"KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-SCTP-HASH", "KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
+}
+
+// CleanupKubeProxyLeftovers removes what kube-proxy's iptables and ipvs modes
+// left that ipvsproxy does not use itself: its jumps that are not
+// ipvsproxy's, its chains that are not ipvsproxy's, its sets that are not
+// ipvsproxy's. Everything of ipvsproxy's, and everything else, stays, so it
+// is safe before every start of the daemon (the init container runs it on
+// every pod start; the second run finds nothing). It returns what it
+// removed, and goes on past failures.
+func CleanupKubeProxyLeftovers(k Kernel, cfg Config) ([]string, error) {
+	var removed []string
+	var errs []error
+	fail := func(err error) {
+		klog.ErrorS(err, "Removing kube-proxy's leftovers failed")
+		errs = append(errs, err)
+	}
+	ours := map[string]bool{}
+	for _, j := range jumpRules() {
+		ours[jumpKey(j.table, j.chain, j.rule)] = true
+	}
+	for _, family := range cfg.Families {
+		ipt := k.IPTables[family]
+		if ipt == nil {
+			continue
+		}
+		for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter, iptables.TableMangle} {
+			save, err := ipt.Save(table)
+			if err != nil {
+				fail(fmt.Errorf("read %s %s table: %w", family, table, err))
+				continue
+			}
+			present := iptables.SavedRules(save)
+			for _, j := range kubeProxyJumps() {
+				if j.table != table || ours[jumpKey(j.table, j.chain, j.rule)] || !hasJump(present[j.chain], j.rule) {
+					continue
+				}
+				if err := ipt.DeleteRule(j.table, j.chain, j.rule...); err != nil {
+					fail(fmt.Errorf("delete kube-proxy's %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
+					continue
+				}
+				removed = append(removed, fmt.Sprintf("%s %s jump %s -> %s", family, table, j.chain, j.rule[len(j.rule)-1]))
+			}
+			var chains []string
+			for name := range present {
+				if isKubeProxyChain(table, name) {
+					chains = append(chains, name)
+				}
+			}
+			slices.Sort(chains)
+			if len(chains) == 0 {
+				continue
+			}
+			// A chain of ipvsproxy's name that kube-proxy filled (its
+			// KUBE-SERVICES jumps to every KUBE-SVC-*) is flushed too, or
+			// the chains it references could not be deleted; the daemon's
+			// first sync writes it again.
+			var shared []string
+			for _, c := range ownedChains[table] {
+				if referencesAny(present[c], chains) {
+					shared = append(shared, c)
+				}
+			}
+			// Flush all first: the chains jump to one another.
+			var flush, remove strings.Builder
+			for _, c := range shared {
+				fmt.Fprintf(&flush, ":%s - [0:0]\n", c)
+			}
+			for _, c := range chains {
+				fmt.Fprintf(&flush, ":%s - [0:0]\n", c)
+				fmt.Fprintf(&remove, "-X %s\n", c)
+			}
+			text := "*" + string(table) + "\n" + flush.String() + remove.String() + "COMMIT\n"
+			if err := ipt.Restore([]byte(text)); err != nil {
+				fail(fmt.Errorf("delete kube-proxy's %s %s chains %s: %w", family, table, strings.Join(chains, ", "), err))
+				continue
+			}
+			for _, c := range shared {
+				removed = append(removed, fmt.Sprintf("%s %s kube-proxy's rules in %s", family, table, c))
+			}
+			for _, c := range chains {
+				removed = append(removed, fmt.Sprintf("%s %s chain %s", family, table, c))
+			}
+		}
+	}
+
+	// Sets last: one that a rule still references cannot be destroyed.
+	sets, err := k.IPSet.Sets()
+	if err != nil && !errors.Is(err, ipset.ErrUnsupported) {
+		fail(fmt.Errorf("list ipsets: %w", err))
+	}
+	ourSets := map[string]bool{}
+	for _, s := range ownedSets([]v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, cfg.IPSetMaxElements) {
+		ourSets[s.Name] = true
+	}
+	theirs := map[string]bool{}
+	for _, name := range kubeProxySets {
+		theirs[name] = true
+		theirs[setName(name, v1.IPv6Protocol)] = true
+	}
+	for _, s := range sets {
+		if !theirs[s.Name] || ourSets[s.Name] {
+			continue
+		}
+		if err := k.IPSet.DestroySet(s.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
+			fail(fmt.Errorf("destroy kube-proxy's ipset %s: %w", s.Name, err))
+			continue
+		}
+		removed = append(removed, "ipset "+s.Name)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// isKubeProxyChain reports whether name in table is kube-proxy's and not
+// ipvsproxy's.
+func isKubeProxyChain(table iptables.Table, name string) bool {
+	for _, c := range ownedChains[table] {
+		if c == name {
+			return false
+		}
+	}
+	for _, c := range kubeProxyChains[table] {
+		if c == name {
+			return true
+		}
+	}
+	if table == iptables.TableNAT {
+		for _, p := range kubeProxyChainPrefixes {
+			if strings.HasPrefix(name, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// referencesAny reports whether a chain's saved rules jump to one of chains.
+func referencesAny(saved []string, chains []string) bool {
+	for _, r := range saved {
+		for _, c := range chains {
+			if strings.HasSuffix(r, " -j "+c) || strings.Contains(r, " -j "+c+" ") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func jumpKey(table iptables.Table, chain string, rule []string) string {
+	return string(table) + " " + chain + " " + strings.Join(rule, " ")
+}
+
+// hasJump reports whether the saved rules of a chain hold a jump like
+// rule: its target and its comment (iptables-save may order the matches
+// differently; DeleteRule then removes the exact rule).
+func hasJump(saved []string, rule []string) bool {
+	target, comment := rule[len(rule)-1], rule[len(rule)-3]
+	for _, r := range saved {
+		if strings.HasSuffix(r, " -j "+target) && strings.Contains(r, comment) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,135 @@
+package ipvsproxy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	v1 "k8s.io/api/core/v1"
+)
+
+// kubeProxyIPTablesMode is part of what kube-proxy v1.36's iptables mode
+// writes (iptables-save of a node with one Service), plus kubelet's own
+// chain, which is not kube-proxy's.
+const kubeProxyIPTablesMode = `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-NODEPORTS - [0:0]
+:KUBE-SVC-ABCDEFGHIJKLMNOP - [0:0]
+:KUBE-SEP-QRSTUVWXYZ012345 - [0:0]
+:KUBE-PROXY-CANARY - [0:0]
+-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment "default/web cluster IP" -j KUBE-SVC-ABCDEFGHIJKLMNOP
+-A KUBE-SVC-ABCDEFGHIJKLMNOP -j KUBE-SEP-QRSTUVWXYZ012345
+-A KUBE-SEP-QRSTUVWXYZ012345 -p tcp -j DNAT --to-destination 10.244.1.5:8080
+COMMIT
+*filter
+:KUBE-EXTERNAL-SERVICES - [0:0]
+:KUBE-PROXY-FIREWALL - [0:0]
+:KUBE-NODEPORTS - [0:0]
+:KUBE-FIREWALL - [0:0]
+-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES
+-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL
+-A INPUT -m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS
+-A INPUT -j KUBE-FIREWALL
+-A KUBE-EXTERNAL-SERVICES -d 192.0.2.7/32 -p tcp -j REJECT --reject-with icmp-port-unreachable
+COMMIT
+*mangle
+:KUBE-PROXY-CANARY - [0:0]
+COMMIT
+`
+
+// On a node where ipvsproxy already runs, kube-proxy's leftovers go and
+// ipvsproxy's own state (chains, jumps, sets, all named like kube-proxy's
+// IPVS mode) stays exactly as it was; kubelet's chain stays; a second run
+// removes nothing.
+func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
+	fk := newFakeKernel()
+	cfg := testConfig()
+	p, _ := newTestProxier(t, fk, cfg)
+	svc := service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	oursRules := fk.ipt4.Dump()
+	oursSets := fk.ipset.Dump()
+
+	if err := fk.ipt4.Restore([]byte(kubeProxyIPTablesMode)); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"KUBE-LOAD-BALANCER-SOURCE-CIDR", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-6-LOAD-BALANCER-LOCAL"} {
+		fam := ipset.IPv4
+		if strings.HasPrefix(name, "KUBE-6-") {
+			fam = ipset.IPv6
+		}
+		if err := fk.ipset.CreateSet(ipset.Set{Name: name, Type: ipset.HashIPPort, Family: fam}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fk.ipset.CreateSet(ipset.Set{Name: "OTHER-SET", Type: ipset.HashIP, Family: ipset.IPv4}); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.Families = []v1.IPFamily{v1.IPv4Protocol}
+	removed, err := CleanupKubeProxyLeftovers(fk.kernel(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 15 {
+		t.Errorf("removed %d objects, want 3 jumps, 8 chains, kube-proxy's rules in KUBE-SERVICES and 3 sets:\n%s", len(removed), strings.Join(removed, "\n"))
+	}
+	got := fk.ipt4.Dump()
+	for _, gone := range []string{"KUBE-SVC-", "KUBE-SEP-", "KUBE-NODEPORTS", "KUBE-EXTERNAL-SERVICES", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY", "10.96.0.10/32"} {
+		if strings.Contains(got, gone) {
+			t.Errorf("%s left:\n%s", gone, got)
+		}
+	}
+	if !strings.Contains(got, "-A INPUT -j KUBE-FIREWALL") || !strings.Contains(got, ":KUBE-FIREWALL") {
+		t.Errorf("kubelet's KUBE-FIREWALL removed:\n%s", got)
+	}
+	sets := fk.ipset.Dump()
+	if !strings.Contains(sets, "OTHER-SET") || strings.Contains(sets, "KUBE-LOAD-BALANCER-SOURCE-CIDR") || strings.Contains(sets, "-LOCAL-TCP") || strings.Contains(sets, "LOAD-BALANCER-LOCAL") {
+		t.Errorf("sets after cleanup:\n%s", sets)
+	}
+	// The daemon's next full sync writes its own state back to what it was.
+	p.needFull = true
+	mustSync(t, p)
+	if got := stripChain(fk.ipt4.Dump(), "KUBE-FIREWALL"); got != oursRules {
+		t.Errorf("ipvsproxy's rules after cleanup and a sync:\n%s\nwant\n%s", got, oursRules)
+	}
+	if got := stripSet(fk.ipset.Dump(), "OTHER-SET"); got != oursSets {
+		t.Errorf("ipvsproxy's sets after cleanup:\n%s\nwant\n%s", got, oursSets)
+	}
+	again, err := CleanupKubeProxyLeftovers(fk.kernel(), cfg)
+	if err != nil || len(again) != 0 {
+		t.Errorf("second run removed %v (%v), want nothing", again, err)
+	}
+	if res := mustSync(t, p); res.Writes != 0 {
+		t.Errorf("the next sync wrote %d objects: cleanup changed ipvsproxy's state", res.Writes)
+	}
+}
+
+// stripChain removes chain's declaration and rules (and jumps to it).
+func stripChain(dump, chain string) string {
+	var out []string
+	for _, l := range strings.Split(dump, "\n") {
+		if strings.HasPrefix(l, ":"+chain+" ") || strings.HasPrefix(l, "-A "+chain+" ") || strings.HasSuffix(l, "-j "+chain) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// stripSet removes a set's lines from an ipset fake's dump.
+func stripSet(dump, name string) string {
+	var out []string
+	for _, l := range strings.Split(dump, "\n") {
+		if strings.Contains(l, name) {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+var _ = iptables.TableMangle
