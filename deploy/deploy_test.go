@@ -473,3 +473,13 @@ func TestContainerIsHardened(t *testing.T) {
 		}
 	}
 }
+
+// The conformance overlay (e2e/conformance) runs the image images.sh
+// imports into containerd: a base image name it does not rewrite would be
+// pulled, and never found (ImagePullBackOff on every node).
+func TestConformanceOverlayRunsTheImportedImage(t *testing.T) {
+	r := renderTyped(t, "../e2e/conformance/overlay")
+	if got := proxyContainer(t, r.daemonSet).Image; got != "docker.io/ipvsproxy/ipvsproxy:conformance" {
+		t.Fatalf("conformance overlay image %q, want docker.io/ipvsproxy/ipvsproxy:conformance (e2e/conformance/images.sh)", got)
+	}
+}
