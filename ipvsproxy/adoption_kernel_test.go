@@ -20,19 +20,7 @@ import (
 // to destroy the referenced set, and the proxier still ends with the right
 // type and its rules intact (issue 8 item 7).
 func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	ns, path := netnstest.NewNamed(t, "ipvsproxy-a-")
-	sets, err := ipset.NewInNamespace(ns)
-	if err != nil {
-		t.Skipf("no ipset: %v", err)
-	}
-	t.Cleanup(func() { sets.Close() })
-	ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path))
-	if err != nil {
-		t.Skipf("no iptables: %v", err)
-	}
+	sets, ipt, path := realSetsAndRules(t)
 	// The older layout, referenced by a rule of ours.
 	if err := sets.CreateSet(ipset.Set{Name: setLoopBack, Type: ipset.HashIP, Family: ipset.IPv4}); err != nil {
 		t.Fatal(err)
@@ -85,19 +73,7 @@ func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
 // 8 item 6): otherwise the kernel would refuse members the capacity check
 // admitted.
 func TestSmallerSetIsReplacedOnRealKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	ns, path := netnstest.NewNamed(t, "ipvsproxy-s-")
-	sets, err := ipset.NewInNamespace(ns)
-	if err != nil {
-		t.Skipf("no ipset: %v", err)
-	}
-	t.Cleanup(func() { sets.Close() })
-	ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path))
-	if err != nil {
-		t.Skipf("no iptables: %v", err)
-	}
+	sets, ipt, path := realSetsAndRules(t)
 	if err := sets.CreateSet(ipset.Set{Name: setLoopBack, Type: ipset.HashIPPortIP, Family: ipset.IPv4, MaxElem: 16}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,4 +106,24 @@ func TestSmallerSetIsReplacedOnRealKernel(t *testing.T) {
 	if res := mustSync(t, p2); res.Writes != 0 {
 		t.Fatalf("restart with a smaller flag wrote %d", res.Writes)
 	}
+}
+
+// realSetsAndRules opens this machine's ipset and IPv4 iptables in a fresh
+// network namespace (path is its /run/netns path); it skips unless root.
+func realSetsAndRules(t *testing.T) (ipset.Interface, iptables.Interface, string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	ns, path := netnstest.NewNamed(t, "ipvsproxy-a-")
+	sets, err := ipset.NewInNamespace(ns)
+	if err != nil {
+		t.Skipf("no ipset: %v", err)
+	}
+	t.Cleanup(func() { sets.Close() })
+	ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path))
+	if err != nil {
+		t.Skipf("no iptables: %v", err)
+	}
+	return sets, ipt, path
 }

@@ -72,9 +72,6 @@ func iptablesRules(cfg Config, family v1.IPFamily, local localDetector) string {
 	mark := fmt.Sprintf("%#x", cfg.MasqueradeMark)
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	// ruleMatch puts the detector's arguments where iptables-save prints
-	// them (-s and -i come before any -m).
-	match := ruleMatch
 
 	w("*nat")
 	for _, c := range ownedChains[iptables.TableNAT] {
@@ -87,7 +84,7 @@ func iptablesRules(cfg Config, family v1.IPFamily, local localDetector) string {
 		// Pods keep their source address to cluster IPs; anything else (the
 		// node itself, hostNetwork pods) is masqueraded so replies return
 		// through this node.
-		w("-A %s %s-m set --match-set %s dst,dst -j %s", chainServices, match(local.ifNotLocal), set(setClusterIP), chainMarkMasq)
+		w("-A %s %s-m set --match-set %s dst,dst -j %s", chainServices, ruleMatch(local.ifNotLocal), set(setClusterIP), chainMarkMasq)
 	default:
 		// No way to tell pods apart: kube-proxy's fallback masquerades what
 		// the node sends from a service address (the kernel picks the
@@ -131,7 +128,7 @@ func iptablesRules(cfg Config, family v1.IPFamily, local localDetector) string {
 	// Silently: no reply, no RST, no ICMP. Without a detector nothing is
 	// known to be in-cluster; the node's own traffic is taken by IPVS at
 	// LOCAL_OUT and never comes here.
-	w("-A %s %s-m set --match-set %s dst,dst -j DROP", chainIPVSFilter, match(local.ifNotLocal), set(setLocalNoEndpoints))
+	w("-A %s %s-m set --match-set %s dst,dst -j DROP", chainIPVSFilter, ruleMatch(local.ifNotLocal), set(setLocalNoEndpoints))
 	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", chainIPVSFilter, set(setIPVSServices))
 	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", chainIPVSFilter, set(setNodePorts))
 	// Load balancer probes to LB-IP:healthCheckNodePort (kubernetes#117723).
@@ -162,7 +159,8 @@ func iptablesRules(cfg Config, family v1.IPFamily, local localDetector) string {
 	return b.String()
 }
 
-// ruleMatch is a detector's arguments as iptablesRules writes them.
+// ruleMatch is a detector's arguments as iptablesRules writes them:
+// where iptables-save prints them (-s and -i come before any -m).
 func ruleMatch(args []string) string {
 	if len(args) == 0 {
 		return ""
