@@ -2,7 +2,7 @@
 # Builds what the conformance cluster runs, once per machine, into a cache dir keyed like
 # e2e/controlplane/build.sh: kubelet, kube-controller-manager, kube-scheduler, agnhost and
 # e2e.test from k8s.io/kubernetes v1.36.3 (this module's go.mod), this module's pause and
-# mkimage, and containerd (its own Go module, a fixed version; Debian bookworm's 1.6 is too old
+# mkimage, the ginkgo CLI, and containerd (its own Go module, a fixed version; Debian bookworm's 1.6 is too old
 # for the v1.36 kubelet, see docs/testing.md). Heavy builds run under nice; each step's time goes
 # to stderr and to $bin/build-times.txt the first time it runs (cold).
 #
@@ -72,6 +72,11 @@ containerd_build() {
 		"github.com/containerd/containerd/v2/cmd/ctr@$containerd_version"
 }
 step "containerd $containerd_version" containerd containerd-shim-runc-v2 ctr -- containerd_build
+# The ginkgo CLI runs e2e.test's specs in parallel processes (the full run); the version is the
+# one k8s.io/kubernetes v1.36.3 links, so the CLI and the compiled suite speak the same protocol.
+ginkgo_version=$(awk '$1 == "github.com/onsi/ginkgo/v2" { print $2 }' go.mod)
+ginkgo_build() { GOBIN=$tmp CGO_ENABLED=0 "${nice[@]}" "$GO" install -trimpath "github.com/onsi/ginkgo/v2/ginkgo@$ginkgo_version"; }
+step "ginkgo $ginkgo_version" ginkgo -- ginkgo_build
 # This module's small tools change with the scripts: rebuilt every time (seconds).
 CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -o "$bin/" ./cmd/pause ./cmd/mkimage ./cmd/junitsummary ./cmd/clusterdns
 echo "$bin"
