@@ -26,8 +26,7 @@ func (e Endpoint) String() string { return netip.AddrPortFrom(e.Addr, e.Port).St
 // (all of one Service), keyed by port name and protocol, for one family.
 // Bad endpoints are skipped and reported.
 func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (map[portKey][]Endpoint, []Problem) {
-	out := map[portKey][]Endpoint{}
-	seen := map[portKey]map[netip.AddrPort]int{}
+	lists := map[portKey]*endpointList{}
 	var problems []Problem
 	for _, slice := range slices_ {
 		if string(slice.AddressType) != string(family) {
@@ -46,9 +45,10 @@ func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (ma
 				continue
 			}
 			key := portKey{name: deref(port.Name, ""), protocol: deref(port.Protocol, v1.ProtocolTCP)}
-			if seen[key] == nil {
-				seen[key] = make(map[netip.AddrPort]int, len(slice.Endpoints))
-				out[key] = make([]Endpoint, 0, len(slice.Endpoints))
+			list := lists[key]
+			if list == nil {
+				list = &endpointList{eps: make([]Endpoint, 0, len(slice.Endpoints))}
+				lists[key] = list
 			}
 			for _, ep := range slice.Endpoints {
 				if len(ep.Addresses) == 0 {
@@ -82,27 +82,63 @@ func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (ma
 						e.NodeHints = append(e.NodeHints, n.Name)
 					}
 				}
-				ap := netip.AddrPortFrom(addr, e.Port)
-				if i, dup := seen[key][ap]; dup {
+				if i, dup := list.find(e.Addr, e.Port); dup {
 					// Overlap is legal while the controller moves an
 					// endpoint between slices; keep the ready copy.
-					if !out[key][i].Ready && e.Ready {
-						out[key][i] = e
+					if !list.eps[i].Ready && e.Ready {
+						list.eps[i] = e
 					}
-					bad("endpoint %s of port %q listed twice; using one", ap, key.name)
+					bad("endpoint %s of port %q listed twice; using one", e, key.name)
 					continue
 				}
-				seen[key][ap] = len(out[key])
-				out[key] = append(out[key], e)
+				list.add(e)
 			}
 		}
 	}
-	for k := range out {
-		slices.SortFunc(out[k], func(a, b Endpoint) int {
+	out := make(map[portKey][]Endpoint, len(lists))
+	for k, list := range lists {
+		slices.SortFunc(list.eps, func(a, b Endpoint) int {
 			return netip.AddrPortFrom(a.Addr, a.Port).Compare(netip.AddrPortFrom(b.Addr, b.Port))
 		})
+		out[k] = list.eps
 	}
 	return out, problems
+}
+
+// endpointList is one port's endpoints. The index that finds repeats is
+// built only once the list is long: below that a scan is cheaper than a
+// map per port of every Service (issue 9: a third of building one).
+type endpointList struct {
+	eps   []Endpoint
+	index map[netip.AddrPort]int
+}
+
+const endpointIndexMin = 16
+
+func (l *endpointList) find(addr netip.Addr, port uint16) (int, bool) {
+	if l.index != nil {
+		i, ok := l.index[netip.AddrPortFrom(addr, port)]
+		return i, ok
+	}
+	for i := range l.eps {
+		if l.eps[i].Port == port && l.eps[i].Addr == addr {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+func (l *endpointList) add(e Endpoint) {
+	l.eps = append(l.eps, e)
+	switch {
+	case l.index != nil:
+		l.index[netip.AddrPortFrom(e.Addr, e.Port)] = len(l.eps) - 1
+	case len(l.eps) > endpointIndexMin:
+		l.index = make(map[netip.AddrPort]int, 2*len(l.eps))
+		for i, x := range l.eps {
+			l.index[netip.AddrPortFrom(x.Addr, x.Port)] = i
+		}
+	}
 }
 
 type portKey struct {

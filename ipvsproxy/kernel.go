@@ -1,9 +1,11 @@
 package ipvsproxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -46,7 +48,75 @@ type kernelView struct {
 
 type kernelVirtualServer struct {
 	vs          ipvs.VirtualServer
-	realServers map[ipvs.RealServerKey]ipvs.RealServer
+	realServers realServerList
+}
+
+// realServerList is a virtual server's real servers as the kernel holds
+// them, sorted by address and port like the desired state's. A slice costs
+// the 56 bytes of each where a map cost about 170 (issue 9: the view of
+// 100,000 took 17 MB), and it is searched without hashing.
+type realServerList []ipvs.RealServer
+
+func compareRealServerKeys(a, b ipvs.RealServerKey) int {
+	return cmp.Or(a.Address.Compare(b.Address), cmp.Compare(a.Port, b.Port))
+}
+
+func byRealServerKey(rs ipvs.RealServer, k ipvs.RealServerKey) int {
+	return compareRealServerKeys(rs.RealServerKey, k)
+}
+
+// newRealServerList sorts what the kernel listed (in its own order).
+func newRealServerList(rss []ipvs.RealServer) realServerList {
+	l := slices.Clone(realServerList(rss))
+	slices.SortFunc(l, func(a, b ipvs.RealServer) int { return compareRealServerKeys(a.RealServerKey, b.RealServerKey) })
+	return l
+}
+
+func (l realServerList) get(k ipvs.RealServerKey) (ipvs.RealServer, bool) {
+	if i, ok := slices.BinarySearchFunc(l, k, byRealServerKey); ok {
+		return l[i], true
+	}
+	return ipvs.RealServer{}, false
+}
+
+// put adds or replaces rs; adding in order (a cold sync) appends.
+func (l *realServerList) put(rs ipvs.RealServer) {
+	if n := len(*l); n == 0 || compareRealServerKeys((*l)[n-1].RealServerKey, rs.RealServerKey) < 0 {
+		*l = append(*l, rs)
+		return
+	}
+	i, ok := slices.BinarySearchFunc(*l, rs.RealServerKey, byRealServerKey)
+	if ok {
+		(*l)[i] = rs
+		return
+	}
+	*l = slices.Insert(*l, i, rs)
+}
+
+func (l *realServerList) remove(k ipvs.RealServerKey) {
+	if i, ok := slices.BinarySearchFunc(*l, k, byRealServerKey); ok {
+		*l = slices.Delete(*l, i, i+1)
+	}
+}
+
+// sameRealServers: the view holds exactly the desired real servers, at
+// their weights (both are sorted the same way).
+func sameRealServers(have realServerList, want []ipvs.RealServer) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for i := range have {
+		if have[i].RealServerKey != want[i].RealServerKey || have[i].Weight != want[i].Weight {
+			return false
+		}
+	}
+	return true
+}
+
+// wants reports whether the sorted desired real servers hold k.
+func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
+	_, ok := slices.BinarySearchFunc(desired, k, byRealServerKey)
+	return ok
 }
 
 // readKernel reads every object the proxier owns, and writes nothing: the
@@ -129,11 +199,7 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list real servers of %s: %w", vs.VirtualServerKey, err)
 		}
-		kvs := &kernelVirtualServer{vs: vs, realServers: make(map[ipvs.RealServerKey]ipvs.RealServer, len(rss))}
-		for _, rs := range rss {
-			kvs.realServers[rs.RealServerKey] = rs
-		}
-		view.virtualServers[vs.VirtualServerKey] = kvs
+		view.virtualServers[vs.VirtualServerKey] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
 	}
 	return view, nil
 }

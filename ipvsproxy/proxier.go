@@ -408,11 +408,7 @@ func (p *Proxier) refreshVirtualServers(keys []ipvs.VirtualServerKey) {
 			if err != nil {
 				continue
 			}
-			kvs := &kernelVirtualServer{vs: vs, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
-			for _, rs := range rss {
-				kvs.realServers[rs.RealServerKey] = rs
-			}
-			p.view.virtualServers[k] = kvs
+			p.view.virtualServers[k] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
 		}
 	}
 }

@@ -290,10 +290,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 					r.foreignFound(k)
 					return
 				}
-				have = &kernelVirtualServer{vs: ipvs.VirtualServer{VirtualServerKey: k}, realServers: map[ipvs.RealServerKey]ipvs.RealServer{}}
-				for _, rs := range rss {
-					have.realServers[rs.RealServerKey] = rs
-				}
+				have = &kernelVirtualServer{vs: ipvs.VirtualServer{VirtualServerKey: k}, realServers: newRealServerList(rss)}
 				r.view.virtualServers[k] = have
 				break
 			}
@@ -314,7 +311,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 			r.fail(id, err)
 			return
 		}
-		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(map[ipvs.RealServerKey]ipvs.RealServer, len(want.RealServers))}
+		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(realServerList, 0, len(want.RealServers))}
 		r.view.virtualServers[k] = have
 	}
 	if !r.view.isRecorded(k) {
@@ -334,9 +331,19 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 	// want.RealServers has no repeats: when have holds only wanted ones,
 	// nothing is to be removed and no set of them is needed (a full sync
 	// compares every virtual server).
+	if sameRealServers(have.realServers, want.RealServers) {
+		// The common case of a full sync: nothing to write.
+		if d := r.draining[k]; d != nil {
+			for _, rs := range want.RealServers {
+				delete(d, rs.RealServerKey)
+			}
+		}
+		r.settle(id, errors.Join(errs...))
+		return
+	}
 	present := 0
 	for _, rs := range want.RealServers {
-		cur, ok := have.realServers[rs.RealServerKey]
+		cur, ok := have.realServers.get(rs.RealServerKey)
 		switch {
 		case !ok:
 			r.writes++
@@ -353,20 +360,16 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 			}
 		}
 		present++ // now in have
-		have.realServers[rs.RealServerKey] = rs
+		have.realServers.put(rs)
 		if d := r.draining[k]; d != nil {
 			delete(d, rs.RealServerKey)
 		}
 	}
 	if present != len(have.realServers) {
-		wanted := make(map[ipvs.RealServerKey]bool, len(want.RealServers))
-		for _, rs := range want.RealServers {
-			wanted[rs.RealServerKey] = true
-		}
 		var gone []ipvs.RealServerKey
-		for key := range have.realServers {
-			if !wanted[key] {
-				gone = append(gone, key)
+		for _, rs := range have.realServers {
+			if !wants(want.RealServers, rs.RealServerKey) {
+				gone = append(gone, rs.RealServerKey)
 			}
 		}
 		errs = append(errs, r.removeRealServers(have, gone)...)
@@ -395,14 +398,14 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 		// Fresh connection counts: the view's may be a sync old.
 		if current, err := r.k.IPVS.RealServers(k); err == nil {
 			for _, rs := range current {
-				if _, ok := have.realServers[rs.RealServerKey]; ok {
-					have.realServers[rs.RealServerKey] = rs
+				if _, ok := have.realServers.get(rs.RealServerKey); ok {
+					have.realServers.put(rs)
 				}
 			}
 		}
 	}
 	for _, key := range gone {
-		rs := have.realServers[key]
+		rs, _ := have.realServers.get(key)
 		if k.Protocol == ipvs.TCP && rs.ActiveConnections+rs.InactiveConnections > 0 {
 			if r.draining[k] == nil {
 				r.draining[k] = map[ipvs.RealServerKey]time.Time{}
@@ -417,7 +420,7 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 					errs = append(errs, err)
 					continue
 				}
-				have.realServers[key] = rs
+				have.realServers.put(rs)
 			}
 			continue
 		}
@@ -434,7 +437,7 @@ func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealSe
 	if err := r.k.IPVS.DeleteRealServer(k, key); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
 		return err
 	}
-	delete(have.realServers, key)
+	have.realServers.remove(key)
 	if k.Protocol == ipvs.UDP {
 		r.staleFlows = append(r.staleFlows, conntrack.Filter{Protocol: conntrack.UDP, OrigDst: k.Address, OrigDstPort: k.Port, ReplySrc: key.Address, ReplySrcPort: key.Port})
 	}
@@ -543,12 +546,9 @@ func adoptDraining(view *kernelView, desired *desiredState, draining map[ipvs.Vi
 		if want == nil || k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
 			continue
 		}
-		wanted := map[ipvs.RealServerKey]bool{}
-		for _, rs := range want.RealServers {
-			wanted[rs.RealServerKey] = true
-		}
-		for key, rs := range kvs.realServers {
-			if rs.Weight == 0 && !wanted[key] && k.Protocol == ipvs.TCP {
+		for _, rs := range kvs.realServers {
+			key := rs.RealServerKey
+			if rs.Weight == 0 && !wants(want.RealServers, key) {
 				if draining[k] == nil {
 					draining[k] = map[ipvs.RealServerKey]time.Time{}
 				}
@@ -560,7 +560,7 @@ func adoptDraining(view *kernelView, desired *desiredState, draining map[ipvs.Vi
 	}
 }
 
-func hasWeightZero(rss map[ipvs.RealServerKey]ipvs.RealServer) bool {
+func hasWeightZero(rss realServerList) bool {
 	for _, rs := range rss {
 		if rs.Weight == 0 {
 			return true

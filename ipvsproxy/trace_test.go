@@ -103,7 +103,7 @@ func trace(s Snapshot, src, dst string, proto ipvs.Protocol) Trace {
 	return s.Trace(Packet{Source: netip.MustParseAddr(src), Destination: netip.MustParseAddrPort(dst), Protocol: proto})
 }
 
-func realServerList(t Trace) string {
+func tracedRealServers(t Trace) string {
 	var out []string
 	for _, rs := range t.RealServers {
 		m := "not masqueraded"
@@ -182,9 +182,9 @@ func checkTraces(t *testing.T, s Snapshot, cases []traceCase) {
 			for _, rs := range tr.RealServers {
 				text += " | " + rs.MasqueradeReason
 			}
-			if tr.Verdict != c.verdict || realServerList(tr) != c.realServers || !strings.Contains(text, c.reason) {
+			if tr.Verdict != c.verdict || tracedRealServers(tr) != c.realServers || !strings.Contains(text, c.reason) {
 				t.Errorf("trace %s -> %s %s:\n  verdict %s, real servers [%s]\n  %s\nwant verdict %s, real servers [%s], mentioning %q\nsteps: %+v",
-					c.src, c.dst, c.proto, tr.Verdict, realServerList(tr), text, c.verdict, c.realServers, c.reason, tr.Steps)
+					c.src, c.dst, c.proto, tr.Verdict, tracedRealServers(tr), text, c.verdict, c.realServers, c.reason, tr.Steps)
 			}
 		})
 	}

@@ -100,8 +100,10 @@ func run(s shape.Shape, repeats int) (shape.Result, error) {
 			slices[sl.Name] = sl
 		}
 	}
+	var longest time.Duration
 	record := func(op string, seconds float64) {
 		res.Millis[op] = append(res.Millis[op], seconds*1000)
+		longest = max(longest, time.Duration(seconds*float64(time.Second)))
 	}
 	// cold: OnServiceSynced runs the first sync itself, synchronously;
 	// the histogram's sum grows by its duration.
@@ -179,7 +181,27 @@ func run(s shape.Shape, repeats int) (shape.Result, error) {
 			}
 		}
 	}
+	// The running loop cannot be stopped, and every handler call queued a
+	// sync (at most one waits). The restarted proxiers share the fakes, which
+	// are not safe for concurrent use: wait until no sync has ended for
+	// longer than any sync took, so the last queued one is over.
+	quiesce := func() error {
+		quiet := 2*longest + time.Second
+		last, err := testutil.GetHistogramMetricCount(latency)
+		if err != nil {
+			return err
+		}
+		for since := time.Now(); time.Since(since) < quiet; time.Sleep(10 * time.Millisecond) {
+			if c, _ := testutil.GetHistogramMetricCount(latency); c != last {
+				last, since = c, time.Now()
+			}
+		}
+		return nil
+	}
 	for rep := 0; rep < repeats; rep++ {
+		if err := quiesce(); err != nil {
+			return res, err
+		}
 		p, err = newProxier(ctx, f)
 		if err != nil {
 			return res, err
