@@ -26,6 +26,7 @@ unit: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	cd e2e/controlplane && $(GO) test -count=1 ./pki/ ./cluster/
+	cd e2e/conformance && $(GO) test -count=1 ./cmd/junitsummary/
 
 # The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy).
 vm-test: deps

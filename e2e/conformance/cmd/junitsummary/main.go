@@ -3,13 +3,22 @@
 // `N passed, N failed, N skipped`. Specs left out by --ginkgo.focus/--ginkgo.skip are counted
 // apart ("not selected"): they never ran. It exits 1 when a spec failed or none passed.
 //
+// A report under a directory named rerun-serial (run.sh's rerun, one process, of what failed
+// among parallel ones) decides the specs it holds; one that failed before and passed there is
+// counted passed and listed as RERUN, with its first failure, so no flake goes unreported.
+// With -failed-focus it prints instead a ginkgo focus matching exactly the failed specs (nothing
+// when none failed).
+//
 //	junitsummary e2e/results/conformance-*/*/junit_01.xml
+//	junitsummary -failed-focus e2e/results/conformance-*/*/junit_01.xml
 package main
 
 import (
 	"encoding/xml"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -44,14 +53,25 @@ func (p *problem) String() string {
 	return p.Text
 }
 
+// outcome is one spec's result: passed, failed (with a line why) or skipped (with the reason).
+type outcome struct {
+	status, detail string
+	firstFailure   string // set when a rerun decided a spec that had failed
+}
+
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: junitsummary JUNIT.xml...")
+	args := os.Args[1:]
+	failedFocus := len(args) > 0 && args[0] == "-failed-focus"
+	if failedFocus {
+		args = args[1:]
+	}
+	if len(args) < 1 {
+		fmt.Fprintln(os.Stderr, "usage: junitsummary [-failed-focus] JUNIT.xml...")
 		os.Exit(2)
 	}
-	var passed, notSelected int
-	var failed, skipped []string
-	for _, path := range os.Args[1:] {
+	outcomes := map[string]*outcome{}
+	notSelected := 0
+	for _, path := range args {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "junitsummary: read %s: %v\n", path, err)
@@ -62,56 +82,116 @@ func main() {
 			fmt.Fprintf(os.Stderr, "junitsummary: parse %s: %v\n", path, err)
 			os.Exit(2)
 		}
+		rerun := filepath.Base(filepath.Dir(path)) == "rerun-serial"
 		for _, s := range report.Suites {
 			for _, c := range s.Cases {
 				// ginkgo names a spec by its node type first: "[It] [sig-network] Services ...".
 				c.Name = strings.TrimPrefix(c.Name, "[It] ")
-				// Suite-level nodes ([SynchronizedBeforeSuite], [ReportAfterSuite] ...) count only
-				// when they fail: then no spec could run.
-				// Their names are one bracketed word; a spec's name has spaces.
-				suiteNode := strings.HasPrefix(c.Name, "[") && strings.HasSuffix(c.Name, "]") && !strings.Contains(c.Name, " ")
+				o := classify(c)
 				switch {
-				case c.Failure != nil || c.Error != nil || c.Status == "failed" || c.Status == "panicked" ||
-					c.Status == "interrupted" || c.Status == "timedout" || c.Status == "aborted":
-					msg := ""
-					if c.Failure != nil {
-						msg = c.Failure.String()
-					} else if c.Error != nil {
-						msg = c.Error.String()
-					}
-					failed = append(failed, fmt.Sprintf("%s (%.0fs): %s", c.Name, c.Time, firstLine(msg)))
-				case suiteNode:
-				case c.Skipped != nil || c.Status == "skipped" || c.Status == "pending":
-					reason := ""
-					if c.Skipped != nil {
-						reason = c.Skipped.Message
-					}
-					// Ginkgo marks a spec that the filters left out with the bare message "skipped";
-					// a spec that called Skip carries "skipped - REASON".
-					if reason == "" || reason == "skipped" {
+				case o == nil:
+				case o.status == "not selected":
+					if !rerun {
 						notSelected++
-						continue
 					}
-					skipped = append(skipped, fmt.Sprintf("%s: %s", c.Name, firstLine(strings.TrimPrefix(reason, "skipped - "))))
+				case rerun:
+					if before := outcomes[c.Name]; before != nil && before.status == "failed" {
+						o.firstFailure = before.detail
+						outcomes[c.Name] = o
+					}
 				default:
-					passed++
+					outcomes[c.Name] = o
 				}
 			}
 		}
 	}
-	sort.Strings(failed)
-	sort.Strings(skipped)
-	for _, f := range failed {
-		fmt.Println("FAIL", f)
+	names := make([]string, 0, len(outcomes))
+	for n := range outcomes {
+		names = append(names, n)
 	}
-	for _, s := range skipped {
-		fmt.Println("SKIP", s)
+	sort.Strings(names)
+	if failedFocus {
+		var quoted []string
+		for _, n := range names {
+			if outcomes[n].status == "failed" {
+				quoted = append(quoted, regexp.QuoteMeta(n))
+			}
+		}
+		if len(quoted) > 0 {
+			fmt.Println(strings.Join(quoted, "|"))
+		}
+		return
+	}
+	passed, failed, skipped := 0, 0, 0
+	var lines []string
+	for _, n := range names {
+		o := outcomes[n]
+		switch o.status {
+		case "failed":
+			failed++
+			lines = append(lines, "FAIL "+n+o.detail)
+		case "skipped":
+			skipped++
+			lines = append(lines, "SKIP "+n+": "+o.detail)
+		default:
+			passed++
+			if o.firstFailure != "" {
+				lines = append(lines, "RERUN "+n+": passed alone after failing among parallel specs"+o.firstFailure)
+			}
+		}
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return order(lines[i]) < order(lines[j]) })
+	for _, l := range lines {
+		fmt.Println(l)
 	}
 	fmt.Printf("%d passed, %d failed, %d skipped (%d specs not selected by focus/skip)\n",
-		passed, len(failed), len(skipped), notSelected)
-	if len(failed) > 0 || passed == 0 {
+		passed, failed, skipped, notSelected)
+	if failed > 0 || passed == 0 {
 		os.Exit(1)
 	}
+}
+
+// order lists failures first, then reruns, then skips.
+func order(line string) int {
+	switch {
+	case strings.HasPrefix(line, "FAIL "):
+		return 0
+	case strings.HasPrefix(line, "RERUN "):
+		return 1
+	}
+	return 2
+}
+
+// classify is a test case's outcome; nil for a suite-level node that did not fail.
+func classify(c testcase) *outcome {
+	// Suite-level nodes ([SynchronizedBeforeSuite], [ReportAfterSuite] ...) count only when they
+	// fail: then no spec could run. Their names are one bracketed word; a spec's name has spaces.
+	suiteNode := strings.HasPrefix(c.Name, "[") && strings.HasSuffix(c.Name, "]") && !strings.Contains(c.Name, " ")
+	switch {
+	case c.Failure != nil || c.Error != nil || c.Status == "failed" || c.Status == "panicked" ||
+		c.Status == "interrupted" || c.Status == "timedout" || c.Status == "aborted":
+		msg := ""
+		if c.Failure != nil {
+			msg = c.Failure.String()
+		} else if c.Error != nil {
+			msg = c.Error.String()
+		}
+		return &outcome{status: "failed", detail: fmt.Sprintf(" (%.0fs): %s", c.Time, firstLine(msg))}
+	case suiteNode:
+		return nil
+	case c.Skipped != nil || c.Status == "skipped" || c.Status == "pending":
+		reason := ""
+		if c.Skipped != nil {
+			reason = c.Skipped.Message
+		}
+		// Ginkgo marks a spec that the filters left out with the bare message "skipped"; a
+		// spec that called Skip carries "skipped - REASON".
+		if reason == "" || reason == "skipped" {
+			return &outcome{status: "not selected"}
+		}
+		return &outcome{status: "skipped", detail: firstLine(strings.TrimPrefix(reason, "skipped - "))}
+	}
+	return &outcome{status: "passed"}
 }
 
 func firstLine(s string) string {

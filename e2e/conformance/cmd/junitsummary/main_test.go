@@ -57,3 +57,71 @@ func TestSummaryCountsAndNames(t *testing.T) {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
 	}
 }
+
+const parallelReport = `<testsuites><testsuite name="Kubernetes e2e suite">
+    <testcase name="[It] [sig-network] Services should fallback to terminating endpoints (a)" status="failed" time="368">
+      <failure message="[FAILED] curl: exit code 7" type="failed"></failure>
+    </testcase>
+    <testcase name="[It] [sig-network] Conntrack should drop INVALID conntrack entries [Privileged]" status="failed" time="40">
+      <failure message="[FAILED] boom" type="failed"></failure>
+    </testcase>
+    <testcase name="[It] [sig-network] Services should release NodePorts on delete" status="passed" time="30"></testcase>
+</testsuite></testsuites>`
+
+const rerunReport = `<testsuites><testsuite name="Kubernetes e2e suite">
+    <testcase name="[It] [sig-network] Services should fallback to terminating endpoints (a)" status="passed" time="200"></testcase>
+    <testcase name="[It] [sig-network] Conntrack should drop INVALID conntrack entries [Privileged]" status="failed" time="41">
+      <failure message="[FAILED] boom again" type="failed"></failure>
+    </testcase>
+    <testcase name="[It] [sig-network] Services should release NodePorts on delete" status="skipped" time="0">
+      <skipped message="skipped"></skipped>
+    </testcase>
+</testsuite></testsuites>`
+
+// run.sh reruns alone what failed among parallel specs: the focus names exactly those, and the
+// rerun decides them, a pass there being listed with the failure it replaced.
+func TestRerunDecidesWhatFailedInParallel(t *testing.T) {
+	if os.Getenv("JUNITSUMMARY_MAIN") == "1" {
+		os.Args = append([]string{"junitsummary"}, strings.Fields(os.Getenv("JUNITSUMMARY_ARGS"))...)
+		main()
+		os.Exit(0) // not the test binary's PASS line
+	}
+	dir := t.TempDir()
+	parallel := filepath.Join(dir, "proxy", "junit_01.xml")
+	rerun := filepath.Join(dir, "rerun-serial", "junit_01.xml")
+	for path, body := range map[string]string{parallel: parallelReport, rerun: rerunReport} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	summary := func(args ...string) (string, int) {
+		cmd := exec.Command(os.Args[0], "-test.run=TestRerunDecidesWhatFailedInParallel")
+		cmd.Env = append(os.Environ(), "JUNITSUMMARY_MAIN=1", "JUNITSUMMARY_ARGS="+strings.Join(args, " "))
+		out, err := cmd.Output()
+		code := 0
+		if exit, ok := err.(*exec.ExitError); ok {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	focus, _ := summary("-failed-focus", parallel)
+	want := `\[sig-network\] Conntrack should drop INVALID conntrack entries \[Privileged\]|\[sig-network\] Services should fallback to terminating endpoints \(a\)` + "\n"
+	if focus != want {
+		t.Errorf("-failed-focus: %q, want %q", focus, want)
+	}
+	out, code := summary(parallel, rerun)
+	want = strings.Join([]string{
+		"FAIL [sig-network] Conntrack should drop INVALID conntrack entries [Privileged] (41s): [FAILED] boom again",
+		"RERUN [sig-network] Services should fallback to terminating endpoints (a): passed alone after failing among parallel specs (368s): [FAILED] curl: exit code 7",
+		"2 passed, 1 failed, 0 skipped (0 specs not selected by focus/skip)",
+		"",
+	}, "\n")
+	if out != want || code != 1 {
+		t.Errorf("summary (exit %d):\n%s\nwant (exit 1):\n%s", code, out, want)
+	}
+}
