@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench-vm.sh — tier 2 of the benchmarks (issue 9): ipvsproxy's sync on the real kernel inside the
 # end-to-end VM (IPVS, the dummy kube-ipvs0 with its routes, ipset, iptables, conntrack), beside
-# the floor: the same kernel objects created by bare adapter calls without the proxier's logic.
-# Each run is a fresh network namespace in the guest; nothing leaves it.
+# the floor: the same kernel objects created by bare adapter calls without the proxier's logic,
+# and beside the anchor: kube-proxy v1.36.3's IPVS proxier on the same kernel (kubeproxy-bench
+# -kernel: its own netlink, ipset and iptables code). Each run is a fresh network namespace in
+# the guest; nothing leaves it.
 #
 #   e2e/vm/bench-vm.sh [--node] [SERVICES...]   (default 1000; the VM emulates its CPU: keep shapes small)
 #
@@ -28,7 +30,7 @@ mkdir -p "$cache/runs"
 work=$(mktemp -d "$cache/runs/bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/results"
-(cd "$repo/benchmarks/harness" && go build -o "$work/kernel-bench" ./cmd/kernel-bench)
+(cd "$repo/benchmarks/harness" && go build -o "$work/kernel-bench" ./cmd/kernel-bench && go build -o "$work/kubeproxy-bench" ./cmd/kubeproxy-bench)
 
 cat >"$work/guest.sh" <<GUEST
 #!/usr/bin/env bash
@@ -42,12 +44,22 @@ for m in ip_vs ip_vs_twos ip_vs_rr ip_vs_wrr dummy ip_set ip_set_hash_ip ip_set_
 	iptable_nat iptable_filter nf_conntrack nf_conntrack_netlink; do
 	modprobe \$m 2>/dev/null || true
 done
-for mode in floor ours; do
-	IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$mode -services 20 -repeats 1 >/dev/null
+bench() { # MODE SERVICES REPEATS
+	if [[ \$1 == kube-proxy ]]; then
+		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -kernel -services \$2 -repeats \$3
+	else
+		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3
+	fi
+}
+for mode in floor ours kube-proxy; do
+	bench \$mode 20 1 >/dev/null
 done
 for n in ${shapes[*]}; do
-	for mode in floor ours; do
-		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$mode -services \$n -repeats 3 >"$work/results/\$mode-\$n.json"
+	for mode in floor ours kube-proxy; do
+		# kube-proxy's every sync is a full one (seconds each here): one repeat of each operation.
+		repeats=3
+		[[ \$mode == kube-proxy ]] && repeats=1
+		bench \$mode \$n \$repeats >"$work/results/\$mode-\$n.json"
 	done
 done
 GUEST

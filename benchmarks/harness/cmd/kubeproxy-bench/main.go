@@ -5,6 +5,11 @@
 // kube-ipvs0 over real netlink (an ifb link in a private namespace, see
 // ../../netns) as it would on a node. The time of a sync is kube-proxy's
 // own sync_proxy_rules_duration_seconds. Prints one shape.Result as JSON.
+//
+// With -kernel it drives the real kernel instead (tier 2, in the end-to-end
+// VM: e2e/vm/bench-vm.sh): kube-proxy's own IPVS netlink, ipset and
+// iptables implementations, in a fresh namespace where it makes kube-ipvs0
+// itself, the sysctls still faked as for ipvsproxy's kernel-bench.
 package main
 
 import (
@@ -23,14 +28,18 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics/testutil"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	sysctltest "k8s.io/component-helpers/node/util/sysctl/testing"
 	"k8s.io/klog/v2"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/ipvs"
+	utilipset "k8s.io/kubernetes/pkg/proxy/ipvs/ipset"
 	ipsettest "k8s.io/kubernetes/pkg/proxy/ipvs/ipset/testing"
+	utilipvs "k8s.io/kubernetes/pkg/proxy/ipvs/util"
 	ipvstest "k8s.io/kubernetes/pkg/proxy/ipvs/util/testing"
 	"k8s.io/kubernetes/pkg/proxy/metrics"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
+	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
 	iptablestest "k8s.io/kubernetes/pkg/util/iptables/testing"
 )
 
@@ -38,42 +47,61 @@ func main() {
 	services := flag.Int("services", 1000, "Services in the shape")
 	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
 	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
+	kernel := flag.Bool("kernel", false, "drive the real kernel, not kube-proxy's fakes (tier 2, in the VM)")
 	flag.Parse()
 	klog.SetLogger(klogDiscard())
 	s := shape.Shape{Services: *services, Endpoints: *endpoints}
-	res, err := run(s, *repeats)
+	res, err := run(s, *repeats, *kernel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubeproxy-bench:", err)
 		os.Exit(1)
+	}
+	if *kernel {
+		fmt.Fprintf(os.Stderr, "%s %s: cold sync %.0f ms; peak RSS %.0f MB\n", res.Side, res.Shape, res.Millis[shape.OpCold][0], res.PeakRSS)
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		os.Exit(1)
 	}
 }
 
-type fakes struct {
-	ipt    *iptablestest.FakeIPTables
-	ipvs   *ipvstest.FakeIPVS
-	ipset  *ipsettest.FakeIPSet
-	sysctl *sysctltest.Fake
+// backends are what kube-proxy's proxier writes through: its fakes, or
+// with -kernel its real implementations.
+type backends struct {
+	ipt    utiliptables.Interface
+	ipvs   utilipvs.Interface
+	ipset  utilipset.Interface
+	sysctl utilsysctl.Interface
 }
 
-func newProxier(ctx context.Context, f fakes) (*ipvs.Proxier, error) {
+func newBackends(kernel bool) backends {
+	if kernel {
+		return backends{ipt: utiliptables.New(utiliptables.ProtocolIPv4), ipvs: utilipvs.New(), ipset: utilipset.New(), sysctl: sysctltest.NewFake()}
+	}
+	return backends{ipt: iptablestest.NewFake(), ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake("7.1"), sysctl: sysctltest.NewFake()}
+}
+
+func newProxier(ctx context.Context, f backends) (*ipvs.Proxier, error) {
 	return ipvs.NewProxier(ctx, v1.IPv4Protocol, f.ipt, f.ipvs, f.ipset, f.sysctl,
 		time.Hour, 0, nil, false, 0, 0, 0, false, 14,
 		proxyutil.NewDetectLocalByCIDR(shape.ClusterCIDR.String()), shape.NodeName,
 		net.IP(shape.NodeIP.AsSlice()), events.NewFakeRecorder(1000), nil, "rr", nil, false)
 }
 
-func run(s shape.Shape, repeats int) (shape.Result, error) {
+func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 	res := shape.Result{Side: "kube-proxy", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}}
-	if err := netns.Prepare(shape.NodeIP, "kube-ipvs0"); err != nil {
+	// On a kernel without the dummy driver an ifb link stands in for
+	// kube-ipvs0; with -kernel, kube-proxy makes its dummy itself.
+	link := "kube-ipvs0"
+	if kernel {
+		res.Side, link = "kube-proxy (kernel)", ""
+	}
+	if err := netns.Prepare(shape.NodeIP, link); err != nil {
 		return res, err
 	}
 	metrics.RegisterMetrics(kubeproxyconfig.ProxyModeIPVS)
 	latency := metrics.SyncProxyRulesLatency.WithLabelValues(string(v1.IPv4Protocol))
 	ctx := context.Background()
-	f := fakes{ipt: iptablestest.NewFake(), ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake("7.1"), sysctl: sysctltest.NewFake()}
+	f := newBackends(kernel)
 
 	// world is the latest of every object, for the restarted proxier.
 	services := map[string]*v1.Service{}
@@ -149,8 +177,8 @@ func run(s shape.Shape, repeats int) (shape.Result, error) {
 	if err := startProxier(shape.OpCold); err != nil {
 		return res, err
 	}
-	if n := len(f.ipvs.Services); n < s.Services {
-		return res, fmt.Errorf("cold sync programmed %d virtual servers for %d Services", n, s.Services)
+	if vss, err := f.ipvs.GetVirtualServers(); err != nil || len(vss) < s.Services {
+		return res, fmt.Errorf("cold sync programmed %d virtual servers for %d Services (%v)", len(vss), s.Services, err)
 	}
 	mid := s.Services / 2
 	steps := []struct {
