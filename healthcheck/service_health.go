@@ -130,6 +130,11 @@ func (s *ServiceHealthServer) listenAddresses(port uint16) ([]string, error) {
 	}
 	hostPorts := make([]string, 0, len(addrs))
 	for _, addr := range addrs {
+		if addr.Is6() && addr.IsLinkLocalUnicast() {
+			// Cannot be bound without its zone (EINVAL), and no load
+			// balancer probes one; kube-proxy never binds one either.
+			continue
+		}
 		hostPorts = append(hostPorts, net.JoinHostPort(addr.String(), portText))
 	}
 	return hostPorts, nil

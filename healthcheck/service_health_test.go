@@ -324,3 +324,24 @@ func TestServiceHealthConnectionLimitFreesSlotOfSilentClient(t *testing.T) {
 	defer silent.Close()
 	checkServiceAnswer(t, "http://"+addr+"/healthz", name, http.StatusServiceUnavailable, 0, true)
 }
+
+// An IPv4-only --nodeport-addresses leaves IPv6 on all addresses (the
+// family's ::/0, as in kube-proxy). A node's IPv6 link-local address cannot
+// be bound without its zone: it is left out, and the Service's health check
+// still opens on the others (conformance: "should fail health check node
+// port if there are only terminating endpoints" found every listener
+// failing on fe80::).
+func TestServiceHealthLeavesOutIPv6LinkLocal(t *testing.T) {
+	clock := clocktesting.NewFakeClock(start)
+	health := NewProxyHealth(syncPeriod, clock)
+	health.Updated()
+	prefixes := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::/0")}
+	s := NewServiceHealthServer(prefixes, nil, health, onlyAddresses("127.0.0.1", "fe80::874:c9ff:feb6:9f1e"))
+	t.Cleanup(s.Close)
+	name := types.NamespacedName{Namespace: "default", Name: "loadbalancer"}
+	port := freePort(t)
+	if err := s.SyncServices(map[types.NamespacedName]uint16{name: port}); err != nil {
+		t.Fatalf("SyncServices: %v", err)
+	}
+	checkServiceAnswer(t, "http://"+hostPort("127.0.0.1", port)+"/", name, http.StatusServiceUnavailable, 0, true)
+}
