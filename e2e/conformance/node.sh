@@ -43,6 +43,17 @@ sysctl -qw net.ipv4.ip_forward=1
 # (kubernetes/kubernetes#21613); the module may be missing, which the log then shows.
 sysctl -qw net.bridge.bridge-nf-call-iptables=1 || log "no br_netfilter: bridged traffic bypasses iptables"
 
+# Pod traffic to addresses outside the pod network leaves with this node's address, as kind's
+# kindnet (its masquerade agent, the network upstream's e2e jobs run on) does: a pod calling
+# another node's NodePort then arrives from this node, not from a pod address that the proxy
+# (as kube-proxy's ClusterCIDR local detection) takes for in-cluster traffic, which the
+# externalTrafficPolicy=Local specs expect. The bridge's own ipMasq would also masquerade
+# pod-to-pod traffic between nodes and lose the source IPs the other specs check.
+iptables -t nat -N CONF-MASQ
+iptables -t nat -A CONF-MASQ -d 10.244.0.0/16 -j RETURN
+iptables -t nat -A CONF-MASQ -s 10.244.0.0/16 -j MASQUERADE
+iptables -t nat -A POSTROUTING -m addrtype ! --dst-type LOCAL -j CONF-MASQ
+
 cat >/etc/cni/net.d/10-pods.conflist <<CNI
 {
   "cniVersion": "1.0.0",
