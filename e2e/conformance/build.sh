@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds what the conformance cluster runs, once per machine, into a cache dir keyed like
-# e2e/controlplane/build.sh: kubelet, kube-controller-manager, kube-scheduler, agnhost and
+# e2e/controlplane/build.sh: kubelet, kube-controller-manager, kube-scheduler, agnhost,
+# regression-issue-74839 and
 # e2e.test from k8s.io/kubernetes v1.36.3 (this module's go.mod), this module's pause and
 # mkimage, the ginkgo CLI, and containerd (its own Go module, a fixed version; Debian bookworm's 1.6 is too old
 # for the v1.36 kubelet, see docs/testing.md). Heavy builds run under nice; each step's time goes
@@ -62,6 +63,7 @@ step kubectl kubectl -- k8s_build k8s.io/kubernetes/cmd/kubectl
 step kube-controller-manager kube-controller-manager -- k8s_build k8s.io/kubernetes/cmd/kube-controller-manager
 step kube-scheduler kube-scheduler -- k8s_build k8s.io/kubernetes/cmd/kube-scheduler
 step agnhost agnhost -- k8s_build k8s.io/kubernetes/test/images/agnhost
+step regression-issue-74839 regression-issue-74839 -- k8s_build k8s.io/kubernetes/test/images/regression-issue-74839
 step e2e.test e2e.test -- eval 'CGO_ENABLED=0 "${nice[@]}" "$GO" test -c -vet=off -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/e2e.test" ./suite'
 # containerd from its own module graph (go install pkg@version ignores this go.mod); static,
 # without the btrfs and devmapper snapshotters, which need cgo and are not used here.

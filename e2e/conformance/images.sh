@@ -7,7 +7,11 @@
 #       what its Dockerfile adds from Alpine, taken from this Debian machine with their shared
 #       libraries: curl, nc (netcat-openbsd), ss and ip (iproute2), bash, dash as /bin/sh;
 #       busybox for the rest
+#       (Debian's wget instead of busybox's, whose -T segfaults in 1.35)
 #   registry.k8s.io/e2e-test-images/busybox:1.37.0-1   Debian's static busybox (1.35) with its applets
+#   registry.k8s.io/build-image/distroless-iptables:v0.9.6   Debian's conntrack with its libraries,
+#       busybox for sh, grep and sleep (the KubeProxy CLOSE_WAIT spec reads the node's table)
+#   registry.k8s.io/e2e-test-images/regression-issue-74839:1.4   built from test/images (build.sh)
 #   docker.io/ipvsproxy/ipvsproxy:conformance          deploy/rootfs's tree (make rootfs)
 #
 # Usage: images.sh BIN_DIR ROOTFS_TAR OUT_DIR    (BIN_DIR from build.sh)
@@ -17,11 +21,16 @@ mkdir -p "$out"
 log() { echo "images.sh: $*" >&2; }
 
 # Debian binaries copied into the agnhost image, and the shared libraries they load.
-debian_tools=(/usr/bin/curl /usr/bin/nc.openbsd /usr/bin/ss /usr/bin/ip /usr/bin/bash /usr/bin/dash)
-for t in "${debian_tools[@]}"; do [[ -x $t ]] || { log "$t missing (apt-get install curl netcat-openbsd iproute2)"; exit 1; }; done
-libs=$(ldd "${debian_tools[@]}" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\/.*ld-linux/ { print $1 }' | sort -u)
-lib_args=()
-for l in $libs; do lib_args+=(-add "$(readlink -f "$l")=$l"); done
+debian_tools=(/usr/bin/curl /usr/bin/nc.openbsd /usr/bin/ss /usr/bin/ip /usr/bin/bash /usr/bin/dash /usr/bin/wget)
+for t in "${debian_tools[@]}" /usr/sbin/conntrack; do [[ -x $t ]] || { log "$t missing (apt-get install curl netcat-openbsd iproute2 wget conntrack)"; exit 1; }; done
+lib_args_of() { # -add arguments for the shared libraries the binaries load
+	local l
+	for l in $(ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\/.*ld-linux/ { print $1 }' | sort -u); do
+		printf -- '-add\n%s=%s\n' "$(readlink -f "$l")" "$l"
+	done
+}
+mapfile -t lib_args < <(lib_args_of "${debian_tools[@]}")
+mapfile -t conntrack_lib_args < <(lib_args_of /usr/sbin/conntrack)
 
 busybox_links() { # busybox applets as links in DIR, except the names in $2
 	local dir=$1 except=" busybox $2 " a
@@ -33,7 +42,7 @@ mapfile -t bb_links < <(busybox_links /bin "")
 # In agnhost, /bin/sh is Debian's dash: Debian's busybox shell runs its own applets before PATH
 # (FEATURE_SH_STANDALONE), so `nc -v -t -w 2` in a test would reach busybox's nc, which has none
 # of those options, instead of netcat-openbsd as in upstream's Alpine-based image.
-mapfile -t agnhost_bb_links < <(busybox_links /bin "sh ash nc ip")
+mapfile -t agnhost_bb_links < <(busybox_links /bin "sh ash nc ip wget")
 
 start=$SECONDS
 "$bin/mkimage" -o "$out/pause.tar" -tag registry.k8s.io/pause:3.10.2 \
@@ -45,7 +54,13 @@ start=$SECONDS
 	-add /bin/busybox=/bin/busybox "${agnhost_bb_links[@]}" -add /usr/bin/dash=/bin/sh \
 	-add /usr/bin/curl=/usr/bin/curl -add /usr/bin/nc.openbsd=/usr/bin/nc -add /usr/bin/ss=/usr/bin/ss \
 	-add /usr/bin/ip=/usr/bin/ip -add /usr/bin/bash=/usr/bin/bash -symlink /usr/local/bin/bash=/usr/bin/bash \
+	-add /usr/bin/wget=/usr/bin/wget \
 	"${lib_args[@]}" -dir /tmp=1777 -dir /uploads -entrypoint /agnhost -cmd pause
+"$bin/mkimage" -o "$out/distroless-iptables.tar" -tag registry.k8s.io/build-image/distroless-iptables:v0.9.6 \
+	-add /bin/busybox=/bin/busybox "${bb_links[@]}" -add /usr/sbin/conntrack=/usr/sbin/conntrack \
+	"${conntrack_lib_args[@]}" -dir /tmp=1777
+"$bin/mkimage" -o "$out/regression-issue-74839.tar" -tag registry.k8s.io/e2e-test-images/regression-issue-74839:1.4 \
+	-add "$bin/regression-issue-74839=/regression-issue-74839" -entrypoint /regression-issue-74839
 "$bin/mkimage" -o "$out/ipvsproxy.tar" -tag docker.io/ipvsproxy/ipvsproxy:conformance \
 	-layer "$rootfs" -entrypoint /usr/local/bin/ipvsproxy -cmd run
 log "wrote $(ls "$out" | tr '\n' ' ')in $((SECONDS - start))s ($(du -sh "$out" | cut -f1))"

@@ -65,7 +65,7 @@ if [[ -z $skip ]]; then skip=$(IFS='|'; echo "${skips[*]}"); fi
 # ---- Debian packages the nodes use (the guests run this machine's binaries): runc, the CNI
 # plugins, and the tools images.sh copies into the agnhost image.
 need=()
-for p in runc containernetworking-plugins netcat-openbsd curl iproute2 openssl busybox-static; do
+for p in runc containernetworking-plugins netcat-openbsd curl iproute2 openssl busybox-static wget conntrack; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
 done
 if ((${#need[@]})); then
