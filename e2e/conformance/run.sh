@@ -261,15 +261,15 @@ if [[ -n $smoke || -n $focus ]]; then
 else
 	run_suite services-conformance "$default_focus"
 	run_suite proxy "$proxy_focus" "$default_focus"
-	# A spec that failed among parallel ones runs again alone: emulation is slow enough that
-	# some time-bound specs (a 100 s grace period checked by ten kubectl execs) only fit
-	# without the others. summary.sh lists each such spec with its first failure.
-	if ((procs > 1)); then
-		rerun=$("$bin/junitsummary" -failed-focus "$report"/services-conformance/junit_01.xml "$report"/proxy/junit_01.xml 2>/dev/null || true)
-		if [[ -n $rerun ]]; then
-			procs=1
-			run_suite rerun-serial "$rerun"
-		fi
+fi
+# A spec that failed among parallel ones runs again alone: emulation is slow enough that some
+# time-bound specs (a 100 s grace period checked by ten kubectl execs) only fit without the
+# others. summary.sh lists each such spec with its first failure.
+if ((procs > 1)); then
+	rerun=$("$bin/junitsummary" -failed-focus "$report"/*/junit_01.xml 2>/dev/null || true)
+	if [[ -n $rerun ]]; then
+		procs=1
+		run_suite rerun-serial "$rerun"
 	fi
 fi
 log "tests took $((SECONDS - t_tests))s"
