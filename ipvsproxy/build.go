@@ -541,8 +541,9 @@ func union(a, b []Endpoint) []Endpoint {
 func (st *ServiceState) normalize() {
 	slices.SortFunc(st.VirtualServers, func(a, b VirtualServerState) int { return compareVSKey(a.VirtualServerKey, b.VirtualServerKey) })
 	for i := range st.VirtualServers {
+		// The view's order (kernel.go): sameRealServers and wants rely on it.
 		slices.SortFunc(st.VirtualServers[i].RealServers, func(a, b ipvs.RealServer) int {
-			return netip.AddrPortFrom(a.Address, a.Port).Compare(netip.AddrPortFrom(b.Address, b.Port))
+			return compareRealServerKeys(a.RealServerKey, b.RealServerKey)
 		})
 	}
 	st.Addresses, st.SetEntries = nil, nil
