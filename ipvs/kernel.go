@@ -48,6 +48,7 @@ func open(nsPath string) (*kernel, error) {
 	if err := checkAvailable(); err != nil {
 		return nil, err
 	}
+	routeLogrusToKlog()
 	h, err := mobyipvs.New(nsPath)
 	if err != nil {
 		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
