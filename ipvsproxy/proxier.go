@@ -238,7 +238,7 @@ func (p *Proxier) Sync() SyncResult {
 	}
 	res.Full = full
 	t := newTouched()
-	r := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full}
+	r := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full, setSizes: p.capacity.counts}
 	if full {
 		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), t)
 		r.addServiceRoutes()
@@ -278,13 +278,12 @@ func (p *Proxier) Sync() SyncResult {
 		names[name] = true
 	}
 	var staleFilters = staleFiltersCollector{}
-	for name := range names {
-		svc, endpointSlices := p.tracker.input(name)
-		var st *ServiceState
-		if svc != nil {
-			st = BuildService(svc, endpointSlices, node, p.cfg)
-		}
-		st = p.capacity.admit(p.desired, name, st)
+	built := p.buildServices(names, node)
+	if len(p.desired.services) == 0 {
+		reserveFor(built, p.desired, &t, p.view)
+	}
+	for _, b := range built {
+		name, st := b.name, p.capacity.admit(p.desired, b.name, b.state)
 		if p.started {
 			staleFilters.add(staleUDPFlows(p.desired.services[name], st))
 		}

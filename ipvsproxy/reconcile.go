@@ -56,6 +56,9 @@ type reconciler struct {
 	foundForeign []ipvs.VirtualServerKey
 	// dummyEnsured: kube-ipvs0 was ensured in this sync already.
 	dummyEnsured bool
+	// setSizes are how many members each owned set is to hold (from the
+	// admission count); a set created by this sync is sized for them.
+	setSizes map[string]int
 }
 
 // rulesText is the iptables-restore input of family as this sync wants it.

@@ -37,7 +37,7 @@ func (r *reconciler) ensureSets() {
 			r.writes++
 			err := r.k.IPSet.CreateSet(want)
 			if err == nil {
-				r.view.sets[want.Name] = map[ipset.Entry]bool{}
+				r.view.sets[want.Name] = make(map[ipset.Entry]bool, r.setSizes[want.Name])
 			}
 			r.settle(id, err)
 		}
