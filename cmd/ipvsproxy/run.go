@@ -115,15 +115,15 @@ func runAction(c *cli.Context) error {
 	// proxy's, and this node only.
 	notOthers, _ := labels.NewRequirement(labelServiceProxyName, selection.DoesNotExist, nil)
 	notHeadless, _ := labels.NewRequirement(labelHeadless, selection.DoesNotExist, nil)
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	factory := newInformerFactory(client, func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.NewSelector().Add(*notOthers).String()
-	}))
-	sliceFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	})
+	sliceFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.NewSelector().Add(*notOthers, *notHeadless).String()
-	}))
-	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	})
+	nodeFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
-	}))
+	})
 	tracker := proxier.Tracker()
 	serviceReg, err := factory.Core().V1().Services().Informer().AddEventHandler(tracker.ServiceHandler())
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -30,7 +29,7 @@ func watchServiceCIDRs(client kubernetes.Interface, tracker *ipvsproxy.ChangeTra
 		klog.InfoS("Not watching ServiceCIDRs; the API server does not serve them")
 		return func() bool { return true }, nil
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := newInformerFactory(client, nil)
 	reg, err := factory.Networking().V1().ServiceCIDRs().Informer().AddEventHandler(tracker.ServiceCIDRHandler())
 	if err != nil {
 		return nil, fmt.Errorf("watch ServiceCIDRs: %w", err)

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The daemon's caches hold Services without managedFields and kubectl's
+// copy of the object, and keep everything the proxier reads (here the
+// scheduler annotation and the spec).
+func TestInformerCachesTrimWhatTheProxierNeverReads(t *testing.T) {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web",
+			Annotations: map[string]string{
+				v1.LastAppliedConfigAnnotation: `{"kind":"Service","metadata":{"name":"web"}}`,
+				ipvsproxy.AnnotationScheduler:  "rr",
+			},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply,
+				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:ports":{}}}`)}}},
+		},
+		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.20", Ports: []v1.ServicePort{{Port: 80}}},
+	}
+	client := fake.NewClientset(svc)
+	factory := newInformerFactory(client, nil)
+	informer := factory.Core().V1().Services().Informer()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("the Service informer did not sync")
+	}
+	obj, ok, err := informer.GetStore().GetByKey("default/web")
+	if err != nil || !ok {
+		t.Fatalf("cached Service: ok=%v err=%v", ok, err)
+	}
+	got := obj.(*v1.Service)
+	if len(got.ManagedFields) != 0 {
+		t.Errorf("cached Service keeps managedFields: %v", got.ManagedFields)
+	}
+	if _, ok := got.Annotations[v1.LastAppliedConfigAnnotation]; ok {
+		t.Errorf("cached Service keeps %s", v1.LastAppliedConfigAnnotation)
+	}
+	if got.Annotations[ipvsproxy.AnnotationScheduler] != "rr" || got.Spec.ClusterIP != "10.96.0.20" {
+		t.Errorf("cached Service lost what the proxier reads: annotations %v, clusterIP %q", got.Annotations, got.Spec.ClusterIP)
+	}
+}
+
+// A tombstone has no object metadata of its own: it passes unchanged.
+func TestTrimCachedLeavesTombstones(t *testing.T) {
+	tomb := cache.DeletedFinalStateUnknown{Key: "default/web"}
+	got, err := trimCached(tomb)
+	if err != nil || got != tomb {
+		t.Fatalf("trimCached(tombstone) = %v, %v", got, err)
+	}
+}
