@@ -56,7 +56,7 @@ skips=(
 default_focus='\[sig-network\] Services .*\[Conformance\]'
 # The rest of what concerns a service proxy (other [Conformance] specs too); the Services
 # [Conformance] specs ran in the first pass.
-proxy_focus='\[sig-network\] (Services|Conntrack|Networking|KubeProxy|EndpointSlice|Service endpoints latency)'
+proxy_focus='\[sig-network\] (Services|Conntrack|Networking|KubeProxy|EndpointSlice|Service endpoints latency|Topology Hints|Traffic Distribution)'
 if [[ -n $smoke ]]; then
 	focus='\[sig-network\] Services should serve a basic endpoint from pods +\[Conformance\]'
 fi
