@@ -58,6 +58,15 @@ YAML
 	wait "$host_pid" 2>/dev/null
 
 	kc delete-service routed >/dev/null
+	# The next scenario compares the kernel before and after a restart: leave it settled, with
+	# this Service's virtual servers gone from both nodes.
+	wait_until 60 vs_gone node1 "$ip" || failures+=("node1 still has a virtual server of $ip 60 s after its Service was deleted")
+	wait_until 60 vs_gone node2 "$ip" || failures+=("node2 still has a virtual server of $ip 60 s after its Service was deleted")
 	verdict 45 "Service CIDR route: one local route per node, cluster IPs unbound, pods/node/hairpin served, host port refused on cluster IPs" \
 		no_failures "${failures[@]}"
+}
+
+# vs_gone NODE IP: the node holds no virtual server on IP.
+vs_gone() {
+	! ip netns exec "$1" ipvsadm -Ln | grep -qF " $2:"
 }
