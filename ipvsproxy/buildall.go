@@ -1,11 +1,9 @@
 package ipvsproxy
 
 import (
-	"net/netip"
 	"runtime"
 	"sync"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -73,18 +71,10 @@ func reserveFor(built []builtService, d *desiredState, t *touched, view *kernelV
 			entries += len(vs.SetEntries)
 		}
 	}
-	if len(d.claims) == 0 {
-		d.claims = make(map[ipvs.VirtualServerKey][]claim, virtualServers)
-	}
-	if len(d.services) == 0 {
-		d.services = make(map[types.NamespacedName]*ServiceState, len(built))
-	}
-	if len(d.addrRefs) == 0 {
-		d.addrRefs = make(map[netip.Addr]int, addresses)
-	}
-	if len(d.entryRefs) == 0 {
-		d.entryRefs = make(map[setEntryKey]int, entries)
-	}
+	reserve(&d.claims, virtualServers)
+	reserve(&d.services, len(built))
+	reserve(&d.addrRefs, addresses)
+	reserve(&d.entryRefs, entries)
 	reserve(&t.virtualServers, virtualServers)
 	reserve(&t.addresses, addresses)
 	reserve(&t.entries, entries)
