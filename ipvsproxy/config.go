@@ -64,6 +64,12 @@ type Config struct {
 	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
 	// the kernel is written.
 	SyncPeriod, MinSyncPeriod time.Duration
+	// ResyncShares (--ipvs-resync-shares) spreads the re-check over that
+	// many periods: every K-th period is a full sync, and each other one
+	// lists the virtual servers and re-reads one K-th of them with their
+	// real servers (resync.go). 1 (or 0) re-reads everything every period,
+	// as kube-proxy does.
+	ResyncShares int
 	// IPVS connection timeouts; zero leaves the kernel's value.
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
 	// DrainTimeout bounds how long a removed TCP real server stays at weight
@@ -87,6 +93,7 @@ func DefaultConfig() Config {
 		Scheduler:      DefaultScheduler,
 		SyncPeriod:     30 * time.Second,
 		MinSyncPeriod:  time.Second,
+		ResyncShares:   1,
 		DrainTimeout:   15 * time.Minute,
 		Conntrack:      DefaultConntrack(),
 
@@ -130,6 +137,9 @@ func (c Config) Validate() error {
 	}
 	if c.MinSyncPeriod < 0 || c.MinSyncPeriod > c.SyncPeriod {
 		errs = append(errs, fmt.Errorf("min sync period %v must be between 0 and the sync period %v", c.MinSyncPeriod, c.SyncPeriod))
+	}
+	if c.ResyncShares < 0 || c.ResyncShares > MaxResyncShares {
+		errs = append(errs, fmt.Errorf("resync shares %d must be between 1 and %d", c.ResyncShares, MaxResyncShares))
 	}
 	for name, d := range map[string]time.Duration{"tcp": c.TCPTimeout, "tcpfin": c.TCPFinTimeout, "udp": c.UDPTimeout} {
 		if d < 0 {

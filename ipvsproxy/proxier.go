@@ -18,9 +18,12 @@ import (
 
 // SyncResult tells observers (metrics, health) what one sync did.
 type SyncResult struct {
-	Full     bool
-	Start    time.Time
-	Duration time.Duration
+	Full bool
+	// ResyncedVirtualServers counts the virtual servers a partial sync
+	// re-read with their real servers for the periodic re-check (resync.go).
+	ResyncedVirtualServers int
+	Start                  time.Time
+	Duration               time.Duration
 	// Services is how many Services were rebuilt.
 	Services                        int
 	ServiceChanges, EndpointChanges int
@@ -89,6 +92,7 @@ type Proxier struct {
 	view         *kernelView
 	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
 	needFull     bool
+	resync       resyncRotation
 	reported     map[types.NamespacedName]string // problems last reported per Service
 	appliedRules map[v1.IPFamily]string
 	lastSync     time.Time
@@ -167,7 +171,8 @@ func (p *Proxier) requestSync() {
 }
 
 // Run syncs whenever something changed, at most once per MinSyncPeriod, and
-// fully every SyncPeriod, until ctx ends. Call it once the informers have
+// re-checks the kernel every SyncPeriod (fully, or one share: resync.go),
+// until ctx ends. Call it once the informers have
 // synced, so the first sync sees every Service.
 func (p *Proxier) Run(ctx context.Context) {
 	ticker := time.NewTicker(p.cfg.SyncPeriod)
@@ -186,9 +191,7 @@ func (p *Proxier) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			p.mu.Lock()
-			p.needFull = true
-			p.mu.Unlock()
+			p.PeriodElapsed()
 		case <-p.trigger:
 		case <-retry.C:
 		}
@@ -311,7 +314,12 @@ func (p *Proxier) Sync() SyncResult {
 		p.view.touchAll(p.desired, all)
 		t = t.mergeInto(all, p.objects.backingOffIDs(now))
 		adoptDraining(p.view, p.desired, p.draining, now.Add(p.cfg.DrainTimeout))
+		p.resync.due = 0
 	} else {
+		if p.resync.due > 0 {
+			res.ResyncedVirtualServers = p.resyncShare(p.resync.due, t, now)
+			p.resync.due = 0
+		}
 		p.retryDue(t, now)
 	}
 

@@ -123,6 +123,7 @@ var flagsWithoutField = map[string]string{
 	"ip-families":             "ipvsproxy only; kube-proxy takes the families of the node's addresses, as --ip-families=auto does",
 	"ipset-max-elements":      "ipvsproxy only; kube-proxy creates its sets with the kernel's default maxelem (65536)",
 	"ipvs-scheduler-flags":    "ipvsproxy only; kube-proxy cannot set the sh and mh flags",
+	"ipvs-resync-shares":      "ipvsproxy only; kube-proxy re-checks everything every ipvs.syncPeriod",
 	"service-node-port-range": "the API server's flag; kube-proxy reads no NodePort range",
 	"sysctl-root":             "ipvsproxy only: where /proc/sys is mounted in the container",
 	"metrics-per-service":     "ipvsproxy only: per-Service IPVS counters",

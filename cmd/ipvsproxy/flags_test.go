@@ -47,7 +47,7 @@ func TestFlagsFollowKubeProxyDefaults(t *testing.T) {
 func TestFlagsParse(t *testing.T) {
 	cfg, err := parse(t, "--cluster-cidr=10.244.0.0/16,fd00:244::/56", "--nodeport-addresses=198.51.100.0/24",
 		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp",
-		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-udp-timeout=10s", "--service-node-port-range=31000-31999",
+		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-resync-shares=10", "--ipvs-udp-timeout=10s", "--service-node-port-range=31000-31999",
 		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16")
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +60,7 @@ func TestFlagsParse(t *testing.T) {
 	want.Scheduler, want.SchedulerExplicit, want.MasqueradeAll, want.StrictARP = "rr", true, true, true
 	want.SyncPeriod, want.MinSyncPeriod, want.UDPTimeout = time.Minute, 2*time.Second, 10*time.Second
 	want.NodePortMin, want.NodePortMax = 31000, 31999
+	want.ResyncShares = 10
 	want.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25")}
 	want.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
 	if got, w := strings.ReplaceAll(sprint(cfg), " ", ""), strings.ReplaceAll(sprint(want), " ", ""); got != w {
@@ -92,6 +93,8 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		{[]string{"--service-node-port-range=0-70000"}, "--service-node-port-range"},
 		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "min sync period"},
 		{[]string{"--ipvs-sync-period=0s"}, "sync period 0s must be positive"},
+		{[]string{"--ipvs-resync-shares=0"}, "--ipvs-resync-shares=0 must be between 1 and 100"},
+		{[]string{"--ipvs-resync-shares=101"}, "--ipvs-resync-shares=101 must be between 1 and 100"},
 		{[]string{"--ipvs-udp-timeout=-1s"}, "udp timeout"},
 		{[]string{"--ipvs-scheduler="}, "empty IPVS scheduler"},
 		{[]string{"--metrics-bind-address=localhost"}, "--metrics-bind-address"},
