@@ -116,3 +116,26 @@ func BenchmarkFullResync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkShareResync: a period between two full ones with
+// --ipvs-resync-shares=10 (the full tenth period is synced untimed).
+func BenchmarkShareResync(b *testing.B) {
+	klog.SetLogger(discardLogger())
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			p, _ := synced(b, shape.Shape{Services: n, Endpoints: 10})
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if p.PeriodElapsed() {
+					b.StopTimer()
+					p.Sync()
+					p.PeriodElapsed()
+					b.StartTimer()
+				}
+				if res := p.Sync(); res.Err() != nil || res.Writes != 0 || res.Full || res.ResyncedVirtualServers == 0 {
+					b.Fatalf("full=%v writes=%d re-read=%d err=%v", res.Full, res.Writes, res.ResyncedVirtualServers, res.Err())
+				}
+			}
+		})
+	}
+}

@@ -26,6 +26,7 @@ func Config(s shape.Shape) ipvsproxy.Config {
 	cfg.ClusterCIDRs = []netip.Prefix{shape.ClusterCIDR}
 	cfg.ServiceCIDRs = []netip.Prefix{shape.ServiceCIDR}
 	cfg.NodePortMin, cfg.NodePortMax = shape.NodePortMin, shape.NodePortMax
+	cfg.ResyncShares = shape.ResyncShares
 	if s.Mix {
 		cfg.Families = append(cfg.Families, v1.IPv6Protocol)
 		cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, shape.ClusterCIDR6)
@@ -70,9 +71,11 @@ func Run(s shape.Shape, k ipvsproxy.Kernel, repeats int) (shape.Result, error) {
 		setService(s.Service(i))
 		setSlices(s.Slices(i, s.Endpoints, 0))
 	}
+	var last ipvsproxy.SyncResult
 	sync := func(op string, wantFull bool) error {
 		start := time.Now()
 		r := p.Sync()
+		last = r
 		res.Millis[op] = append(res.Millis[op], float64(time.Since(start).Microseconds())/1000)
 		res.Writes[op] = r.Writes
 		if err := r.Err(); err != nil {
@@ -108,6 +111,17 @@ func Run(s shape.Shape, k ipvsproxy.Kernel, repeats int) (shape.Result, error) {
 		p.RequestFullSync()
 		if err := sync(shape.OpFullResync, true); err != nil {
 			return res, err
+		}
+		// A period between full ones: every tenth is full, so skip it.
+		if p.PeriodElapsed() {
+			p.Sync()
+			p.PeriodElapsed()
+		}
+		if err := sync(shape.OpShareResync, false); err != nil {
+			return res, err
+		}
+		if last.ResyncedVirtualServers == 0 || last.Writes != 0 {
+			return res, fmt.Errorf("%s re-read %d virtual servers and wrote %d objects; want some and none", shape.OpShareResync, last.ResyncedVirtualServers, last.Writes)
 		}
 		// 1% of the endpoints: one of every tenth Service replaced.
 		for _, i := range shape.Churned(s, rep) {

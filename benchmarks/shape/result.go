@@ -8,12 +8,17 @@ const (
 	OpServiceAdd     = "one Service added"
 	OpNoop           = "no-op sync"
 	OpFullResync     = "periodic full resync"
+	OpShareResync    = "periodic resync, 1 of 10 shares"
 	OpRestart        = "restart adoption"
 	OpChurn          = "1% of endpoints churned"
 )
 
+// ResyncShares is ipvsproxy's --ipvs-resync-shares for OpShareResync: one
+// period between two full ones re-reads a tenth of the virtual servers.
+const ResyncShares = 10
+
 // Ops lists the operations in report order.
-var Ops = []string{OpCold, OpEndpointAdd, OpEndpointRemove, OpServiceAdd, OpNoop, OpFullResync, OpRestart, OpChurn}
+var Ops = []string{OpCold, OpEndpointAdd, OpEndpointRemove, OpServiceAdd, OpNoop, OpFullResync, OpShareResync, OpRestart, OpChurn}
 
 // Result is what one process measured on one shape: the durations of each
 // operation in milliseconds (one per repeat), the kernel writes of its

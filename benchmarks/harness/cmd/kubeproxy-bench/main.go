@@ -197,8 +197,9 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 		}},
 		{shape.OpNoop, func(int) {}},
 		// kube-proxy's IPVS proxier has no partial sync: every sync is
-		// the periodic full one.
+		// the periodic full one, and so is every period.
 		{shape.OpFullResync, func(int) {}},
+		{shape.OpShareResync, func(int) {}},
 		{shape.OpChurn, func(rep int) {
 			for _, i := range shape.Churned(s, rep) {
 				setSlices(s.Slices(i, s.Endpoints, rep+1))
