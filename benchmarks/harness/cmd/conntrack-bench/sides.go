@@ -9,8 +9,11 @@ import (
 	vnl "github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/kubernetes/pkg/proxy"
+	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	kpconntrack "k8s.io/kubernetes/pkg/proxy/conntrack"
+	"k8s.io/kubernetes/pkg/proxy/metrics"
 )
 
 // cleaner is one side's clean-up of the stale UDP flows: it returns how
@@ -92,10 +95,27 @@ func kubeProxyCleaner(ct kpconntrack.Interface) (cleaner, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Registered as kube-proxy registers them in IPVS mode: the clean-up
+	// observes its latency and counts its deletions, and that count must
+	// agree with DeleteEntries'.
+	metrics.RegisterMetrics(kubeproxyconfig.ProxyModeIPVS)
+	counter := metrics.ReconcileConntrackFlowsDeletedEntriesTotal.WithLabelValues(string(v1.IPv4Protocol))
 	c := &counted{Interface: ct}
 	return func() (int, error) {
 		c.deleted, c.err = 0, nil
+		before, err := testutil.GetCounterMetricValue(counter)
+		if err != nil {
+			return 0, err
+		}
 		kpconntrack.CleanStaleEntries(c, v1.IPv4Protocol, svcPortMap, endpointsMap)
+		after, err := testutil.GetCounterMetricValue(counter)
+		if err != nil {
+			return 0, err
+		}
+		if int(after-before) != c.deleted {
+			c.err = errors.Join(c.err, fmt.Errorf("kube-proxy's %s counted %v deletions, DeleteEntries reported %d",
+				"conntrack_reconciler_deleted_entries_total", after-before, c.deleted))
+		}
 		return c.deleted, c.err
 	}, nil
 }
