@@ -116,7 +116,8 @@ bench-vm: deps
 bench-node:
 	e2e/vm/bench-vm.sh --node 1000 10000
 
-# Issue 9's conntrack clean-up beside kube-proxy v1.36.3's CleanStaleEntries: 250,000 UDP flows
+# Issue 9's conntrack clean-up, ipvsproxy's Proxier.Sync (the endpoint change's partial sync and a
+# full sync's reconcile pass) beside kube-proxy v1.36.3's CleanStaleEntries: 250,000 UDP flows
 # (this host's nf_conntrack_max is 262,144), 1% stale, one fresh network namespace per process.
 .PHONY: bench-conntrack
 bench-conntrack:

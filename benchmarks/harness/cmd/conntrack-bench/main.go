@@ -1,12 +1,22 @@
 // Command conntrack-bench is issue 9's "conntrack clean-up with 1 M flows"
 // beside kube-proxy v1.36.3: one process per side, each in a fresh network
 // namespace, writes N UDP flows into its conntrack table over ctnetlink, 1%
-// of them DNATed to an endpoint that is gone, then times R clean-ups of the
-// stale flows (re-written between repeats, outside the timing) and checks
-// that each deleted exactly the stale ones.
+// of them DNATed to an endpoint that has left its Services, then times R
+// repeats of each side's clean-up of the stale flows (re-written between
+// repeats, outside the timing) and checks that each deleted exactly the
+// stale ones and left exactly the live ones.
 //
-//	-side ours        ipvsproxy's reconciler call, conntrack.Table.DeleteFlowsMatching
-//	-side kube-proxy  k8s.io/kubernetes/pkg/proxy/conntrack.CleanStaleEntries
+//	-side ours        ipvsproxy's own Proxier (the daemon's sync path) on
+//	                  fake IPVS, ipset, iptables, netif and sysctl and the
+//	                  namespace's real conntrack table, two operations:
+//	                  change    the partial Sync of the EndpointSlice change
+//	                            that drops the endpoint (stale.go's filters,
+//	                            Table.DeleteFlows)
+//	                  periodic  a full Sync with the stale flows back: its
+//	                            conntrack reconcile pass (kubernetes#112604,
+//	                            Table.DeleteFlowsMatching)
+//	-side kube-proxy  k8s.io/kubernetes/pkg/proxy/conntrack.CleanStaleEntries,
+//	                  which kube-proxy runs for both cases
 //	-side both        the driver: -pairs pairs of processes, ours/theirs then
 //	                  theirs/ours, each under `unshare --net`; prints a table
 //
@@ -48,24 +58,39 @@ const (
 
 // result is one side's process.
 type result struct {
-	Side    string `json:"side"`
-	Flows   int    `json:"flows"`
-	Stale   int    `json:"stale"`
-	Repeats int    `json:"repeats"`
-	// Millis is each clean-up's wall time; P50 and P99 are over them.
-	Millis []float64 `json:"millis"`
-	P50    float64   `json:"p50_ms"`
-	P99    float64   `json:"p99_ms"`
-	// Deleted is what each clean-up reported deleting (all checked
-	// against the table).
-	Deleted []int `json:"deleted"`
-	// AllocMB is each clean-up's runtime.MemStats.TotalAlloc growth.
-	AllocMB []float64 `json:"alloc_mb"`
+	Side    string     `json:"side"`
+	Flows   int        `json:"flows"`
+	Stale   int        `json:"stale"`
+	Repeats int        `json:"repeats"`
+	Ops     []opResult `json:"ops"`
 	// PeakRSSMB is getrusage's ru_maxrss at the end; RSSBeforeMB the same
-	// before the first clean-up (after writing the flows).
+	// before the first clean-up (after writing the flows and, for ours,
+	// the cold sync).
 	PeakRSSMB   float64 `json:"peak_rss_mb"`
 	RSSBeforeMB float64 `json:"rss_before_mb"`
 	InjectSecs  float64 `json:"inject_s"`
+}
+
+// opResult is one operation's repeats in one process.
+type opResult struct {
+	Op string `json:"op"`
+	// Millis is each run's wall time; P50 and P99 are over them.
+	Millis []float64 `json:"millis"`
+	P50    float64   `json:"p50_ms"`
+	P99    float64   `json:"p99_ms"`
+	// PassMillis is, for ours, the conntrack pass's own time within each
+	// run (SyncResult.Conntrack[IPv4].Duration); empty for kube-proxy,
+	// whose run is the pass.
+	PassMillis []float64 `json:"pass_millis,omitempty"`
+	// Deleted is what each run reported deleting (all checked against
+	// the table).
+	Deleted []int `json:"deleted"`
+	// Filters and DistinctFilters are, for ours, what each run handed to
+	// conntrack's DeleteFlows (see ran).
+	Filters         []int `json:"filters,omitempty"`
+	DistinctFilters []int `json:"distinct_filters,omitempty"`
+	// AllocMB is each run's runtime.MemStats.TotalAlloc growth.
+	AllocMB []float64 `json:"alloc_mb"`
 }
 
 func main() {
@@ -158,56 +183,84 @@ func runSide(side string, n, repeats int, log io.Writer) (result, error) {
 	res.InjectSecs = time.Since(start).Seconds()
 	fmt.Fprintf(log, "%s: wrote %d flows in %.1fs\n", side, n, res.InjectSecs)
 
-	var clean cleaner
+	add := func(f conntrack.Flow) error { return inject(conn, f) }
+	var ops []op
 	switch side {
 	case sideOurs:
-		svcs, slices := clusterObjects(true)
-		clean = oursCleaner(tbl, svcs, slices)
+		ops, err = oursOps(tbl, add, n)
 	case sideKubeProxy:
-		if clean, err = kubeProxyCleaner(kpconntrack.New()); err != nil {
-			return res, err
-		}
+		ops, err = kubeProxyOps(kpconntrack.New(), add, n)
 	default:
-		return res, fmt.Errorf("unknown side %q", side)
+		err = fmt.Errorf("unknown side %q", side)
 	}
-
+	if err != nil {
+		return res, err
+	}
 	res.RSSBeforeMB = maxRSS()
-	for r := 0; r < repeats; r++ {
-		if r > 0 {
-			for i := 0; i < n; i++ {
-				if isStale(i) {
-					if err := inject(conn, flowAt(i)); err != nil {
-						return res, fmt.Errorf("re-write stale flow: %w", err)
-					}
-				}
-			}
-		}
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		t := time.Now()
-		deleted, err := clean()
-		d := time.Since(t)
-		runtime.ReadMemStats(&after)
-		if err != nil {
-			return res, fmt.Errorf("%s clean-up %d: %w", side, r+1, err)
-		}
-		res.Millis = append(res.Millis, float64(d.Microseconds())/1000)
-		res.Deleted = append(res.Deleted, deleted)
-		res.AllocMB = append(res.AllocMB, float64(after.TotalAlloc-before.TotalAlloc)/(1<<20))
-		t2 := newTally(n)
-		if err := walk(tbl, t2.add); err != nil {
-			return res, err
-		}
-		if err := t2.check(deleted); err != nil {
-			return res, fmt.Errorf("%s clean-up %d did not delete exactly the stale flows: %w", side, r+1, err)
-		}
-		fmt.Fprintf(log, "%s: clean-up %d deleted %d of %d flows in %.1f ms\n", side, r+1, deleted, n, res.Millis[r])
+	if res.Ops, err = runOps(side, ops, tbl, n, repeats, log); err != nil {
+		return res, err
 	}
-	res.P50, res.P99 = percentile(res.Millis, 50), percentile(res.Millis, 99)
 	res.PeakRSSMB = maxRSS()
 	return res, nil
 }
+
+// runOps runs repeats rounds of ops, in order, on tbl (holding flows
+// 0..n-1): each prepared, timed, then the table checked to hold exactly
+// the live flows while the run reported deleting exactly the stale ones.
+func runOps(side string, ops []op, tbl conntrack.Interface, n, repeats int, log io.Writer) ([]opResult, error) {
+	out := make([]opResult, len(ops))
+	for r := 0; r < repeats; r++ {
+		for j, o := range ops {
+			res := &out[j]
+			res.Op = o.name
+			if err := o.prepare(r); err != nil {
+				return out, fmt.Errorf("%s %s %d: prepare: %w", side, o.name, r+1, err)
+			}
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			t := time.Now()
+			got, err := o.run()
+			d := time.Since(t)
+			deleted := got.Deleted
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				return out, fmt.Errorf("%s %s %d: %w", side, o.name, r+1, err)
+			}
+			res.Millis = append(res.Millis, millis(d))
+			if side == sideOurs {
+				res.PassMillis = append(res.PassMillis, millis(got.Pass))
+				res.Filters = append(res.Filters, got.Filters)
+				res.DistinctFilters = append(res.DistinctFilters, got.Distinct)
+			}
+			res.Deleted = append(res.Deleted, deleted)
+			res.AllocMB = append(res.AllocMB, float64(after.TotalAlloc-before.TotalAlloc)/(1<<20))
+			tl := newTally(n)
+			if err := walk(tbl, tl.add); err != nil {
+				return out, err
+			}
+			if err := tl.check(deleted); err != nil {
+				return out, fmt.Errorf("%s %s %d did not delete exactly the stale flows: %w", side, o.name, r+1, err)
+			}
+			if o.check != nil {
+				if err := o.check(); err != nil {
+					return out, fmt.Errorf("%s %s %d: %w", side, o.name, r+1, err)
+				}
+			}
+			fmt.Fprintf(log, "%s %s %d: deleted %d of %d flows in %.1f ms", side, o.name, r+1, deleted, n, res.Millis[r])
+			if side == sideOurs {
+				fmt.Fprintf(log, " (conntrack pass %.1f ms, %d DeleteFlows filters, %d distinct)", millis(got.Pass), got.Filters, got.Distinct)
+			}
+			fmt.Fprintln(log)
+		}
+	}
+	for j := range out {
+		out[j].P50, out[j].P99 = percentile(out[j].Millis, 50), percentile(out[j].Millis, 99)
+	}
+	return out, nil
+}
+
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // inject writes flow into the namespace's table as `conntrack -I` does
 // (conntrack/stream_test.go's inject): both tuples as given, hours to live.
@@ -262,46 +315,80 @@ func percentile(v []float64, p float64) float64 {
 	return s[min(max(k, 0), len(s)-1)]
 }
 
-// markdown is the driver's table: each side over all its processes'
-// repeats, the ratio of kube-proxy's p50 (and p99) to ours.
+// markdown is the driver's table: each side's operations over all its
+// processes' repeats; for each of ours, kube-proxy's p50 over its p50 (and
+// over its conntrack pass's p50).
 func markdown(all []result) string {
 	type agg struct {
-		millis, alloc []float64
-		deleted       []int
-		rss           float64
-		procs, flows  int
+		side, op            string
+		millis, pass, alloc []float64
+		deleted, filters    []int
+		rss                 float64
+		procs, flows        int
 	}
-	sides := map[string]*agg{}
-	for _, r := range all {
-		a := sides[r.Side]
-		if a == nil {
-			a = &agg{}
-			sides[r.Side] = a
+	var rows []*agg
+	find := func(side, op string) *agg {
+		for _, a := range rows {
+			if a.side == side && a.op == op {
+				return a
+			}
 		}
-		a.millis = append(a.millis, r.Millis...)
-		a.alloc = append(a.alloc, r.AllocMB...)
-		a.deleted = append(a.deleted, r.Deleted...)
-		a.rss = max(a.rss, r.PeakRSSMB)
-		a.procs++
-		a.flows = r.Flows
+		return nil
+	}
+	for _, r := range all {
+		for _, o := range r.Ops {
+			a := find(r.Side, o.Op)
+			if a == nil {
+				a = &agg{side: r.Side, op: o.Op}
+				rows = append(rows, a)
+			}
+			a.millis = append(a.millis, o.Millis...)
+			a.pass = append(a.pass, o.PassMillis...)
+			a.alloc = append(a.alloc, o.AllocMB...)
+			a.deleted = append(a.deleted, o.Deleted...)
+			for i := range o.Filters {
+				a.filters = append(a.filters, o.Filters[i], o.DistinctFilters[i])
+			}
+			a.rss = max(a.rss, r.PeakRSSMB)
+			a.procs++
+			a.flows = r.Flows
+		}
+	}
+	order := map[string]int{sideOurs: 0, sideKubeProxy: 1}
+	slices.SortStableFunc(rows, func(a, b *agg) int { return order[a.side] - order[b.side] })
+	theirs := find(sideKubeProxy, opCleanStale)
+	ratio := func(v []float64) string {
+		if theirs == nil || len(v) == 0 || percentile(v, 50) <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f", percentile(theirs.millis, 50)/percentile(v, 50))
 	}
 	var b strings.Builder
-	b.WriteString("| side | flows | processes × repeats | p50 ms | p99 ms | p50 ratio to ours | deleted per clean-up | peak RSS MB | allocated MB per clean-up |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	ours := sides[sideOurs]
-	for _, name := range []string{sideOurs, sideKubeProxy} {
-		a := sides[name]
-		if a == nil {
-			continue
+	b.WriteString("| side | operation | flows | processes × repeats | p50 ms | p99 ms | kube-proxy p50 ÷ p50 | conntrack pass p50 ms | kube-proxy p50 ÷ pass p50 | deleted per run | DeleteFlows filters (distinct) | peak RSS MB | allocated MB per run |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, a := range rows {
+		pass := "–"
+		if len(a.pass) > 0 {
+			pass = fmt.Sprintf("%.1f", percentile(a.pass, 50))
 		}
-		p50, p99 := percentile(a.millis, 50), percentile(a.millis, 99)
-		ratio := "1.00"
-		if name != sideOurs && ours != nil && percentile(ours.millis, 50) > 0 {
-			ratio = fmt.Sprintf("%.2f", p50/percentile(ours.millis, 50))
+		r, rp := ratio(a.millis), ratio(a.pass)
+		if a == theirs {
+			r, rp = "1.00", "–"
 		}
 		del := slices.Compact(slices.Sorted(slices.Values(a.deleted)))
-		fmt.Fprintf(&b, "| %s | %d | %d × %d | %.1f | %.1f | %s | %v | %.0f | %.1f |\n", name, a.flows, a.procs, len(a.millis)/max(a.procs, 1),
-			p50, p99, ratio, strings.Trim(fmt.Sprint(del), "[]"), a.rss, mean(a.alloc))
+		// Each run's filter count, with its distinct ones, once per value.
+		var fs []string
+		for i := 0; i+1 < len(a.filters); i += 2 {
+			if f := fmt.Sprintf("%d (%d)", a.filters[i], a.filters[i+1]); !slices.Contains(fs, f) {
+				fs = append(fs, f)
+			}
+		}
+		filters := "–"
+		if len(fs) > 0 {
+			filters = strings.Join(fs, ", ")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d × %d | %.1f | %.1f | %s | %s | %s | %s | %s | %.0f | %.1f |\n", a.side, a.op, a.flows, a.procs, len(a.millis)/max(a.procs, 1),
+			percentile(a.millis, 50), percentile(a.millis, 99), r, pass, rp, strings.Trim(fmt.Sprint(del), "[]"), filters, a.rss, mean(a.alloc))
 	}
 	return b.String()
 }

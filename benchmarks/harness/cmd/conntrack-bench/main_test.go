@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,7 +104,9 @@ func TestTallyFailsLoudly(t *testing.T) {
 	}
 }
 
-// Without root: each side's decision, on fakes holding the same flows.
+// Without root: each side's decision, on fakes holding the same flows;
+// ours is ipvsproxy's Proxier on the conntrack Fake, both operations twice,
+// each run checked by runOps as on the real table.
 func TestBothSidesChooseTheStaleFlows(t *testing.T) {
 	const n = 20_000
 	t.Run("ours", func(t *testing.T) {
@@ -113,17 +116,21 @@ func TestBothSidesChooseTheStaleFlows(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		svcs, slices := clusterObjects(true)
-		deleted, err := oursCleaner(fake, svcs, slices)()
+		ops, err := oursOps(fake, fake.AddFlow, n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tl := newTally(n)
-		if err := walk(fake, tl.add); err != nil {
+		res, err := runOps(sideOurs, ops, fake, n, 2, io.Discard)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tl.check(deleted); err != nil {
-			t.Error(err)
+		if len(res) != 2 || res[0].Op != opChange || res[1].Op != opPeriodic {
+			t.Fatalf("ops %+v, want change then periodic", res)
+		}
+		for _, o := range res {
+			if !slices.Equal(o.Deleted, []int{staleCount(n), staleCount(n)}) || len(o.PassMillis) != 2 {
+				t.Errorf("%s: deleted %v, passes %v; want the %d stale flows twice, each with its pass time", o.Op, o.Deleted, o.PassMillis, staleCount(n))
+			}
 		}
 	})
 	t.Run("kube-proxy", func(t *testing.T) {
@@ -148,6 +155,61 @@ func TestBothSidesChooseTheStaleFlows(t *testing.T) {
 			}
 		}
 	})
+}
+
+// runOps fails an operation that deletes a live flow, leaves a stale one
+// or miscounts, whatever the operation says.
+func TestRunOpsChecksTheTable(t *testing.T) {
+	const n = 1000
+	for name, run := range map[string]func(*conntrack.Fake) (int, error){
+		"a live flow too": func(f *conntrack.Fake) (int, error) {
+			return f.DeleteFlowsMatching(4, conntrack.UDP, func(fl conntrack.Flow) bool {
+				i, _ := flowIndex(fl)
+				return isStale(i) || i == 1
+			})
+		},
+		"a stale flow left": func(f *conntrack.Fake) (int, error) {
+			n, err := f.DeleteFlowsMatching(4, conntrack.UDP, func(fl conntrack.Flow) bool { i, _ := flowIndex(fl); return isStale(i) && i != 0 })
+			return n + 1, err
+		},
+		"miscounted": func(f *conntrack.Fake) (int, error) {
+			n, err := f.DeleteFlowsMatching(4, conntrack.UDP, func(fl conntrack.Flow) bool { i, _ := flowIndex(fl); return isStale(i) })
+			return n - 1, err
+		},
+	} {
+		fake := conntrack.NewFake()
+		for i := 0; i < n; i++ {
+			if err := fake.AddFlow(flowAt(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		o := op{name: name, prepare: func(int) error { return nil }, run: func() (ran, error) {
+			d, err := run(fake)
+			return ran{Deleted: d}, err
+		}}
+		if _, err := runOps(sideOurs, []op{o}, fake, n, 1, io.Discard); err == nil {
+			t.Errorf("%s: passed", name)
+		}
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	all := []result{
+		{Side: sideOurs, Flows: 1000, Ops: []opResult{
+			{Op: opChange, Millis: []float64{2}, PassMillis: []float64{1}, Deleted: []int{10}, Filters: []int{8}, DistinctFilters: []int{4}},
+			{Op: opPeriodic, Millis: []float64{4}, PassMillis: []float64{2}, Deleted: []int{10}, Filters: []int{0}, DistinctFilters: []int{0}}}},
+		{Side: sideKubeProxy, Flows: 1000, Ops: []opResult{{Op: opCleanStale, Millis: []float64{8}, Deleted: []int{10}}}},
+	}
+	md := markdown(all)
+	for _, want := range []string{
+		"| ours | change | 1000 | 1 × 1 | 2.0 | 2.0 | 4.00 | 1.0 | 8.00 | 10 | 8 (4) |",
+		"| ours | periodic | 1000 | 1 × 1 | 4.0 | 4.0 | 2.00 | 2.0 | 4.00 | 10 | 0 (0) |",
+		"| kube-proxy | CleanStaleEntries | 1000 | 1 × 1 | 8.0 | 8.0 | 1.00 | – | – | 10 | – |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
 }
 
 // kubeProxyFake is kube-proxy's conntrack Interface over a list (its own
@@ -181,7 +243,7 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
-// As root: both sides on the real kernel, each in a namespace of its own
+// As root: both sides on the real kernel (ours: both operations), each in a namespace of its own
 // (this test binary re-run under `unshare --net`), 2,000 flows.
 func TestRealKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -212,8 +274,17 @@ func TestRealKernel(t *testing.T) {
 			if err := json.Unmarshal(b, &r); err != nil {
 				t.Fatal(err)
 			}
-			if r.Side != side || len(r.Deleted) != 2 || r.Deleted[0] != 20 || r.Deleted[1] != 20 {
-				t.Errorf("result %+v: want 2 clean-ups of the 20 stale flows", r)
+			want := []string{opCleanStale}
+			if side == sideOurs {
+				want = []string{opChange, opPeriodic}
+			}
+			if r.Side != side || len(r.Ops) != len(want) {
+				t.Fatalf("result %+v: want the operations %v", r, want)
+			}
+			for i, o := range r.Ops {
+				if o.Op != want[i] || !slices.Equal(o.Deleted, []int{20, 20}) {
+					t.Errorf("%s %s: deleted %v, want 2 runs of %s each deleting the 20 stale flows", side, o.Op, o.Deleted, want[i])
+				}
 			}
 		})
 	}
