@@ -83,10 +83,11 @@ func (t *Table) DeleteFlows(filters ...Filter) (int, error) {
 			protocol = 0
 		}
 	}
+	idx := newFilterIndex(filters)
 	deleted := 0
 	var errs []error
 	for _, family := range filterFamilies(filters) {
-		n, err := t.DeleteFlowsMatching(family, protocol, func(flow Flow) bool { return matchesAny(filters, flow) })
+		n, err := t.DeleteFlowsMatching(family, protocol, idx.matches)
 		deleted += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("delete conntrack flows: %w", err))
@@ -185,8 +186,41 @@ func mapError(err error) error {
 	}
 	return err
 }
-func matchesAny(filters []Filter, flow Flow) bool {
+// filterIndex matches a flow against many filters without trying each: a
+// sync that removes endpoints of many UDP Services hands over hundreds of
+// filters, often the same one twice, and a table of a million flows was
+// matched against every one of them (issue 9's conntrack clean-up).
+type filterIndex struct {
+	// byOrigDst holds the filters naming the address the client dialled,
+	// by that address; the others are tried on every flow.
+	byOrigDst map[netip.Addr][]Filter
+	anyDst    []Filter
+}
+
+func newFilterIndex(filters []Filter) filterIndex {
+	idx := filterIndex{byOrigDst: map[netip.Addr][]Filter{}}
+	seen := make(map[Filter]bool, len(filters))
 	for _, f := range filters {
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
+		if f.OrigDst.IsValid() {
+			idx.byOrigDst[f.OrigDst] = append(idx.byOrigDst[f.OrigDst], f)
+		} else {
+			idx.anyDst = append(idx.anyDst, f)
+		}
+	}
+	return idx
+}
+
+func (idx filterIndex) matches(flow Flow) bool {
+	for _, f := range idx.byOrigDst[flow.OrigDst.Addr()] {
+		if f.Matches(flow) {
+			return true
+		}
+	}
+	for _, f := range idx.anyDst {
 		if f.Matches(flow) {
 			return true
 		}

@@ -68,9 +68,10 @@ func (f *Fake) DeleteFlows(filters ...Filter) (int, error) {
 	if err := f.usable(); err != nil {
 		return 0, err
 	}
+	idx := newFilterIndex(filters)
 	n := 0
 	for key, flow := range f.flows {
-		if matchesAny(filters, flow) {
+		if idx.matches(flow) {
 			delete(f.flows, key)
 			n++
 		}
