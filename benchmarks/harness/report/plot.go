@@ -59,7 +59,7 @@ func (r Report) plots(base string) error {
 		if p.Y.Min == p.Y.Max {
 			p.Y.Min, p.Y.Max = p.Y.Min/2, p.Y.Max*2
 		}
-		file := fmt.Sprintf("%s-%s.png", base, strings.ReplaceAll(strings.ReplaceAll(op, " ", "-"), "%", "pct"))
+		file := fmt.Sprintf("%s-%s.png", base, strings.NewReplacer(" ", "-", "%", "pct", ",", "").Replace(op))
 		if err := p.Save(6*vg.Inch, 4*vg.Inch, file); err != nil {
 			return fmt.Errorf("plot %s: %w", op, err)
 		}
