@@ -263,6 +263,28 @@ COMMIT
 			t.Fatalf("INPUT holds\n%s\nwant\n%s", strings.Join(rules, "\n"), strings.Join(want, "\n"))
 		}
 	}},
+	{"a restore inserts a jump first, and Save prints it as SavedLine", func(t *testing.T, env testEnv) {
+		if err := env.ipt.Restore([]byte("*filter\n-A INPUT -j DROP\nCOMMIT\n")); err != nil {
+			t.Fatal(err)
+		}
+		jump := []string{"-m", "comment", "--comment", "kubernetes ipvs access filter", "-j", "KUBE-IPVS-FILTER"}
+		restore := "*filter\n:KUBE-IPVS-FILTER - [0:0]\n-I INPUT 1 " + strings.TrimPrefix(SavedLine("INPUT", jump), "-A INPUT ") + "\nCOMMIT\n"
+		if err := env.ipt.Restore([]byte(restore)); err != nil {
+			t.Fatal(err)
+		}
+		save, err := env.ipt.Save(TableFilter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules := SavedRules(save)["INPUT"]
+		want := []string{SavedLine("INPUT", jump), "-A INPUT -j DROP"}
+		if strings.Join(rules, "\n") != strings.Join(want, "\n") || !JumpsTo(rules, "KUBE-IPVS-FILTER") || JumpsTo(rules, "KUBE-FORWARD") {
+			t.Fatalf("INPUT holds\n%s\nwant\n%s", strings.Join(rules, "\n"), strings.Join(want, "\n"))
+		}
+		if existed, err := env.ipt.EnsureRule(Prepend, TableFilter, "INPUT", jump...); err != nil || !existed {
+			t.Fatalf("EnsureRule after the restore = %v, %v; want it there", existed, err)
+		}
+	}},
 	{"EnsureRule into a missing chain is ErrNotFound", func(t *testing.T, env testEnv) {
 		_, err := env.ipt.EnsureRule(Append, TableNAT, "KUBE-MISSING", "-j", "RETURN")
 		if !errors.Is(err, ErrNotFound) {

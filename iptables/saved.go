@@ -26,3 +26,24 @@ func SavedRules(save []byte) map[string][]string {
 	}
 	return chains
 }
+
+// SavedLine is the line iptables-save prints for rule appended to chain,
+// when rule is written in the canonical form (rulefmt.go): what to look for
+// in SavedRules to know a rule is there without running iptables -C.
+func SavedLine(chain string, rule []string) string {
+	return "-A " + chain + " " + formatRule(rule)
+}
+
+// JumpsTo reports whether any of a chain's saved lines jumps to target,
+// however its matches are written.
+func JumpsTo(lines []string, target string) bool {
+	for _, line := range lines {
+		fields := strings.Fields(line)
+		for i := 0; i+1 < len(fields); i++ {
+			if (fields[i] == "-j" || fields[i] == "-g") && fields[i+1] == target {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -2,6 +2,8 @@ package ipvsproxy
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
@@ -11,7 +13,15 @@ import (
 // is wanted: on a full sync by reading them back, otherwise only when the
 // wanted text changed (it depends on the configuration alone) or a table's
 // retry is due. applied remembers, per family, the text last written whole.
+//
+// The jumps from the built-in chains are checked in the same iptables-save
+// text: one that is there as written costs no process, and one whose chain
+// jumps nowhere to its target is inserted first by the table's restore
+// (issue 9: on the VM a full sync started 18 iptables processes, 9 with
+// nothing to write). Any other case, or a restore that fails, goes through
+// EnsureRule (iptables -C, then -I), which never adds a second jump.
 func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
+	jumps := jumpRules()
 	for _, family := range r.cfg.Families {
 		ipt := r.k.IPTables[family]
 		text := r.rulesText(family)
@@ -19,14 +29,47 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 			continue
 		}
 		ok := true
+		jumped := make([]bool, len(jumps))
 		for _, table := range ownedTables {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s", family, table))
 			want := tableText(text, table)
-			if save, err := ipt.Save(table); err == nil && rulesMatch(save, want, table) {
+			save, err := ipt.Save(table)
+			matched := err == nil && rulesMatch(save, want, table)
+			var inserts []int
+			if err == nil {
+				saved := iptables.SavedRules(save)
+				for i, j := range jumps {
+					switch {
+					case j.table != table:
+					case slices.Contains(saved[j.chain], iptables.SavedLine(j.chain, j.rule)):
+						jumped[i] = true
+					case !iptables.JumpsTo(saved[j.chain], j.rule[len(j.rule)-1]):
+						inserts = append(inserts, i)
+					}
+				}
+			}
+			if matched && len(inserts) == 0 {
 				r.status.done(id)
 				continue
 			}
-			r.writes++
+			payload := want
+			if matched {
+				payload = "*" + string(table) + "\nCOMMIT\n"
+			} else {
+				r.writes++
+			}
+			if len(inserts) > 0 && ipt.Restore([]byte(withJumps(payload, jumps, inserts))) == nil {
+				r.writes += len(inserts)
+				for _, i := range inserts {
+					jumped[i] = true
+				}
+				r.status.done(id)
+				continue
+			}
+			if matched {
+				r.status.done(id)
+				continue // the jumps are left to EnsureRule below
+			}
 			if err := ipt.Restore([]byte(want)); err != nil {
 				r.failIn(family, id, fmt.Errorf("restore %s %s rules: %w", family, table, err))
 				ok = false
@@ -34,8 +77,12 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 			}
 			r.status.done(id)
 		}
-		for _, j := range jumpRules() {
+		for i, j := range jumps {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.table, j.chain))
+			if jumped[i] {
+				r.status.done(id)
+				continue
+			}
 			existed, err := ipt.EnsureRule(iptables.Prepend, j.table, j.chain, j.rule...)
 			if err != nil {
 				r.failIn(family, id, fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
@@ -53,6 +100,19 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 			delete(applied, family)
 		}
 	}
+}
+
+// withJumps adds to a table's restore text, before its COMMIT, the jumps
+// inserts names, each as the first rule of its chain.
+func withJumps(table string, jumps []jumpRule, inserts []int) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSuffix(table, "COMMIT\n"))
+	for _, i := range inserts {
+		j := jumps[i]
+		b.WriteString("-I " + j.chain + " 1 " + strings.TrimPrefix(iptables.SavedLine(j.chain, j.rule), "-A "+j.chain+" ") + "\n")
+	}
+	b.WriteString("COMMIT\n")
+	return b.String()
 }
 
 // rulesDue reports whether a rules object of family waits for a retry.

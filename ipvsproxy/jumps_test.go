@@ -1,0 +1,150 @@
+package ipvsproxy
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	v1 "k8s.io/api/core/v1"
+)
+
+// countingIPTables counts the calls that each start an iptables process on
+// a node.
+type countingIPTables struct {
+	iptables.Interface
+	saves, restores, ensures int
+}
+
+func (c *countingIPTables) Save(t iptables.Table) ([]byte, error) {
+	c.saves++
+	return c.Interface.Save(t)
+}
+
+func (c *countingIPTables) Restore(data []byte) error {
+	c.restores++
+	return c.Interface.Restore(data)
+}
+
+func (c *countingIPTables) EnsureRule(p iptables.Position, t iptables.Table, chain string, rule ...string) (bool, error) {
+	c.ensures++
+	return c.Interface.EnsureRule(p, t, chain, rule...)
+}
+
+func (c *countingIPTables) reset() { c.saves, c.restores, c.ensures = 0, 0, 0 }
+
+// The jumps from the built-in chains are read from the tables' saves and
+// inserted by their restores: a cold sync starts one save and one restore
+// per table, a full sync of an unchanged node only the saves, and a jump
+// deleted by hand comes back once, first in its chain. A jump to our chain
+// written another way is left to iptables -C, so nothing is ever doubled.
+// On the Fake and on this kernel's iptables (legacy and nft) in a namespace.
+func TestJumpsAreCheckedInTheSaveAndInsertedByTheRestore(t *testing.T) {
+	// Each back end gives the iptables to use, and the real ipsets its
+	// rules name (nil: the Fake's).
+	backEnds := map[string]func(t *testing.T) (iptables.Interface, ipset.Interface){
+		"fake": func(t *testing.T) (iptables.Interface, ipset.Interface) { return iptables.NewFake(iptables.IPv4), nil },
+	}
+	if os.Geteuid() == 0 {
+		for _, b := range []iptables.Backend{iptables.BackendLegacy, iptables.BackendNFT} {
+			backEnds[string(b)] = func(t *testing.T) (iptables.Interface, ipset.Interface) {
+				ns, path := netnstest.NewNamed(t, "ipvsproxy-j-")
+				sets, err := ipset.NewInNamespace(ns)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path), iptables.WithBackend(b))
+				if err != nil {
+					t.Skipf("no iptables %s: %v", b, err)
+				}
+				return ipt, sets
+			}
+		}
+	}
+	for name, newIPT := range backEnds {
+		t.Run(name, func(t *testing.T) {
+			fk := newFakeKernel()
+			real, sets := newIPT(t)
+			ipt := &countingIPTables{Interface: real}
+			k := fk.kernel()
+			if sets != nil {
+				k.IPSet = sets
+			}
+			k.IPTables = map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}
+			// A host firewall was there first.
+			if err := ipt.Restore([]byte("*filter\n-A INPUT -j DROP\nCOMMIT\n")); err != nil {
+				t.Fatal(err)
+			}
+			ipt.reset()
+			p, err := New(testConfig(), thisNode, k, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Tracker().SetService(service("web", "10.96.0.10", nodePort(30080)))
+			mustSync(t, p)
+			if ipt.saves != 3 || ipt.restores != 3 || ipt.ensures != 0 {
+				t.Errorf("cold sync: %d saves, %d restores, %d iptables -C; want 3, 3, 0", ipt.saves, ipt.restores, ipt.ensures)
+			}
+			checkJumpsOnce(t, ipt)
+			if rules := savedChain(t, ipt, iptables.TableFilter, "INPUT"); rules[len(rules)-1] != "-A INPUT -j DROP" {
+				t.Errorf("INPUT is %q: the host's DROP is no longer last", rules)
+			}
+
+			ipt.reset()
+			p.RequestFullSync()
+			if res := mustSync(t, p); res.Writes != 0 || ipt.restores != 0 || ipt.ensures != 0 || ipt.saves != 3 {
+				t.Errorf("full sync of an unchanged node: %d writes, %d saves, %d restores, %d iptables -C; want 0, 3, 0, 0", res.Writes, ipt.saves, ipt.restores, ipt.ensures)
+			}
+
+			// Someone deletes two jumps and writes one to our chain
+			// without our comment where the second was.
+			for _, j := range jumpRules()[:2] {
+				if err := ipt.DeleteRule(j.table, j.chain, j.rule...); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := ipt.Restore([]byte("*nat\n-A OUTPUT -j KUBE-SERVICES\nCOMMIT\n")); err != nil {
+				t.Fatal(err)
+			}
+			ipt.reset()
+			p.RequestFullSync()
+			if res := mustSync(t, p); res.Writes != 2 || ipt.restores != 1 || ipt.ensures != 1 {
+				t.Errorf("repair: %d writes, %d restores, %d iptables -C; want 2 (PREROUTING's by the restore, OUTPUT's, beside another jump to KUBE-SERVICES, by iptables -C and -I), 1, 1", res.Writes, ipt.restores, ipt.ensures)
+			}
+			ipt.reset()
+			p.RequestFullSync()
+			if res := mustSync(t, p); res.Writes != 0 || ipt.restores != 0 || ipt.ensures != 0 {
+				t.Errorf("after the repair: %d writes, %d restores, %d iptables -C; want none", res.Writes, ipt.restores, ipt.ensures)
+			}
+			checkJumpsOnce(t, ipt)
+			if output := savedChain(t, ipt, iptables.TableNAT, "OUTPUT"); !slices.Contains(output, "-A OUTPUT -j KUBE-SERVICES") || len(output) != 2 {
+				t.Errorf("nat OUTPUT is %q: want our jump and the other one", output)
+			}
+		})
+	}
+}
+
+func savedChain(t *testing.T, ipt iptables.Interface, table iptables.Table, chain string) []string {
+	t.Helper()
+	save, err := ipt.Save(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return iptables.SavedRules(save)[chain]
+}
+
+// checkJumpsOnce: each jump is in its chain exactly once, before any rule
+// that is not ours.
+func checkJumpsOnce(t *testing.T, ipt iptables.Interface) {
+	t.Helper()
+	for _, j := range jumpRules() {
+		rules := savedChain(t, ipt, j.table, j.chain)
+		line := iptables.SavedLine(j.chain, j.rule)
+		if n := strings.Count(strings.Join(rules, "\n")+"\n", line+"\n"); n != 1 || !strings.HasPrefix(rules[0], "-A "+j.chain+" -m comment --comment \"kubernetes") {
+			t.Errorf("%s %s holds the jump %d times, first %q:\n%s", j.table, j.chain, n, rules[0], strings.Join(rules, "\n"))
+		}
+	}
+}
