@@ -121,7 +121,7 @@ func floor(s shape.Shape, k ipvsproxy.Kernel) (shape.Result, error) {
 		rss[vs.VirtualServerKey], _ = fk.IPVS.RealServers(vs.VirtualServerKey)
 	}
 	var rules [][]byte
-	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter} {
+	for _, table := range []iptables.Table{iptables.TableNAT, iptables.TableFilter, iptables.TableMangle} {
 		text, err := fk.IPTables[v1.IPv4Protocol].Save(table)
 		if err != nil {
 			return res, err
