@@ -186,6 +186,7 @@ func mapError(err error) error {
 	}
 	return err
 }
+
 // filterIndex matches a flow against many filters without trying each: a
 // sync that removes endpoints of many UDP Services hands over hundreds of
 // filters, often the same one twice, and a table of a million flows was
