@@ -268,7 +268,7 @@ COMMIT
 			t.Fatal(err)
 		}
 		jump := []string{"-m", "comment", "--comment", "kubernetes ipvs access filter", "-j", "KUBE-IPVS-FILTER"}
-		restore := "*filter\n:KUBE-IPVS-FILTER - [0:0]\n-I INPUT 1 " + strings.TrimPrefix(SavedLine("INPUT", jump), "-A INPUT ") + "\nCOMMIT\n"
+		restore := "*filter\n:KUBE-IPVS-FILTER - [0:0]\n-I INPUT 1 " + RuleText(jump) + "\nCOMMIT\n"
 		if err := env.ipt.Restore([]byte(restore)); err != nil {
 			t.Fatal(err)
 		}

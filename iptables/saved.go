@@ -31,8 +31,12 @@ func SavedRules(save []byte) map[string][]string {
 // when rule is written in the canonical form (rulefmt.go): what to look for
 // in SavedRules to know a rule is there without running iptables -C.
 func SavedLine(chain string, rule []string) string {
-	return "-A " + chain + " " + formatRule(rule)
+	return "-A " + chain + " " + RuleText(rule)
 }
+
+// RuleText is rule in the canonical form, as one iptables-restore line
+// after "-A CHAIN " or "-I CHAIN N ".
+func RuleText(rule []string) string { return formatRule(rule) }
 
 // JumpsTo reports whether any of a chain's saved lines jumps to target,
 // however its matches are written.

@@ -34,10 +34,11 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s", family, table))
 			want := tableText(text, table)
 			save, err := ipt.Save(table)
-			matched := err == nil && rulesMatch(save, want, table)
+			var matched bool
 			var inserts []int
 			if err == nil {
 				saved := iptables.SavedRules(save)
+				matched = savedMatch(saved, want, table)
 				for i, j := range jumps {
 					switch {
 					case j.table != table:
@@ -109,7 +110,7 @@ func withJumps(table string, jumps []jumpRule, inserts []int) string {
 	b.WriteString(strings.TrimSuffix(table, "COMMIT\n"))
 	for _, i := range inserts {
 		j := jumps[i]
-		b.WriteString("-I " + j.chain + " 1 " + strings.TrimPrefix(iptables.SavedLine(j.chain, j.rule), "-A "+j.chain+" ") + "\n")
+		b.WriteString("-I " + j.chain + " 1 " + iptables.RuleText(j.rule) + "\n")
 	}
 	b.WriteString("COMMIT\n")
 	return b.String()

@@ -183,7 +183,12 @@ func tableText(text string, table iptables.Table) string {
 // rulesMatch reports whether the owned chains in save hold exactly the rules
 // of want (one table's text), so the restore can be skipped.
 func rulesMatch(save []byte, want string, table iptables.Table) bool {
-	have, wanted := iptables.SavedRules(save), iptables.SavedRules([]byte(want))
+	return savedMatch(iptables.SavedRules(save), want, table)
+}
+
+// savedMatch is rulesMatch on a save already split by iptables.SavedRules.
+func savedMatch(have map[string][]string, want string, table iptables.Table) bool {
+	wanted := iptables.SavedRules([]byte(want))
 	for _, c := range ownedChains[table] {
 		h, ok := have[c]
 		if !ok || !slices.Equal(h, wanted[c]) {
