@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"reflect"
 	"runtime"
 	"runtime/metrics"
@@ -15,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	ct "github.com/ti-mo/conntrack"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,16 +27,9 @@ func newBareTable(tb testing.TB) *Table {
 	if os.Geteuid() != 0 {
 		tb.Skip("real conntrack tests need root to create network namespaces")
 	}
-	name := fmt.Sprintf("ipvsproxy-ct-%d-%d-b", os.Getpid(), labCounter.Add(1))
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		tb.Skipf("ip netns add: %v %s", err, out)
-	}
-	tb.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	h, err := netns.GetFromName(name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { h.Close() })
+	// Anonymous: `ip netns add` here raced the named namespaces of tests
+	// running at the same time in other packages (netnstest.NewNamed).
+	h := netnstest.New(tb)
 	tbl, err := NewInNamespace(int(h))
 	if errors.Is(err, ErrUnsupported) {
 		tb.Skipf("kernel has no conntrack netlink: %v", err)

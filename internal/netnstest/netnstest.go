@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"testing"
 
@@ -35,14 +36,66 @@ func NewNamed(t testing.TB, prefix string) (netns.NsHandle, string) {
 		t.Fatal(err)
 	}
 	name := prefix + hex.EncodeToString(buf)
+	if err := prepareRunNetns(); err != nil {
+		t.Fatalf("prepare /run/netns: %v", err)
+	}
 	ns := create(t, func() (netns.NsHandle, error) { return netns.NewNamed(name) })
 	t.Cleanup(func() {
 		ns.Close()
-		if err := netns.DeleteNamed(name); err != nil {
+		if err := deleteNamed(name); err != nil {
 			t.Errorf("delete network namespace %s: %v", name, err)
 		}
 	})
 	return ns, "/run/netns/" + name
+}
+
+// prepareRunNetns makes /run/netns a shared mount point of its own before a
+// namespace is bound inside it, as `ip netns add` does on first use. Done
+// later (by another process's first `ip netns add`), the recursive bind
+// would copy bindings already there, and their files could no longer be
+// removed. The lock keeps test processes of other packages from doing it
+// twice at once.
+func prepareRunNetns() error {
+	if err := os.MkdirAll("/run/netns", 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile("/run/ipvsproxy-netnstest.lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return err
+	}
+	err = unix.Mount("", "/run/netns", "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err != unix.EINVAL { // EINVAL: not a mount point yet
+		return err
+	}
+	if err := unix.Mount("/run/netns", "/run/netns", "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	return unix.Mount("", "/run/netns", "none", unix.MS_SHARED|unix.MS_REC, "")
+}
+
+// deleteNamed unmounts /run/netns/name until it is no mount point, then
+// removes it. One unmount (netns.DeleteNamed) is not always enough on a
+// fresh machine: when another test's `ip netns add` makes /run/netns a
+// mount point of its own (a recursive bind onto itself) while this
+// namespace is bound there, the binding is copied and the file carries two
+// mounts; the remove then fails with EBUSY (seen in CI on a new machine).
+func deleteNamed(name string) error {
+	path := "/run/netns/" + name
+	unmounted := false
+	for range 8 {
+		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
+			if unmounted && err == unix.EINVAL { // no longer a mount point
+				break
+			}
+			return err
+		}
+		unmounted = true
+	}
+	return os.Remove(path)
 }
 
 func create(t testing.TB, make func() (netns.NsHandle, error)) netns.NsHandle {
