@@ -375,6 +375,19 @@ func (f *Fake) Save(table Table) ([]byte, error) {
 	return []byte(t.save()), nil
 }
 
+// SaveTables implements Interface: each table as Save prints it.
+func (f *Fake) SaveTables(tables ...Table) (map[Table][]byte, error) {
+	out := make(map[Table][]byte, len(tables))
+	for _, t := range tables {
+		text, err := f.Save(t)
+		if err != nil {
+			return nil, err
+		}
+		out[t] = text
+	}
+	return out, nil
+}
+
 // save prints the table as iptables-save does without counters and comments.
 func (t *fakeTable) save() string {
 	order := t.chainOrder()

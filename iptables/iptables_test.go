@@ -297,6 +297,24 @@ COMMIT
 			t.Fatalf("EnsureRule = %v, want ErrInvalid", err)
 		}
 	}},
+	{"SaveTables reads each table as Save does, a table never set up too", func(t *testing.T, env testEnv) {
+		restoreKube(t, env)
+		// Before any Save: on the kernel, mangle and raw are not set up
+		// yet in a fresh namespace, so one save of every table lacks them.
+		tables := []Table{TableNAT, TableFilter, TableMangle, "raw"}
+		got, err := env.ipt.SaveTables(tables...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, table := range tables {
+			if want := save(t, env.ipt, table); string(got[table]) != want {
+				t.Errorf("SaveTables: %s is\n%s\nwant, as Save prints it,\n%s", table, got[table], want)
+			}
+		}
+		if _, err := env.ipt.SaveTables(TableNAT, "bogus"); !errors.Is(err, ErrInvalid) {
+			t.Errorf("SaveTables of a table that does not exist: %v, want ErrInvalid", err)
+		}
+	}},
 	{"DeleteRule deletes once and an absent rule is fine", func(t *testing.T, env testEnv) {
 		k := restoreKube(t, env)
 		rule := []string{"-m", "comment", "--comment", "kubernetes service portals", "-j", "KUBE-SERVICES"}

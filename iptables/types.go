@@ -41,6 +41,12 @@ type Interface interface {
 	// Save returns the table as iptables-save prints it (without counters
 	// or comments starting with '#').
 	Save(table Table) ([]byte, error)
+	// SaveTables returns each of tables as Save does, read with one
+	// iptables-save of every table: one process instead of one per table
+	// (issue 9: on a node each process costs more than the read). A table
+	// the kernel has not set up yet is returned as Save prints it: its
+	// built-in chains, empty, policy ACCEPT.
+	SaveTables(tables ...Table) (map[Table][]byte, error)
 	// EnsureRule adds rule (the arguments after "-A CHAIN") to chain at
 	// position unless an identical rule exists anywhere in it (an existing
 	// one is not moved); it reports whether it existed.

@@ -24,6 +24,11 @@ func (c *countingIPTables) Save(t iptables.Table) ([]byte, error) {
 	return c.Interface.Save(t)
 }
 
+func (c *countingIPTables) SaveTables(t ...iptables.Table) (map[iptables.Table][]byte, error) {
+	c.saves++
+	return c.Interface.SaveTables(t...)
+}
+
 func (c *countingIPTables) Restore(data []byte) error {
 	c.restores++
 	return c.Interface.Restore(data)
@@ -36,9 +41,10 @@ func (c *countingIPTables) EnsureRule(p iptables.Position, t iptables.Table, cha
 
 func (c *countingIPTables) reset() { c.saves, c.restores, c.ensures = 0, 0, 0 }
 
-// The jumps from the built-in chains are read from the tables' saves and
-// inserted by their restores: a cold sync starts one save and one restore
-// per table, a full sync of an unchanged node only the saves, and a jump
+// The jumps from the built-in chains are read from the tables' save and
+// inserted by their restores: a cold sync starts one save of the three
+// tables and one restore per table, a full sync of an unchanged node only
+// the save, and a jump
 // deleted by hand comes back once, first in its chain. A jump to our chain
 // written another way is left to iptables -C, so nothing is ever doubled.
 // On the Fake and on this kernel's iptables (legacy and nft) in a namespace.
@@ -85,8 +91,8 @@ func TestJumpsAreCheckedInTheSaveAndInsertedByTheRestore(t *testing.T) {
 			}
 			p.Tracker().SetService(service("web", "10.96.0.10", nodePort(30080)))
 			mustSync(t, p)
-			if ipt.saves != 3 || ipt.restores != 3 || ipt.ensures != 0 {
-				t.Errorf("cold sync: %d saves, %d restores, %d iptables -C; want 3, 3, 0", ipt.saves, ipt.restores, ipt.ensures)
+			if ipt.saves != 1 || ipt.restores != 3 || ipt.ensures != 0 {
+				t.Errorf("cold sync: %d saves, %d restores, %d iptables -C; want 1, 3, 0", ipt.saves, ipt.restores, ipt.ensures)
 			}
 			checkJumpsOnce(t, ipt)
 			if rules := savedChain(t, ipt, iptables.TableFilter, "INPUT"); rules[len(rules)-1] != "-A INPUT -j DROP" {
@@ -95,8 +101,8 @@ func TestJumpsAreCheckedInTheSaveAndInsertedByTheRestore(t *testing.T) {
 
 			ipt.reset()
 			p.RequestFullSync()
-			if res := mustSync(t, p); res.Writes != 0 || ipt.restores != 0 || ipt.ensures != 0 || ipt.saves != 3 {
-				t.Errorf("full sync of an unchanged node: %d writes, %d saves, %d restores, %d iptables -C; want 0, 3, 0, 0", res.Writes, ipt.saves, ipt.restores, ipt.ensures)
+			if res := mustSync(t, p); res.Writes != 0 || ipt.restores != 0 || ipt.ensures != 0 || ipt.saves != 1 {
+				t.Errorf("full sync of an unchanged node: %d writes, %d saves, %d restores, %d iptables -C; want 0, 1, 0, 0", res.Writes, ipt.saves, ipt.restores, ipt.ensures)
 			}
 
 			// Someone deletes two jumps and writes one to our chain

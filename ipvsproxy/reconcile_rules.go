@@ -14,11 +14,12 @@ import (
 // wanted text changed (it depends on the configuration alone) or a table's
 // retry is due. applied remembers, per family, the text last written whole.
 //
-// The jumps from the built-in chains are checked in the same iptables-save
-// text: one that is there as written costs no process, and one whose chain
+// The three tables are read with one iptables-save, and the jumps from the
+// built-in chains are checked in that text: one that is there as written
+// costs no process, and one whose chain
 // jumps nowhere to its target is inserted first by the table's restore
 // (issue 9: on the VM a full sync started 18 iptables processes, 9 with
-// nothing to write). Any other case, or a restore that fails, goes through
+// nothing to write; now 4 and 1). Any other case, or a restore that fails, goes through
 // EnsureRule (iptables -C, then -I), which never adds a second jump.
 func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 	jumps := jumpRules()
@@ -30,14 +31,15 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 		}
 		ok := true
 		jumped := make([]bool, len(jumps))
+		// One iptables-save for the three tables.
+		saves, err := ipt.SaveTables(ownedTables...)
 		for _, table := range ownedTables {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s", family, table))
 			want := tableText(text, table)
-			save, err := ipt.Save(table)
 			var matched bool
 			var inserts []int
 			if err == nil {
-				saved := iptables.SavedRules(save)
+				saved := iptables.SavedRules(saves[table])
 				matched = savedMatch(saved, want, table)
 				for i, j := range jumps {
 					switch {
