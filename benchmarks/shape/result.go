@@ -30,7 +30,17 @@ type Result struct {
 	Millis   map[string][]float64 `json:"millis"`
 	Writes   map[string]int       `json:"writes,omitempty"`
 	PeakRSS  float64              `json:"peak_rss_mb"`
-	Notes    []string             `json:"notes,omitempty"`
+	// ColdCalls is the cold sync's wall time per kind of kernel call
+	// ("ipvs AddRealServer": milliseconds and calls), where the side
+	// measures it (tier 2); the rest of the cold sync is the side's own work.
+	ColdCalls map[string]CallTime `json:"cold_calls,omitempty"`
+	Notes     []string            `json:"notes,omitempty"`
+}
+
+// CallTime is the time spent in one kind of kernel call.
+type CallTime struct {
+	Millis float64 `json:"ms"`
+	Calls  int     `json:"calls"`
 }
 
 // Churned lists the Services one endpoint of which the churn of repeat rep

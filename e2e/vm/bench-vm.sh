@@ -10,6 +10,8 @@
 #
 # --node runs the same on this machine's own kernel instead (make bench-node, on a bare-metal node
 # with IPVS and the dummy driver; it loads their modules).
+# IPVSPROXY_BENCH_MODES picks the sides (default "floor ours kube-proxy"; "floor ours" skips
+# kube-proxy, whose every sync takes seconds here).
 #
 # Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
 # harness's reports (cmd/bench -merge reads it into the Markdown table).
@@ -24,6 +26,7 @@ if [[ ${1:-} == --node ]]; then
 	shift
 fi
 shapes=("${@:-1000}")
+modes=${IPVSPROXY_BENCH_MODES:-floor ours kube-proxy}
 
 [[ -n $node ]] || "$here/prepare.sh"
 mkdir -p "$cache/runs"
@@ -51,11 +54,11 @@ bench() { # MODE SERVICES REPEATS
 		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3
 	fi
 }
-for mode in floor ours kube-proxy; do
+for mode in $modes; do
 	bench \$mode 20 1 >/dev/null
 done
 for n in ${shapes[*]}; do
-	for mode in floor ours kube-proxy; do
+	for mode in $modes; do
 		# kube-proxy's every sync is a full one (seconds each here): one repeat of each operation.
 		repeats=3
 		[[ \$mode == kube-proxy ]] && repeats=1

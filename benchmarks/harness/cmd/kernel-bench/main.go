@@ -46,12 +46,24 @@ func main() {
 	k, err := realKernel()
 	check(err)
 	var res shape.Result
+	c := newClock()
+	coldCalls := func() {
+		millis, calls := c.reset()
+		res.ColdCalls = map[string]shape.CallTime{}
+		for n, ms := range millis {
+			res.ColdCalls[n] = shape.CallTime{Millis: ms, Calls: calls[n]}
+		}
+	}
 	switch *mode {
 	case "ours":
-		res, err = ours.Run(s, k, *repeats)
+		var r shape.Result
+		r, err = ours.RunWith(s, timed(k, c), *repeats, coldCalls)
+		r.ColdCalls = res.ColdCalls
+		res = r
 		res.Side = "ipvsproxy (kernel)"
 	case "floor":
-		res, err = floor(s, k)
+		res, err = floor(s, timed(k, c))
+		coldCalls()
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}
@@ -61,6 +73,7 @@ func main() {
 	res.PeakRSS = float64(ru.Maxrss) / 1024
 	fmt.Fprintf(os.Stderr, "%s %s: cold sync %.0f ms, %d kernel writes; peak RSS %.0f MB\n",
 		res.Side, res.Shape, res.Millis[shape.OpCold][0], res.Writes[shape.OpCold], res.PeakRSS)
+	printColdCalls(res)
 	check(json.NewEncoder(os.Stdout).Encode(res))
 }
 
@@ -176,6 +189,19 @@ func floor(s shape.Shape, k ipvsproxy.Kernel) (shape.Result, error) {
 	res.Millis[shape.OpCold] = []float64{float64(time.Since(start).Microseconds()) / 1000}
 	res.Writes[shape.OpCold] = writes
 	return res, err
+}
+
+// printColdCalls splits the cold sync into its kernel calls and the rest.
+func printColdCalls(res shape.Result) {
+	millis := map[string]float64{}
+	for n, ct := range res.ColdCalls {
+		millis[n] = ct.Millis
+	}
+	kernel := total(millis)
+	fmt.Fprintf(os.Stderr, "  in kernel calls %.0f ms, the rest %.0f ms\n", kernel, res.Millis[shape.OpCold][0]-kernel)
+	for _, n := range names(millis) {
+		fmt.Fprintf(os.Stderr, "  %-30s %8.1f ms %6d calls\n", n, millis[n], res.ColdCalls[n].Calls)
+	}
 }
 
 func check(err error) {
