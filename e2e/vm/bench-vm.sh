@@ -47,7 +47,22 @@ for m in ip_vs ip_vs_twos ip_vs_rr ip_vs_wrr dummy ip_set ip_set_hash_ip ip_set_
 	iptable_nat iptable_filter nf_conntrack nf_conntrack_netlink; do
 	modprobe \$m 2>/dev/null || true
 done
+# settle waits until the CPU was at least 90% idle for a second (30 s at most): the kernel tears a
+# namespace down in the background after its process exits (its virtual servers, sets, conntrack
+# table), and under emulation that work would otherwise land in the next side's timings.
+settle() {
+	local i u n s id rest t1 i1
+	for i in \$(seq 30); do
+		read -r _ u n s id rest </proc/stat
+		t1=\$((u + n + s + id)) i1=\$id
+		sleep 1
+		read -r _ u n s id rest </proc/stat
+		(( (id - i1) * 100 >= 90 * (u + n + s + id - t1) )) && return
+	done
+	echo "bench-vm: the guest never settled; timing anyway" >&2
+}
 bench() { # MODE SERVICES REPEATS
+	settle
 	if [[ \$1 == kube-proxy ]]; then
 		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -kernel -services \$2 -repeats \$3
 	else
