@@ -11,7 +11,9 @@
 # --node runs the same on this machine's own kernel instead (make bench-node, on a bare-metal node
 # with IPVS and the dummy driver; it loads their modules).
 # IPVSPROXY_BENCH_MODES picks the sides (default "floor ours kube-proxy"; "floor ours" skips
-# kube-proxy, whose every sync takes seconds here).
+# kube-proxy, whose every sync takes seconds here). IPVSPROXY_BENCH_PAIRS (default 3) is how many
+# processes of the floor and of ours run per shape, alternating, every other pair in reverse
+# order (the floor's own cold sync varies by half between boots and runs); kube-proxy runs once.
 #
 # Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
 # harness's reports (cmd/bench -merge reads it into the Markdown table).
@@ -27,6 +29,7 @@ if [[ ${1:-} == --node ]]; then
 fi
 shapes=("${@:-1000}")
 modes=${IPVSPROXY_BENCH_MODES:-floor ours kube-proxy}
+pairs=${IPVSPROXY_BENCH_PAIRS:-3}
 
 [[ -n $node ]] || "$here/prepare.sh"
 mkdir -p "$cache/runs"
@@ -73,11 +76,20 @@ for mode in $modes; do
 	bench \$mode 20 1 >/dev/null
 done
 for n in ${shapes[*]}; do
-	for mode in $modes; do
-		# kube-proxy's every sync is a full one (seconds each here): one repeat of each operation.
-		repeats=3
-		[[ \$mode == kube-proxy ]] && repeats=1
-		bench \$mode \$n \$repeats >"$work/results/\$mode-\$n.json"
+	for pair in \$(seq $pairs); do
+		# Every other pair runs the sides in reverse order, so that neither always follows the other.
+		order="$modes"
+		(( pair % 2 == 0 )) && order=\$(echo "$modes" | tr ' ' '\\n' | tac | tr '\\n' ' ')
+		for mode in \$order; do
+			# kube-proxy's every sync is a full one (seconds each here): one process, one repeat of
+			# each operation.
+			repeats=3
+			if [[ \$mode == kube-proxy ]]; then
+				(( pair == 1 )) || continue
+				repeats=1
+			fi
+			bench \$mode \$n \$repeats >"$work/results/\$mode-\$n-\$pair.json"
+		done
 	done
 done
 GUEST
@@ -101,3 +113,12 @@ mkdir -p "$(dirname "$out")"
 	echo ']'
 } >"$out"
 echo "wrote $out"
+# The cold syncs per shape: the median of each side's processes, and ours against the floor's.
+cold() { grep -ho '"cold full sync":\[[0-9.]*' "$@" | sed 's/.*\[//' | sort -n; }
+median() { awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
+for n in ${shapes[*]}; do
+	floor=$(cold "$work"/results/floor-"$n"-*.json 2>/dev/null | median)
+	ours=$(cold "$work"/results/ours-"$n"-*.json 2>/dev/null | median)
+	[[ -n $floor && -n $ours ]] || continue
+	echo "cold sync, $n Services: floor $(cold "$work"/results/floor-"$n"-*.json | tr '\n' ' ')ms, ours $(cold "$work"/results/ours-"$n"-*.json | tr '\n' ' ')ms; medians $floor / $ours ms, ours $(awk -v a="$ours" -v b="$floor" 'BEGIN {printf "%.2f", a / b}')x the floor"
+done
