@@ -42,7 +42,7 @@ func NewNamed(t testing.TB, prefix string) (netns.NsHandle, string) {
 	ns := create(t, func() (netns.NsHandle, error) { return netns.NewNamed(name) })
 	t.Cleanup(func() {
 		ns.Close()
-		if err := deleteNamed(name); err != nil {
+		if err := netns.DeleteNamed(name); err != nil {
 			t.Errorf("delete network namespace %s: %v", name, err)
 		}
 	})
@@ -75,27 +75,6 @@ func prepareRunNetns() error {
 		return err
 	}
 	return unix.Mount("", "/run/netns", "none", unix.MS_SHARED|unix.MS_REC, "")
-}
-
-// deleteNamed unmounts /run/netns/name until it is no mount point, then
-// removes it. One unmount (netns.DeleteNamed) is not always enough on a
-// fresh machine: when another test's `ip netns add` makes /run/netns a
-// mount point of its own (a recursive bind onto itself) while this
-// namespace is bound there, the binding is copied and the file carries two
-// mounts; the remove then fails with EBUSY (seen in CI on a new machine).
-func deleteNamed(name string) error {
-	path := "/run/netns/" + name
-	unmounted := false
-	for range 8 {
-		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil {
-			if unmounted && err == unix.EINVAL { // no longer a mount point
-				break
-			}
-			return err
-		}
-		unmounted = true
-	}
-	return os.Remove(path)
 }
 
 func create(t testing.TB, make func() (netns.NsHandle, error)) netns.NsHandle {
