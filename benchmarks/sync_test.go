@@ -32,11 +32,8 @@ func synced(b *testing.B, s shape.Shape) (*ipvsproxy.Proxier, ipvsproxy.Kernel) 
 }
 
 func load(p *ipvsproxy.Proxier, s shape.Shape) {
-	for i := 0; i < s.Services; i++ {
-		p.Tracker().SetService(s.Service(i))
-		for _, sl := range s.Slices(i, s.Endpoints, 0) {
-			p.Tracker().SetEndpointSlice(sl)
-		}
+	for _, o := range shapeObjects(s) {
+		o.apply(p.Tracker())
 	}
 }
 

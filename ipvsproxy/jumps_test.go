@@ -44,8 +44,7 @@ func (c *countingIPTables) reset() { c.saves, c.restores, c.ensures = 0, 0, 0 }
 // The jumps from the built-in chains are read from the tables' save and
 // inserted by their restores: a cold sync starts one save of the three
 // tables and one restore per table, a full sync of an unchanged node only
-// the save, and a jump
-// deleted by hand comes back once, first in its chain. A jump to our chain
+// the save, and a jump deleted by hand comes back once, first in its chain. A jump to our chain
 // written another way is left to iptables -C, so nothing is ever doubled.
 // On the Fake and on this kernel's iptables (legacy and nft) in a namespace.
 func TestJumpsAreCheckedInTheSaveAndInsertedByTheRestore(t *testing.T) {

@@ -16,11 +16,11 @@ import (
 //
 // The three tables are read with one iptables-save, and the jumps from the
 // built-in chains are checked in that text: one that is there as written
-// costs no process, and one whose chain
-// jumps nowhere to its target is inserted first by the table's restore
-// (issue 9: on the VM a full sync started 18 iptables processes, 9 with
-// nothing to write; now 4 and 1). Any other case, or a restore that fails, goes through
-// EnsureRule (iptables -C, then -I), which never adds a second jump.
+// costs no process, and one whose chain jumps nowhere to its target is
+// inserted first by the table's restore (issue 9: on the VM a full sync
+// started 18 iptables processes, 9 with nothing to write; now 4 and 1).
+// Any other case, or a restore that fails, goes through EnsureRule
+// (iptables -C, then -I), which never adds a second jump.
 func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 	jumps := jumpRules()
 	for _, family := range r.cfg.Families {
