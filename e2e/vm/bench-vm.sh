@@ -79,7 +79,7 @@ for n in ${shapes[*]}; do
 	for pair in \$(seq $pairs); do
 		# Every other pair runs the sides in reverse order, so that neither always follows the other.
 		order="$modes"
-		(( pair % 2 == 0 )) && order=\$(echo "$modes" | tr ' ' '\\n' | tac | tr '\\n' ' ')
+		(( pair % 2 == 0 )) && order=\$(printf '%s\\n' $modes | tac)
 		for mode in \$order; do
 			# kube-proxy's every sync is a full one (seconds each here): one process, one repeat of
 			# each operation.

@@ -47,27 +47,19 @@ func main() {
 	check(err)
 	var res shape.Result
 	c := newClock()
-	coldCalls := func() {
-		millis, calls := c.reset()
-		res.ColdCalls = map[string]shape.CallTime{}
-		for n, ms := range millis {
-			res.ColdCalls[n] = shape.CallTime{Millis: ms, Calls: calls[n]}
-		}
-	}
+	var cold map[string]shape.CallTime
 	switch *mode {
 	case "ours":
-		var r shape.Result
-		r, err = ours.RunWith(s, timed(k, c), *repeats, coldCalls)
-		r.ColdCalls = res.ColdCalls
-		res = r
+		res, err = ours.RunWith(s, timed(k, c), *repeats, func() { cold = c.reset() })
 		res.Side = "ipvsproxy (kernel)"
 	case "floor":
 		res, err = floor(s, timed(k, c))
-		coldCalls()
+		cold = c.reset()
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}
 	check(err)
+	res.ColdCalls = cold
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	res.PeakRSS = float64(ru.Maxrss) / 1024
@@ -193,14 +185,10 @@ func floor(s shape.Shape, k ipvsproxy.Kernel) (shape.Result, error) {
 
 // printColdCalls splits the cold sync into its kernel calls and the rest.
 func printColdCalls(res shape.Result) {
-	millis := map[string]float64{}
-	for n, ct := range res.ColdCalls {
-		millis[n] = ct.Millis
-	}
-	kernel := total(millis)
+	kernel := total(res.ColdCalls)
 	fmt.Fprintf(os.Stderr, "  in kernel calls %.0f ms, the rest %.0f ms\n", kernel, res.Millis[shape.OpCold][0]-kernel)
-	for _, n := range names(millis) {
-		fmt.Fprintf(os.Stderr, "  %-30s %8.1f ms %6d calls\n", n, millis[n], res.ColdCalls[n].Calls)
+	for _, n := range names(res.ColdCalls) {
+		fmt.Fprintf(os.Stderr, "  %-30s %8.1f ms %6d calls\n", n, res.ColdCalls[n].Millis, res.ColdCalls[n].Calls)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -19,40 +20,41 @@ import (
 // kernel's share per kind of call and the proxier's own work (the rest):
 // the floor's gap is then named, not guessed.
 type clock struct {
-	millis map[string]float64
-	calls  map[string]int
+	calls map[string]shape.CallTime
 }
 
-func newClock() *clock { return &clock{millis: map[string]float64{}, calls: map[string]int{}} }
+func newClock() *clock { return &clock{calls: map[string]shape.CallTime{}} }
 
 func (c *clock) since(name string, start time.Time) {
-	c.millis[name] += float64(time.Since(start).Microseconds()) / 1000
-	c.calls[name]++
+	ct := c.calls[name]
+	ct.Millis += float64(time.Since(start).Microseconds()) / 1000
+	ct.Calls++
+	c.calls[name] = ct
 }
 
 // reset starts a new count, returning the old one.
-func (c *clock) reset() (map[string]float64, map[string]int) {
-	m, n := c.millis, c.calls
-	c.millis, c.calls = map[string]float64{}, map[string]int{}
-	return m, n
+func (c *clock) reset() map[string]shape.CallTime {
+	calls := c.calls
+	c.calls = map[string]shape.CallTime{}
+	return calls
 }
 
 // total is the time spent in every adapter call.
-func total(millis map[string]float64) float64 {
+func total(calls map[string]shape.CallTime) float64 {
 	var sum float64
-	for _, ms := range millis {
-		sum += ms
+	for _, ct := range calls {
+		sum += ct.Millis
 	}
 	return sum
 }
 
 // names lists the calls, the longest first.
-func names(millis map[string]float64) []string {
-	out := make([]string, 0, len(millis))
-	for n := range millis {
+func names(calls map[string]shape.CallTime) []string {
+	out := make([]string, 0, len(calls))
+	for n := range calls {
 		out = append(out, n)
 	}
-	sort.Slice(out, func(i, j int) bool { return millis[out[i]] > millis[out[j]] })
+	sort.Slice(out, func(i, j int) bool { return calls[out[i]].Millis > calls[out[j]].Millis })
 	return out
 }
 
