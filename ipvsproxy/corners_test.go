@@ -67,7 +67,7 @@ func TestLocalPolicyWithoutLocalEndpointServesInClusterSourcesAndDropsOthers(t *
 		wantTrace(t, tr, "pod of this node to "+dst.vs, tcpTo(podHere, dst.addr, dst.port), "ACCEPT -> virtual server "+dst.vs+" with 1 real servers, masqueraded")
 		wantTrace(t, tr, "the node to "+dst.vs, fromNode(dst.addr, dst.port), "ACCEPT -> virtual server "+dst.vs+" with 1 real servers, masqueraded")
 	}
-	if res := p.Sync(); res.NoLocalEndpoints["external"] != 1 {
+	if res := p.Sync(); res.NoLocalEndpoints[NoLocalKey{Family: v1.IPv4Protocol, Policy: "external"}] != 1 {
 		t.Errorf("no-local-endpoints count %v, want external 1 (the metric still counts it)", res.NoLocalEndpoints)
 	}
 

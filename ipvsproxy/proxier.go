@@ -46,8 +46,8 @@ type SyncResult struct {
 	HealthCheckNodePorts map[types.NamespacedName]uint16
 	LocalReadyEndpoints  map[types.NamespacedName]int
 	// NoLocalEndpoints counts Local-policy Services with no local endpoint,
-	// by policy ("internal", "external").
-	NoLocalEndpoints map[string]int
+	// by family and policy ("internal", "external").
+	NoLocalEndpoints map[NoLocalKey]int
 	// Completed is true when the sync ran through (the kernel could be
 	// read), whatever single objects failed: the loop is alive. Health
 	// follows it, not Err.

@@ -149,7 +149,7 @@ func TestLocalPolicyWithoutLocalEndpointHasClusterEndpointsAndNoMark(t *testing.
 	}
 	last := results[len(results)-1]
 	name := svcName("lb")
-	if last.HealthCheckNodePorts[name] != 32122 || last.LocalReadyEndpoints[name] != 0 || last.NoLocalEndpoints["external"] != 1 {
+	if last.HealthCheckNodePorts[name] != 32122 || last.LocalReadyEndpoints[name] != 0 || last.NoLocalEndpoints[NoLocalKey{Family: v1.IPv4Protocol, Policy: "external"}] != 1 {
 		t.Fatalf("health: %+v %+v %+v", last.HealthCheckNodePorts, last.LocalReadyEndpoints, last.NoLocalEndpoints)
 	}
 	// An endpoint lands on this node: the LB serves it, health says 1.

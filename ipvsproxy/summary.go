@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -15,13 +16,22 @@ import (
 type serviceSummary struct {
 	healthCheckNodePorts map[types.NamespacedName]uint16
 	localReadyEndpoints  map[types.NamespacedName]int
-	// noLocalEndpoints counts Services by policy ("internal", "external")
-	// with a Local-policy virtual server and no real server.
-	noLocalEndpoints map[string]int
+	// noLocalEndpoints counts Services by family and policy ("internal",
+	// "external") with a Local-policy virtual server and no real server: a
+	// dual-stack Service counts once under each family it lacks one in, as
+	// kube-proxy's per-family proxiers count it.
+	noLocalEndpoints map[NoLocalKey]int
+}
+
+// NoLocalKey is one family's count of Services under one traffic policy
+// ("internal" or "external") that have no local endpoint.
+type NoLocalKey struct {
+	Family v1.IPFamily
+	Policy string
 }
 
 func newServiceSummary() serviceSummary {
-	return serviceSummary{healthCheckNodePorts: map[types.NamespacedName]uint16{}, localReadyEndpoints: map[types.NamespacedName]int{}, noLocalEndpoints: map[string]int{}}
+	return serviceSummary{healthCheckNodePorts: map[types.NamespacedName]uint16{}, localReadyEndpoints: map[types.NamespacedName]int{}, noLocalEndpoints: map[NoLocalKey]int{}}
 }
 
 // add (sign 1) or remove (sign -1) one Service's share.
@@ -35,24 +45,25 @@ func (s serviceSummary) update(st *ServiceState, sign int) {
 			delete(s.localReadyEndpoints, st.Name)
 		}
 	}
-	for _, policy := range noLocalPolicies(st) {
-		s.noLocalEndpoints[policy] += sign
+	for _, key := range noLocalPolicies(st) {
+		s.noLocalEndpoints[key] += sign
 	}
 }
 
-// noLocalPolicies lists, once each, the policies ("internal" for cluster
-// IPs, "external" otherwise) under which st has a Local virtual server with
-// no local real server (none, or only other nodes' for in-cluster sources).
-func noLocalPolicies(st *ServiceState) []string {
-	var out []string
+// noLocalPolicies lists, once each, the families and policies ("internal"
+// for cluster IPs, "external" otherwise) under which st has a Local virtual
+// server with no local real server (none, or only other nodes' for
+// in-cluster sources).
+func noLocalPolicies(st *ServiceState) []NoLocalKey {
+	var out []NoLocalKey
 	for _, vs := range st.VirtualServers {
 		if vs.LocalOnly && (len(vs.RealServers) == 0 || vs.InClusterOnly) {
-			policy := "external"
+			key := NoLocalKey{Family: familyOf(vs.Address), Policy: "external"}
 			if vs.Kind == KindClusterIP {
-				policy = "internal"
+				key.Policy = "internal"
 			}
-			if !slices.Contains(out, policy) {
-				out = append(out, policy)
+			if !slices.Contains(out, key) {
+				out = append(out, key)
 			}
 		}
 	}
@@ -63,10 +74,10 @@ func noLocalPolicies(st *ServiceState) []string {
 func (s serviceSummary) report(res *SyncResult) {
 	res.HealthCheckNodePorts = maps.Clone(s.healthCheckNodePorts)
 	res.LocalReadyEndpoints = maps.Clone(s.localReadyEndpoints)
-	res.NoLocalEndpoints = map[string]int{}
-	for policy, n := range s.noLocalEndpoints {
+	res.NoLocalEndpoints = map[NoLocalKey]int{}
+	for key, n := range s.noLocalEndpoints {
 		if n > 0 {
-			res.NoLocalEndpoints[policy] = n
+			res.NoLocalEndpoints[key] = n
 		}
 	}
 }

@@ -2,6 +2,8 @@ package ipvsproxy
 
 import (
 	"testing"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // A periodic full sync of an unchanged cluster rebuilds no Service, yet
@@ -47,12 +49,12 @@ func TestPartialSyncReportsServicesItDidNotRebuild(t *testing.T) {
 	if res.Full || res.Services != 1 {
 		t.Fatalf("full=%v services=%d", res.Full, res.Services)
 	}
-	if res.HealthCheckNodePorts[svcName("lb")] != 31000 || res.LocalReadyEndpoints[svcName("lb")] != 0 || res.NoLocalEndpoints["external"] != 1 {
+	if res.HealthCheckNodePorts[svcName("lb")] != 31000 || res.LocalReadyEndpoints[svcName("lb")] != 0 || res.NoLocalEndpoints[NoLocalKey{Family: v1.IPv4Protocol, Policy: "external"}] != 1 {
 		t.Fatalf("summary %v %v %v", res.HealthCheckNodePorts, res.LocalReadyEndpoints, res.NoLocalEndpoints)
 	}
 	p.Tracker().DeleteService("default", "lb")
 	res = mustSync(t, p)
-	if len(res.HealthCheckNodePorts) != 0 || res.NoLocalEndpoints["external"] != 0 {
+	if len(res.HealthCheckNodePorts) != 0 || res.NoLocalEndpoints[NoLocalKey{Family: v1.IPv4Protocol, Policy: "external"}] != 0 {
 		t.Fatalf("after deletion: %v %v", res.HealthCheckNodePorts, res.NoLocalEndpoints)
 	}
 }

@@ -1,8 +1,18 @@
 package main
 
 import (
+	"context"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -116,5 +126,101 @@ func TestObserveSyncLabelsByFamily(t *testing.T) {
 	m.SetBuildInfo("v0.2.0", "abc123")
 	if n, err := testutil.GatherAndCount(m.Registry, "kubernetes_build_info"); err != nil || n != 1 {
 		t.Errorf("kubernetes_build_info: %d %v", n, err)
+	}
+}
+
+// A dual-stack node (the default --ip-families auto on any host with a
+// global IPv6 address) starts, takes a change from the informer handlers and
+// syncs through the same hooks run wires: every ip_family metric gets one
+// series per family. The one-label metric once got both family names as
+// values and panicked at the first queued change, before any sync.
+func TestDualStackNodeRunsThroughTheRunWiring(t *testing.T) {
+	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8::1"))
+	k := ipvsproxy.Kernel{
+		IPVS: ipvs.NewFake(), Netif: links, IPSet: ipset.NewFake(),
+		IPTables: map[v1.IPFamily]iptables.Interface{
+			v1.IPv4Protocol: iptables.NewFake(iptables.IPv4), v1.IPv6Protocol: iptables.NewFake(iptables.IPv6)},
+		Conntrack: conntrack.NewFake(),
+	}
+	families := []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	cfg := ipvsproxy.DefaultConfig()
+	cfg.Families = families
+	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("2001:db8:244::/56")}
+	proxier, err := ipvsproxy.New(cfg, "node1", k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	health := healthcheck.NewProxyHealth(time.Minute, clock.RealClock{})
+	health.SetIPFamilies(families...)
+	serviceHealth := healthcheck.NewServiceHealthServer(nil, nil, health)
+	defer serviceHealth.Close()
+	synced := make(chan ipvsproxy.SyncResult, 16)
+	observeProxier(proxier, m, health, serviceHealth, families)
+	observe := proxier.OnSync
+	proxier.OnSync = func(r ipvsproxy.SyncResult) { observe(r); synced <- r }
+
+	tracker := proxier.Tracker()
+	tracker.NodeHandler().OnAdd(&v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node1"},
+		Spec:       v1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24", "2001:db8:244:1::/64"}},
+	}, true)
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", CreationTimestamp: metav1.Now()},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10", "fd00:10:96::10"},
+			IPFamilies: families, Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
+	}
+	tracker.ServiceHandler().OnAdd(svc, true)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := startSyncLoop(ctx, proxier)
+	defer func() { cancel(); <-stopped }()
+	select {
+	case r := <-synced:
+		if err := r.Err(); err != nil {
+			t.Fatalf("first sync: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no sync within 10 s")
+	}
+	for _, vs := range []string{"10.96.0.10", "fd00:10:96::10"} {
+		if !strings.Contains(k.IPVS.(*ipvs.Fake).Dump(), vs) {
+			t.Errorf("no virtual server for %s:\n%s", vs, k.IPVS.(*ipvs.Fake).Dump())
+		}
+	}
+	for _, name := range []string{"kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds", "kubeproxy_sync_proxy_rules_last_timestamp_seconds",
+		"kubeproxy_sync_proxy_rules_duration_seconds", "kubeproxy_sync_proxy_rules_no_local_endpoints_total"} {
+		series, err := testutil.GatherAndCount(m.Registry, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := len(families)
+		if name == "kubeproxy_sync_proxy_rules_no_local_endpoints_total" {
+			want = 2 * len(families) // internal and external, per family
+		}
+		if series != want {
+			t.Errorf("%s: %d series, want %d (one per family)", name, series, want)
+		}
+	}
+}
+
+// The no-local-endpoints gauge counts each family's Services on their own:
+// an IPv6-only Local Service without a local endpoint is not an IPv4 one.
+func TestNoLocalEndpointsCountedPerFamily(t *testing.T) {
+	m := metrics.New()
+	health := healthcheck.NewProxyHealth(time.Minute, clock.RealClock{})
+	services := healthcheck.NewServiceHealthServer(nil, nil, health)
+	defer services.Close()
+	families := []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	observeSync(m, health, services, families, ipvsproxy.SyncResult{
+		Completed: true, WriteErrors: map[string]int{},
+		NoLocalEndpoints: map[ipvsproxy.NoLocalKey]int{{Family: v1.IPv6Protocol, Policy: "external"}: 2},
+	})
+	for family, want := range map[string]float64{"IPv4": 0, "IPv6": 2} {
+		got := testutil.ToFloat64(m.NoLocalEndpoints.WithLabelValues("external", family))
+		if got != want {
+			t.Errorf("no local endpoints, external, %s = %v, want %v", family, got, want)
+		}
 	}
 }

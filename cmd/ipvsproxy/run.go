@@ -102,14 +102,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	proxier.OnQueued = func() {
-		health.QueuedUpdate()
-		services, endpoints, _ := proxier.Tracker().Pending()
-		m.ServiceChangesPending.Set(float64(services))
-		m.EndpointChangesPending.Set(float64(endpoints))
-		m.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(familyLabels(cfg.Families)...).SetToCurrentTime()
-	}
-	proxier.OnSync = func(r ipvsproxy.SyncResult) { observeSync(m, health, serviceHealth, cfg.Families, r) }
+	observeProxier(proxier, m, health, serviceHealth, cfg.Families)
 
 	// Informers: every Service and EndpointSlice that is not another
 	// proxy's, and this node only.
@@ -187,10 +180,26 @@ func runAction(c *cli.Context) error {
 	}
 }
 
+// observeProxier connects the proxier's change and sync hooks to the metrics
+// and health servers. Every metric with an ip_family label is set once per
+// family the node proxies, each with its own value.
+func observeProxier(proxier *ipvsproxy.Proxier, m *metrics.Metrics, health *healthcheck.ProxyHealth, serviceHealth *healthcheck.ServiceHealthServer, families []v1.IPFamily) {
+	proxier.OnQueued = func() {
+		health.QueuedUpdate()
+		services, endpoints, _ := proxier.Tracker().Pending()
+		m.ServiceChangesPending.Set(float64(services))
+		m.EndpointChangesPending.Set(float64(endpoints))
+		for _, f := range families {
+			m.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(f)).SetToCurrentTime()
+		}
+	}
+	proxier.OnSync = func(r ipvsproxy.SyncResult) { observeSync(m, health, serviceHealth, families, r) }
+}
+
 // observeSync feeds one sync's result to the metrics and health servers.
 func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *healthcheck.ServiceHealthServer, families []v1.IPFamily, r ipvsproxy.SyncResult) {
-	fam := familyLabels(families)
-	for _, f := range fam {
+	for _, family := range families {
+		f := string(family)
 		m.SyncProxyRulesLatency.WithLabelValues(f).Observe(r.Duration.Seconds())
 		observeSyncKind(m, f, r)
 		m.ConntrackEntriesDeletedTotal.WithLabelValues(f).Add(0)
@@ -208,7 +217,8 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 		m.SyncPartialTotal.Inc()
 	}
 	for _, f := range families {
-		m.SetNoLocalEndpoints(f, r.NoLocalEndpoints["internal"], r.NoLocalEndpoints["external"])
+		m.SetNoLocalEndpoints(f, r.NoLocalEndpoints[ipvsproxy.NoLocalKey{Family: f, Policy: "internal"}],
+			r.NoLocalEndpoints[ipvsproxy.NoLocalKey{Family: f, Policy: "external"}])
 	}
 	markProgrammed(r, health.Programmed)
 	// Health says the sync loop is alive and keeping up, as kube-proxy's
@@ -219,9 +229,9 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 	}
 	m.SetKernelObjectsFailing(r.FailingObjects)
 	if r.Err() == nil {
-		for _, f := range fam {
-			m.SyncProxyRulesLastTimestamp.WithLabelValues(f).SetToCurrentTime()
-			m.ObserveNetworkProgramming(v1.IPFamily(f), r.TriggerTimes[v1.IPFamily(f)], r.Start.Add(r.Duration))
+		for _, f := range families {
+			m.SyncProxyRulesLastTimestamp.WithLabelValues(string(f)).SetToCurrentTime()
+			m.ObserveNetworkProgramming(f, r.TriggerTimes[f], r.Start.Add(r.Duration))
 		}
 	}
 	if err := services.SyncServices(r.HealthCheckNodePorts); err != nil {
@@ -232,14 +242,6 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 	}
 	m.ServiceChangesPending.Set(0)
 	m.EndpointChangesPending.Set(0)
-}
-
-func familyLabels(families []v1.IPFamily) []string {
-	out := make([]string, len(families))
-	for i, f := range families {
-		out[i] = string(f)
-	}
-	return out
 }
 
 func asNode(obj any) *v1.Node {
