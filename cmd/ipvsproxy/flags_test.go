@@ -106,28 +106,6 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 	}
 }
 
-func TestFamiliesOf(t *testing.T) {
-	addrs := func(s ...string) (out []netip.Addr) {
-		for _, a := range s {
-			out = append(out, netip.MustParseAddr(a))
-		}
-		return out
-	}
-	for _, c := range []struct {
-		in   []netip.Addr
-		want string
-	}{
-		{addrs("127.0.0.1", "::1", "fe80::1"), "[IPv4]"},
-		{addrs("198.51.100.1", "fe80::1"), "[IPv4]"},
-		{addrs("2001:db8::1"), "[IPv6]"},
-		{addrs("198.51.100.1", "2001:db8::1"), "[IPv4 IPv6]"},
-	} {
-		if got := sprint(familiesOf(c.in)); got != c.want {
-			t.Errorf("familiesOf(%v) = %s, want %s", c.in, got, c.want)
-		}
-	}
-}
-
 func sprint(v any) string { return strings.TrimSpace(fmt.Sprint(v)) }
 
 // A scheduler chosen by flag or environment is explicit (no fallback);

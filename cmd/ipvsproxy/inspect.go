@@ -145,7 +145,7 @@ func snapshotFromAPIServer(c *cli.Context, k inspect.Kernel) (ipvsproxy.Snapshot
 	if err != nil {
 		return ipvsproxy.Snapshot{}, err
 	}
-	if cfg.Families, err = resolveFamilies(c.String("ip-families")); err != nil {
+	if cfg.Families, err = resolveFamiliesOffline(c.String("ip-families")); err != nil {
 		return ipvsproxy.Snapshot{}, err
 	}
 	nodeName, err := nodeNameOf(c.String("hostname-override"))

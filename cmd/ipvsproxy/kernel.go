@@ -3,9 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -83,53 +81,4 @@ func openKernel(families []v1.IPFamily, sysctlRoot string, opts ...kernelOption)
 		k.IPTables[f] = ipt
 	}
 	return k, closeAll, nil
-}
-
-// resolveFamilies turns --ip-families into a list; "auto" takes the
-// families of the node's global unicast addresses (IPv4 when none).
-func resolveFamilies(value string) ([]v1.IPFamily, error) {
-	value = strings.TrimSpace(value)
-	if value != "auto" && value != "" {
-		var out []v1.IPFamily
-		for _, s := range strings.Split(value, ",") {
-			switch f := v1.IPFamily(strings.TrimSpace(s)); f {
-			case v1.IPv4Protocol, v1.IPv6Protocol:
-				out = append(out, f)
-			default:
-				return nil, fmt.Errorf("--ip-families: %q is not IPv4 or IPv6", s)
-			}
-		}
-		return out, nil
-	}
-	n, err := netif.New(ipvsproxy.DummyInterface)
-	if err != nil {
-		return nil, err
-	}
-	addrs, err := n.HostAddresses()
-	if err != nil {
-		return nil, err
-	}
-	return familiesOf(addrs), nil
-}
-
-func familiesOf(addrs []netip.Addr) []v1.IPFamily {
-	var v4, v6 bool
-	for _, a := range addrs {
-		if a.IsLoopback() || a.IsLinkLocalUnicast() || !a.IsGlobalUnicast() {
-			continue
-		}
-		if a.Unmap().Is4() {
-			v4 = true
-		} else {
-			v6 = true
-		}
-	}
-	var out []v1.IPFamily
-	if v4 || !v6 {
-		out = append(out, v1.IPv4Protocol)
-	}
-	if v6 {
-		out = append(out, v1.IPv6Protocol)
-	}
-	return out
 }

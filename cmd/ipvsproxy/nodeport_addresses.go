@@ -9,7 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
@@ -60,7 +59,7 @@ func resolvePrimaryNodePortAddresses(ctx context.Context, client kubernetes.Inte
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		node, err := readNode(ctx, client, nodeName)
 		if err == nil {
 			if addrs := primaryNodeAddresses(node); len(addrs) > 0 {
 				out := make([]netip.Prefix, 0, len(addrs))

@@ -48,9 +48,6 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	applyOOMScoreAdj(c.Int("oom-score-adj"))
-	if cfg.Families, err = resolveFamilies(c.String("ip-families")); err != nil {
-		return err
-	}
 	nodeName, err := nodeNameOf(c.String("hostname-override"))
 	if err != nil {
 		return err
@@ -61,6 +58,9 @@ func runAction(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if cfg.Families, err = familiesToProxy(ctx, c.String("ip-families"), client, nodeName, cfg.ServiceCIDRs, c.String("sysctl-root")); err != nil {
+		return err
+	}
 	if strings.EqualFold(strings.TrimSpace(c.String("nodeport-addresses")), nodePortPrimary) {
 		if cfg.NodePortAddresses, err = resolvePrimaryNodePortAddresses(ctx, client, nodeName, 2*time.Minute); err != nil {
 			return err
