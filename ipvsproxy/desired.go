@@ -39,8 +39,23 @@ type desiredState struct {
 
 type claim struct {
 	service types.NamespacedName
-	order   string // creation time, then name: a stable "older first" order
-	vs      *VirtualServerState
+	// order is who wrote the address (claimRank), then creation time, then
+	// name: a stable order, the first wins.
+	order string
+	vs    *VirtualServerState
+}
+
+// claimRank puts the addresses that the API server or a controller with
+// status rights assigned (cluster IPs, node ports, status.loadBalancer)
+// before the ones any user with write access to a Service may type into
+// spec.externalIPs: a tenant listing a load balancer pool's addresses as
+// external IPs must not take a later LoadBalancer's traffic (and its source
+// ranges) by being older.
+func claimRank(kind string) string {
+	if kind == KindExternalIP {
+		return "1 "
+	}
+	return "0 "
 }
 
 // touched collects the kernel objects whose desired value may have changed.
@@ -124,7 +139,7 @@ func (d *desiredState) set(name types.NamespacedName, st *ServiceState, t touche
 		vs := &st.VirtualServers[i]
 		k := vs.VirtualServerKey
 		before := d.winner(k)
-		d.claims[k] = append(d.claims[k], claim{service: name, order: order, vs: vs})
+		d.claims[k] = append(d.claims[k], claim{service: name, order: claimRank(vs.Kind) + order, vs: vs})
 		slices.SortFunc(d.claims[k], func(a, b claim) int { return cmp.Compare(a.order, b.order) })
 		d.rewin(k, before, t)
 	}

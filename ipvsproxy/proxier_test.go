@@ -714,3 +714,27 @@ func TestExternalIPGuardFollowsOtherServices(t *testing.T) {
 		t.Fatalf("the rest of the Service must keep working: %v", got)
 	}
 }
+
+// An address written in status.loadBalancer outranks the same address a user
+// wrote in spec.externalIPs, whatever their ages: the older externalIP
+// Service loses the virtual server and gets the Event; the LoadBalancer's
+// traffic goes to its own endpoints.
+func TestLoadBalancerIngressOutranksAnOlderExternalIP(t *testing.T) {
+	fk := newFakeKernel()
+	p, rec := newTestProxier(t, fk, testConfig())
+	squatter := service("squatter", "10.96.0.10", func(s *v1.Service) { s.Spec.ExternalIPs = []string{"203.0.113.20"} })
+	lb := service("lb", "10.96.0.11", loadBalancer(30090, "203.0.113.20"), createdAt(created.Add(time.Hour)))
+	p.Tracker().SetService(squatter)
+	p.Tracker().SetEndpointSlice(slice(squatter, "squatter-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	p.Tracker().SetService(lb)
+	p.Tracker().SetEndpointSlice(slice(lb, "lb-a", 8080, "10.244.2.7@node2"))
+	mustSync(t, p)
+	lbVS := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("203.0.113.20"), Port: 80}
+	if got := realServers(t, fk, lbVS); len(got) != 1 || got[ep2] != 1 {
+		t.Fatalf("the LoadBalancer's ingress address must serve its own endpoints: %v", got)
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "Warning PortConflict ExternalIP TCP 203.0.113.20:80 is already used by Service default/lb") {
+		t.Fatalf("the externalIP side must get the Event: %q", ev)
+	}
+}
