@@ -1,11 +1,14 @@
 package ipvsproxy
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -17,16 +20,53 @@ import (
 // 8). A Service whose entries would overflow a set is refused whole, with a
 // ServiceTooLarge Event, before anything is written; every other Service
 // keeps its entries.
+//
+// Which Service is refused must not depend on the order changes arrived in
+// (it would differ per node and per restart, and could be kube-dns): the
+// Services of a sync are admitted in admission order (kube-system first, then
+// oldest, then by name), and while any Service is refused every sync that
+// changes something admits all of them again in that order (readmit), so a
+// Service is only ever refused because of Services before it.
 type setCapacity struct {
 	maxElem int
 	// counts is the number of distinct entries of each set in the desired
-	// state, kept up to date by admit (so a partial sync costs the Services
-	// it rebuilds, not the cluster).
+	// state, the ownership record's included, kept up to date by admit (so
+	// a partial sync costs the Services it rebuilds, not the cluster).
 	counts map[string]int
+	// refused are the Services refused for want of room.
+	refused map[types.NamespacedName]bool
 }
 
 func newSetCapacity(maxElem uint32) setCapacity {
-	return setCapacity{maxElem: int(maxElem), counts: map[string]int{}}
+	return setCapacity{maxElem: int(maxElem), counts: map[string]int{}, refused: map[types.NamespacedName]bool{}}
+}
+
+// underPressure is true while some Service is refused: then the admission
+// of every Service is redone in order at each sync that changes something.
+func (c *setCapacity) underPressure() bool { return len(c.refused) > 0 }
+
+// admissionOrder sorts the Services of one sync: removals first (they free
+// room), then kube-system's (the cluster's DNS must not be refused because of
+// a tenant), then the oldest, then by name.
+func admissionOrder(a, b builtService) int {
+	if (a.state == nil) != (b.state == nil) {
+		if a.state == nil {
+			return -1
+		}
+		return 1
+	}
+	if a.state != nil {
+		if sa, sb := a.name.Namespace == metav1.NamespaceSystem, b.name.Namespace == metav1.NamespaceSystem; sa != sb {
+			if sa {
+				return -1
+			}
+			return 1
+		}
+		if c := a.state.Created.Compare(b.state.Created); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(a.name.String(), b.name.String())
 }
 
 // admit returns what replaces name's share of d: st itself, or, if st would
@@ -36,6 +76,9 @@ func newSetCapacity(maxElem uint32) setCapacity {
 func (c *setCapacity) admit(d *desiredState, name types.NamespacedName, st *ServiceState) *ServiceState {
 	if c.counts == nil {
 		c.counts = map[string]int{}
+	}
+	if c.refused == nil {
+		c.refused = map[types.NamespacedName]bool{}
 	}
 	old := d.services[name]
 	delta := entryDelta(d, old, st)
@@ -58,6 +101,11 @@ func (c *setCapacity) admit(d *desiredState, name types.NamespacedName, st *Serv
 		if c.counts[set] += n; c.counts[set] <= 0 {
 			delete(c.counts, set)
 		}
+	}
+	if st != nil && slices.ContainsFunc(st.Problems, func(p Problem) bool { return p.Reason == ReasonServiceTooLarge }) {
+		c.refused[name] = true
+	} else {
+		delete(c.refused, name)
 	}
 	return st
 }
@@ -94,5 +142,69 @@ func entryDelta(d *desiredState, old, new *ServiceState) map[string]int {
 			}
 		}
 	}
+	// The ownership record holds one member per virtual server claimed.
+	claimed := map[ipvs.VirtualServerKey]bool{}
+	if new != nil {
+		for i := range new.VirtualServers {
+			k := new.VirtualServers[i].VirtualServerKey
+			if claimed[k] {
+				continue
+			}
+			claimed[k] = true
+			if len(d.claims[k]) == 0 {
+				delta[recordEntry(k).Set]++
+			}
+		}
+	}
+	if old != nil {
+		for i := range old.VirtualServers {
+			k := old.VirtualServers[i].VirtualServerKey
+			if c := d.claims[k]; !claimed[k] && len(c) == 1 && c[0].service == old.Name {
+				delta[recordEntry(k).Set]--
+				claimed[k] = true // once, even if old lists it twice
+			}
+		}
+	}
 	return delta
+}
+
+// readmit admits every Service again in admission order, while some are
+// refused: a Service admitted earlier that ranks after a refused one gives
+// its room up, and a refused one gets the room others freed. Refused
+// Services are rebuilt (their desired state is empty); the others keep the
+// state they have. It returns the Services whose admission changed, to be
+// reported.
+func (p *Proxier) readmit(node NodeInfo, t touched, stale *staleFiltersCollector) []types.NamespacedName {
+	c := &p.capacity
+	all := make([]builtService, 0, len(p.desired.services))
+	rebuild := map[types.NamespacedName]bool{}
+	before := map[types.NamespacedName]*ServiceState{}
+	for name, st := range p.desired.services {
+		before[name] = st
+		if c.refused[name] {
+			rebuild[name] = true
+		} else {
+			all = append(all, builtService{name: name, state: st})
+		}
+	}
+	all = append(all, p.buildServices(rebuild, node)...)
+	slices.SortFunc(all, admissionOrder)
+	for i := len(all) - 1; i >= 0; i-- {
+		c.admit(p.desired, all[i].name, nil)
+		p.desired.set(all[i].name, nil, t)
+	}
+	var changed []types.NamespacedName
+	for _, b := range all {
+		st := c.admit(p.desired, b.name, b.state)
+		p.desired.set(b.name, st, t)
+		if st != before[b.name] {
+			if p.started {
+				stale.add(staleUDPFlows(before[b.name], st))
+			}
+			if rebuild[b.name] != c.refused[b.name] || c.refused[b.name] {
+				changed = append(changed, b.name)
+			}
+		}
+	}
+	return changed
 }

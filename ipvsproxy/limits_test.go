@@ -3,8 +3,10 @@ package ipvsproxy
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
@@ -128,5 +130,100 @@ func BenchmarkBuildServiceTwentyThousandEndpoints(b *testing.B) {
 		if st := BuildService(svc, slices, node, cfg); len(st.VirtualServers) != 2 {
 			b.Fatalf("%d virtual servers", len(st.VirtualServers))
 		}
+	}
+}
+
+// portsService has n TCP ports on one cluster IP: n virtual servers, n
+// KUBE-IPVS-SERVICES entries and n ownership records.
+func portsService(name, namespace, clusterIP string, n int, createdAtTime time.Time) *v1.Service {
+	svc := service(name, clusterIP, createdAt(createdAtTime))
+	svc.Namespace = namespace
+	svc.Spec.Ports = nil
+	for p := 0; p < n; p++ {
+		svc.Spec.Ports = append(svc.Spec.Ports, v1.ServicePort{Name: fmt.Sprintf("p%d", p), Port: int32(1000 + p),
+			Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)})
+	}
+	return svc
+}
+
+func refusedServices(p *Proxier) []string {
+	var out []string
+	for name := range p.capacity.refused {
+		out = append(out, name.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Which Service a full set refuses does not depend on the order the changes
+// came in: a node that saw the newer Service first and one that saw both at
+// once (a restart) refuse the same one, the newer; a kube-system Service is
+// never refused because of a tenant's, even an older one; and when room
+// frees up, the refused Service gets in.
+func TestSetAdmissionIsTheSameOnEveryNode(t *testing.T) {
+	cfg := testConfig()
+	cfg.IPSetMaxElements = 12
+	older := portsService("older", "tenant", "10.96.0.20", 6, created)
+	newer := portsService("newer", "tenant", "10.96.0.21", 6, created.Add(time.Hour))
+	dns := portsService("kube-dns", "kube-system", "10.96.0.10", 6, created.Add(2*time.Hour))
+
+	// Node A: the newer Service first, then the older one, then DNS.
+	fkA := newFakeKernel()
+	a, _ := newTestProxier(t, fkA, cfg)
+	a.Tracker().SetService(newer)
+	mustSync(t, a)
+	a.Tracker().SetService(older)
+	mustSync(t, a)
+	a.Tracker().SetService(dns)
+	mustSync(t, a)
+	// Node B: everything at once.
+	fkB := newFakeKernel()
+	b, _ := newTestProxier(t, fkB, cfg)
+	for _, s := range []*v1.Service{dns, newer, older} {
+		b.Tracker().SetService(s)
+	}
+	mustSync(t, b)
+	for node, p := range map[string]*Proxier{"A": a, "B": b} {
+		if got := fmt.Sprint(refusedServices(p)); got != "[tenant/newer]" {
+			t.Errorf("node %s refuses %s, want [tenant/newer]", node, got)
+		}
+	}
+	if dumpA, dumpB := fkA.ipvs.Dump(), fkB.ipvs.Dump(); dumpA != dumpB {
+		t.Errorf("the nodes program different virtual servers:\nA:\n%s\nB:\n%s", dumpA, dumpB)
+	}
+	for _, vip := range []string{"10.96.0.10", "10.96.0.20"} {
+		if !strings.Contains(fkA.ipvs.Dump(), vip) {
+			t.Errorf("%s missing on node A:\n%s", vip, fkA.ipvs.Dump())
+		}
+	}
+	// The older one goes: the newer gets its room, on the next sync.
+	a.Tracker().DeleteService("tenant", "older")
+	mustSync(t, a)
+	if got := refusedServices(a); len(got) != 0 || !strings.Contains(fkA.ipvs.Dump(), "10.96.0.21") {
+		t.Errorf("after the older Service left: refused %v\n%s", got, fkA.ipvs.Dump())
+	}
+}
+
+// The ownership record holds a member for every virtual server, node ports
+// included, so it fills before KUBE-IPVS-SERVICES: it is counted like the
+// others, and the Service that would overflow it is refused whole with an
+// Event naming it, instead of failing record writes in the kernel.
+func TestOwnershipRecordIsCounted(t *testing.T) {
+	cfg := testConfig()
+	cfg.IPSetMaxElements = 10
+	fk := newFakeKernel()
+	p, rec := newTestProxier(t, fk, cfg)
+	for i := 0; i < 6; i++ {
+		svc := service(fmt.Sprintf("np%d", i), fmt.Sprintf("10.96.0.%d", 30+i), nodePort(int32(30000+i)), createdAt(created.Add(time.Duration(i)*time.Minute)))
+		p.Tracker().SetService(svc)
+	}
+	if res := p.Sync(); res.Err() != nil {
+		t.Fatalf("a kernel write failed: %v", res.Err())
+	}
+	if got := fmt.Sprint(refusedServices(p)); got != "[default/np5]" {
+		t.Errorf("refused %s, want the newest, [default/np5]", got)
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "ServiceTooLarge") || !strings.Contains(ev, setOwned) {
+		t.Errorf("events %q, want ServiceTooLarge naming %s", ev, setOwned)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -285,12 +286,18 @@ func (p *Proxier) Sync() SyncResult {
 	if len(p.desired.services) == 0 {
 		reserveFor(built, p.desired, &t, p.view)
 	}
+	slices.SortFunc(built, admissionOrder)
 	for _, b := range built {
 		name, st := b.name, p.capacity.admit(p.desired, b.name, b.state)
 		if p.started {
 			staleFilters.add(staleUDPFlows(p.desired.services[name], st))
 		}
 		p.desired.set(name, st, t)
+	}
+	if p.capacity.underPressure() && (len(built) > 0 || full) {
+		for _, name := range p.readmit(node, t, &staleFilters) {
+			names[name] = true
+		}
 	}
 	res.Services = len(names)
 	if full {

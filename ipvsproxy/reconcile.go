@@ -102,18 +102,33 @@ func (r *reconciler) apply(t touched) {
 			r.addAddress(a)
 		}
 	}
+	// A set at its maxelem takes a new member only once the members this
+	// sync removes are gone (the admission keeps the total within it): such
+	// an add waits for the deletions below, and virtual servers that go are
+	// removed first, with their ownership records.
+	var waitForRoom []setEntryKey
 	for k := range t.entries {
-		if r.desired.entryRefs[k] > 0 {
-			r.addEntry(k)
+		if r.desired.entryRefs[k] > 0 && !r.addEntry(k, true) {
+			waitForRoom = append(waitForRoom, k)
 		}
 	}
 	for k := range t.virtualServers {
-		r.reconcileVirtualServer(k)
+		if r.desired.virtualServer(k) == nil {
+			r.reconcileVirtualServer(k)
+		}
+	}
+	for k := range t.virtualServers {
+		if r.desired.virtualServer(k) != nil {
+			r.reconcileVirtualServer(k)
+		}
 	}
 	for k := range t.entries {
 		if r.desired.entryRefs[k] == 0 {
 			r.deleteEntry(k)
 		}
+	}
+	for _, k := range waitForRoom {
+		r.addEntry(k, false)
 	}
 	for a := range t.addresses {
 		if r.desired.addrRefs[a] == 0 {
@@ -165,16 +180,19 @@ func (r *reconciler) ensureDummy() {
 	r.status.done(id)
 }
 
-func (r *reconciler) addEntry(k setEntryKey) {
+// addEntry adds k unless the view has it. With waitIfFull, a set found full
+// is not an error yet: it returns false, and the caller adds k again once
+// this sync's deletions made room.
+func (r *reconciler) addEntry(k setEntryKey, waitIfFull bool) bool {
 	id := entryID(k)
 	members, ok := r.view.sets[k.set]
 	if !ok {
 		r.status.pending(id, fmt.Errorf("ipset %s is not present", k.set), r.now)
-		return
+		return true
 	}
 	if members[k.entry] {
 		r.status.done(id)
-		return
+		return true
 	}
 	r.writes++
 	err := r.k.IPSet.AddEntry(k.set, k.entry)
@@ -184,8 +202,11 @@ func (r *reconciler) addEntry(k setEntryKey) {
 		err = nil
 	case errors.Is(err, ipset.ErrNotFound):
 		r.setVanished(k.set)
+	case errors.Is(err, ipset.ErrFull) && waitIfFull:
+		return false
 	}
 	r.settle(id, err)
+	return true
 }
 
 func (r *reconciler) deleteEntry(k setEntryKey) {
