@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/listeners"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +41,13 @@ type NodeInfo struct {
 	// RoutedServiceCIDRs are made local by one route each on kube-ipvs0:
 	// a cluster IP inside one is not bound (routes.go).
 	RoutedServiceCIDRs []netip.Prefix
+	// Listening are this node's listening sockets, OtherNodes the addresses
+	// of every other Node (to its name), APIServers the endpoint addresses
+	// of default/kubernetes: the node guard (nodeguard.go) keeps external
+	// IPs off them.
+	Listening  []listeners.Listener
+	OtherNodes map[netip.Addr]string
+	APIServers []netip.Addr
 }
 
 // Virtual server kinds, as a person reading `inspect` knows them.
@@ -210,6 +218,10 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				}
 			}
 			for _, ip := range externalIPs {
+				if why := b.listenedOn(ip, port.Protocol, uint16(port.Port)); why != "" {
+					b.problem(ReasonExternalIPRefused, "%s; not served", why)
+					continue
+				}
 				if !vs(ip, uint16(port.Port), KindExternalIP, external, externalLocal) {
 					continue
 				}

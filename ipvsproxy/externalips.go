@@ -42,6 +42,9 @@ func (b *builder) externalIPRefusal(a netip.Addr) string {
 	if owner, ok := b.node.clusterIPOwner(a, b.st.Name); ok {
 		return fmt.Sprintf("external IP %s is the cluster IP of Service %s", a, owner)
 	}
+	if why := b.node.clusterAddressRefusal(a); why != "" {
+		return why
+	}
 	if p, ok := containing(slices.Concat(b.cfg.ServiceCIDRs, b.node.ServiceCIDRs), a); ok {
 		return fmt.Sprintf("external IP %s lies in the Service range %s", a, p)
 	}

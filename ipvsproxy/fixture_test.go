@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/listeners"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
@@ -39,6 +40,7 @@ type fakeKernel struct {
 	ipt6      *iptables.Fake
 	conntrack *conntrack.Fake
 	sysctl    *sysctl.Fake
+	listeners *listeners.Fake
 }
 
 func newFakeKernel() *fakeKernel {
@@ -49,6 +51,7 @@ func newFakeKernel() *fakeKernel {
 		ipt4:      iptables.NewFake(iptables.IPv4),
 		ipt6:      iptables.NewFake(iptables.IPv6),
 		conntrack: conntrack.NewFake(),
+		listeners: listeners.NewFake(),
 		sysctl: sysctl.NewFake(map[string]string{
 			"net.ipv4.vs.conntrack": "0", "net.ipv4.vs.expire_nodest_conn": "0",
 			"net.ipv4.vs.expire_quiescent_template": "0", "net.ipv4.ip_forward": "0",
@@ -64,7 +67,7 @@ func (fk *fakeKernel) kernel() Kernel {
 	return Kernel{
 		IPVS: fk.ipvs, Netif: fk.netif, IPSet: fk.ipset,
 		IPTables:  map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: fk.ipt4, v1.IPv6Protocol: fk.ipt6},
-		Conntrack: fk.conntrack, Sysctl: fk.sysctl,
+		Conntrack: fk.conntrack, Sysctl: fk.sysctl, Listeners: fk.listeners,
 	}
 }
 

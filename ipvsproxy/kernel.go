@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/listeners"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
@@ -25,6 +26,9 @@ type Kernel struct {
 	IPTables  map[v1.IPFamily]iptables.Interface
 	Conntrack conntrack.Interface
 	Sysctl    sysctl.Interface
+	// Listeners reads the host's listening sockets (the node guard); nil
+	// reads none.
+	Listeners listeners.Interface
 }
 
 // kernelView is what the kernel holds of the objects the proxier owns, as
@@ -44,6 +48,8 @@ type kernelView struct {
 	wrongSets map[string]ipset.Set
 	// hostAddresses are the node's addresses outside kube-ipvs0.
 	hostAddresses []netip.Addr
+	// listening are the node's listening sockets (the node guard).
+	listening []listeners.Listener
 }
 
 type kernelVirtualServer struct {
@@ -152,6 +158,11 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		return nil, fmt.Errorf("list node addresses: %w", err)
 	}
 	view.hostAddresses = host
+	if k.Listeners != nil {
+		if view.listening, err = k.Listeners.Listening(); err != nil {
+			return nil, fmt.Errorf("list the node's listening sockets: %w", err)
+		}
+	}
 	present, err := k.IPSet.Sets()
 	if err != nil {
 		return nil, fmt.Errorf("list ipsets: %w", err)

@@ -107,6 +107,10 @@ type Proxier struct {
 	conntrack conntrackReconciler
 	// capacity refuses Services that would overflow an owned set.
 	capacity setCapacity
+	// clusterNodes are every Node's addresses, and guard the facts of the
+	// node guard the last sync built against (nodeguard.go).
+	clusterNodes *ClusterNodes
+	guard        guardFacts
 	// status is what Status reports (status.go).
 	status syncStatus
 	// objects is the reconciler's per-object status (objstatus.go).
@@ -152,8 +156,13 @@ func New(cfg Config, nodeName string, k Kernel, recorder record.EventRecorder) (
 		objects:      newStatusTable(),
 	}
 	p.tracker = NewChangeTracker(nodeName, p.requestSync)
+	p.clusterNodes = newClusterNodes(p.requestSync)
 	return p, nil
 }
+
+// ClusterNodes is where an informer on all Nodes sends its events (the node
+// guard: no external IP may take another Node's address).
+func (p *Proxier) ClusterNodes() *ClusterNodes { return p.clusterNodes }
 
 // Tracker is where informer events go.
 func (p *Proxier) Tracker() *ChangeTracker { return p.tracker }
@@ -278,6 +287,7 @@ func (p *Proxier) Sync() SyncResult {
 	for name := range names {
 		dependents = append(dependents, p.clusterIPs.update(name, p.tracker.service(name))...)
 	}
+	dependents = append(dependents, p.guardDependents(guardFacts{listening: node.Listening, otherNodes: node.OtherNodes, apiServers: node.APIServers}, node)...)
 	for _, name := range dependents {
 		names[name] = true
 	}
@@ -458,7 +468,11 @@ func (p *Proxier) nodeInfo() NodeInfo {
 	}
 	if p.view != nil {
 		info.Addresses = p.view.hostAddresses
+		info.Listening = p.view.listening
 	}
+	info.OtherNodes = p.clusterNodes.others(p.nodeName)
+	_, apiSlices := p.tracker.input(kubernetesService)
+	info.APIServers = apiServerAddresses(apiSlices)
 	info.ServiceCIDRs = p.tracker.ServiceCIDRRanges()
 	info.RoutedServiceCIDRs = p.routedInKernel()
 	return info

@@ -39,3 +39,21 @@ func trimCached(obj any) (any, error) {
 	}
 	return obj, nil
 }
+
+// newClusterNodeInformerFactory watches every Node for the node guard, which
+// reads only names and addresses: the cache keeps those alone (a Node's
+// status carries images, conditions and volumes, kilobytes each).
+func newClusterNodeInformerFactory(client kubernetes.Interface) informers.SharedInformerFactory {
+	return informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(keepNodeAddresses))
+}
+
+func keepNodeAddresses(obj any) (any, error) {
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return obj, nil
+	}
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
+		Status:     v1.NodeStatus{Addresses: n.Status.Addresses},
+	}, nil
+}

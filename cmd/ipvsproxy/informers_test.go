@@ -60,3 +60,21 @@ func TestTrimCachedLeavesTombstones(t *testing.T) {
 		t.Fatalf("trimCached(tombstone) = %v, %v", got, err)
 	}
 }
+
+// The all-Nodes cache of the node guard keeps names and addresses only.
+func TestClusterNodeCacheKeepsAddressesOnly(t *testing.T) {
+	in := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node2", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"x": "y"}},
+		Spec:       v1.NodeSpec{PodCIDRs: []string{"10.244.2.0/24"}},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "198.51.100.2"}},
+			Images: []v1.ContainerImage{{Names: []string{"registry.example/big:1"}, SizeBytes: 1 << 30}}},
+	}
+	out, err := keepNodeAddresses(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := out.(*v1.Node)
+	if n.Name != "node2" || len(n.Status.Addresses) != 1 || n.Labels != nil || n.Annotations != nil || n.Spec.PodCIDRs != nil || n.Status.Images != nil {
+		t.Errorf("cached node keeps more than its name and addresses: %+v", n)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/listeners"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
@@ -61,6 +62,7 @@ func openKernel(families []v1.IPFamily, sysctlRoot string, opts ...kernelOption)
 	k.Conntrack = ct
 	closers = append(closers, func() { ct.Close() })
 	k.Sysctl = sysctl.NewAt(sysctlRoot)
+	k.Listeners = listeners.New()
 	// One detection for both families, so they cannot pick different back
 	// ends.
 	backend, err := iptables.Detect()

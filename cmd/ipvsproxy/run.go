@@ -138,7 +138,13 @@ func runAction(c *cli.Context) error {
 	}); err != nil {
 		return err
 	}
-	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory} {
+	// Every Node's addresses, for the node guard: no external IP may take one.
+	clusterNodeFactory := newClusterNodeInformerFactory(client)
+	clusterNodeReg, err := clusterNodeFactory.Core().V1().Nodes().Informer().AddEventHandler(proxier.ClusterNodes().Handler())
+	if err != nil {
+		return err
+	}
+	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory, clusterNodeFactory} {
 		f.Start(ctx.Done())
 	}
 	serviceCIDRsSynced, err := watchServiceCIDRs(client, tracker, ctx.Done())
@@ -157,7 +163,7 @@ func runAction(c *cli.Context) error {
 	// informers' caches: handlers run asynchronously, and a first full sync
 	// that missed a Service would delete its virtual servers.
 	klog.InfoS("Waiting for informers", "node", nodeName)
-	if !cache.WaitForCacheSync(ctx.Done(), serviceReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced, serviceCIDRsSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), serviceReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced, clusterNodeReg.HasSynced, serviceCIDRsSynced) {
 		if errors.Is(context.Cause(ctx), errConfigChanged) {
 			return errConfigChanged // changed before the first sync
 		}

@@ -1,0 +1,192 @@
+package ipvsproxy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/ipvsproxy/ipvsproxy/listeners"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The node guard keeps a tenant's external IPs off what the cluster itself
+// runs on: a Service in front of a port a process of this node listens on
+// (an external IP equal to a node address is served without binding, so
+// `externalIPs: [<node IP>]` on port 22 or 10250 took the node's ssh or
+// kubelet), an address of another Node (bound on kube-ipvs0 of every node, it
+// cut them off from that Node), or an address of the API server (every node
+// lost the API, and so the watch that would undo it). kube-proxy has the same
+// holes; the guard refuses each with an ExternalIPRefused Event. Exposing a
+// port of the node's own address that nothing listens on (port 80 on a bare
+// metal node) keeps working.
+
+// kubernetesService is the Service whose endpoints are the API servers.
+var kubernetesService = types.NamespacedName{Namespace: "default", Name: "kubernetes"}
+
+// listenedOn says why an external IP may not take port on this node, or "":
+// the address is one of the node's own, and a process listens on that port
+// of it (or of every address).
+func (b *builder) listenedOn(ip netip.Addr, protocol v1.Protocol, port uint16) string {
+	if !slices.ContainsFunc(b.node.Addresses, func(a netip.Addr) bool { return a.Unmap() == ip }) {
+		return ""
+	}
+	to := netip.AddrPortFrom(ip, port)
+	for _, l := range b.node.Listening {
+		if l.Covers(listeners.Protocol(protocol), to) {
+			return fmt.Sprintf("external IP %s is an address of this node, and a process of the node listens on %s", ip, l)
+		}
+	}
+	return ""
+}
+
+// clusterAddressRefusal says why an external IP that is an address of the
+// API server or of another Node may not be served, or "".
+func (n NodeInfo) clusterAddressRefusal(a netip.Addr) string {
+	if slices.Contains(n.APIServers, a) {
+		return fmt.Sprintf("external IP %s is an address of the API server (an endpoint of Service %s)", a, kubernetesService)
+	}
+	if node, ok := n.OtherNodes[a]; ok {
+		return fmt.Sprintf("external IP %s is an address of Node %s", a, node)
+	}
+	return ""
+}
+
+// apiServerAddresses are the endpoint addresses of default/kubernetes.
+func apiServerAddresses(slices_ []*discovery.EndpointSlice) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range slices_ {
+		for _, ep := range s.Endpoints {
+			for _, text := range ep.Addresses {
+				if a, err := netip.ParseAddr(text); err == nil && !slices.Contains(out, a.Unmap()) {
+					out = append(out, a.Unmap())
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
+}
+
+// ClusterNodes tracks the addresses of every Node of the cluster (from an
+// informer on all Nodes), for the guard. Only names and addresses are kept.
+type ClusterNodes struct {
+	mu     sync.Mutex
+	byName map[string][]netip.Addr
+	notify func()
+}
+
+func newClusterNodes(notify func()) *ClusterNodes {
+	return &ClusterNodes{byName: map[string][]netip.Addr{}, notify: notify}
+}
+
+// Set records node's addresses (nil node name: ignored).
+func (c *ClusterNodes) Set(node *v1.Node) {
+	if node == nil {
+		return
+	}
+	var addrs []netip.Addr
+	for _, na := range node.Status.Addresses {
+		if na.Type != v1.NodeInternalIP && na.Type != v1.NodeExternalIP {
+			continue
+		}
+		if a, err := netip.ParseAddr(na.Address); err == nil && !slices.Contains(addrs, a.Unmap()) {
+			addrs = append(addrs, a.Unmap())
+		}
+	}
+	slices.SortFunc(addrs, netip.Addr.Compare)
+	c.mu.Lock()
+	same := slices.Equal(c.byName[node.Name], addrs)
+	c.byName[node.Name] = addrs
+	c.mu.Unlock()
+	if !same {
+		c.notify()
+	}
+}
+
+// Delete forgets a Node.
+func (c *ClusterNodes) Delete(name string) {
+	c.mu.Lock()
+	_, had := c.byName[name]
+	delete(c.byName, name)
+	c.mu.Unlock()
+	if had {
+		c.notify()
+	}
+}
+
+// others maps every address of a Node other than self to that Node.
+func (c *ClusterNodes) others(self string) map[netip.Addr]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[netip.Addr]string{}
+	for name, addrs := range c.byName {
+		if name == self {
+			continue
+		}
+		for _, a := range addrs {
+			out[a] = name
+		}
+	}
+	return out
+}
+
+// Handler is where an informer on all Nodes sends its events.
+func (c *ClusterNodes) Handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.Set(asNode(obj)) },
+		UpdateFunc: func(_, obj any) { c.Set(asNode(obj)) },
+		DeleteFunc: func(obj any) {
+			if n, ok := untombstone(obj).(*v1.Node); ok {
+				c.Delete(n.Name)
+			}
+		},
+	}
+}
+
+func asNode(obj any) *v1.Node {
+	n, _ := obj.(*v1.Node)
+	return n
+}
+
+// guardFacts are the facts of the node guard a sync built against.
+type guardFacts struct {
+	listening  []listeners.Listener
+	otherNodes map[netip.Addr]string
+	apiServers []netip.Addr
+}
+
+// guardDependents lists the Services to rebuild because a fact of the guard
+// changed since the last sync: those naming, as an external IP, an address
+// whose Node or API server role changed, or any address of this node when
+// what listens on it changed.
+func (p *Proxier) guardDependents(now guardFacts, node NodeInfo) []types.NamespacedName {
+	before := p.guard
+	p.guard = now
+	var addrs []netip.Addr
+	for a, name := range now.otherNodes {
+		if before.otherNodes[a] != name {
+			addrs = append(addrs, a)
+		}
+	}
+	for a := range before.otherNodes {
+		if _, ok := now.otherNodes[a]; !ok {
+			addrs = append(addrs, a)
+		}
+	}
+	if !slices.Equal(before.apiServers, now.apiServers) {
+		addrs = append(addrs, before.apiServers...)
+		addrs = append(addrs, now.apiServers...)
+	}
+	if !slices.Equal(before.listening, now.listening) {
+		addrs = append(addrs, node.Addresses...)
+	}
+	var out []types.NamespacedName
+	for _, a := range addrs {
+		out = p.clusterIPs.appendNaming(out, a.Unmap(), types.NamespacedName{})
+	}
+	return out
+}
