@@ -219,7 +219,8 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			}
 			for _, ip := range externalIPs {
 				if why := b.listenedOn(ip, port.Protocol, uint16(port.Port)); why != "" {
-					b.problem(ReasonExternalIPRefused, "%s; not served", why)
+					b.st.Problems = append(b.st.Problems, Problem{Object: b.ref, Reason: ReasonExternalIPRefused, Scope: ScopeNode,
+						Message: why + "; not served"})
 					continue
 				}
 				if !vs(ip, uint16(port.Port), KindExternalIP, external, externalLocal) {

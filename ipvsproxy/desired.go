@@ -221,17 +221,17 @@ func (d *desiredState) conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.
 	out := map[types.NamespacedName][]Problem{}
 	for k := range keys {
 		c := d.claims[k]
-		losers, by := c[min(1, len(c)):], ""
+		losers, by, scope := c[min(1, len(c)):], "", ScopeCluster
 		if len(c) > 0 {
 			by = "Service " + c[0].service.String()
 		}
 		if d.foreign[k] {
-			losers, by = c, "a virtual server ipvsproxy did not create"
+			losers, by, scope = c, "a virtual server ipvsproxy did not create", ScopeNode
 		}
 		for _, loser := range losers {
 			st := d.services[loser.service]
 			ref := st.serviceRef()
-			out[loser.service] = append(out[loser.service], Problem{Object: ref, Reason: ReasonPortConflict,
+			out[loser.service] = append(out[loser.service], Problem{Object: ref, Reason: ReasonPortConflict, Scope: scope,
 				Message: fmt.Sprintf("%s %s is already used by %s; skipped", loser.vs.Kind, k, by)})
 		}
 	}

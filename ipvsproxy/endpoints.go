@@ -88,7 +88,8 @@ func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (ma
 					if !list.eps[i].Ready && e.Ready {
 						list.eps[i] = e
 					}
-					bad("endpoint %s of port %q listed twice; using one", e, key.name)
+					problems = append(problems, Problem{Object: ref, Reason: ReasonInvalidEndpoint, Scope: ScopeLog,
+						Message: fmt.Sprintf("endpoint %s of port %q listed twice; using one", e, key.name)})
 					continue
 				}
 				list.add(e)

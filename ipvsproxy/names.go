@@ -30,7 +30,24 @@ type Problem struct {
 	// Reason is the Event reason (CamelCase).
 	Reason  string
 	Message string
+	// Scope says who posts the Event (report.go).
+	Scope ProblemScope
 }
+
+// ProblemScope says which nodes post a problem's Event.
+type ProblemScope int
+
+const (
+	// ScopeCluster: every node finds the problem in the same objects; a few
+	// designated nodes post its Event, not all of them.
+	ScopeCluster ProblemScope = iota
+	// ScopeNode: the problem is a fact of this node (a port it listens on,
+	// a virtual server someone created on it); this node posts it.
+	ScopeNode
+	// ScopeLog: legal input handled on purpose (an endpoint listed twice
+	// while it moves between slices): logged, no Event.
+	ScopeLog
+)
 
 func (p Problem) String() string {
 	return fmt.Sprintf("%s %s/%s: %s: %s", p.Object.Kind, p.Object.Namespace, p.Object.Name, p.Reason, p.Message)

@@ -190,3 +190,14 @@ func (p *Proxier) guardDependents(now guardFacts, node NodeInfo) []types.Namespa
 	}
 	return out
 }
+
+// names lists the Nodes known.
+func (c *ClusterNodes) names() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.byName))
+	for name := range c.byName {
+		out = append(out, name)
+	}
+	return out
+}

@@ -20,7 +20,6 @@ func withPorts(ports ...int32) svcOpt {
 	}
 }
 
-
 func externalIP(ips ...string) svcOpt {
 	return func(s *v1.Service) { s.Spec.ExternalIPs = ips }
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -94,7 +93,7 @@ type Proxier struct {
 	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
 	needFull     bool
 	resync       resyncRotation
-	reported     map[types.NamespacedName]string // problems last reported per Service
+	reported     map[types.NamespacedName]map[string]bool // problems last reported per Service (report.go)
 	appliedRules map[v1.IPFamily]string
 	lastSync     time.Time
 	now          func() time.Time
@@ -148,7 +147,7 @@ func New(cfg Config, nodeName string, k Kernel, recorder record.EventRecorder) (
 		clusterIPs:   newClusterIPIndex(),
 		draining:     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time{},
 		needFull:     true,
-		reported:     map[types.NamespacedName]string{},
+		reported:     map[types.NamespacedName]map[string]bool{},
 		appliedRules: map[v1.IPFamily]string{},
 		now:          time.Now,
 		trigger:      make(chan struct{}, 1),
@@ -476,32 +475,6 @@ func (p *Proxier) nodeInfo() NodeInfo {
 	info.ServiceCIDRs = p.tracker.ServiceCIDRRanges()
 	info.RoutedServiceCIDRs = p.routedInKernel()
 	return info
-}
-
-// report emits an Event and a log line per problem, once per distinct set of
-// problems of a Service, so a bad object is not reported every sync.
-func (p *Proxier) report(name types.NamespacedName, conflicts []Problem) {
-	var problems []Problem
-	if st := p.desired.services[name]; st != nil {
-		problems = append(append(problems, st.Problems...), conflicts...)
-	}
-	if len(problems) == 0 {
-		delete(p.reported, name)
-		return
-	}
-	var key strings.Builder
-	for _, pr := range problems {
-		key.WriteString(pr.String() + "\n")
-	}
-	if p.reported[name] == key.String() {
-		return
-	}
-	p.reported[name] = key.String()
-	for _, pr := range problems {
-		klog.InfoS("Skipping bad input", "object", pr.Object.Kind+"/"+pr.Object.Namespace+"/"+pr.Object.Name, "reason", pr.Reason, "message", pr.Message)
-		ref := pr.Object
-		p.recorder.Eventf(&ref, v1.EventTypeWarning, pr.Reason, "%s", pr.Message)
-	}
 }
 
 type staleFiltersCollector struct{ filters []conntrack.Filter }
