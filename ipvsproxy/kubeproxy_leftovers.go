@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/nftables"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
@@ -22,6 +23,10 @@ import (
 // (ownership.go, the legacy rule). What remains is kube-proxy's alone, and
 // would otherwise keep acting on packets: KUBE-SVC-* chains DNAT to old
 // endpoints, KUBE-EXTERNAL-SERVICES rejects, KUBE-PROXY-FIREWALL drops.
+
+// kubeProxyNFTablesTable is the table of kube-proxy's nftables mode, in
+// families ip and ip6 (pkg/proxy/nftables/proxier.go kubeProxyTable).
+const kubeProxyNFTablesTable = "kube-proxy"
 
 // kubeProxyJump is one jump kube-proxy adds from a built-in chain.
 type kubeProxyJump struct {
@@ -119,7 +124,11 @@ var kubeProxyOnlySets = func() []string {
 // is safe before every start of the daemon (the init container runs it on
 // every pod start; the second run finds nothing). It returns what it
 // removed, and goes on past failures.
-func CleanupKubeProxyLeftovers(k Kernel, cfg Config) ([]string, error) {
+//
+// nft holds kube-proxy's nftables-mode tables, `ip kube-proxy` and `ip6
+// kube-proxy`, deleted whole (kube-proxy's own clean-up does the same);
+// nil skips them.
+func CleanupKubeProxyLeftovers(k Kernel, nft nftables.Interface, cfg Config) ([]string, error) {
 	var removed []string
 	var errs []error
 	fail := func(err error) {
@@ -233,6 +242,19 @@ func CleanupKubeProxyLeftovers(k Kernel, cfg Config) ([]string, error) {
 			continue
 		}
 		removed = append(removed, "ipset "+s.Name)
+	}
+
+	if nft != nil {
+		for _, family := range []nftables.Family{nftables.IPv4, nftables.IPv6} {
+			err := nft.DeleteTable(family, kubeProxyNFTablesTable)
+			switch {
+			case errors.Is(err, nftables.ErrNotFound), errors.Is(err, nftables.ErrUnsupported):
+			case err != nil:
+				fail(fmt.Errorf("delete kube-proxy's nftables table: %w", err))
+			default:
+				removed = append(removed, fmt.Sprintf("nftables table %s %s", family, kubeProxyNFTablesTable))
+			}
+		}
 	}
 	return removed, errors.Join(errs...)
 }

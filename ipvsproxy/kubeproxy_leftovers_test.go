@@ -7,6 +7,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/nftables"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -71,7 +72,7 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 	}
 
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol}
-	removed, err := CleanupKubeProxyLeftovers(fk.kernel(), cfg)
+	removed, err := CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 	if got := stripSet(fk.ipset.Dump(), "OTHER-SET"); got != oursSets {
 		t.Errorf("ipvsproxy's sets after cleanup:\n%s\nwant\n%s", got, oursSets)
 	}
-	again, err := CleanupKubeProxyLeftovers(fk.kernel(), cfg)
+	again, err := CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
 	if err != nil || len(again) != 0 {
 		t.Errorf("second run removed %v (%v), want nothing", again, err)
 	}
@@ -136,7 +137,8 @@ COMMIT
 COMMIT
 `
 
-// After kube-proxy's IPVS mode (both families), its rules that match its
+// After kube-proxy's IPVS mode (both families) and nftables mode, its
+// nftables tables go, and its rules that match its
 // own sets go before those sets, even in chains of ipvsproxy's names (the
 // kernel refuses to destroy a set a rule names: "set in use"); its sets
 // named like ipvsproxy's stay for the adoption of its virtual servers, and
@@ -161,6 +163,11 @@ func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// And its nftables mode, beside a table of someone else's.
+	nft := nftables.NewFake()
+	nft.AddTable(nftables.IPv4, "kube-proxy")
+	nft.AddTable(nftables.IPv6, "kube-proxy")
+	nft.AddTable(nftables.IPv4, "other")
 	// As the kernel: a set that a rule names is busy.
 	f := &faults{}
 	f.set(func(op, object string) error {
@@ -171,7 +178,7 @@ func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
 	})
 	cfg := testConfig()
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	removed, err := CleanupKubeProxyLeftovers(fk.faultyKernel(f), cfg)
+	removed, err := CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg)
 	if err != nil {
 		t.Fatalf("%v\nremoved:\n%s", err, strings.Join(removed, "\n"))
 	}
@@ -198,7 +205,10 @@ func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
 			}
 		}
 	}
-	if again, err := CleanupKubeProxyLeftovers(fk.faultyKernel(f), cfg); err != nil || len(again) != 0 {
+	if got := nft.Dump(); got != "table ip other" {
+		t.Errorf("nftables tables after cleanup:\n%s\nwant only table ip other", got)
+	}
+	if again, err := CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg); err != nil || len(again) != 0 {
 		t.Errorf("second run removed %v (%v), want nothing", again, err)
 	}
 }
