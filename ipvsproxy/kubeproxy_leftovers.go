@@ -22,7 +22,8 @@ import (
 // sync, and adopts kube-proxy's virtual servers as an older ipvsproxy's
 // (ownership.go, the legacy rule). What remains is kube-proxy's alone, and
 // would otherwise keep acting on packets: KUBE-SVC-* chains DNAT to old
-// endpoints, KUBE-EXTERNAL-SERVICES rejects, KUBE-PROXY-FIREWALL drops.
+// endpoints, KUBE-EXTERNAL-SERVICES rejects, KUBE-PROXY-FIREWALL drops. Its
+// nftables mode leaves two tables of its own, deleted whole.
 
 // kubeProxyNFTablesTable is the table of kube-proxy's nftables mode, in
 // families ip and ip6 (pkg/proxy/nftables/proxier.go kubeProxyTable).
@@ -117,10 +118,11 @@ var kubeProxyOnlySets = func() []string {
 	return out
 }()
 
-// CleanupKubeProxyLeftovers removes what kube-proxy's iptables and ipvs modes
-// left that ipvsproxy does not use itself: its jumps that are not
-// ipvsproxy's, its chains that are not ipvsproxy's, its sets that are not
-// ipvsproxy's. Everything of ipvsproxy's, and everything else, stays, so it
+// CleanupKubeProxyLeftovers removes what kube-proxy's iptables, ipvs and
+// nftables modes left that ipvsproxy does not use itself: its jumps that are
+// not ipvsproxy's, its chains that are not ipvsproxy's, its rules in
+// ipvsproxy's chains that name those chains or its sets, its sets that are
+// not ipvsproxy's. Everything of ipvsproxy's, and everything else, stays, so it
 // is safe before every start of the daemon (the init container runs it on
 // every pod start; the second run finds nothing). It returns what it
 // removed, and goes on past failures.
