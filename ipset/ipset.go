@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/stdlog"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -39,6 +40,9 @@ func New() (*Kernel, error) {
 // NewInNamespace opens a netlink socket in network namespace ns (netns.None()
 // for the caller's own). The socket stays in ns for its lifetime.
 func NewInNamespace(ns netns.NsHandle) (*Kernel, error) {
+	// The library prints a line per attribute it does not know (two per
+	// hash set on kernels since 5.11) through the standard logger.
+	stdlog.ToKlog()
 	var (
 		h   *netlink.Handle
 		err error

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/nftables"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
@@ -21,7 +22,12 @@ import (
 // sync, and adopts kube-proxy's virtual servers as an older ipvsproxy's
 // (ownership.go, the legacy rule). What remains is kube-proxy's alone, and
 // would otherwise keep acting on packets: KUBE-SVC-* chains DNAT to old
-// endpoints, KUBE-EXTERNAL-SERVICES rejects, KUBE-PROXY-FIREWALL drops.
+// endpoints, KUBE-EXTERNAL-SERVICES rejects, KUBE-PROXY-FIREWALL drops. Its
+// nftables mode leaves two tables of its own, deleted whole.
+
+// kubeProxyNFTablesTable is the table of kube-proxy's nftables mode, in
+// families ip and ip6 (pkg/proxy/nftables/proxier.go kubeProxyTable).
+const kubeProxyNFTablesTable = "kube-proxy"
 
 // kubeProxyJump is one jump kube-proxy adds from a built-in chain.
 type kubeProxyJump struct {
@@ -69,7 +75,8 @@ var kubeProxyChains = map[iptables.Table][]string{
 
 var kubeProxyChainPrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-SEP-", "KUBE-FW-", "KUBE-EXT-"}
 
-// kubeProxySets are the ipvs mode's sets (IPv6 ones are KUBE-6-...).
+// kubeProxySets are the ipvs mode's sets (pkg/proxy/ipvs/proxier.go
+// ipsetInfo), by their IPv4 names.
 var kubeProxySets = []string{
 	"KUBE-LOOP-BACK", "KUBE-CLUSTER-IP", "KUBE-EXTERNAL-IP", "KUBE-EXTERNAL-IP-LOCAL",
 	"KUBE-LOAD-BALANCER", "KUBE-LOAD-BALANCER-FW", "KUBE-LOAD-BALANCER-LOCAL",
@@ -78,14 +85,52 @@ var kubeProxySets = []string{
 	"KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-SCTP-HASH", "KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
 }
 
-// CleanupKubeProxyLeftovers removes what kube-proxy's iptables and ipvs modes
-// left that ipvsproxy does not use itself: its jumps that are not
-// ipvsproxy's, its chains that are not ipvsproxy's, its sets that are not
-// ipvsproxy's. Everything of ipvsproxy's, and everything else, stays, so it
+// kubeProxyIPv6SetName is kube-proxy's name of its IPv6 set: "KUBE-6-"
+// for "KUBE-", cut to ipset's 31 bytes (pkg/proxy/ipvs/ipset.go NewIPSet),
+// so KUBE-LOAD-BALANCER-SOURCE-CIDR is KUBE-6-LOAD-BALANCER-SOURCE-CID.
+func kubeProxyIPv6SetName(name string) string {
+	name = "KUBE-6-" + strings.TrimPrefix(name, "KUBE-")
+	if len(name) > ipsetMaxNameLen {
+		name = name[:ipsetMaxNameLen]
+	}
+	return name
+}
+
+// ipsetMaxNameLen is IPSET_MAXNAMELEN less its NUL.
+const ipsetMaxNameLen = 31
+
+// kubeProxyOnlySets are the names of kube-proxy's sets, both families,
+// that ipvsproxy does not use: the sets the clean-up destroys and whose
+// rules it removes first.
+var kubeProxyOnlySets = func() []string {
+	ours := map[string]bool{}
+	for _, s := range ownedSets([]v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, 0) {
+		ours[s.Name] = true
+	}
+	var out []string
+	for _, name := range kubeProxySets {
+		for _, n := range []string{name, kubeProxyIPv6SetName(name)} {
+			if !ours[n] {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}()
+
+// CleanupKubeProxyLeftovers removes what kube-proxy's iptables, ipvs and
+// nftables modes left that ipvsproxy does not use itself: its jumps that are
+// not ipvsproxy's, its chains that are not ipvsproxy's, its rules in
+// ipvsproxy's chains that name those chains or its sets, its sets that are
+// not ipvsproxy's. Everything of ipvsproxy's, and everything else, stays, so it
 // is safe before every start of the daemon (the init container runs it on
 // every pod start; the second run finds nothing). It returns what it
 // removed, and goes on past failures.
-func CleanupKubeProxyLeftovers(k Kernel, cfg Config) ([]string, error) {
+//
+// nft holds kube-proxy's nftables-mode tables, `ip kube-proxy` and `ip6
+// kube-proxy`, deleted whole (kube-proxy's own clean-up does the same);
+// nil skips them.
+func CleanupKubeProxyLeftovers(k Kernel, nft nftables.Interface, cfg Config) ([]string, error) {
 	var removed []string
 	var errs []error
 	fail := func(err error) {
@@ -125,36 +170,56 @@ func CleanupKubeProxyLeftovers(k Kernel, cfg Config) ([]string, error) {
 				}
 			}
 			slices.Sort(chains)
-			if len(chains) == 0 {
-				continue
+			// kube-proxy fills chains of ipvsproxy's names (its nat
+			// KUBE-SERVICES jumps to every KUBE-SVC-*, its filter
+			// KUBE-IPVS-FILTER and nat KUBE-NODE-PORT match its
+			// *-LOCAL sets): those rules go one by one, or the chains
+			// and sets they name could not be deleted. ipvsproxy's own
+			// rules never name a chain or set of kube-proxy's alone, so
+			// they stay; the daemon's first sync rewrites these chains
+			// whole anyway.
+			theirs := map[string]bool{}
+			for _, c := range chains {
+				theirs[c] = true
 			}
-			// A chain of ipvsproxy's name that kube-proxy filled (its
-			// KUBE-SERVICES jumps to every KUBE-SVC-*) is flushed too, or
-			// the chains it references could not be deleted; the daemon's
-			// first sync writes it again.
+			for _, name := range kubeProxyOnlySets {
+				theirs[name] = true
+			}
+			var deletes []string
 			var shared []string
 			for _, c := range ownedChains[table] {
-				if referencesAny(present[c], chains) {
-					shared = append(shared, c)
+				n := 0
+				for _, line := range present[c] {
+					if referencesAny(line, theirs) {
+						deletes = append(deletes, "-D"+strings.TrimPrefix(line, "-A"))
+						n++
+					}
+				}
+				if n > 0 {
+					shared = append(shared, fmt.Sprintf("%s %s %d kube-proxy rules in %s", family, table, n, c))
 				}
 			}
-			// Flush all first: the chains jump to one another.
-			var flush, remove strings.Builder
-			for _, c := range shared {
-				fmt.Fprintf(&flush, ":%s - [0:0]\n", c)
-			}
-			for _, c := range chains {
-				fmt.Fprintf(&flush, ":%s - [0:0]\n", c)
-				fmt.Fprintf(&remove, "-X %s\n", c)
-			}
-			text := "*" + string(table) + "\n" + flush.String() + remove.String() + "COMMIT\n"
-			if err := ipt.Restore([]byte(text)); err != nil {
-				fail(fmt.Errorf("delete kube-proxy's %s %s chains %s: %w", family, table, strings.Join(chains, ", "), err))
+			if len(chains) == 0 && len(deletes) == 0 {
 				continue
 			}
-			for _, c := range shared {
-				removed = append(removed, fmt.Sprintf("%s %s kube-proxy's rules in %s", family, table, c))
+			// Flush first: the chains jump to one another.
+			var text strings.Builder
+			text.WriteString("*" + string(table) + "\n")
+			for _, c := range chains {
+				fmt.Fprintf(&text, ":%s - [0:0]\n", c)
 			}
+			for _, d := range deletes {
+				text.WriteString(d + "\n")
+			}
+			for _, c := range chains {
+				fmt.Fprintf(&text, "-X %s\n", c)
+			}
+			text.WriteString("COMMIT\n")
+			if err := ipt.Restore([]byte(text.String())); err != nil {
+				fail(fmt.Errorf("delete kube-proxy's %s %s rules and chains %s: %w", family, table, strings.Join(chains, ", "), err))
+				continue
+			}
+			removed = append(removed, shared...)
 			for _, c := range chains {
 				removed = append(removed, fmt.Sprintf("%s %s chain %s", family, table, c))
 			}
@@ -166,17 +231,12 @@ func CleanupKubeProxyLeftovers(k Kernel, cfg Config) ([]string, error) {
 	if err != nil && !errors.Is(err, ipset.ErrUnsupported) {
 		fail(fmt.Errorf("list ipsets: %w", err))
 	}
-	ourSets := map[string]bool{}
-	for _, s := range ownedSets([]v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, cfg.IPSetMaxElements) {
-		ourSets[s.Name] = true
-	}
 	theirs := map[string]bool{}
-	for _, name := range kubeProxySets {
+	for _, name := range kubeProxyOnlySets {
 		theirs[name] = true
-		theirs[setName(name, v1.IPv6Protocol)] = true
 	}
 	for _, s := range sets {
-		if !theirs[s.Name] || ourSets[s.Name] {
+		if !theirs[s.Name] {
 			continue
 		}
 		if err := k.IPSet.DestroySet(s.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
@@ -184,6 +244,19 @@ func CleanupKubeProxyLeftovers(k Kernel, cfg Config) ([]string, error) {
 			continue
 		}
 		removed = append(removed, "ipset "+s.Name)
+	}
+
+	if nft != nil {
+		for _, family := range []nftables.Family{nftables.IPv4, nftables.IPv6} {
+			err := nft.DeleteTable(family, kubeProxyNFTablesTable)
+			switch {
+			case errors.Is(err, nftables.ErrNotFound), errors.Is(err, nftables.ErrUnsupported):
+			case err != nil:
+				fail(fmt.Errorf("delete kube-proxy's nftables table: %w", err))
+			default:
+				removed = append(removed, fmt.Sprintf("nftables table %s %s", family, kubeProxyNFTablesTable))
+			}
+		}
 	}
 	return removed, errors.Join(errs...)
 }
@@ -211,11 +284,14 @@ func isKubeProxyChain(table iptables.Table, name string) bool {
 	return false
 }
 
-// referencesAny reports whether a chain's saved rules jump to one of chains.
-func referencesAny(saved []string, chains []string) bool {
-	for _, r := range saved {
-		for _, c := range chains {
-			if strings.HasSuffix(r, " -j "+c) || strings.Contains(r, " -j "+c+" ") {
+// referencesAny reports whether a saved rule jumps to one of names or
+// matches a set of names.
+func referencesAny(line string, names map[string]bool) bool {
+	fields := strings.Fields(line)
+	for i := 0; i+1 < len(fields); i++ {
+		switch fields[i] {
+		case "-j", "-g", "--match-set":
+			if names[fields[i+1]] {
 				return true
 			}
 		}

@@ -1,11 +1,13 @@
 package ipvsproxy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/nftables"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -70,7 +72,7 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 	}
 
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol}
-	removed, err := CleanupKubeProxyLeftovers(fk.kernel(), cfg)
+	removed, err := CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +101,115 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 	if got := stripSet(fk.ipset.Dump(), "OTHER-SET"); got != oursSets {
 		t.Errorf("ipvsproxy's sets after cleanup:\n%s\nwant\n%s", got, oursSets)
 	}
-	again, err := CleanupKubeProxyLeftovers(fk.kernel(), cfg)
+	again, err := CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
 	if err != nil || len(again) != 0 {
 		t.Errorf("second run removed %v (%v), want nothing", again, err)
 	}
 	if res := mustSync(t, p); res.Writes != 0 {
 		t.Errorf("the next sync wrote %d objects: cleanup changed ipvsproxy's state", res.Writes)
+	}
+}
+
+// kubeProxyIPVSMode is part of what kube-proxy v1.36's IPVS mode writes
+// for one family (pkg/proxy/ipvs/proxier.go writeIptablesRules): rules in
+// chains of ipvsproxy's names that match sets ipvsproxy has no use for
+// (%[1]s is the set prefix, KUBE- or KUBE-6-; IPv6 names are cut to 31
+// bytes).
+const kubeProxyIPVSMode = `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-NODE-PORT - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port with externalTrafficPolicy=local" -m set --match-set %[1]sEXTERNAL-IP-LOCAL dst,dst -m addrtype --dst-type LOCAL -j ACCEPT
+-A KUBE-SERVICES -m addrtype --dst-type LOCAL -j KUBE-NODE-PORT
+-A KUBE-SERVICES -m set --match-set %[1]sCLUSTER-IP dst,dst -j ACCEPT
+-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set %[1]sNODE-PORT-LOCAL-TCP dst -j RETURN
+-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set %[1]sNODE-PORT-TCP dst -j KUBE-MARK-MASQ
+COMMIT
+*filter
+:KUBE-IPVS-FILTER - [0:0]
+:KUBE-PROXY-FIREWALL - [0:0]
+:KUBE-SOURCE-RANGES-FIREWALL - [0:0]
+-A INPUT -m comment --comment "kube-proxy firewall rules" -j KUBE-PROXY-FIREWALL
+-A KUBE-PROXY-FIREWALL -m set --match-set %[1]sLOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL
+-A KUBE-SOURCE-RANGES-FIREWALL -m set --match-set %[2]s dst,dst,src -j RETURN
+-A KUBE-IPVS-FILTER -m set --match-set %[1]sCLUSTER-IP dst,dst -j RETURN
+-A KUBE-IPVS-FILTER -m set --match-set %[1]sEXTERNAL-IP-LOCAL dst,dst -j RETURN
+COMMIT
+`
+
+// After kube-proxy's IPVS mode (both families) and nftables mode, its
+// nftables tables go, and its rules that match its
+// own sets go before those sets, even in chains of ipvsproxy's names (the
+// kernel refuses to destroy a set a rule names: "set in use"); its sets
+// named like ipvsproxy's stay for the adoption of its virtual servers, and
+// so do its rules that name only those. A second run removes nothing.
+func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
+	fk := newFakeKernel()
+	for _, fam := range []struct {
+		ipt    *iptables.Fake
+		prefix string
+		cidr   string // KUBE-LOAD-BALANCER-SOURCE-CIDR as kube-proxy names it
+		family ipset.Family
+	}{{fk.ipt4, "KUBE-", "KUBE-LOAD-BALANCER-SOURCE-CIDR", ipset.IPv4}, {fk.ipt6, "KUBE-6-", "KUBE-6-LOAD-BALANCER-SOURCE-CID", ipset.IPv6}} {
+		for _, base := range []string{"EXTERNAL-IP-LOCAL", "CLUSTER-IP", "NODE-PORT-LOCAL-TCP", "NODE-PORT-TCP", "LOAD-BALANCER-FW"} {
+			if err := fk.ipset.CreateSet(ipset.Set{Name: fam.prefix + base, Type: ipset.HashIPPort, Family: fam.family}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fk.ipset.CreateSet(ipset.Set{Name: fam.cidr, Type: ipset.HashIPPortNet, Family: fam.family}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fam.ipt.Restore([]byte(fmt.Sprintf(kubeProxyIPVSMode, fam.prefix, fam.cidr))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// And its nftables mode, beside a table of someone else's.
+	nft := nftables.NewFake()
+	nft.AddTable(nftables.IPv4, "kube-proxy")
+	nft.AddTable(nftables.IPv6, "kube-proxy")
+	nft.AddTable(nftables.IPv4, "other")
+	// As the kernel: a set that a rule names is busy.
+	f := &faults{}
+	f.set(func(op, object string) error {
+		if op == "ipset-destroy" && (strings.Contains(fk.ipt4.Dump(), " "+object+" ") || strings.Contains(fk.ipt6.Dump(), " "+object+" ")) {
+			return ipset.ErrBusy
+		}
+		return nil
+	})
+	cfg := testConfig()
+	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	removed, err := CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg)
+	if err != nil {
+		t.Fatalf("%v\nremoved:\n%s", err, strings.Join(removed, "\n"))
+	}
+	sets := fk.ipset.Dump()
+	for _, gone := range []string{"EXTERNAL-IP-LOCAL", "NODE-PORT-LOCAL-TCP", "SOURCE-CID"} {
+		if strings.Contains(sets, gone) {
+			t.Errorf("kube-proxy's set *%s* left:\n%s", gone, sets)
+		}
+	}
+	for _, kept := range []string{"set KUBE-CLUSTER-IP ", "set KUBE-6-CLUSTER-IP ", "set KUBE-NODE-PORT-TCP ", "set KUBE-6-LOAD-BALANCER-FW "} {
+		if !strings.Contains(sets, kept) {
+			t.Errorf("%q (a name of ipvsproxy's) removed:\n%s", kept, sets)
+		}
+	}
+	for _, rules := range []string{fk.ipt4.Dump(), fk.ipt6.Dump()} {
+		for _, gone := range []string{"-LOCAL", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "SOURCE-CID"} {
+			if strings.Contains(rules, gone) {
+				t.Errorf("%s left:\n%s", gone, rules)
+			}
+		}
+		for _, kept := range []string{"CLUSTER-IP dst,dst -j ACCEPT", "CLUSTER-IP dst,dst -j RETURN", "NODE-PORT-TCP dst -j KUBE-MARK-MASQ", "-m addrtype --dst-type LOCAL -j KUBE-NODE-PORT"} {
+			if !strings.Contains(rules, kept) {
+				t.Errorf("%q removed:\n%s", kept, rules)
+			}
+		}
+	}
+	if got := nft.Dump(); got != "table ip other" {
+		t.Errorf("nftables tables after cleanup:\n%s\nwant only table ip other", got)
+	}
+	if again, err := CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg); err != nil || len(again) != 0 {
+		t.Errorf("second run removed %v (%v), want nothing", again, err)
 	}
 }
 

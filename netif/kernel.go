@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/stdlog"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -39,6 +40,9 @@ func open(dummyName string, ns netns.NsHandle) (*kernel, error) {
 	if dummyName == "" || len(dummyName) > unix.IFNAMSIZ-1 {
 		return nil, fmt.Errorf("dummy interface name %q: must be 1-%d bytes", dummyName, unix.IFNAMSIZ-1)
 	}
+	// The library reports attributes it cannot parse through the
+	// standard logger.
+	stdlog.ToKlog()
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("open rtnetlink socket: %w", err)

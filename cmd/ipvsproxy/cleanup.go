@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/nftables"
 	"github.com/urfave/cli/v2"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -25,7 +26,7 @@ func cleanupAction(c *cli.Context) error {
 	}
 	defer closeKernel()
 	if c.Bool("kube-proxy-leftovers") {
-		removed, err := ipvsproxy.CleanupKubeProxyLeftovers(k, cfg)
+		removed, err := ipvsproxy.CleanupKubeProxyLeftovers(k, nftables.New(), cfg)
 		klog.InfoS("Removed kube-proxy's leftovers", "count", len(removed), "removed", removed)
 		return err
 	}
