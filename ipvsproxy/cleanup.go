@@ -48,7 +48,7 @@ func Cleanup(k Kernel, cfg Config) error {
 		fail(err)
 	}
 	vsFailed := false
-	owner, err := readOwnership(k, cfg, sets, members)
+	owner, err := readOwnership(k, cfg, sets, members, nil, serviceEvidence{}, nil)
 	if err != nil {
 		fail(err)
 		vsFailed = true

@@ -130,7 +130,7 @@ func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
 // ownership.owns; the others are foreign. Owned objects inside
 // --ipvs-exclude-cidrs are read too, so that a Service's can be kept up to
 // date; the reconciler never deletes one nobody wants there.
-func readKernel(k Kernel, cfg Config) (*kernelView, error) {
+func readKernel(k Kernel, cfg Config, services serviceEvidence, previous *kernelView) (*kernelView, error) {
 	view := &kernelView{
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
 		foreign:        map[ipvs.VirtualServerKey]bool{},
@@ -171,6 +171,7 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 	for _, s := range present {
 		exists[s.Name] = s
 	}
+	oldRecords := map[string][]ipset.Entry{}
 	for _, want := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
 		have, ok := exists[want.Name]
 		switch {
@@ -178,6 +179,15 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 			continue // the reconciler creates it
 		case !sameSetLayout(have, want):
 			view.wrongSets[want.Name] = have
+			if baseName(want.Name) == setOwned && have.Type == want.Type {
+				// Replaced below (a larger --ipset-max-elements): its
+				// records still say what is ours until then.
+				entries, err := k.IPSet.Entries(want.Name)
+				if err != nil {
+					return nil, fmt.Errorf("list ipset %s: %w", want.Name, err)
+				}
+				oldRecords[want.Name] = entries
+			}
 			continue
 		}
 		entries, err := k.IPSet.Entries(want.Name)
@@ -190,7 +200,21 @@ func readKernel(k Kernel, cfg Config) (*kernelView, error) {
 		}
 		view.sets[want.Name] = members
 	}
-	owner, err := readOwnership(k, cfg, present, view.sets)
+	var wasOurs map[ipvs.VirtualServerKey]bool
+	if previous != nil {
+		wasOurs = make(map[ipvs.VirtualServerKey]bool, len(previous.virtualServers))
+		for key := range previous.virtualServers {
+			wasOurs[key] = true
+		}
+	}
+	owner, err := readOwnership(k, cfg, present, view.sets, routes, services, wasOurs)
+	for _, entries := range oldRecords {
+		for _, e := range entries {
+			if key, ok := recordKey(e); ok {
+				owner.recorded[key] = true
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

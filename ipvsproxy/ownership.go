@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
+	v1 "k8s.io/api/core/v1"
 )
 
 // Ownership of virtual servers is recorded, not inferred: an address on
@@ -37,6 +39,54 @@ type ownership struct {
 	// never ran ipvsproxy has no KUBE- set, so nothing there is adopted.
 	legacy      bool
 	bound, host map[netip.Addr]bool
+	// routes are our Service CIDR routes, services what the current
+	// Services name, previous what was ours at the last read: with bound,
+	// the evidence that keeps a virtual server ours when its record is
+	// gone (recovered).
+	routes   []netip.Prefix
+	services serviceEvidence
+	previous map[ipvs.VirtualServerKey]bool
+}
+
+// serviceEvidence is what the current Services name that only the API
+// server hands out: their cluster IPs.
+type serviceEvidence struct {
+	clusterIPs map[netip.Addr]bool
+}
+
+// evidenceOf reads the cluster IPs of svcs; what does not parse names
+// nothing.
+func evidenceOf(svcs []*v1.Service) serviceEvidence {
+	e := serviceEvidence{clusterIPs: map[netip.Addr]bool{}}
+	for _, svc := range svcs {
+		for _, ip := range addressesOf(svc).clusterIPs {
+			e.clusterIPs[ip] = true
+		}
+	}
+	return e
+}
+
+// recovered reports whether k is ours by evidence that stands without its
+// record: it was ours at the last read (the record was flushed or replaced
+// under a running proxier), or it sits on a current Service's cluster IP
+// that our Service CIDR route or our kube-ipvs0 makes local (an address
+// the API server allocated, whose traffic reaches nobody else). The record
+// is then written again. Losing the record (the set replaced to raise
+// --ipset-max-elements, flushed by hand, a crash mid-replace) once made
+// every cluster IP foreign: its Service lost it, and pods, DNS included,
+// hit the REJECT of KUBE-SERVICE-CIDRS. External IPs and node ports have no
+// such evidence (a Service author chooses them, and someone else's virtual
+// server may be there first): after a restart without the record they are
+// foreign, each with a PortConflict Event.
+func (o ownership) recovered(k ipvs.VirtualServerKey, cfg Config) bool {
+	if o.previous[k] {
+		return true
+	}
+	a := k.Address
+	if cfg.excluded(a) || !o.services.clusterIPs[a] {
+		return false
+	}
+	return o.bound[a] || slices.ContainsFunc(o.routes, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
 // owns reports whether the proxier created the virtual server k. One it
@@ -44,7 +94,7 @@ type ownership struct {
 // is still served; the ranges only forbid deleting what nobody wants, as in
 // kube-proxy); the legacy address rule never claims anything in them.
 func (o ownership) owns(k ipvs.VirtualServerKey, cfg Config) bool {
-	if o.recorded[k] {
+	if o.recorded[k] || o.recovered(k, cfg) {
 		return true
 	}
 	return o.legacy && !cfg.excluded(k.Address) &&
@@ -54,8 +104,8 @@ func (o ownership) owns(k ipvs.VirtualServerKey, cfg Config) bool {
 // readOwnership builds the ownership from the members of the record sets
 // (in sets, as read) and, for the legacy rule, the addresses. present is
 // the kernel's list of sets.
-func readOwnership(k Kernel, cfg Config, present []ipset.Set, sets map[string]map[ipset.Entry]bool) (ownership, error) {
-	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}}
+func readOwnership(k Kernel, cfg Config, present []ipset.Set, sets map[string]map[ipset.Entry]bool, routes []netip.Prefix, services serviceEvidence, previous map[ipvs.VirtualServerKey]bool) (ownership, error) {
+	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, services: services, previous: previous}
 	owned := map[string]bool{}
 	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
 		owned[s.Name] = true
@@ -81,7 +131,7 @@ func readOwnership(k Kernel, cfg Config, present []ipset.Set, sets map[string]ma
 		}
 	}
 	o.legacy = anyOurs && !anyRecord
-	if !o.legacy {
+	if !o.legacy && len(services.clusterIPs) == 0 {
 		return o, nil
 	}
 	bound, err := k.Netif.DummyAddresses()
@@ -182,4 +232,16 @@ func ownRoutes(k Kernel) ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("list service routes on %s: %w", DummyInterface, err)
 	}
 	return routes, nil
+}
+
+// currentServices lists every Service the tracker holds (the ownership
+// evidence of a full read).
+func (t *ChangeTracker) currentServices() []*v1.Service {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*v1.Service, 0, len(t.services))
+	for _, svc := range t.services {
+		out = append(out, svc)
+	}
+	return out
 }

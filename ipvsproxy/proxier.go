@@ -232,7 +232,7 @@ func (p *Proxier) Sync() SyncResult {
 	// whether a range's cluster IPs are bound depends on it (routes.go).
 	full := p.needFull || changes.nodeChanged || changes.serviceCIDRsChanged || p.view == nil || p.objects.dueKind(ObjectRoute, now)
 	if full {
-		view, err := readKernel(p.kernel, p.cfg)
+		view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.currentServices()), p.view)
 		if err != nil {
 			// Nothing can be compared: retry the whole read at the next
 			// sync (the only failure that keeps syncs full).
