@@ -69,6 +69,11 @@ func runAction(c *cli.Context) error {
 	ctx, restart := context.WithCancelCause(ctx)
 	watchConfigFile(ctx, source.path, source.sum, configWatchInterval, func() { restart(errConfigChanged) })
 
+	lock, err := takeNodeLock(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"))
 	if err != nil {
 		return err
