@@ -216,6 +216,7 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 	}
 	observeByFamily(m, r)
 	m.RealServersDraining.Set(float64(r.Draining))
+	m.SetDeletionsHeld(r.DeletionsHeld, r.HeldDeletions)
 	if r.Full {
 		m.SyncFullTotal.Inc()
 	} else {
