@@ -325,7 +325,15 @@ func TestDaemonSetRunsOnEveryNodeInHostNetwork(t *testing.T) {
 
 func checkHostMounts(t *testing.T, dir string, pod corev1.PodSpec, c *corev1.Container) {
 	t.Helper()
-	checkHostMountsOf(t, dir, pod, c, []hostMount{{"/run/xtables.lock", false, corev1.HostPathFileOrCreate}})
+	checkHostMountsOf(t, dir, pod, c, nodeLocks)
+}
+
+// nodeLocks are the host files every container that writes the node's
+// kernel state shares: iptables' lock, and ipvsproxy's own (--lock-file's
+// default), which keeps a second ipvsproxy from undoing the first's writes.
+var nodeLocks = []hostMount{
+	{"/run/xtables.lock", false, corev1.HostPathFileOrCreate},
+	{"/run/ipvsproxy.lock", false, corev1.HostPathFileOrCreate},
 }
 
 type hostMount struct {

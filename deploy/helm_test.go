@@ -87,8 +87,9 @@ func TestChartHasAValueForEveryFlag(t *testing.T) {
 	flags, _ := values["flags"].(map[string]any)
 	schema := readYAML(t, filepath.Join(chartDir, "values.schema.json"))
 	schemaFlags := schema["properties"].(map[string]any)["flags"].(map[string]any)["properties"].(map[string]any)
-	// Set by the DaemonSet itself, or by kubeProxyConfig.
-	bySpec := map[string]bool{"hostname-override": true, "sysctl-root": true, "config": true}
+	// Set by the DaemonSet itself, or by kubeProxyConfig; lock-file is the
+	// host file the DaemonSet mounts at the flag's default path.
+	bySpec := map[string]bool{"hostname-override": true, "sysctl-root": true, "config": true, "lock-file": true}
 	for flag := range documented {
 		name := strings.TrimPrefix(flag, "--")
 		if bySpec[name] {

@@ -41,10 +41,9 @@ func TestMigrateOverlay(t *testing.T) {
 		!slices.Equal(sc.Capabilities.Add, proxy.SecurityContext.Capabilities.Add) || !slices.Contains(sc.Capabilities.Drop, "ALL") {
 		t.Errorf("init securityContext %+v, want the proxy's (unprivileged, NET_ADMIN and NET_RAW only)", sc)
 	}
-	// iptables needs the host's xtables lock, like the proxy.
-	if !slices.ContainsFunc(init.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "xtables-lock" && m.MountPath == "/run/xtables.lock" }) {
-		t.Errorf("init mounts %v lack the xtables lock", init.VolumeMounts)
-	}
+	// iptables needs the host's xtables lock, like the proxy, and cleanup
+	// takes ipvsproxy's node lock.
+	checkHostMountsOf(t, "overlays/migrate init", spec, &init, nodeLocks)
 
 	// An image override reaches the init container too.
 	dir := t.TempDir()
@@ -130,4 +129,5 @@ func TestRollbackPod(t *testing.T) {
 	if !slices.Equal(c.SecurityContext.Capabilities.Add, proxy.SecurityContext.Capabilities.Add) {
 		t.Errorf("capabilities %v", c.SecurityContext.Capabilities.Add)
 	}
+	checkHostMountsOf(t, "rollback pod", pod.Spec, &c, nodeLocks)
 }

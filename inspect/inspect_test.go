@@ -90,6 +90,9 @@ func newNodeWith(t *testing.T, edit func(*ipvsproxy.Config)) *node {
 func (n *node) start(t *testing.T, p *ipvsproxy.Proxier) {
 	t.Helper()
 	n.proxier = p
+	// Present in every live cluster; without it the proxier deletes
+	// nothing. Headless: it adds nothing to the kernel.
+	p.Tracker().SetService(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"}, Spec: v1.ServiceSpec{ClusterIP: v1.ClusterIPNone}})
 	for _, o := range n.objects {
 		switch o := o.(type) {
 		case *v1.Service:

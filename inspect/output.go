@@ -185,6 +185,10 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 			fmt.Fprint(w, "; next sync is full")
 		}
 		fmt.Fprintln(w)
+		if !st.DeletionsHeldSince.IsZero() {
+			fmt.Fprintf(w, "deletions held since %s (%s): the Service default/kubernetes is absent, so the Service list is not believed; nothing is removed until it returns\n",
+				st.DeletionsHeldSince.UTC().Format(time.RFC3339), ago(st.DeletionsHeldSince, r.Time))
+		}
 		for _, f := range st.FailedWrites {
 			fmt.Fprintf(w, "failing since %s (%s): %s: %s\n", f.Since.UTC().Format(time.RFC3339), ago(f.Since, r.Time), f.Object, f.Error)
 		}

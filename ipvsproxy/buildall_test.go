@@ -39,8 +39,9 @@ func TestColdSyncOfManyServicesMatchesOneAtATime(t *testing.T) {
 	for i, svc := range services {
 		feed(p, svc, i)
 	}
-	if res := mustSync(t, p); res.Services != n {
-		t.Fatalf("cold sync built %d Services, want %d", res.Services, n)
+	// And default/kubernetes (newTestProxier).
+	if res := mustSync(t, p); res.Services != n+1 {
+		t.Fatalf("cold sync built %d Services, want %d", res.Services, n+1)
 	}
 
 	oneByOne := newFakeKernel()

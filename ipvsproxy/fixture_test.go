@@ -89,7 +89,15 @@ func newTestProxier(t *testing.T, fk *fakeKernel, cfg Config) (*Proxier, *record
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.Tracker().SetService(apiServerService())
 	return p, rec
+}
+
+// apiServerService stands for default/kubernetes, present in every live
+// cluster: without it the proxier deletes nothing (emptyworld.go). Headless
+// here, so that it adds nothing to the kernel the tests look at.
+func apiServerService() *v1.Service {
+	return service(APIServerService.Name, v1.ClusterIPNone)
 }
 
 func mustSync(t *testing.T, p *Proxier) SyncResult {

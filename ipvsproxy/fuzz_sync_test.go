@@ -159,6 +159,7 @@ func runSyncSequence(t *testing.T, data []byte) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		p.Tracker().SetService(apiServerService())
 		p.now = func() time.Time { return now }
 		world.feed(p)
 		return p
@@ -270,6 +271,7 @@ func runSyncSequence(t *testing.T, data []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pf.Tracker().SetService(apiServerService())
 	world.feed(pf)
 	if res := pf.Sync(); res.Err() != nil {
 		t.Fatalf("fresh node: %v", res.Err())

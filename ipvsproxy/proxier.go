@@ -56,6 +56,11 @@ type SyncResult struct {
 	// (an ObjectKind); NextRetry is the earliest retry, zero when none.
 	FailingObjects map[string]int
 	NextRetry      time.Time
+	// DeletionsHeld is true while the Service default/kubernetes is
+	// absent: nothing is deleted (emptyworld.go). HeldDeletions counts the
+	// kernel objects whose deletion waits.
+	DeletionsHeld bool
+	HeldDeletions int
 }
 
 // ConntrackPass is one family's deletion of stale conntrack flows.
@@ -116,6 +121,8 @@ type Proxier struct {
 	objects *statusTable
 	// pendingFlows are conntrack filters whose delete failed, retried.
 	pendingFlows []conntrack.Filter
+	// hold keeps deletions while default/kubernetes is absent.
+	hold deletionHold
 
 	trigger chan struct{}
 
@@ -230,7 +237,8 @@ func (p *Proxier) Sync() SyncResult {
 
 	// A Service CIDR route whose retry is due is retried by a full sync:
 	// whether a range's cluster IPs are bound depends on it (routes.go).
-	full := p.needFull || changes.nodeChanged || changes.serviceCIDRsChanged || p.view == nil || p.objects.dueKind(ObjectRoute, now)
+	released := p.hold.update(p.tracker, now)
+	full := released || p.needFull || changes.nodeChanged || changes.serviceCIDRsChanged || p.view == nil || p.objects.dueKind(ObjectRoute, now)
 	if full {
 		view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.currentServices()), p.view)
 		if err != nil {
@@ -250,7 +258,7 @@ func (p *Proxier) Sync() SyncResult {
 	}
 	res.Full = full
 	t := newTouched()
-	r := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full, setSizes: p.capacity.counts}
+	r := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold}
 	if full {
 		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), t)
 		r.addServiceRoutes()
@@ -374,6 +382,7 @@ func (p *Proxier) Sync() SyncResult {
 	p.status.recordWrites(r.errs, res.Start)
 	p.reportFailures(r.newlyFailed)
 	res.Draining = drainingCount(p.draining)
+	res.DeletionsHeld, res.HeldDeletions = p.hold.held, p.objects.heldDeletions()
 	// The desired state now holds every Service: from here on a Service
 	// that looks new is new (its UDP flows may be flushed), whatever
 	// failed.

@@ -59,6 +59,8 @@ type reconciler struct {
 	// setSizes are how many members each owned set is to hold (from the
 	// admission count); a set created by this sync is sized for them.
 	setSizes map[string]int
+	// hold, while on, keeps what no Service wants (emptyworld.go).
+	hold *deletionHold
 }
 
 // rulesText is the iptables-restore input of family as this sync wants it.
@@ -135,6 +137,9 @@ func (r *reconciler) apply(t touched) {
 			// Nothing in --ipvs-exclude-cidrs is removed, wanted or not.
 			if !r.view.addresses[a] || r.cfg.excluded(a) {
 				r.status.done(addrID(a))
+				continue
+			}
+			if r.holds(addrID(a)) {
 				continue
 			}
 			r.writes++
@@ -215,6 +220,9 @@ func (r *reconciler) deleteEntry(k setEntryKey) {
 		r.status.done(id)
 		return
 	}
+	if r.holds(id) {
+		return
+	}
 	r.writes++
 	err := r.k.IPSet.DeleteEntry(k.set, k.entry)
 	if err == nil || errors.Is(err, ipset.ErrNotFound) {
@@ -289,6 +297,10 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		return
 	case want == nil && r.cfg.excluded(k.Address):
 		// --ipvs-exclude-cidrs: never cleaned up, whoever made it.
+		return
+	case want == nil && r.holds(id):
+		// Kept, with its real servers and its record, until the Service
+		// list is believed again.
 		return
 	case want == nil:
 		// The Service (port) is gone: its connections go with it, as with

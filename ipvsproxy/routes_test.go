@@ -112,6 +112,7 @@ func TestServiceCIDRObjectsSwitchBindingWithoutAGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.Tracker().SetService(apiServerService())
 	svc := service("web", "10.96.0.10")
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
@@ -254,6 +255,7 @@ func TestFailedServiceRouteKeepsClusterIPsBoundUntilItsRetry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.Tracker().SetService(apiServerService())
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	p.now = func() time.Time { return now }
 	clusterIP := netip.MustParseAddr("10.96.0.10")

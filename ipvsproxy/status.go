@@ -28,6 +28,10 @@ type SyncStatus struct {
 	// each with the first sync in a row it failed in.
 	FailedWrites []FailedWrite  `json:"failedWrites"`
 	Objects      []ObjectStatus `json:"objects"`
+	// DeletionsHeldSince is set while the Service default/kubernetes is
+	// absent and nothing is deleted (emptyworld.go); the objects waiting
+	// are pending in Objects.
+	DeletionsHeldSince time.Time `json:"deletionsHeldSince,omitzero"`
 }
 
 // FailedWrite is one kernel write that keeps failing.
@@ -101,7 +105,7 @@ func (p *Proxier) statusLocked() SyncStatus {
 	st := SyncStatus{
 		LastFullSync: p.status.lastFull, LastPartialSync: p.status.lastPartial,
 		LastSyncDuration: p.status.lastDuration, NextSyncFull: p.needFull,
-		FailedWrites: []FailedWrite{}, Objects: []ObjectStatus{},
+		FailedWrites: []FailedWrite{}, Objects: []ObjectStatus{}, DeletionsHeldSince: p.hold.since,
 	}
 	st.ServiceChangesQueued, st.EndpointChangesQueued, st.OldestQueued = p.tracker.Pending()
 	for _, fw := range p.status.failed {

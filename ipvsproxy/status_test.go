@@ -17,8 +17,9 @@ func TestStatusKeepsWhenAWriteStartedFailing(t *testing.T) {
 	svc := service("web", "10.96.0.10")
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
-	if st := p.Status(); st.ServiceChangesQueued != 1 || st.EndpointChangesQueued != 1 || !st.NextSyncFull {
-		t.Fatalf("before the first sync: %+v, want 1 service and 1 endpoint change queued, next sync full", st)
+	// web and default/kubernetes (newTestProxier).
+	if st := p.Status(); st.ServiceChangesQueued != 2 || st.EndpointChangesQueued != 1 || !st.NextSyncFull {
+		t.Fatalf("before the first sync: %+v, want 2 service and 1 endpoint changes queued, next sync full", st)
 	}
 	first := clock
 	p.Sync()
@@ -94,7 +95,7 @@ func TestSnapshotNamesEveryVirtualServerWithItsEndpoints(t *testing.T) {
 	if rs := s.VirtualServers[0].RealServers; len(rs) != 1 || rs[0].Condition != ConditionServingTerminating {
 		t.Fatalf("real servers %+v, want one serving-terminating", rs)
 	}
-	if len(s.Services) != 1 || s.Services[0].Name != "default/web" {
+	if len(s.Services) != 2 || s.Services[0].Name != APIServerService.String() || s.Services[1].Name != "default/web" {
 		t.Fatalf("services %+v", s.Services)
 	}
 }

@@ -105,6 +105,11 @@ type Metrics struct {
 	// RealServersDraining is the number of real servers at weight 0 waiting
 	// for their connections to end before deletion.
 	RealServersDraining prometheus.Gauge
+	// DeletionsHeld is 1 while the Service default/kubernetes is absent
+	// and no kernel object is deleted; HeldDeletions counts the objects
+	// whose deletion waits. See SetDeletionsHeld.
+	DeletionsHeld prometheus.Gauge
+	HeldDeletions prometheus.Gauge
 	// SyncFullTotal and SyncPartialTotal count completed syncs by kind.
 	SyncFullTotal    prometheus.Counter
 	SyncPartialTotal prometheus.Counter
@@ -230,6 +235,14 @@ func New() *Metrics {
 			Namespace: ourNamespace, Name: "real_servers_draining",
 			Help: "IPVS real servers at weight 0 waiting for their connections to end",
 		}),
+		DeletionsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ourNamespace, Name: "deletions_held",
+			Help: "1 while the Service default/kubernetes is absent from the Service list: nothing is deleted from the kernel until it returns",
+		}),
+		HeldDeletions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ourNamespace, Name: "held_deletions",
+			Help: "Kernel objects (virtual servers, addresses, set members) whose deletion waits for the Service default/kubernetes",
+		}),
 		SyncFullTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ourNamespace, Name: "sync_full_total",
 			Help: "Completed full syncs (start-up, after a failure, periodic)",
@@ -265,6 +278,8 @@ func New() *Metrics {
 		m.SchedulerFallback,
 		m.ConntrackEntriesDeletedTotal,
 		m.RealServersDraining,
+		m.DeletionsHeld,
+		m.HeldDeletions,
 		m.SyncFullTotal,
 		m.SyncPartialTotal,
 	)
@@ -301,4 +316,15 @@ func (m *Metrics) SetKernelObjectsFailing(failing map[string]int) {
 	for object, n := range failing {
 		m.KernelObjectsFailing.WithLabelValues(object).Set(float64(n))
 	}
+}
+
+// SetDeletionsHeld records whether deletions are held after a sync, and how
+// many objects wait.
+func (m *Metrics) SetDeletionsHeld(held bool, objects int) {
+	value := 0.0
+	if held {
+		value = 1
+	}
+	m.DeletionsHeld.Set(value)
+	m.HeldDeletions.Set(float64(objects))
 }

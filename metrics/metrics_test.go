@@ -62,6 +62,8 @@ func TestMetricsHaveKubeProxyNamesTypesAndLabels(t *testing.T) {
 	sort.Strings(got)
 	want := []string{
 		"ipvsproxy_conntrack_entries_deleted_total COUNTER [ip_family]",
+		"ipvsproxy_deletions_held GAUGE []",
+		"ipvsproxy_held_deletions GAUGE []",
 		"ipvsproxy_kernel_objects_failing GAUGE [object]",
 		"ipvsproxy_kernel_write_failures_total COUNTER [object]",
 		"ipvsproxy_real_servers_draining GAUGE []",

@@ -16,6 +16,11 @@ func cleanupAction(c *cli.Context) error {
 	// Clean both families: the node may have run dual-stack before. A
 	// host without ip6tables has no IPv6 rules to clean.
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	lock, err := takeNodeLock(c.Context, c)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"), ipvsIfPresent)
 	if err != nil {
 		klog.InfoS("Cleaning IPv4 only", "reason", err)

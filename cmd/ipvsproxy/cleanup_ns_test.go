@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,6 +14,9 @@ import (
 // so that a command can run whole inside a network namespace via
 // `ip netns exec`, without building the binary.
 func TestMain(m *testing.M) {
+	if path := os.Getenv("IPVSPROXY_TEST_HOLD_LOCK"); path != "" {
+		holdNodeLock(path) // never returns
+	}
 	if os.Getenv("IPVSPROXY_TEST_AS_MAIN") == "1" {
 		os.Args = append([]string{"ipvsproxy"}, os.Args[1:]...)
 		main()
@@ -52,7 +56,7 @@ iptables -t nat -N OTHER-CHAIN`)
 		t.Fatal(err)
 	}
 	cmd := exec.Command("ip", "netns", "exec", name, self, "cleanup")
-	cmd.Env = append(os.Environ(), "IPVSPROXY_TEST_AS_MAIN=1")
+	cmd.Env = append(os.Environ(), "IPVSPROXY_TEST_AS_MAIN=1", "IPVSPROXY_LOCK_FILE="+filepath.Join(t.TempDir(), "ipvsproxy.lock"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("cleanup: %v\n%s", err, out)
@@ -131,9 +135,10 @@ EOF2`)
 	if err != nil {
 		t.Fatal(err)
 	}
+	lockFile := filepath.Join(t.TempDir(), "ipvsproxy.lock")
 	run := func() string {
 		cmd := exec.Command("ip", "netns", "exec", name, self, "cleanup", "--kube-proxy-leftovers")
-		cmd.Env = append(os.Environ(), "IPVSPROXY_TEST_AS_MAIN=1")
+		cmd.Env = append(os.Environ(), "IPVSPROXY_TEST_AS_MAIN=1", "IPVSPROXY_LOCK_FILE="+lockFile)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("cleanup --kube-proxy-leftovers: %v\n%s", err, out)

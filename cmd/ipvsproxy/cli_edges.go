@@ -48,6 +48,7 @@ func cleanupFlags() []cli.Flag {
 			out = append(out, f)
 		}
 	}
+	out = append(out, nodeLockFlags()...)
 	return append(out, &cli.BoolFlag{Name: "kube-proxy-leftovers", EnvVars: envOf("kube-proxy-leftovers"), Usage: "remove only what kube-proxy's iptables, ipvs and nftables modes left that ipvsproxy does not use (its KUBE-SVC-* chains, KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL, its sets and the rules matching them, its nftables tables); ipvsproxy's own state stays, so it is safe before every start (the DaemonSet's init container)"})
 }
 

@@ -128,6 +128,8 @@ var flagsWithoutField = map[string]string{
 	"sysctl-root":             "ipvsproxy only: where /proc/sys is mounted in the container",
 	"metrics-per-service":     "ipvsproxy only: per-Service IPVS counters",
 	"inspect-endpoint":        "ipvsproxy only: the read-only /inspect/ endpoint",
+	"lock-file":               "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
+	"lock-timeout":            "ipvsproxy only: how long a second instance waits for the node lock",
 }
 
 // The file is decoded by a scheme that knows KubeProxyConfiguration v1alpha1

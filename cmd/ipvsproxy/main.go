@@ -35,7 +35,7 @@ func newApp() *cli.App {
 			{
 				Name:         "run",
 				Usage:        "run the node daemon",
-				Flags:        append(proxierFlags(), runFlags()...),
+				Flags:        append(append(proxierFlags(), runFlags()...), nodeLockFlags()...),
 				Action:       noArguments(runAction),
 				OnUsageError: explainUsageError,
 			},

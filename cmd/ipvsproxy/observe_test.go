@@ -224,3 +224,22 @@ func TestNoLocalEndpointsCountedPerFamily(t *testing.T) {
 		}
 	}
 }
+
+// A sync that held deletions (default/kubernetes absent) sets
+// ipvsproxy_deletions_held and the count of waiting objects; the next
+// sync without the hold clears both.
+func TestObserveSyncReportsHeldDeletions(t *testing.T) {
+	health := healthcheck.NewProxyHealth(time.Minute, clocktesting.NewFakeClock(time.Now()))
+	services := healthcheck.NewServiceHealthServer(nil, record.NewFakeRecorder(10), health)
+	defer services.Close()
+	m := metrics.New()
+	families := []v1.IPFamily{v1.IPv4Protocol}
+	observeSync(m, health, services, families, ipvsproxy.SyncResult{Completed: true, DeletionsHeld: true, HeldDeletions: 7})
+	if held, n := testutil.ToFloat64(m.DeletionsHeld), testutil.ToFloat64(m.HeldDeletions); held != 1 || n != 7 {
+		t.Fatalf("deletions_held %v held_deletions %v, want 1 and 7", held, n)
+	}
+	observeSync(m, health, services, families, ipvsproxy.SyncResult{Completed: true})
+	if held, n := testutil.ToFloat64(m.DeletionsHeld), testutil.ToFloat64(m.HeldDeletions); held != 0 || n != 0 {
+		t.Fatalf("deletions_held %v held_deletions %v after the hold, want 0 and 0", held, n)
+	}
+}

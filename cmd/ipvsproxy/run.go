@@ -69,6 +69,11 @@ func runAction(c *cli.Context) error {
 	ctx, restart := context.WithCancelCause(ctx)
 	watchConfigFile(ctx, source.path, source.sum, configWatchInterval, func() { restart(errConfigChanged) })
 
+	lock, err := takeNodeLock(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"))
 	if err != nil {
 		return err
@@ -217,6 +222,7 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 	}
 	observeByFamily(m, r)
 	m.RealServersDraining.Set(float64(r.Draining))
+	m.SetDeletionsHeld(r.DeletionsHeld, r.HeldDeletions)
 	if r.Full {
 		m.SyncFullTotal.Inc()
 	} else {

@@ -6,3 +6,21 @@ exponent (values arrive as float64, and 1048576 would print as 1.048576e+06). */
 {{- define "ipvsproxy.flagValue" -}}
 {{- if and (kindIs "float64" .) (eq (floor .) .) -}}{{ int64 . }}{{- else -}}{{ . }}{{- end -}}
 {{- end -}}
+
+{{/* GOMEMLIMIT: goMemLimit when set, else 90% of resources.limits.memory
+written in Mi or Gi, rounded down to a whole MiB. The soft limit must leave
+the cgroup room for what is not Go heap (deploy/base/daemonset.yaml). */}}
+{{- define "ipvsproxy.goMemLimit" -}}
+{{- if .Values.goMemLimit -}}
+{{- .Values.goMemLimit -}}
+{{- else -}}
+{{- $limit := toString (dig "limits" "memory" "" .Values.resources) -}}
+{{- if regexMatch "^[0-9]+Mi$" $limit -}}
+{{- printf "%dMiB" (div (mul (int64 (trimSuffix "Mi" $limit)) 9) 10) -}}
+{{- else if regexMatch "^[0-9]+Gi$" $limit -}}
+{{- printf "%dMiB" (div (mul (int64 (trimSuffix "Gi" $limit)) 1024 9) 10) -}}
+{{- else -}}
+{{- fail (printf "resources.limits.memory %q is not in Mi or Gi: set goMemLimit to at most 90%% of it" $limit) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
