@@ -105,6 +105,9 @@ type Metrics struct {
 	// RealServersDraining is the number of real servers at weight 0 waiting
 	// for their connections to end before deletion.
 	RealServersDraining prometheus.Gauge
+	// APIPermissionMissing is 1 while the API server answers 403 to a list
+	// or watch of the daemon's (group, resource, verb), 0 once it serves it.
+	APIPermissionMissing *prometheus.GaugeVec
 	// SyncFullTotal and SyncPartialTotal count completed syncs by kind.
 	SyncFullTotal    prometheus.Counter
 	SyncPartialTotal prometheus.Counter
@@ -230,6 +233,10 @@ func New() *Metrics {
 			Namespace: ourNamespace, Name: "real_servers_draining",
 			Help: "IPVS real servers at weight 0 waiting for their connections to end",
 		}),
+		APIPermissionMissing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ourNamespace, Name: "api_permission_missing",
+			Help: "1 while the API server forbids a list or watch the daemon needs (group, resource, verb): a ClusterRole older than the daemon",
+		}, []string{"group", "resource", "verb"}),
 		SyncFullTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ourNamespace, Name: "sync_full_total",
 			Help: "Completed full syncs (start-up, after a failure, periodic)",
@@ -265,6 +272,7 @@ func New() *Metrics {
 		m.SchedulerFallback,
 		m.ConntrackEntriesDeletedTotal,
 		m.RealServersDraining,
+		m.APIPermissionMissing,
 		m.SyncFullTotal,
 		m.SyncPartialTotal,
 	)
