@@ -1,11 +1,21 @@
 package main
 
 import (
+	"context"
+	"fmt"
+
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // newInformerFactory is every informer factory of the daemon: the caches
@@ -38,4 +48,58 @@ func trimCached(obj any) (any, error) {
 		}
 	}
 	return obj, nil
+}
+
+// startInformers starts the daemon's informers, feeding tracker and health:
+// every Service and EndpointSlice that is not another proxy's, this node's
+// Node (required: their failures show on the health endpoints), and the
+// ServiceCIDRs (optional, see watchServiceCIDRs). It returns what must have
+// synced before the first full sync.
+func startInformers(ctx context.Context, client kubernetes.Interface, nodeName string, tracker *ipvsproxy.ChangeTracker, access *apiAccess) ([]cache.InformerSynced, error) {
+	notOthers, _ := labels.NewRequirement(labelServiceProxyName, selection.DoesNotExist, nil)
+	notHeadless, _ := labels.NewRequirement(labelHeadless, selection.DoesNotExist, nil)
+	factory := newInformerFactory(client, func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.NewSelector().Add(*notOthers).String()
+	})
+	sliceFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.NewSelector().Add(*notOthers, *notHeadless).String()
+	})
+	nodeFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
+	})
+	health := access.health
+	required := []struct {
+		informer cache.SharedIndexInformer
+		resource schema.GroupResource
+		handlers []cache.ResourceEventHandler
+	}{
+		{factory.Core().V1().Services().Informer(), v1.Resource("services"), []cache.ResourceEventHandler{tracker.ServiceHandler()}},
+		{sliceFactory.Discovery().V1().EndpointSlices().Informer(), discovery.Resource("endpointslices"), []cache.ResourceEventHandler{tracker.EndpointSliceHandler()}},
+		{nodeFactory.Core().V1().Nodes().Informer(), v1.Resource("nodes"), []cache.ResourceEventHandler{tracker.NodeHandler(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { health.SyncNode(asNode(obj)) },
+			UpdateFunc: func(_, obj any) { health.SyncNode(asNode(obj)) },
+			DeleteFunc: func(obj any) { health.SyncNode(nil) },
+		}}},
+	}
+	var synced []cache.InformerSynced
+	for _, r := range required {
+		if err := watchRequiredList(ctx, r.informer, r.resource, access); err != nil {
+			return nil, fmt.Errorf("watch %s: %w", r.resource, err)
+		}
+		for i, h := range r.handlers {
+			reg, err := r.informer.AddEventHandler(h)
+			if err != nil {
+				return nil, fmt.Errorf("watch %s: %w", r.resource, err)
+			}
+			// The tracker's own handler is the first: wait until it, not
+			// only the cache, has seen every object.
+			if i == 0 {
+				synced = append(synced, reg.HasSynced)
+			}
+		}
+	}
+	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory} {
+		f.Start(ctx.Done())
+	}
+	return append(synced, watchServiceCIDRs(ctx, client, tracker, access)), nil
 }
