@@ -43,7 +43,9 @@ type ProxyHealth struct {
 	oldestPendingQueued map[v1.IPFamily]time.Time
 	nodeEligible        bool
 	// programmed is set once a full sync has written every Service.
-	programmed   bool
+	programmed bool
+	// listFailures are the required informers that cannot list or watch.
+	listFailures map[string]listFailure
 	healthzTotal *prometheus.CounterVec
 	livezTotal   *prometheus.CounterVec
 }
@@ -161,6 +163,10 @@ type proxyStatus struct {
 	Programmed *bool                        `json:"programmed,omitempty"`
 	Healthy    bool                         `json:"healthy"`
 	Status     map[v1.IPFamily]familyStatus `json:"status,omitempty"`
+	// ListFailures names each required resource the daemon cannot list or
+	// watch, with the API server's answer (ours; kube-proxy has no such
+	// field).
+	ListFailures map[string]string `json:"listFailures,omitempty"`
 }
 
 func (h *ProxyHealth) status() proxyStatus {
@@ -179,6 +185,7 @@ func (h *ProxyHealth) status() proxyStatus {
 		}
 		st.Status[family] = familyStatus{LastUpdated: updated, Healthy: healthy}
 	}
+	st.ListFailures = h.currentListFailures(now)
 	return st
 }
 
@@ -203,14 +210,25 @@ func (h *ProxyHealth) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	programmed := h.programmed
 	h.lock.RUnlock()
 	st.Programmed = &programmed
-	h.respond(w, st, st.Healthy && programmed, nil)
+	// A list failing is a rollout that must stop here (an older
+	// ClusterRole, a wrong kubeconfig); readiness only gates the rollout.
+	h.respond(w, st, st.Healthy && programmed && len(st.ListFailures) == 0, nil)
 }
 
+// serveHealthz fails, beyond kube-proxy's rules, on a node that has never
+// been programmed because a required list fails: it serves no Service, so
+// load balancers must skip it. Once programmed, the kernel keeps serving
+// the last state while the API cannot be read, and failing every node's
+// probe at once would turn an API outage into a traffic outage: the body
+// names the failure, the code stays.
 func (h *ProxyHealth) serveHealthz(w http.ResponseWriter, _ *http.Request) {
 	st := h.status()
 	eligible := h.NodeEligible()
 	st.NodeEligible = &eligible
-	h.respond(w, st, st.Healthy && eligible, h.counter(true))
+	h.lock.RLock()
+	unprogrammedAndBlind := !h.programmed && len(st.ListFailures) > 0
+	h.lock.RUnlock()
+	h.respond(w, st, st.Healthy && eligible && !unprogrammedAndBlind, h.counter(true))
 }
 
 func (h *ProxyHealth) serveLivez(w http.ResponseWriter, _ *http.Request) {

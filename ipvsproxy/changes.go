@@ -21,8 +21,13 @@ type ChangeTracker struct {
 	nodeName string
 	services map[types.NamespacedName]*v1.Service
 	slices   map[types.NamespacedName]map[string]*discovery.EndpointSlice
-	node     *v1.Node
-	pending  pendingChanges
+	// sliceOwner is the Service each recorded slice is filed under, by the
+	// slice's namespace/name: a slice's kubernetes.io/service-name label can
+	// change or go, and then it must leave the Service it was filed under,
+	// which neither its new labels nor a tombstone's say.
+	sliceOwner map[types.NamespacedName]types.NamespacedName
+	node       *v1.Node
+	pending    pendingChanges
 	// start is when the tracker began: slices changed before it are not
 	// network programming latency (a restart would report every slice's age).
 	start time.Time
@@ -60,6 +65,8 @@ func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
 		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
 		notify:   notify,
 		start:    time.Now(),
+
+		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
 	}
 	t.serviceCIDRs = map[string][]netip.Prefix{}
 	t.pending.services = map[types.NamespacedName]bool{}
@@ -104,19 +111,27 @@ func (t *ChangeTracker) DeleteService(namespace, name string) {
 	t.fire()
 }
 
-// SetEndpointSlice records an EndpointSlice (added or updated). A slice
-// without the kubernetes.io/service-name label belongs to no Service.
+// SetEndpointSlice records an EndpointSlice (added or updated) under the
+// Service its kubernetes.io/service-name label names. A slice without the
+// label belongs to no Service. A slice whose label changed or went leaves
+// the Service it was filed under, which is rebuilt without its endpoints.
 func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
-	svc, ok := slice.Labels[discovery.LabelServiceName]
-	if !ok || svc == "" {
+	id := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
+	name, labelled := serviceOfSlice(slice)
+	t.mu.Lock()
+	moved := t.unfileSlice(id, name, labelled)
+	if !labelled {
+		t.mu.Unlock()
+		if moved {
+			t.fire()
+		}
 		return
 	}
-	name := types.NamespacedName{Namespace: slice.Namespace, Name: svc}
-	t.mu.Lock()
 	if t.slices[name] == nil {
 		t.slices[name] = map[string]*discovery.EndpointSlice{}
 	}
 	t.slices[name][slice.Name] = slice
+	t.sliceOwner[id] = name
 	t.changed(name, true)
 	if ts, ok, _ := metrics.NetworkProgrammingTrigger(slice, false, t.start); ok {
 		if fam, known := sliceFamily(slice); known {
@@ -130,23 +145,45 @@ func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
 	t.fire()
 }
 
-// DeleteEndpointSlice forgets an EndpointSlice.
+// DeleteEndpointSlice forgets an EndpointSlice, from the Service it was
+// filed under (a tombstone's labels can be older or newer than that).
 func (t *ChangeTracker) DeleteEndpointSlice(slice *discovery.EndpointSlice) {
-	svc, ok := slice.Labels[discovery.LabelServiceName]
-	if !ok || svc == "" {
-		return
-	}
-	name := types.NamespacedName{Namespace: slice.Namespace, Name: svc}
+	id := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
 	t.mu.Lock()
-	if m := t.slices[name]; m != nil {
-		delete(m, slice.Name)
+	removed := t.unfileSlice(id, types.NamespacedName{}, false)
+	t.mu.Unlock()
+	if removed {
+		t.fire()
+	}
+}
+
+// unfileSlice removes slice id from the Service it is filed under unless
+// that is keep (when keeping is true), and marks that Service changed. It
+// reports whether it removed anything. Called with the lock held.
+func (t *ChangeTracker) unfileSlice(id, keep types.NamespacedName, keeping bool) bool {
+	owner, filed := t.sliceOwner[id]
+	if !filed || (keeping && owner == keep) {
+		return false
+	}
+	delete(t.sliceOwner, id)
+	if m := t.slices[owner]; m != nil {
+		delete(m, id.Name)
 		if len(m) == 0 {
-			delete(t.slices, name)
+			delete(t.slices, owner)
 		}
 	}
-	t.changed(name, true)
-	t.mu.Unlock()
-	t.fire()
+	t.changed(owner, true)
+	return true
+}
+
+// serviceOfSlice is the Service an EndpointSlice's
+// kubernetes.io/service-name label names; false when it names none.
+func serviceOfSlice(slice *discovery.EndpointSlice) (types.NamespacedName, bool) {
+	svc := slice.Labels[discovery.LabelServiceName]
+	if svc == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: slice.Namespace, Name: svc}, true
 }
 
 // SetNode records this node's object (nil when deleted). Only its zone

@@ -110,6 +110,9 @@ type Metrics struct {
 	// whose deletion waits. See SetDeletionsHeld.
 	DeletionsHeld prometheus.Gauge
 	HeldDeletions prometheus.Gauge
+	// APIPermissionMissing is 1 while the API server answers 403 to a list
+	// or watch of the daemon's (group, resource, verb), 0 once it serves it.
+	APIPermissionMissing *prometheus.GaugeVec
 	// SyncFullTotal and SyncPartialTotal count completed syncs by kind.
 	SyncFullTotal    prometheus.Counter
 	SyncPartialTotal prometheus.Counter
@@ -243,6 +246,10 @@ func New() *Metrics {
 			Namespace: ourNamespace, Name: "held_deletions",
 			Help: "Kernel objects (virtual servers, addresses, set members) whose deletion waits for the Service default/kubernetes",
 		}),
+		APIPermissionMissing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: ourNamespace, Name: "api_permission_missing",
+			Help: "1 while the API server forbids a list or watch the daemon needs (group, resource, verb): a ClusterRole older than the daemon",
+		}, []string{"group", "resource", "verb"}),
 		SyncFullTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ourNamespace, Name: "sync_full_total",
 			Help: "Completed full syncs (start-up, after a failure, periodic)",
@@ -280,6 +287,7 @@ func New() *Metrics {
 		m.RealServersDraining,
 		m.DeletionsHeld,
 		m.HeldDeletions,
+		m.APIPermissionMissing,
 		m.SyncFullTotal,
 		m.SyncPartialTotal,
 	)

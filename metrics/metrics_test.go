@@ -54,6 +54,7 @@ func TestMetricsHaveKubeProxyNamesTypesAndLabels(t *testing.T) {
 	m.ProxyLivezTotal.WithLabelValues("503").Inc()
 	m.SetSchedulerFallback("twos", true)
 	m.ConntrackEntriesDeletedTotal.WithLabelValues(string(v1.IPv4Protocol)).Add(3)
+	m.APIPermissionMissing.WithLabelValues("networking.k8s.io", "servicecidrs", "list").Set(1)
 
 	var got []string
 	for _, f := range families(t, m) {
@@ -61,6 +62,7 @@ func TestMetricsHaveKubeProxyNamesTypesAndLabels(t *testing.T) {
 	}
 	sort.Strings(got)
 	want := []string{
+		"ipvsproxy_api_permission_missing GAUGE [group resource verb]",
 		"ipvsproxy_conntrack_entries_deleted_total COUNTER [ip_family]",
 		"ipvsproxy_deletions_held GAUGE []",
 		"ipvsproxy_held_deletions GAUGE []",

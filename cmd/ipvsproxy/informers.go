@@ -1,11 +1,21 @@
 package main
 
 import (
+	"context"
+	"fmt"
+
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // newInformerFactory is every informer factory of the daemon: the caches
@@ -56,4 +66,62 @@ func keepNodeAddresses(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
 		Status:     v1.NodeStatus{Addresses: n.Status.Addresses},
 	}, nil
+}
+
+// startInformers starts the daemon's informers, feeding tracker and health:
+// every Service and EndpointSlice that is not another proxy's, this node's
+// Node, every Node's addresses for the node guard (required: their failures
+// show on the health endpoints), and the
+// ServiceCIDRs (optional, see watchServiceCIDRs). It returns what must have
+// synced before the first full sync.
+func startInformers(ctx context.Context, client kubernetes.Interface, nodeName string, tracker *ipvsproxy.ChangeTracker, clusterNodes *ipvsproxy.ClusterNodes, access *apiAccess) ([]cache.InformerSynced, error) {
+	notOthers, _ := labels.NewRequirement(labelServiceProxyName, selection.DoesNotExist, nil)
+	notHeadless, _ := labels.NewRequirement(labelHeadless, selection.DoesNotExist, nil)
+	factory := newInformerFactory(client, func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.NewSelector().Add(*notOthers).String()
+	})
+	sliceFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.NewSelector().Add(*notOthers, *notHeadless).String()
+	})
+	nodeFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
+	})
+	// Every Node's addresses, for the node guard: no external IP may take one.
+	clusterNodeFactory := newClusterNodeInformerFactory(client)
+	health := access.health
+	required := []struct {
+		informer cache.SharedIndexInformer
+		resource schema.GroupResource
+		handlers []cache.ResourceEventHandler
+	}{
+		{factory.Core().V1().Services().Informer(), v1.Resource("services"), []cache.ResourceEventHandler{tracker.ServiceHandler()}},
+		{sliceFactory.Discovery().V1().EndpointSlices().Informer(), discovery.Resource("endpointslices"), []cache.ResourceEventHandler{tracker.EndpointSliceHandler()}},
+		{nodeFactory.Core().V1().Nodes().Informer(), v1.Resource("nodes"), []cache.ResourceEventHandler{tracker.NodeHandler(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { health.SyncNode(asNode(obj)) },
+			UpdateFunc: func(_, obj any) { health.SyncNode(asNode(obj)) },
+			DeleteFunc: func(obj any) { health.SyncNode(nil) },
+		}}},
+		{clusterNodeFactory.Core().V1().Nodes().Informer(), v1.Resource("nodes"), []cache.ResourceEventHandler{clusterNodes.Handler()}},
+	}
+	var synced []cache.InformerSynced
+	for _, r := range required {
+		if err := watchRequiredList(ctx, r.informer, r.resource, access); err != nil {
+			return nil, fmt.Errorf("watch %s: %w", r.resource, err)
+		}
+		for i, h := range r.handlers {
+			reg, err := r.informer.AddEventHandler(h)
+			if err != nil {
+				return nil, fmt.Errorf("watch %s: %w", r.resource, err)
+			}
+			// The tracker's own handler is the first: wait until it, not
+			// only the cache, has seen every object.
+			if i == 0 {
+				synced = append(synced, reg.HasSynced)
+			}
+		}
+	}
+	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory, clusterNodeFactory} {
+		f.Start(ctx.Done())
+	}
+	return append(synced, watchServiceCIDRs(ctx, client, tracker, access)), nil
 }

@@ -16,11 +16,6 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -109,50 +104,8 @@ func runAction(c *cli.Context) error {
 	}
 	observeProxier(proxier, m, health, serviceHealth, cfg.Families)
 
-	// Informers: every Service and EndpointSlice that is not another
-	// proxy's, and this node only.
-	notOthers, _ := labels.NewRequirement(labelServiceProxyName, selection.DoesNotExist, nil)
-	notHeadless, _ := labels.NewRequirement(labelHeadless, selection.DoesNotExist, nil)
-	factory := newInformerFactory(client, func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.NewSelector().Add(*notOthers).String()
-	})
-	sliceFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.NewSelector().Add(*notOthers, *notHeadless).String()
-	})
-	nodeFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
-	})
-	tracker := proxier.Tracker()
-	serviceReg, err := factory.Core().V1().Services().Informer().AddEventHandler(tracker.ServiceHandler())
-	if err != nil {
-		return err
-	}
-	sliceReg, err := sliceFactory.Discovery().V1().EndpointSlices().Informer().AddEventHandler(tracker.EndpointSliceHandler())
-	if err != nil {
-		return err
-	}
-	nodeInformer := nodeFactory.Core().V1().Nodes().Informer()
-	nodeReg, err := nodeInformer.AddEventHandler(tracker.NodeHandler())
-	if err != nil {
-		return err
-	}
-	if _, err := nodeInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { health.SyncNode(asNode(obj)) },
-		UpdateFunc: func(_, obj any) { health.SyncNode(asNode(obj)) },
-		DeleteFunc: func(obj any) { health.SyncNode(nil) },
-	}); err != nil {
-		return err
-	}
-	// Every Node's addresses, for the node guard: no external IP may take one.
-	clusterNodeFactory := newClusterNodeInformerFactory(client)
-	clusterNodeReg, err := clusterNodeFactory.Core().V1().Nodes().Informer().AddEventHandler(proxier.ClusterNodes().Handler())
-	if err != nil {
-		return err
-	}
-	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory, clusterNodeFactory} {
-		f.Start(ctx.Done())
-	}
-	serviceCIDRsSynced, err := watchServiceCIDRs(client, tracker, ctx.Done())
+	informersSynced, err := startInformers(ctx, client, nodeName, proxier.Tracker(), proxier.ClusterNodes(),
+		newAPIAccess(health, m.APIPermissionMissing, recorder, nodeName))
 	if err != nil {
 		return err
 	}
@@ -168,7 +121,7 @@ func runAction(c *cli.Context) error {
 	// informers' caches: handlers run asynchronously, and a first full sync
 	// that missed a Service would delete its virtual servers.
 	klog.InfoS("Waiting for informers", "node", nodeName)
-	if !cache.WaitForCacheSync(ctx.Done(), serviceReg.HasSynced, sliceReg.HasSynced, nodeReg.HasSynced, clusterNodeReg.HasSynced, serviceCIDRsSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), informersSynced...) {
 		if errors.Is(context.Cause(ctx), errConfigChanged) {
 			return errConfigChanged // changed before the first sync
 		}

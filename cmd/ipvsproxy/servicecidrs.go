@@ -1,39 +1,128 @@
 package main
 
 import (
-	"fmt"
+	"context"
+	"sync/atomic"
+	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
 
-// watchServiceCIDRs starts an informer on networking.k8s.io/v1 ServiceCIDR
-// objects feeding the tracker, and returns what says it has synced. An API
-// server that does not serve them (before Kubernetes 1.33, or with the
-// MultiCIDRServiceAllocator gate off) gets no informer: its list would fail
-// forever and the start-up would wait for it; --service-cidrs names the
-// ranges there.
-func watchServiceCIDRs(client kubernetes.Interface, tracker *ipvsproxy.ChangeTracker, stop <-chan struct{}) (cache.InformerSynced, error) {
-	resources, err := client.Discovery().ServerResourcesForGroupVersion("networking.k8s.io/v1")
-	if err != nil {
-		klog.InfoS("Not watching ServiceCIDRs; the API server does not list networking.k8s.io/v1", "err", err)
-		return func() bool { return true }, nil
+var serviceCIDRResource = schema.GroupResource{Group: "networking.k8s.io", Resource: "servicecidrs"}
+
+// serviceCIDRDiscovery is how discovery of ServiceCIDRs is retried while the
+// API server answers with errors (restarting, overloaded): until it answers,
+// every 30 s at most. A var so tests need not wait.
+var serviceCIDRDiscovery = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 6, Cap: 30 * time.Second}
+
+// serviceCIDRGrace bounds how long the first sync waits for discovery that
+// keeps failing: past it the node proxies as if ServiceCIDRs were not served
+// (--service-cidrs, each cluster IP bound), and takes them up when discovery
+// answers.
+var serviceCIDRGrace = 30 * time.Second
+
+const withoutServiceCIDRs = "proxying without ServiceCIDRs: --service-cidrs names the Service ranges and each cluster IP is bound on kube-ipvs0"
+
+// watchServiceCIDRs feeds the tracker from an informer on networking.k8s.io/v1
+// ServiceCIDR objects, and returns what says the first sync may go. The
+// informer is optional, so none of its failures holds proxying:
+//   - discovery failing (an API server restarting) is retried with backoff
+//     until it answers; the first sync waits for it serviceCIDRGrace at most;
+//   - an API server that does not serve ServiceCIDRs (before Kubernetes 1.33,
+//     or with the MultiCIDRServiceAllocator gate off) gets no informer: its
+//     list would fail forever;
+//   - a list the ClusterRole forbids (one older than the daemon) counts as
+//     not served, reported by access, and the informer keeps retrying so a
+//     granted rule is taken up without a restart.
+func watchServiceCIDRs(ctx context.Context, client kubernetes.Interface, tracker *ipvsproxy.ChangeTracker, access *apiAccess) cache.InformerSynced {
+	var settled atomic.Bool
+	var informerSynced atomic.Pointer[cache.InformerSynced]
+	start := time.Now()
+	go func() {
+		served, err := discoverServiceCIDRs(ctx, client)
+		if err != nil || !served {
+			settled.Store(true)
+			return
+		}
+		factory := newInformerFactory(client, nil)
+		informer := factory.Networking().V1().ServiceCIDRs().Informer()
+		reg, err := informer.AddEventHandler(tracker.ServiceCIDRHandler())
+		if err == nil {
+			err = informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+				if apierrors.IsForbidden(err) {
+					access.reportForbidden(serviceCIDRResource, err, withoutServiceCIDRs)
+					settled.Store(true)
+					return
+				}
+				cache.DefaultWatchErrorHandler(ctx, r, err)
+			})
+		}
+		if err != nil {
+			// Only a started informer refuses these; this one is new.
+			klog.ErrorS(err, "Not watching ServiceCIDRs; "+withoutServiceCIDRs)
+			settled.Store(true)
+			return
+		}
+		synced := cache.InformerSynced(reg.HasSynced)
+		informerSynced.Store(&synced)
+		factory.Start(ctx.Done())
+		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			access.reportPermitted(serviceCIDRResource)
+		}
+	}()
+	return func() bool {
+		if settled.Load() {
+			return true
+		}
+		if synced := informerSynced.Load(); synced != nil && (*synced)() {
+			return true
+		}
+		if time.Since(start) >= serviceCIDRGrace {
+			if !settled.Swap(true) {
+				klog.InfoS("ServiceCIDR discovery still fails; "+withoutServiceCIDRs+" until it answers", "waited", serviceCIDRGrace)
+			}
+			return true
+		}
+		return false
 	}
-	served := false
-	for _, r := range resources.APIResources {
-		served = served || r.Name == "servicecidrs"
-	}
-	if !served {
-		klog.InfoS("Not watching ServiceCIDRs; the API server does not serve them")
-		return func() bool { return true }, nil
-	}
-	factory := newInformerFactory(client, nil)
-	reg, err := factory.Networking().V1().ServiceCIDRs().Informer().AddEventHandler(tracker.ServiceCIDRHandler())
-	if err != nil {
-		return nil, fmt.Errorf("watch ServiceCIDRs: %w", err)
-	}
-	factory.Start(stop)
-	return reg.HasSynced, nil
+}
+
+// discoverServiceCIDRs asks the API server whether it serves
+// networking.k8s.io/v1 servicecidrs, retrying with serviceCIDRDiscovery
+// while it answers with anything but a verdict. The error is only ctx's.
+func discoverServiceCIDRs(ctx context.Context, client kubernetes.Interface) (served bool, err error) {
+	attempt := 0
+	err = serviceCIDRDiscovery.DelayFunc().Until(ctx, true, false, func(context.Context) (bool, error) {
+		attempt++
+		resources, err := client.Discovery().ServerResourcesForGroupVersion("networking.k8s.io/v1")
+		switch {
+		case apierrors.IsNotFound(err):
+			klog.InfoS("Not watching ServiceCIDRs; the API server does not serve networking.k8s.io/v1")
+			return true, nil
+		case apierrors.IsForbidden(err):
+			// Discovery is open to every authenticated client by default;
+			// a cluster that closed it is answered as one without them.
+			klog.InfoS("Not watching ServiceCIDRs; discovery of networking.k8s.io/v1 is forbidden", "err", err)
+			return true, nil
+		case err != nil:
+			klog.InfoS("ServiceCIDR discovery failed; retrying", "attempt", attempt, "err", err)
+			return false, nil
+		}
+		for _, r := range resources.APIResources {
+			served = served || r.Name == serviceCIDRResource.Resource
+		}
+		if !served {
+			klog.InfoS("Not watching ServiceCIDRs; the API server does not serve them")
+		} else if attempt > 1 {
+			klog.InfoS("ServiceCIDR discovery answered", "attempts", attempt)
+		}
+		return true, nil
+	})
+	return served, err
 }
