@@ -126,6 +126,14 @@ type Proxier struct {
 
 	trigger chan struct{}
 
+	// snapshotMu lets one Snapshot be made at a time; snapshotCache is the
+	// last one, made after sync number snapshotGen (syncs counts them,
+	// under mu).
+	snapshotMu    sync.Mutex
+	snapshotCache *Snapshot
+	snapshotGen   uint64
+	syncs         uint64
+
 	statusMu sync.Mutex // guards snapshot, so Status never waits for a sync
 	snapshot ReconcileStatus
 
@@ -447,6 +455,7 @@ func (p *Proxier) refreshVirtualServers(keys []ipvs.VirtualServerKey) {
 
 // finish records the outcome and tells the observer.
 func (p *Proxier) finish(res *SyncResult) {
+	p.syncs++
 	res.Duration = p.now().Sub(res.Start)
 	p.lastSync = p.now()
 	p.status.recordSync(*res)

@@ -105,61 +105,121 @@ type ServiceSummary struct {
 	Problems            []string `json:"problems,omitempty"`
 }
 
-// Snapshot copies the desired state and the status. It waits for a sync in
-// progress, so what it returns is what the last sync wrote (or tried to).
+// Snapshot returns the desired state and status as of the last sync. It is
+// made at most once per sync, from a copy of the desired state's pointers
+// taken under the sync lock (the states themselves are never changed once
+// built); naming, sorting and the endpoint conditions are done outside it,
+// one caller at a time, and every other caller of the same sync gets that
+// copy. So however many clients ask (the endpoint needs no credentials on the
+// node), a sync waits at most for one pointer copy.
 func (p *Proxier) Snapshot() Snapshot {
+	p.snapshotMu.Lock()
+	defer p.snapshotMu.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	node := p.nodeInfo()
+	gen := p.syncs
+	if p.snapshotCache != nil && p.snapshotGen == gen {
+		p.mu.Unlock()
+		return *p.snapshotCache
+	}
+	in := p.snapshotInputs()
+	p.mu.Unlock()
+	s := in.build(p)
+	p.snapshotCache, p.snapshotGen = &s, gen
+	return s
+}
+
+// snapshotInputs is what a Snapshot is made of, copied under p.mu.
+type snapshotInputs struct {
+	taken     time.Time
+	node      NodeInfo
+	cfg       Config
+	winners   []*VirtualServerState
+	addresses []netip.Addr
+	routes    []netip.Prefix
+	entries   []setEntryKey
+	draining  []DrainingRealServer
+	services  map[types.NamespacedName]*ServiceState
+	status    SyncStatus
+}
+
+func (p *Proxier) snapshotInputs() snapshotInputs {
+	in := snapshotInputs{
+		taken: p.now(), node: p.nodeInfo(), cfg: p.cfg, routes: slices.Clone(p.desired.routes),
+		winners:   make([]*VirtualServerState, 0, len(p.desired.claims)),
+		addresses: make([]netip.Addr, 0, len(p.desired.addrRefs)),
+		entries:   make([]setEntryKey, 0, len(p.desired.entryRefs)),
+		services:  make(map[types.NamespacedName]*ServiceState, len(p.desired.services)),
+		status:    p.statusLocked(),
+	}
+	for k := range p.desired.claims {
+		if vs := p.desired.virtualServer(k); vs != nil {
+			in.winners = append(in.winners, vs)
+		}
+	}
+	for a := range p.desired.addrRefs {
+		in.addresses = append(in.addresses, a)
+	}
+	for k := range p.desired.entryRefs {
+		in.entries = append(in.entries, k)
+	}
+	for vs, rss := range p.draining {
+		for rs, deadline := range rss {
+			in.draining = append(in.draining, DrainingRealServer{VirtualServer: vs, RealServer: rs, Deadline: deadline})
+		}
+	}
+	for name, st := range p.desired.services {
+		in.services[name] = st
+	}
+	return in
+}
+
+// build names, sorts and annotates the inputs; it reads the tracker (which
+// has its own lock), not the proxier's state.
+func (in snapshotInputs) build(p *Proxier) Snapshot {
+	node := in.node
 	s := Snapshot{
-		Taken:          p.now(),
+		Taken:          in.taken,
 		Node:           SnapshotNode{Name: node.Name, Zone: node.Zone, Addresses: slices.Clone(node.Addresses), PodCIDRs: slices.Clone(node.PodCIDRs)},
-		Config:         p.cfg,
-		VirtualServers: []DesiredVirtualServer{},
-		Addresses:      []netip.Addr{},
-		Routes:         slices.Clone(p.desired.routes),
-		SetEntries:     []SetEntry{},
-		Draining:       []DrainingRealServer{},
-		Services:       []ServiceSummary{},
-		Status:         p.statusLocked(),
+		Config:         in.cfg,
+		VirtualServers: make([]DesiredVirtualServer, 0, len(in.winners)),
+		Addresses:      in.addresses,
+		Routes:         in.routes,
+		SetEntries:     make([]SetEntry, 0, len(in.entries)),
+		Draining:       in.draining,
+		Services:       make([]ServiceSummary, 0, len(in.services)),
+		Status:         in.status,
 	}
 	if s.Node.Addresses == nil {
 		s.Node.Addresses = []netip.Addr{}
 	}
+	if s.Routes == nil {
+		s.Routes = []netip.Prefix{}
+	}
+	if s.Draining == nil {
+		s.Draining = []DrainingRealServer{}
+	}
 	conds := map[types.NamespacedName]endpointConditions{}
-	for k := range p.desired.claims {
-		vs := p.desired.virtualServer(k)
+	for _, vs := range in.winners {
 		c, ok := conds[vs.Port.NamespacedName]
 		if !ok {
-			c = p.endpointConditions(vs.Port.NamespacedName, node)
+			c = p.endpointConditions(vs.Port.NamespacedName, node, in.cfg.Families)
 			conds[vs.Port.NamespacedName] = c
 		}
 		s.VirtualServers = append(s.VirtualServers, desiredVirtualServer(vs, c))
 	}
 	slices.SortFunc(s.VirtualServers, func(a, b DesiredVirtualServer) int { return compareVSKey(a.VirtualServerKey, b.VirtualServerKey) })
-	for a := range p.desired.addrRefs {
-		s.Addresses = append(s.Addresses, a)
-	}
 	slices.SortFunc(s.Addresses, netip.Addr.Compare)
-	if s.Routes == nil {
-		s.Routes = []netip.Prefix{}
-	}
-	for k := range p.desired.entryRefs {
+	for _, k := range in.entries {
 		s.SetEntries = append(s.SetEntries, SetEntry{Set: k.set, Entry: k.entry})
 	}
 	slices.SortFunc(s.SetEntries, compareSetEntries)
-	for vs, rss := range p.draining {
-		for rs, deadline := range rss {
-			s.Draining = append(s.Draining, DrainingRealServer{VirtualServer: vs, RealServer: rs, Deadline: deadline})
-		}
-	}
 	slices.SortFunc(s.Draining, func(a, b DrainingRealServer) int {
 		if c := compareVSKey(a.VirtualServer, b.VirtualServer); c != 0 {
 			return c
 		}
 		return netip.AddrPortFrom(a.RealServer.Address, a.RealServer.Port).Compare(netip.AddrPortFrom(b.RealServer.Address, b.RealServer.Port))
 	})
-	for name, st := range p.desired.services {
+	for name, st := range in.services {
 		sum := ServiceSummary{Name: name.String(), HealthCheckNodePort: st.HealthCheckNodePort, LocalReadyEndpoints: st.LocalReadyEndpoints}
 		for _, pr := range st.Problems {
 			sum.Problems = append(sum.Problems, pr.String())
@@ -179,10 +239,10 @@ type endpointConditions struct {
 
 // endpointConditions reads the Service's current EndpointSlices with the
 // builder's own functions (endpointsByPort, topologyMode).
-func (p *Proxier) endpointConditions(name types.NamespacedName, node NodeInfo) endpointConditions {
+func (p *Proxier) endpointConditions(name types.NamespacedName, node NodeInfo, families []v1.IPFamily) endpointConditions {
 	c := endpointConditions{endpoints: map[portKey]map[netip.AddrPort]Endpoint{}, topology: map[portKey]bool{}}
 	_, endpointSlices := p.tracker.input(name)
-	for _, family := range p.cfg.Families {
+	for _, family := range families {
 		byPort, _ := endpointsByPort(endpointSlices, family)
 		for k, eps := range byPort {
 			if c.endpoints[k] == nil {
