@@ -44,7 +44,7 @@ spec:
 	local ip
 	ip=$(field CLUSTER_IP "$corner_info")
 	stop_proxier node2
-	ip netns exec node2 "$ipvsproxy" cleanup >>"$E2E_LOGS/ipvsproxy-node2.log" 2>&1
+	ip netns exec node2 "$ipvsproxy" cleanup --lock-file "$(node_lock node2)" >>"$E2E_LOGS/ipvsproxy-node2.log" 2>&1
 	corner_host_rules -A
 	show node2 "ipvsproxy cleanup; iptables ... # RHEL INPUT/FORWARD REJECT, DOCKER and CNI-HOSTPORT-DNAT DNAT of :8016 and :30116" \
 		"$(ip netns exec node2 iptables-save | grep -E '^-A (INPUT|FORWARD|PREROUTING|OUTPUT|DOCKER|CNI-HOSTPORT-DNAT) ')"

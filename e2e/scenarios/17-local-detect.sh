@@ -13,7 +13,7 @@ corner_restart_node2() {
 	stop_proxier node2
 	echo "--- start $(date -u +%T.%N) $*" >>"$E2E_LOGS/ipvsproxy-node2.log"
 	# shellcheck disable=SC2086 # E2E_PROXIER_ARGS is a list of flags
-	ip netns exec node2 "$ipvsproxy" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override node2 \
+	ip netns exec node2 "$ipvsproxy" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override node2 --lock-file "$(node_lock node2)" \
 		--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
 		${E2E_PROXIER_ARGS:-} "$@" >>"$E2E_LOGS/ipvsproxy-node2.log" 2>&1 &
 	local pid=$! start=$SECONDS

@@ -8,9 +8,9 @@ scenario_22() {
 	heading "An explicit --ipvs-scheduler the kernel lacks stops the start-up"
 	local ns=e2e-sched-$$
 	ip netns add "$ns" && ip -n "$ns" link set lo up
-	ask - "timeout 30 ip netns exec $ns $ipvsproxy run --kubeconfig $PROXIER_KUBECONFIG --hostname-override node1 --ip-families IPv4 --ipvs-scheduler no-such-scheduler 2>&1 | tail -n 3"
+	ask - "timeout 30 ip netns exec $ns $ipvsproxy run --kubeconfig $PROXIER_KUBECONFIG --hostname-override node1 --lock-file $(node_lock "$ns") --ip-families IPv4 --ipvs-scheduler no-such-scheduler 2>&1 | tail -n 3"
 	local out=$answer
-	ask - "timeout 30 ip netns exec $ns $ipvsproxy run --kubeconfig $PROXIER_KUBECONFIG --hostname-override node1 --ip-families IPv4 --ipvs-scheduler no-such-scheduler >/dev/null 2>&1; echo exit=\$?"
+	ask - "timeout 30 ip netns exec $ns $ipvsproxy run --kubeconfig $PROXIER_KUBECONFIG --hostname-override node1 --lock-file $(node_lock "$ns") --ip-families IPv4 --ipvs-scheduler no-such-scheduler >/dev/null 2>&1; echo exit=\$?"
 	local code=$answer
 	ip netns del "$ns"
 	ask - "grep -h -o 'Using the IPVS scheduler.*' $E2E_LOGS/ipvsproxy-node1.log | tail -n 1"

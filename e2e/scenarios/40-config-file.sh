@@ -25,7 +25,7 @@ config40_file() {
 # start_proxier_from_file NODE FILE: as kube-proxy's DaemonSet runs kube-proxy.
 start_proxier_from_file() {
 	echo "--- start from $2 $(date -u +%T.%N)" >>"$E2E_LOGS/ipvsproxy-$1.log"
-	ip netns exec "$1" "$ipvsproxy" run --config "$2" --hostname-override "$1" \
+	ip netns exec "$1" "$ipvsproxy" run --config "$2" --hostname-override "$1" --lock-file "$(node_lock "$1")" \
 		>>"$E2E_LOGS/ipvsproxy-$1.log" 2>&1 &
 	echo $! >"$E2E_LOGS/ipvsproxy-$1.pid"
 }

@@ -22,15 +22,21 @@ note() {
 	printf '# %s\n' "$*"
 }
 
+# node_lock NODE: the node lock of ipvsproxy on NODE. Every node of this topology is a network
+# namespace of one kernel with one /run, where the real nodes are hosts of their own: each gets
+# its own --lock-file (IPVSPROXY_LOCK_FILE), or node1's daemon would make node2's wait.
+node_lock() { echo "/run/ipvsproxy-$1.lock"; }
+
 # ask WHERE CMD: run the shell command CMD in network namespace WHERE ("-" for the VM's root
 # namespace) and set $answer to its output (stdout and stderr, trailing newline dropped) and
-# $status to its exit status. A pipeline is fine: CMD runs under bash -c.
+# $status to its exit status. A pipeline is fine: CMD runs under bash -c. An ipvsproxy that CMD
+# starts takes WHERE's node lock.
 ask() {
 	local where=$1 cmd=$2
 	if [[ $where == - ]]; then
 		answer=$(bash -c "$cmd" 2>&1)
 	else
-		answer=$(ip netns exec "$where" bash -c "$cmd" 2>&1)
+		answer=$(IPVSPROXY_LOCK_FILE=$(node_lock "$where") ip netns exec "$where" bash -c "$cmd" 2>&1)
 	fi
 	status=$?
 	local shown=${answer:-<nothing>}

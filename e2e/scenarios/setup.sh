@@ -43,7 +43,7 @@ start_proxier() {
 	local node=$1
 	echo "--- start $(date -u +%T.%N)" >>"$E2E_LOGS/ipvsproxy-$node.log"
 	ip netns exec "$node" "$ipvsproxy" run \
-		--kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
+		--kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" --lock-file "$(node_lock "$node")" \
 		--cluster-cidr 10.244.0.0/16 \
 		--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
 		${E2E_PROXIER_ARGS:-} >>"$E2E_LOGS/ipvsproxy-$node.log" 2>&1 &
