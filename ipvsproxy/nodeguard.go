@@ -50,7 +50,7 @@ func (n NodeInfo) clusterAddressRefusal(a netip.Addr) string {
 		return fmt.Sprintf("external IP %s is an address of the API server (an endpoint of Service %s)", a, kubernetesService)
 	}
 	if node, ok := n.OtherNodes[a]; ok {
-		return fmt.Sprintf("external IP %s is an address of Node %s", a, node)
+		return fmt.Sprintf("external IP %s is an address of Node %s, which alone may serve it", a, node)
 	}
 	return ""
 }

@@ -91,7 +91,7 @@ func TestExternalIPNeverTakesAnotherNodeOrTheAPIServer(t *testing.T) {
 	}
 	ev := drainEvents(rec)
 	for _, want := range []string{
-		"Warning ExternalIPRefused external IP 198.51.100.2 is an address of Node node2; not served",
+		"Warning ExternalIPRefused external IP 198.51.100.2 is an address of Node node2, which alone may serve it; not served",
 		"Warning ExternalIPRefused external IP 192.0.2.10 is an address of the API server (an endpoint of Service default/kubernetes); not served",
 	} {
 		if !strings.Contains(ev, want) {
