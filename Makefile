@@ -39,8 +39,9 @@ e2e: deps build
 # conformance-smoke: the DaemonSet started by a real kubelet becomes Ready and one Services
 # [Conformance] test passes (issue 12); the full pass is `make conformance`. prebuild starts the
 # control plane's and the conformance cluster's builds in the background first (nice 19): on a new
-# machine they are most of the run, and the VM stages leave a core idle for them.
-test: prebuild unit bench-smoke vm-test e2e conformance-smoke
+# machine they are most of the run, and the VM stages leave a core idle for them. fuzz: FUZZTIME per
+# target (2 targets).
+test: prebuild unit fuzz bench-smoke vm-test e2e conformance-smoke
 
 .PHONY: prebuild
 prebuild:
@@ -53,9 +54,12 @@ demo: deps build
 fresh-check:
 	e2e/fresh-check.sh test
 
+# A time-boxed pass of each fuzz target (make test runs it); a failure fails make and leaves the
+# input under ipvsproxy/testdata/fuzz/ to commit as a regression case. FUZZTIME=10s for a quick look.
+FUZZTIME ?= 60s
 fuzz:
-	$(GO) test ./ipvsproxy -run XXX -fuzz FuzzBuildService -fuzztime 60s
-	$(GO) test ./ipvsproxy -run XXX -fuzz FuzzSync -fuzztime 60s -parallel 2
+	$(GO) test ./ipvsproxy -run XXX -fuzz '^FuzzBuildService$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./ipvsproxy -run XXX -fuzz '^FuzzSync$$' -fuzztime $(FUZZTIME) -parallel 2
 
 bench:
 	$(GO) test ./benchmarks/... -run XXX -bench . -benchmem

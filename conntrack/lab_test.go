@@ -12,6 +12,8 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 )
 
 // lab is two network namespaces joined by a veth pair: the client
@@ -29,11 +31,11 @@ var labCounter atomic.Int32
 // skips unless root with ip (iproute2) and iptables/ip6tables available.
 func newLab(t *testing.T) *lab {
 	if os.Geteuid() != 0 {
-		t.Skip("real conntrack tests need root to create network namespaces")
+		kerneltest.Skip(t, kerneltest.NotRoot, "real conntrack tests need root to create network namespaces")
 	}
 	for _, tool := range []string{"ip", "iptables", "ip6tables"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("real conntrack tests need %s", tool)
+			kerneltest.Skip(t, kerneltest.NoTool, "real conntrack tests need %s", tool)
 		}
 	}
 	n := labCounter.Add(1)
@@ -80,14 +82,14 @@ func newLab(t *testing.T) *lab {
 	}
 	tbl, err := NewInNamespace(int(h))
 	if errors.Is(err, ErrUnsupported) {
-		t.Skipf("kernel has no conntrack netlink: %v", err)
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "kernel has no conntrack netlink: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tbl.Close() })
 	if _, err := tbl.Flows(4); errors.Is(err, ErrUnsupported) {
-		t.Skipf("kernel has no conntrack netlink: %v", err)
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "kernel has no conntrack netlink: %v", err)
 	}
 	l.table = tbl
 	return l

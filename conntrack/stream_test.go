@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	ct "github.com/ti-mo/conntrack"
 	"golang.org/x/sys/unix"
@@ -25,14 +26,14 @@ import (
 func newBareTable(tb testing.TB) *Table {
 	tb.Helper()
 	if os.Geteuid() != 0 {
-		tb.Skip("real conntrack tests need root to create network namespaces")
+		kerneltest.Skip(tb, kerneltest.NotRoot, "real conntrack tests need root to create network namespaces")
 	}
 	// Anonymous: `ip netns add` here raced the named namespaces of tests
 	// running at the same time in other packages (netnstest.NewNamed).
 	h := netnstest.New(tb)
 	tbl, err := NewInNamespace(int(h))
 	if errors.Is(err, ErrUnsupported) {
-		tb.Skipf("kernel has no conntrack netlink: %v", err)
+		kerneltest.Skip(tb, kerneltest.NoKernelFeature, "kernel has no conntrack netlink: %v", err)
 	}
 	if err != nil {
 		tb.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -24,13 +25,13 @@ import (
 // behind the proxier's back, and agrees again after a full sync.
 func TestCheckOnRealKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
 	ns, path := netnstest.NewNamed(t, "ipvsproxy-i-")
 	netnstest.LoopbackUp(t, ns, netip.MustParseAddr("198.51.100.1"))
 	h, err := ipvs.NewInNamespace(ns)
 	if errors.Is(err, ipvs.ErrUnsupported) {
-		t.Skipf("kernel has no IPVS: %v", err)
+		kerneltest.Skip(t, kerneltest.NoIPVS, "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestCheckOnRealKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := nif.EnsureDummy(); errors.Is(err, netif.ErrUnsupported) {
-		t.Skipf("kernel has no dummy driver: %v", err)
+		kerneltest.Skip(t, kerneltest.NoDummy, "%v", err)
 	}
 	sets, err := ipset.NewInNamespace(ns)
 	if err != nil {
@@ -53,8 +54,11 @@ func TestCheckOnRealKernel(t *testing.T) {
 	}
 	t.Cleanup(func() { ct.Close() })
 	ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path))
+	if errors.Is(err, iptables.ErrUnsupported) {
+		kerneltest.Skip(t, kerneltest.NoTool, "no iptables: %v", err)
+	}
 	if err != nil {
-		t.Skipf("no iptables: %v", err)
+		t.Fatal(err)
 	}
 	k := ipvsproxy.Kernel{IPVS: h, Netif: nif, IPSet: sets, Conntrack: ct, Sysctl: sysctl.NewFake(nil),
 		IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}

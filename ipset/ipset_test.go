@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 )
 
 // backend is one implementation under test plus a way to make a set
@@ -41,10 +43,10 @@ var nsCounter atomic.Int32
 
 func newKernelBackend(t *testing.T) backend {
 	if os.Geteuid() != 0 {
-		t.Skip("real ipset tests need root to create a network namespace")
+		kerneltest.Skip(t, kerneltest.NotRoot, "real ipset tests need root to create a network namespace")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("real ipset tests need ip (iproute2) to create a network namespace")
+		kerneltest.Skip(t, kerneltest.NoTool, "real ipset tests need ip (iproute2) to create a network namespace")
 	}
 	name := fmt.Sprintf("ipvsproxy-ipset-%d-%d", os.Getpid(), nsCounter.Add(1))
 	run(t, "ip", "netns", "add", name)
@@ -60,11 +62,11 @@ func newKernelBackend(t *testing.T) backend {
 	}
 	t.Cleanup(func() { k.Close() })
 	if _, err := k.Sets(); errors.Is(err, ErrUnsupported) {
-		t.Skipf("kernel has no ip_set: %v", err)
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "kernel has no ip_set: %v", err)
 	}
 	return backend{Interface: k, namespace: name, reference: func(t *testing.T, set string, on bool) {
 		if _, err := exec.LookPath("iptables"); err != nil {
-			t.Skip("referencing a set needs iptables")
+			kerneltest.Skip(t, kerneltest.NoTool, "referencing a set needs iptables")
 		}
 		op := "-D"
 		if on {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 )
 
 // kernelInNamespace returns a Kernel in a fresh namespace and the namespace's
@@ -26,7 +28,7 @@ func kernelInNamespace(t *testing.T) (*Kernel, string) {
 func TestKernelMatchesIPsetTool(t *testing.T) {
 	k, ns := kernelInNamespace(t)
 	if _, err := exec.LookPath("ipset"); err != nil {
-		t.Skip("cross-check needs the ipset tool")
+		kerneltest.Skip(t, kerneltest.NoTool, "cross-check needs the ipset tool")
 	}
 	var want []string
 	for _, sh := range shapes {

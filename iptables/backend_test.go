@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 )
 
 func saveText(chains []string, rules int) []byte {
@@ -52,7 +54,7 @@ func TestDetect(t *testing.T) {
 	requireRoot(t)
 	for _, bin := range []string{"iptables-legacy-restore", "iptables-nft-save"} {
 		if _, err := lookBinary(bin); err != nil {
-			t.Skipf("detection needs both back ends installed: %v", err)
+			kerneltest.Skip(t, kerneltest.NoTool, "detection needs both back ends installed: %v", err)
 		}
 	}
 	nsPath := newTestNetNS(t)
@@ -65,7 +67,7 @@ func TestDetect(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := legacy.Restore([]byte("*filter\n:KUBE-FORWARD - [0:0]\n-A FORWARD -j KUBE-FORWARD\n-A KUBE-FORWARD -j ACCEPT\nCOMMIT\n")); err != nil {
-		t.Skipf("kernel refuses legacy iptables: %v", err)
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "kernel refuses legacy iptables: %v", err)
 	}
 	got, err = Detect(InNetNS(nsPath))
 	if err != nil || got != BackendLegacy {
@@ -89,7 +91,7 @@ func TestNetNSIsolation(t *testing.T) {
 	nsPath := newTestNetNS(t)
 	ipt, err := New(IPv4, InNetNS(nsPath))
 	if errors.Is(err, ErrUnsupported) {
-		t.Skip(err)
+		kerneltest.Skip(t, kerneltest.NoTool, "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 )
 
 // subject is one implementation under test: the Fake, or the kernel through
@@ -34,7 +36,7 @@ func (s subject) open(t *testing.T, family Family) testEnv {
 	nsPath := newTestNetNS(t)
 	ipt, err := New(family, InNetNS(nsPath), WithBackend(s.backend))
 	if errors.Is(err, ErrUnsupported) {
-		t.Skipf("%s back end not installed: %v", s.backend, err)
+		kerneltest.Skip(t, kerneltest.NoTool, "%s back end not installed: %v", s.backend, err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +44,7 @@ func (s subject) open(t *testing.T, family Family) testEnv {
 	// A kernel without this back end's modules fails the simplest restore.
 	probe := "*filter\n:IPVSPROXY-PROBE - [0:0]\n-X IPVSPROXY-PROBE\nCOMMIT\n"
 	if err := ipt.Restore([]byte(probe)); err != nil {
-		t.Skipf("kernel refuses %s %s iptables: %v", s.backend, family, err)
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "kernel refuses %s %s iptables: %v", s.backend, family, err)
 	}
 	return testEnv{ipt: ipt, createSet: func(name, typ string) { createIPSet(t, nsPath, family, name, typ) }}
 }

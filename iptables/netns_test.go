@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"os"
 	"strings"
@@ -20,7 +21,7 @@ func newTestNetNS(t *testing.T) string {
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("real-kernel iptables tests need root (they create a network namespace)")
+		kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel iptables tests need root (they create a network namespace)")
 	}
 }
 
@@ -31,7 +32,7 @@ func createIPSet(t *testing.T, nsPath string, family Family, name, typ string) {
 	t.Helper()
 	bin, err := lookBinary("ipset")
 	if err != nil {
-		t.Skipf("ipset binary needed to create set %s for the rules under test: %v", name, err)
+		kerneltest.Skip(t, kerneltest.NoTool, "ipset binary needed to create set %s for the rules under test: %v", name, err)
 	}
 	args := append([]string{"create", name}, strings.Fields(typ)...)
 	if family == IPv6 && strings.HasPrefix(typ, "hash:") {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 )
 
 // One table of cases, run against Fake always and against the kernel in a
@@ -123,7 +125,7 @@ var adapterCases = []adapterCase{
 	{"twos scheduler", func(t *testing.T, a Interface) {
 		err := a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "twos"})
 		if errors.Is(err, ErrNoScheduler) {
-			t.Skipf("this kernel has no ip_vs_twos module: %v", err)
+			kerneltest.Skip(t, kerneltest.NoIPVS, "this kernel has no ip_vs_twos module: %v", err)
 		}
 		ok(t, err)
 		wantVirtualServers(t, a, VirtualServer{VirtualServerKey: tcp80, Scheduler: "twos"})
@@ -252,9 +254,7 @@ func TestAdapter(t *testing.T) {
 		}
 	})
 	t.Run("kernel", func(t *testing.T) {
-		if reason := kernelSkipReason(); reason != "" {
-			t.Skip(reason)
-		}
+		skipUnlessKernel(t)
 		for _, c := range adapterCases {
 			t.Run(c.name, func(t *testing.T) { c.run(t, newKernelInFreshNamespace(t)) })
 		}

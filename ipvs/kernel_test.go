@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"errors"
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"os"
 	"os/exec"
@@ -18,11 +19,13 @@ var (
 	modprobeOut  string
 )
 
-// kernelSkipReason says why the real-kernel half of the adapter table
-// cannot run here, or "" when it can. It loads ip_vs once if needed.
-func kernelSkipReason() string {
+// skipUnlessKernel skips (under CI: fails, unless accepted) when the
+// real-kernel half of the adapter table cannot run here. It loads ip_vs once
+// if needed.
+func skipUnlessKernel(t *testing.T) {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		return "real-kernel IPVS tests need root to create a network namespace"
+		kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel IPVS tests need root to create a network namespace")
 	}
 	err := checkAvailable()
 	if errors.Is(err, ErrUnsupported) {
@@ -34,10 +37,12 @@ func kernelSkipReason() string {
 		})
 		err = checkAvailable()
 	}
-	if err != nil {
-		return "kernel has no IPVS (modprobe ip_vs: " + modprobeOut + "): " + err.Error()
+	if errors.Is(err, ErrUnsupported) {
+		kerneltest.Skip(t, kerneltest.NoIPVS, "modprobe ip_vs: %s: %v", modprobeOut, err)
 	}
-	return ""
+	if err != nil {
+		t.Fatalf("probing for IPVS: %v", err)
+	}
 }
 
 // newKernelInFreshNamespace opens the real IPVS table of a new, empty network
@@ -57,9 +62,7 @@ func newKernelInFreshNamespace(t *testing.T) Interface {
 // A firewall-mark service has no address or port to report; listing leaves
 // it out rather than inventing a key. Kernel only: Fake cannot hold one.
 func TestKernelListsNoFirewallMarkServices(t *testing.T) {
-	if reason := kernelSkipReason(); reason != "" {
-		t.Skip(reason)
-	}
+	skipUnlessKernel(t)
 	a := newKernelInFreshNamespace(t)
 	k := a.(*kernel)
 	fwmark := &mobyipvs.Service{FWMark: 7, AddressFamily: unix.AF_INET, SchedName: "rr", Netmask: 0xffffffff}

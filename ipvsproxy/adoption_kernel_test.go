@@ -1,11 +1,13 @@
 package ipvsproxy
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -113,17 +115,23 @@ func TestSmallerSetIsReplacedOnRealKernel(t *testing.T) {
 func realSetsAndRules(t *testing.T) (ipset.Interface, iptables.Interface, string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
 	ns, path := netnstest.NewNamed(t, "ipvsproxy-a-")
 	sets, err := ipset.NewInNamespace(ns)
+	if errors.Is(err, ipset.ErrUnsupported) {
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "no ipset: %v", err)
+	}
 	if err != nil {
-		t.Skipf("no ipset: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { sets.Close() })
 	ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path))
+	if errors.Is(err, iptables.ErrUnsupported) {
+		kerneltest.Skip(t, kerneltest.NoTool, "no iptables: %v", err)
+	}
 	if err != nil {
-		t.Skipf("no iptables: %v", err)
+		t.Fatal(err)
 	}
 	return sets, ipt, path
 }

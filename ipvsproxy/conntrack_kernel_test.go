@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	v1 "k8s.io/api/core/v1"
 )
@@ -19,15 +20,15 @@ import (
 // exactly that flow.
 func TestConntrackReconcileOnRealTable(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root for a network namespace")
 	}
 	if _, err := exec.LookPath("conntrack"); err != nil {
-		t.Skip("needs the conntrack tool to inject flows")
+		kerneltest.Skip(t, kerneltest.NoTool, "needs the conntrack tool to inject flows")
 	}
 	ns, path := netnstest.NewNamed(t, "ipvsproxy-ctr-")
 	table, err := conntrack.NewInNamespace(int(ns))
 	if errors.Is(err, conntrack.ErrUnsupported) {
-		t.Skipf("no conntrack netlink: %v", err)
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "no conntrack netlink: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -2,10 +2,12 @@ package ipvsproxy
 
 import (
 	"os"
+	"os/exec"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	"github.com/vishvananda/netns"
@@ -111,10 +113,13 @@ func TestPrepareAppliesConntrack(t *testing.T) {
 // namespace, which must be a warning and not stop the start.
 func TestConntrackSysctlsInNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
+	// The module may not be loaded yet on a fresh host: nothing else in this
+	// package needs it before this test.
+	exec.Command("modprobe", "nf_conntrack").Run()
 	if _, err := os.Stat("/proc/sys/net/netfilter/nf_conntrack_max"); err != nil {
-		t.Skip("nf_conntrack not loaded")
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "nf_conntrack not loaded: %v", err)
 	}
 	ns := netnstest.New(t)
 	runtime.LockOSThread()

@@ -1,11 +1,13 @@
 package ipvsproxy
 
 import (
+	"errors"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -62,8 +64,11 @@ func TestJumpsAreCheckedInTheSaveAndInsertedByTheRestore(t *testing.T) {
 					t.Fatal(err)
 				}
 				ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path), iptables.WithBackend(b))
+				if errors.Is(err, iptables.ErrUnsupported) {
+					kerneltest.Skip(t, kerneltest.NoTool, "no iptables %s: %v", b, err)
+				}
 				if err != nil {
-					t.Skipf("no iptables %s: %v", b, err)
+					t.Fatal(err)
 				}
 				return ipt, sets
 			}

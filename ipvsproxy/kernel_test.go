@@ -2,6 +2,7 @@ package ipvsproxy
 
 import (
 	"errors"
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"net/netip"
 	"os"
@@ -24,7 +25,7 @@ import (
 func realKernelInNamespace(t *testing.T) Kernel {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("real-kernel proxier test needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel proxier test needs root")
 	}
 	ns, path := netnstest.NewNamed(t, "ipvsproxy-p-")
 
@@ -36,7 +37,7 @@ func realKernelInNamespace(t *testing.T) Kernel {
 	k := Kernel{IPTables: map[v1.IPFamily]iptables.Interface{}}
 	if k.IPVS, err = ipvs.NewInNamespace(ns); err != nil {
 		if errors.Is(err, ipvs.ErrUnsupported) {
-			t.Skipf("kernel has no IPVS: %v", err)
+			kerneltest.Skip(t, kerneltest.NoIPVS, "%v", err)
 		}
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func realKernelInNamespace(t *testing.T) Kernel {
 		t.Fatal(err)
 	}
 	if err := k.Netif.EnsureDummy(); errors.Is(err, netif.ErrUnsupported) {
-		t.Skipf("kernel has no dummy driver: %v", err)
+		kerneltest.Skip(t, kerneltest.NoDummy, "%v", err)
 	}
 	if k.IPSet, err = ipset.NewInNamespace(ns); err != nil {
 		t.Fatal(err)
@@ -56,8 +57,12 @@ func realKernelInNamespace(t *testing.T) Kernel {
 	}
 	t.Cleanup(func() { ct.Close() })
 	k.Conntrack = ct
-	if k.IPTables[v1.IPv4Protocol], err = iptables.New(iptables.IPv4, iptables.InNetNS(path)); err != nil {
-		t.Skipf("no iptables: %v", err)
+	k.IPTables[v1.IPv4Protocol], err = iptables.New(iptables.IPv4, iptables.InNetNS(path))
+	if errors.Is(err, iptables.ErrUnsupported) {
+		kerneltest.Skip(t, kerneltest.NoTool, "no iptables: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	k.Sysctl = sysctl.NewFake(map[string]string{})
 	return k

@@ -1,10 +1,12 @@
 package ipvsproxy
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -110,7 +112,7 @@ func joinArgs(a []string) string {
 // nothing. Runs on any kernel with iptables and ipset (no IPVS needed).
 func TestIPTablesRulesOnRealKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
 	noCIDR := testConfig()
 	noCIDR.ClusterCIDRs = nil
@@ -139,8 +141,11 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 					fam = iptables.IPv6
 				}
 				ipt, err := iptables.New(fam, iptables.InNetNS(path))
+				if errors.Is(err, iptables.ErrUnsupported) {
+					kerneltest.Skip(t, kerneltest.NoTool, "no iptables: %v", err)
+				}
 				if err != nil {
-					t.Skipf("no iptables: %v", err)
+					t.Fatal(err)
 				}
 				text := iptablesRules(cfg, family, newLocalDetector(cfg, family, podCIDRs))
 				for _, table := range ownedTables {

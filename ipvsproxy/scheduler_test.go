@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/vishvananda/netlink"
@@ -49,7 +50,7 @@ var spreadVIP = netip.MustParseAddr("203.0.113.10")
 func newSpreadLab(t *testing.T) *spreadLab {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
 	lab := &spreadLab{accepted: make([]atomic.Int64, 3)}
 	lab.node = netnstest.New(t)
@@ -65,7 +66,7 @@ func newSpreadLab(t *testing.T) *spreadLab {
 	var err error
 	if lab.ipvs, err = ipvs.NewInNamespace(lab.node); err != nil {
 		if errors.Is(err, ipvs.ErrUnsupported) {
-			t.Skipf("kernel has no IPVS: %v", err)
+			kerneltest.Skip(t, kerneltest.NoIPVS, "%v", err)
 		}
 		t.Fatal(err)
 	}

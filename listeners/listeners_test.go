@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/vishvananda/netns"
 )
@@ -68,7 +69,7 @@ func TestCovers(t *testing.T) {
 // TCP connection in a fresh namespace, and reads it.
 func kernelSubject(t *testing.T) Interface {
 	if os.Geteuid() != 0 {
-		t.Skip("need root to create a network namespace")
+		kerneltest.Skip(t, kerneltest.NotRoot, "need root to create a network namespace")
 	}
 	ns := netnstest.New(t)
 	netnstest.LoopbackUp(t, ns, netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8::1"))

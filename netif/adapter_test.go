@@ -130,9 +130,7 @@ func TestAdapter(t *testing.T) {
 		}
 	})
 	t.Run("kernel", func(t *testing.T) {
-		if reason := kernelSkipReason(t); reason != "" {
-			t.Skip(reason)
-		}
+		skipUnlessKernel(t)
 		for _, c := range adapterCases {
 			t.Run(c.name, func(t *testing.T) {
 				a, ns := kernelInFreshNamespace(t)

@@ -2,6 +2,7 @@ package netif
 
 import (
 	"errors"
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"os"
 	"os/exec"
@@ -19,9 +20,9 @@ const testDummy = "ipvsp-test0"
 // run here, or "" when it can. It probes for the dummy driver in a throwaway
 // namespace and tries `modprobe dummy` once. Any failure other than
 // ErrUnsupported fails the test: that would be a bug, not a missing feature.
-func kernelSkipReason(t *testing.T) string {
+func kernelSkipReason(t *testing.T) (kerneltest.Reason, string) {
 	if os.Geteuid() != 0 {
-		return "real-kernel netif tests need root to create a network namespace"
+		return kerneltest.NotRoot, "real-kernel netif tests need root to create a network namespace"
 	}
 	probe := func() error {
 		a := newKernelInFreshNamespace(t)
@@ -31,17 +32,26 @@ func kernelSkipReason(t *testing.T) string {
 	if errors.Is(err, ErrUnsupported) {
 		out, merr := exec.Command("modprobe", "dummy").CombinedOutput()
 		if merr != nil {
-			return "kernel has no dummy driver (modprobe dummy: " + strings.TrimSpace(string(out)) + ": " + merr.Error() + "): " + err.Error()
+			return kerneltest.NoDummy, "kernel has no dummy driver (modprobe dummy: " + strings.TrimSpace(string(out)) + ": " + merr.Error() + "): " + err.Error()
 		}
 		err = probe()
 	}
 	if errors.Is(err, ErrUnsupported) {
-		return "kernel has no dummy driver even after modprobe dummy: " + err.Error()
+		return kerneltest.NoDummy, "kernel has no dummy driver even after modprobe dummy: " + err.Error()
 	}
 	if err != nil {
 		t.Fatalf("probing for the dummy driver: %v", err)
 	}
-	return ""
+	return "", ""
+}
+
+// skipUnlessKernel skips (under CI: fails, unless accepted) when the
+// real-kernel half cannot run here.
+func skipUnlessKernel(t *testing.T) {
+	t.Helper()
+	if reason, msg := kernelSkipReason(t); reason != "" {
+		kerneltest.Skip(t, reason, "%s", msg)
+	}
 }
 
 // newKernelInFreshNamespace opens the real implementation in a new, empty
@@ -67,9 +77,7 @@ func kernelInFreshNamespace(t *testing.T) (Interface, netns.NsHandle) {
 // leftovers, an admin) is listed and can be unbound. Kernel only: Fake binds
 // nothing but single-address prefixes.
 func TestKernelUnbindsAddressOfAnyPrefixLength(t *testing.T) {
-	if reason := kernelSkipReason(t); reason != "" {
-		t.Skip(reason)
-	}
+	skipUnlessKernel(t)
 	a, ns := kernelInFreshNamespace(t)
 	ok(t, a.EnsureDummy())
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)

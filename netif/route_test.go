@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -122,10 +123,10 @@ func TestServiceRoutes(t *testing.T) {
 	})
 	t.Run("kernel", func(t *testing.T) {
 		if os.Geteuid() != 0 {
-			t.Skip("real-kernel route tests need root to create a network namespace")
+			kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel route tests need root to create a network namespace")
 		}
 		linkType := "dummy"
-		if kernelSkipReason(t) != "" {
+		if reason, _ := kernelSkipReason(t); reason != "" {
 			linkType = "ifb"
 		}
 		t.Logf("link type %s", linkType)
@@ -155,10 +156,10 @@ func TestServiceRoutes(t *testing.T) {
 // without any address bound. Kernel only: it is the point of the route.
 func TestServiceRouteMakesEveryAddressLocal(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a network namespace")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root to create a network namespace")
 	}
 	linkType := "dummy"
-	if kernelSkipReason(t) != "" {
+	if reason, _ := kernelSkipReason(t); reason != "" {
 		linkType = "ifb"
 	}
 	a, h, ns := routeKernel(t, linkType)
@@ -229,7 +230,7 @@ func addIfb(t *testing.T, h *netlink.Handle) {
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = testDummy
 	if err := h.LinkAdd(&netlink.Ifb{LinkAttrs: attrs}); err != nil {
-		t.Skipf("no dummy and no ifb link on this kernel: %v", err)
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "no dummy and no ifb link on this kernel: %v", err)
 	}
 	// As createDummy does for the dummy: no fe80:: address of its own.
 	link, err := h.LinkByName(testDummy)

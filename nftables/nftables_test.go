@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
@@ -27,10 +28,10 @@ func backends(t *testing.T) map[string]func(t *testing.T) backend {
 		},
 		"kernel": func(t *testing.T) backend {
 			if os.Geteuid() != 0 {
-				t.Skip("needs root for a network namespace")
+				kerneltest.Skip(t, kerneltest.NotRoot, "needs root for a network namespace")
 			}
 			if _, err := exec.LookPath("nft"); err != nil {
-				t.Skip("needs nft to make tables (e2e/install-deps.sh installs it)")
+				kerneltest.Skip(t, kerneltest.NoTool, "needs nft to make tables (e2e/install-deps.sh installs it)")
 			}
 			ns, path := netnstest.NewNamed(t, "ipvsproxy-nft-")
 			name := strings.TrimPrefix(path, "/run/netns/")

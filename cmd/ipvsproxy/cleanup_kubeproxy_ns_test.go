@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
@@ -196,11 +197,11 @@ EOF
 // run removes nothing. No line of a library's own logger reaches the output.
 func TestCleanupKubeProxyIPVSAndNFTablesModeInNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
 	for _, tool := range []string{"ip", "ipset", "nft", "iptables-legacy-restore", "iptables-nft-restore", "ip6tables-legacy-restore", "ip6tables-nft-restore"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s (e2e/install-deps.sh installs it)", tool)
+			kerneltest.Skip(t, kerneltest.NoTool, "no %s (e2e/install-deps.sh installs it)", tool)
 		}
 	}
 	self, err := os.Executable()

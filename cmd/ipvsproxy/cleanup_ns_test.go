@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
@@ -30,11 +31,11 @@ func TestMain(m *testing.M) {
 // nothing else. On a kernel with IPVS it removes the same.
 func TestCleanupCommandInNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
 	for _, tool := range []string{"ip", "ipset", "iptables"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
+			kerneltest.Skip(t, kerneltest.NoTool, "no %s", tool)
 		}
 	}
 	_, path := netnstest.NewNamed(t, "ipvsproxy-cl-")
@@ -78,11 +79,11 @@ iptables -t nat -N OTHER-CHAIN`)
 // kubelet's and anyone else's. A second run changes nothing.
 func TestCleanupKubeProxyLeftoversInNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
 	for _, tool := range []string{"ip", "ipset", "iptables", "iptables-restore"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
+			kerneltest.Skip(t, kerneltest.NoTool, "no %s", tool)
 		}
 	}
 	_, path := netnstest.NewNamed(t, "ipvsproxy-kpl-")

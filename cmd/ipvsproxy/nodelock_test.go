@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/nodelock"
 )
@@ -39,11 +40,11 @@ func holdNodeLock(path string) {
 // only there.
 func TestSecondInstanceWaitsForTheNodeLock(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
 	for _, tool := range []string{"ip", "ipset", "iptables"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
+			kerneltest.Skip(t, kerneltest.NoTool, "no %s", tool)
 		}
 	}
 	_, nsPath := netnstest.NewNamed(t, "ipvsproxy-lk-")

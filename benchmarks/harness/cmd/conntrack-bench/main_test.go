@@ -17,6 +17,8 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	vnl "github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 )
 
 func TestFlowsAndStaleSet(t *testing.T) {
@@ -247,13 +249,13 @@ func TestPercentile(t *testing.T) {
 // (this test binary re-run under `unshare --net`), 2,000 flows.
 func TestRealKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces")
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root to create network namespaces")
 	}
 	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare")
+		kerneltest.Skip(t, kerneltest.NoTool, "no unshare")
 	}
 	if out, err := exec.Command("unshare", "--net", "true").CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v %s", err, out)
+		kerneltest.Skip(t, kerneltest.NoKernelFeature, "cannot create a network namespace: %v %s", err, out)
 	}
 	for _, side := range []string{sideOurs, sideKubeProxy} {
 		t.Run(side, func(t *testing.T) {
@@ -262,7 +264,7 @@ func TestRealKernel(t *testing.T) {
 			cmd.Env = append(os.Environ(), "IPVSPROXY_BENCH_NETNS=private", "CONNTRACK_BENCH_SIDE="+side, "CONNTRACK_BENCH_OUT="+out)
 			if b, err := cmd.CombinedOutput(); err != nil {
 				if strings.Contains(string(b), "conntrack netlink") && strings.Contains(string(b), "not supported") {
-					t.Skipf("no ctnetlink: %s", b)
+					kerneltest.Skip(t, kerneltest.NoKernelFeature, "no ctnetlink: %s", b)
 				}
 				t.Fatalf("%v\n%s", err, b)
 			}
