@@ -358,7 +358,7 @@ spec:
 " "$(pod_ip6 web)@node1" "$(pod_ip6 s2)@node2" || { verdict 57 "inspect IPv6" no_failures "${v6_failures[@]}"; return; }
 	local ip
 	ip=$(field CLUSTER_IP "$v6_info")
-	v6_wait node1 tcp "[$ip]:80" "[$(pod_ip6 s2)]:8080 [$(pod_ip6 web)]:8080"
+	v6_wait node1 tcp "[$ip]:80" "[$(pod_ip6 web)]:8080 [$(pod_ip6 s2)]:8080"
 	local i
 	for i in 1 2 3 4; do
 		v6_curl c1 "http://[$ip]/"
