@@ -97,7 +97,8 @@ say "VM prepared ($((SECONDS - t))s)"
 # 3. The control plane, on 127.0.0.1:$APISERVER_PORT.
 t=$SECONDS
 cp_started=1
-"$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
+# A dual-stack Service range (IPv4 first, so a Service without ipFamilies stays IPv4).
+SERVICE_CIDR=10.96.0.0/16,2001:db8:96::/112 "$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
 	cat "$work/controlplane-start.log" >&2
 	die "control plane did not start"
 }

@@ -61,12 +61,14 @@ spec:
 	pid=$(cat "$E2E_LOGS/ipvsproxy-node2.pid")
 	curl -sS --fail --max-time 20 --cacert "$E2E_PKI/ca.crt" --cert "$E2E_PKI/admin.crt" --key "$E2E_PKI/admin.key" \
 		-X PATCH -H 'Content-Type: application/merge-patch+json' \
-		--data '{"spec":{"podCIDR":"10.244.2.0/24","podCIDRs":["10.244.2.0/24"]}}' \
+		--data '{"spec":{"podCIDR":"10.244.2.0/24","podCIDRs":["10.244.2.0/24","2001:db8:244:2::/64"]}}' \
 		"https://$E2E_HOST_ADDR:6443/api/v1/nodes/node2" >/dev/null ||
 		corner_failures+=("PATCH node2 spec.podCIDRs failed")
-	show - "curl -X PATCH .../nodes/node2 -d '{\"spec\":{\"podCIDRs\":[\"10.244.2.0/24\"]}}'" ""
+	show - "curl -X PATCH .../nodes/node2 -d '{\"spec\":{\"podCIDRs\":[\"10.244.2.0/24\",\"2001:db8:244:2::/64\"]}}'" ""
 	wait_until 30 bash -c "ip netns exec node2 iptables-save -t nat | grep -q -- '-A KUBE-SERVICES ! -s 10.244.2.0/24 -m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ'" ||
 		corner_failures+=("node2's rules did not follow spec.podCIDRs")
+	wait_until 30 bash -c "ip netns exec node2 ip6tables-save -t nat | grep -q -- '-A KUBE-SERVICES ! -s 2001:db8:244:2::/64 -m set --match-set KUBE-6-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ'" ||
+		corner_failures+=("node2's IPv6 rules did not follow spec.podCIDRs")
 	ask node2 "iptables-save -t nat | grep -- '-A KUBE-SERVICES.*KUBE-CLUSTER-IP.*KUBE-MARK-MASQ'"
 	[[ $(cat "$E2E_LOGS/ipvsproxy-node2.pid") == "$pid" && -e /proc/$pid ]] || corner_failures+=("node2's daemon restarted or exited on the pod CIDR change")
 	corner_detect_checks "$ip"

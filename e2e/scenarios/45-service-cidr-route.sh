@@ -28,6 +28,9 @@ YAML
 	[[ $answer == *"local $service_range scope host"* ]] || failures+=("no local route of $service_range on node1's kube-ipvs0: '$answer'")
 	ask - "ip -n node2 route show table local dev kube-ipvs0 proto 233"
 	[[ $answer == *"local $service_range scope host"* ]] || failures+=("no local route of $service_range on node2's kube-ipvs0: '$answer'")
+	# The dual-stack range's IPv6 half is one route too.
+	ask - "ip -n node1 -6 route show table local dev kube-ipvs0 proto 233"
+	[[ $answer == *"local 2001:db8:96::/112"* ]] || failures+=("no local route of 2001:db8:96::/112 on node1's kube-ipvs0: '$answer'")
 	ask - "ip -n node1 -4 -o addr show dev kube-ipvs0 | awk '{ print \$4 }' | grep '^10\\.96\\.' | paste -sd ' '"
 	[[ $answer == "10.96.0.0/32" ]] || failures+=("node1's kube-ipvs0 holds '$answer' of the range, want only the anchor 10.96.0.0/32")
 

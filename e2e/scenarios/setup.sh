@@ -5,10 +5,15 @@
 #                       u1 10.244.1.40 (UDP)
 #   node2 198.51.100.2: s2 10.244.2.10 (HTTP), c2 10.244.2.20 (client), u2 10.244.2.40 (UDP)
 #   client 198.51.100.79 outside the cluster; load balancer VIP 203.0.113.140
+# Dual-stack: node N also has 2001:db8:1::N, a pod 10.244.N.X also 2001:db8:244:N::X, the client
+# 2001:db8:1::79, the load balancer VIP6 2001:db8:113::140 (e2e/topology/topology.sh); the API
+# server's Service range is 10.96.0.0/16,2001:db8:96::/112 (e2e/run.sh).
 
 readonly topo=$repo/e2e/topology/topology.sh
 readonly ipvsproxy=$repo/bin/ipvsproxy
 readonly node1_addr=198.51.100.1 node2_addr=198.51.100.2 client_addr=198.51.100.79 vip=203.0.113.140
+readonly node1_addr6=2001:db8:1::1 node2_addr6=2001:db8:1::2 client_addr6=2001:db8:1::79 vip6=2001:db8:113::140
+readonly cluster_cidrs=10.244.0.0/16,2001:db8:244::/48
 # Two periodic syncs bound how long stale state may survive (scenario 8).
 readonly sync_period=10s min_sync_period=100ms
 
@@ -24,6 +29,8 @@ u2 node2 10.244.2.40 udp
 "
 
 pod_ip() { awk -v n="$1" '$1 == n { print $3 }' <<<"$pods"; }
+# pod_ip6 NAME: the pod's IPv6 address (topology.sh derives 2001:db8:244:N::X from 10.244.N.X).
+pod_ip6() { pod_ip "$1" | awk -F. '{ printf "2001:db8:244:%s::%s\n", $3, $4 }'; }
 
 setup_pods() {
 	local name node ip role
@@ -44,7 +51,7 @@ start_proxier() {
 	echo "--- start $(date -u +%T.%N)" >>"$E2E_LOGS/ipvsproxy-$node.log"
 	ip netns exec "$node" "$ipvsproxy" run \
 		--kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" --lock-file "$(node_lock "$node")" \
-		--cluster-cidr 10.244.0.0/16 \
+		--cluster-cidr "$cluster_cidrs" \
 		--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
 		${E2E_PROXIER_ARGS:-} >>"$E2E_LOGS/ipvsproxy-$node.log" 2>&1 &
 	# ip netns exec execs the program: this is the daemon's pid.

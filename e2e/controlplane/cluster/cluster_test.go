@@ -104,7 +104,11 @@ func TestParseNode(t *testing.T) {
 	if err != nil || n.Name != "node3" || n.InternalIP.String() != "198.51.100.3" || n.Zone != "zone-c" {
 		t.Errorf("ParseNode = %+v, %v", n, err)
 	}
-	for _, s := range []string{"node3", "=198.51.100.3", "node3=not-an-ip"} {
+	n, err = ParseNode("node3=198.51.100.3,2001:db8:1::3@zone-c")
+	if err != nil || n.InternalIP.String() != "198.51.100.3" || n.InternalIP6.String() != "2001:db8:1::3" || n.Zone != "zone-c" {
+		t.Errorf("ParseNode dual-stack = %+v, %v", n, err)
+	}
+	for _, s := range []string{"node3", "=198.51.100.3", "node3=not-an-ip", "node3=198.51.100.3,198.51.100.4", "node3=2001:db8:1::3,198.51.100.3", "node3=198.51.100.3,x"} {
 		if _, err := ParseNode(s); err == nil {
 			t.Errorf("ParseNode(%q) succeeded, want an error", s)
 		}
@@ -205,3 +209,22 @@ func dumpSlice(s *discovery.EndpointSlice) string {
 }
 
 func itoa(i int32) string { return strconv.Itoa(int(i)) }
+
+func TestNodeObjectDualStack(t *testing.T) {
+	n := NodeObject(DefaultNodes[0])
+	var internal []string
+	for _, a := range n.Status.Addresses {
+		if a.Type == v1.NodeInternalIP {
+			internal = append(internal, a.Address)
+		}
+	}
+	if strings.Join(internal, " ") != "198.51.100.1 2001:db8:1::1" {
+		t.Errorf("InternalIPs = %v, want both families", internal)
+	}
+	if n.Spec.PodCIDR != "10.244.1.0/24" || strings.Join(n.Spec.PodCIDRs, " ") != "10.244.1.0/24 2001:db8:244:1::/64" {
+		t.Errorf("podCIDR %q, podCIDRs %v", n.Spec.PodCIDR, n.Spec.PodCIDRs)
+	}
+	if n2 := NodeObject(DefaultNodes[1]); len(n2.Spec.PodCIDRs) != 0 {
+		t.Errorf("node2 has podCIDRs %v at creation, want none", n2.Spec.PodCIDRs)
+	}
+}

@@ -18,30 +18,44 @@ const ZoneLabel = "topology.kubernetes.io/zone"
 
 // Node is a node of the end-to-end topology as the API server should see it.
 type Node struct {
-	Name       string
-	InternalIP net.IP
-	Zone       string
+	Name        string
+	InternalIP  net.IP
+	InternalIP6 net.IP // the second InternalIP of a dual-stack node; nil on a single-stack one
+	Zone        string
+	PodCIDRs    []string // spec.podCIDRs, set once at creation (the API server refuses a later change)
 }
 
-// DefaultNodes are the two nodes of the end-to-end topology, on a
-// documentation range so no packet to them can leave the test's namespaces.
+// DefaultNodes are the two dual-stack nodes of the end-to-end topology, on
+// documentation ranges so no packet to them can leave the test's namespaces.
+// node2 has no podCIDRs at creation: a scenario starts its daemon with
+// --detect-local-mode NodeCIDR before the pod CIDRs exist, then sets them
+// (spec.podCIDRs can be set only once).
 var DefaultNodes = []Node{
-	{Name: "node1", InternalIP: net.ParseIP("198.51.100.1"), Zone: "zone-a"},
-	{Name: "node2", InternalIP: net.ParseIP("198.51.100.2"), Zone: "zone-b"},
+	{Name: "node1", InternalIP: net.ParseIP("198.51.100.1"), InternalIP6: net.ParseIP("2001:db8:1::1"), Zone: "zone-a",
+		PodCIDRs: []string{"10.244.1.0/24", "2001:db8:244:1::/64"}},
+	{Name: "node2", InternalIP: net.ParseIP("198.51.100.2"), InternalIP6: net.ParseIP("2001:db8:1::2"), Zone: "zone-b"},
 }
 
-// ParseNode reads NAME=IP[@ZONE], as given on e2ectl's command line.
+// ParseNode reads NAME=IP[,IPV6][@ZONE], as given on e2ectl's command line.
 func ParseNode(s string) (Node, error) {
 	name, rest, ok := strings.Cut(s, "=")
 	if !ok || name == "" {
-		return Node{}, fmt.Errorf("parse node %q: want NAME=IP[@ZONE]", s)
+		return Node{}, fmt.Errorf("parse node %q: want NAME=IP[,IPV6][@ZONE]", s)
 	}
-	ipText, zone, _ := strings.Cut(rest, "@")
+	ips, zone, _ := strings.Cut(rest, "@")
+	ipText, ip6Text, dual := strings.Cut(ips, ",")
 	ip := net.ParseIP(ipText)
 	if ip == nil {
 		return Node{}, fmt.Errorf("parse node %q: %q is not an IP address", s, ipText)
 	}
-	return Node{Name: name, InternalIP: ip, Zone: zone}, nil
+	n := Node{Name: name, InternalIP: ip, Zone: zone}
+	if dual {
+		n.InternalIP6 = net.ParseIP(ip6Text)
+		if n.InternalIP6 == nil || n.InternalIP6.To4() != nil || ip.To4() == nil {
+			return Node{}, fmt.Errorf("parse node %q: want an IPv4 then an IPv6 address, got %q and %q", s, ipText, ip6Text)
+		}
+	}
+	return n, nil
 }
 
 // NodeObject is the Node a kubelet would register: hostname and zone labels,
@@ -51,13 +65,15 @@ func NodeObject(n Node) *v1.Node {
 	if n.Zone != "" {
 		labels[ZoneLabel] = n.Zone
 	}
-	return &v1.Node{
+	addresses := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: n.InternalIP.String()}}
+	if n.InternalIP6 != nil {
+		addresses = append(addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: n.InternalIP6.String()})
+	}
+	addresses = append(addresses, v1.NodeAddress{Type: v1.NodeHostName, Address: n.Name})
+	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: labels},
 		Status: v1.NodeStatus{
-			Addresses: []v1.NodeAddress{
-				{Type: v1.NodeInternalIP, Address: n.InternalIP.String()},
-				{Type: v1.NodeHostName, Address: n.Name},
-			},
+			Addresses: addresses,
 			Conditions: []v1.NodeCondition{{
 				Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
 				Message:            "registered by e2ectl; no kubelet runs in the end-to-end cluster",
@@ -66,6 +82,11 @@ func NodeObject(n Node) *v1.Node {
 			}},
 		},
 	}
+	if len(n.PodCIDRs) > 0 {
+		node.Spec.PodCIDR = n.PodCIDRs[0]
+		node.Spec.PodCIDRs = n.PodCIDRs
+	}
+	return node
 }
 
 // EnsureNodes creates each node, or brings an existing one's labels and

@@ -34,7 +34,7 @@ func init() {
 		"wait-ready":         {"wait-ready [--timeout 5m]", runWaitReady},
 		"apply-rbac":         {"apply-rbac --dir deploy/base [--account kube-system/ipvsproxy]", runApplyRBAC},
 		"proxier-kubeconfig": {"proxier-kubeconfig --server URL --out FILE [--ca FILE] [--account NS/NAME] [--ttl 24h]", runProxierKubeconfig},
-		"create-nodes":       {"create-nodes [--node NAME=IP[@ZONE]]...  (default node1=198.51.100.1@zone-a node2=198.51.100.2@zone-b)", runCreateNodes},
+		"create-nodes":       {"create-nodes [--node NAME=IP[,IPV6][@ZONE]]...  (default node1=198.51.100.1,2001:db8:1::1@zone-a with both pod CIDRs, node2=198.51.100.2,2001:db8:1::2@zone-b)", runCreateNodes},
 		"apply-service":      {"apply-service FILE|-   (prints service-info)", runApplyService},
 		"service-info":       {"service-info [NS/]NAME   (KEY=VALUE lines for eval)", runServiceInfo},
 		"patch-etp":          {"patch-etp [NS/]NAME Local|Cluster", runPatchETP},

@@ -16,7 +16,7 @@ import (
 func runCreateNodes(ctx context.Context, args []string) error {
 	fs := newFlags("create-nodes")
 	var specs stringList
-	fs.Var(&specs, "node", "NAME=IP[@ZONE] (repeatable)")
+	fs.Var(&specs, "node", "NAME=IP[,IPV6][@ZONE] (repeatable)")
 	if _, err := parseArgs(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -39,7 +39,11 @@ func runCreateNodes(ctx context.Context, args []string) error {
 		return err
 	}
 	for _, n := range nodes {
-		fmt.Printf("node %s %s zone=%s\n", n.Name, n.InternalIP, n.Zone)
+		ips := n.InternalIP.String()
+		if n.InternalIP6 != nil {
+			ips += "," + n.InternalIP6.String()
+		}
+		fmt.Printf("node %s %s zone=%s\n", n.Name, ips, n.Zone)
 	}
 	return nil
 }
