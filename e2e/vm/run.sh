@@ -23,14 +23,15 @@
 #                      e.g. in a network namespace qemu runs in), guest eth0 ADDR, MAC from ADDR
 #   -e NAME=VALUE      set an environment variable for COMMAND; repeatable
 #   --kernel-log       show the kernel's boot messages
-# Environment: IPVSPROXY_VM_CPU, the qemu CPU model (default below, at cpu=).
+# Environment: IPVSPROXY_VM_CPU, the qemu CPU model (default Westmere-v1; e.g. max to compare).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 mem=${IPVSPROXY_VM_MEM:-2560}
 timeout=${IPVSPROXY_VM_TIMEOUT:-1200}
-cpu=${IPVSPROXY_VM_CPU:-max}
+# A named model, not max: see docs/testing.md, "The VM's CPU model".
+cpu=${IPVSPROXY_VM_CPU:-Westmere-v1}
 panic_dir=${IPVSPROXY_VM_PANIC_DIR:-/var/tmp/ipvsproxy-vm-panics}
 results='' kernel_log='' tap=''
 host_ports=() envs=()
