@@ -146,6 +146,9 @@ if [[ -z $summary ]]; then
 	n_pass=$(grep -c '^PASS ' "$work/output.log" || true)
 	n_fail=$(grep -c '^FAIL ' "$work/output.log" || true)
 	summary="$n_pass passed, $((n_fail + 1)) failed"
+	if [[ -f $work/results/guest-panic ]]; then
+		echo "FAIL guest kernel panic (the VM died; its oops is above): $(sed -E 's/^\[ *[0-9.]+\] //; q' "$work/results/guest-panic")"
+	fi
 	((rc != 0)) || rc=1
 fi
 read -r passed _ failed _ <<<"$summary"

@@ -7,6 +7,9 @@
 # included, is the same as here), the Debian 6.12 kernel's modules under /lib/modules/$(uname -r),
 # and no network device unless --host-port asks for one. COMMAND runs in the current directory; its
 # output streams to stdout; run.sh exits with its status (125 if the VM never reported one).
+# The console is also logged to RESULTS/console.log; when the guest kernel panics, run.sh says so
+# by name with the oops' first lines, writes them to RESULTS/guest-panic and keeps the whole
+# console under $IPVSPROXY_VM_PANIC_DIR (default /var/tmp/ipvsproxy-vm-panics).
 #
 # Options:
 #   --mem MIB          guest memory (env IPVSPROXY_VM_MEM, default 2560)
@@ -20,12 +23,16 @@
 #                      e.g. in a network namespace qemu runs in), guest eth0 ADDR, MAC from ADDR
 #   -e NAME=VALUE      set an environment variable for COMMAND; repeatable
 #   --kernel-log       show the kernel's boot messages
+# Environment: IPVSPROXY_VM_CPU, the qemu CPU model (default Westmere-v1; e.g. max to compare).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 mem=${IPVSPROXY_VM_MEM:-2560}
 timeout=${IPVSPROXY_VM_TIMEOUT:-1200}
+# A named model, not max: see docs/testing.md, "The VM's CPU model".
+cpu=${IPVSPROXY_VM_CPU:-Westmere-v1}
+panic_dir=${IPVSPROXY_VM_PANIC_DIR:-/var/tmp/ipvsproxy-vm-panics}
 results='' kernel_log='' tap=''
 host_ports=() envs=()
 
@@ -69,7 +76,7 @@ fi
 for p in "$results" "$here" "$MODULES"; do
 	[[ $p != *[[:space:]]* ]] || die "path with white space not supported: $p"
 done
-rm -f "$results/exit-status"
+rm -f "$results/exit-status" "$results/console.log" "$results/guest-panic"
 
 # command.sh is what the guest runs: same directory, chosen environment, exact argv.
 {
@@ -115,9 +122,9 @@ fi
 # shellcheck disable=SC2054 # commas belong to qemu's option syntax
 qemu=(
 	qemu-system-x86_64
-	-accel tcg -cpu max -smp 1 -m "$mem"
+	-accel tcg -cpu "$cpu" -smp 1 -m "$mem"
 	-nodefaults -no-user-config -no-reboot -display none -monitor none
-	-chardev stdio,id=console,signal=off -serial chardev:console
+	-chardev "stdio,id=console,signal=off,logfile=$results/console.log" -serial chardev:console
 	-kernel "$KERNEL" -initrd "$INITRAMFS" -append "$append"
 	# multidevs=remap: / spans several host file systems; keep their inode numbers apart.
 	-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap
@@ -133,9 +140,40 @@ qemu_rc=$?
 set -e
 elapsed=$((SECONDS - start))
 
+# oops_excerpt CONSOLE prints the first kernel report of the console (a panic, an oops, a BUG) in
+# a few lines: its header, where it happened, the innermost calls and the panic line. Only lines
+# with the kernel's timestamp count, so test output on the same console cannot match.
+oops_excerpt() {
+	tr -d '\r' <"$1" | awk '
+		match($0, /\[ *[0-9]+\.[0-9]+\] /) { line = substr($0, RSTART) } !RSTART { next }
+		!found && line ~ /\] (Kernel panic - not syncing|Oops: |BUG: |kernel BUG at|traps: PANIC|general protection fault|Unable to handle|watchdog: BUG)/ { found = 1 }
+		!found || n >= 24 { next }
+		line ~ /\] (Kernel panic - not syncing|Oops: |BUG: |kernel BUG at|traps: PANIC|general protection fault|Unable to handle|watchdog: BUG|CPU: |RIP: |Call Trace:)/ {
+			if (!seen[line]++) { print line; n++ } next }
+		line ~ /\]  [a-z_0-9.]+\+0x/ && calls < 8 { calls++; n++; print line }
+	'
+}
+
 if [[ -f $results/exit-status ]]; then
 	rc=$(<"$results/exit-status")
 	echo "run: command exited $rc; VM ran ${elapsed}s" >&2
+	# A kernel report the command survived (an oops that killed one process) still shows.
+	oops=$(oops_excerpt "$results/console.log")
+	if [[ -n $oops ]]; then
+		echo "run: warning: the guest kernel reported an oops during the run:" >&2
+		sed 's/^/run:   /' <<<"$oops" >&2
+	fi
+elif oops=$(oops_excerpt "$results/console.log") && [[ -n $oops ]]; then
+	rc=125
+	printf '%s\n' "$oops" >"$results/guest-panic"
+	mkdir -p "$panic_dir"
+	kept=$panic_dir/console-$(date +%Y%m%dT%H%M%S)-cpu-${cpu//[^A-Za-z0-9_.-]/_}-$$.log
+	cp "$results/console.log" "$kept"
+	what='guest kernel panic'
+	[[ $oops == *'Kernel panic'* ]] || what='guest kernel oops (the VM then stopped or hung)'
+	echo "run: $what after ${elapsed}s (cpu $cpu, qemu exit $qemu_rc); no exit status. First lines:" >&2
+	sed 's/^/run:   /' "$results/guest-panic" >&2
+	echo "run: the whole console is kept in $kept" >&2
 else
 	rc=125
 	if ((qemu_rc == 124 || qemu_rc == 137)); then
