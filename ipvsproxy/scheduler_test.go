@@ -185,7 +185,9 @@ func (lab *spreadLab) connect(t *testing.T, n int) spread {
 	var failed atomic.Int64
 	inNamespace(t, lab.node, func() {
 		for i := 0; i < n; i++ {
-			d := net.Dialer{Timeout: time.Second, LocalAddr: &net.TCPAddr{IP: lab.sources[i%len(lab.sources)].AsSlice()}}
+			// 5 s: a SYN the emulated guest drops under load is sent again
+			// after 1 s and 3 s; the spread, not the handshake, is tested.
+			d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: lab.sources[i%len(lab.sources)].AsSlice()}}
 			c, err := d.Dial("tcp", netip.AddrPortFrom(spreadVIP, 80).String())
 			if err != nil {
 				failed.Add(1)
