@@ -1,8 +1,10 @@
 package ipvsproxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -24,7 +26,16 @@ func (r *reconciler) ensureSets() {
 	}
 	var replace []wrong
 	for _, family := range r.cfg.Families {
-		for _, want := range ownedSets([]v1.IPFamily{family}, r.cfg.IPSetMaxElements) {
+		// The ownership record first, and the others only once it is there:
+		// owned sets without a record set are what a version that kept no
+		// record leaves, and a restart adopts by the older rule there
+		// (ownership.go: legacy), which could take someone else's virtual
+		// server on a node address. A record set that failed to be created
+		// must not leave that picture behind.
+		sets := ownedSets([]v1.IPFamily{family}, r.cfg.IPSetMaxElements)
+		slices.SortStableFunc(sets, func(a, b ipset.Set) int { return cmp.Compare(recordFirst(a), recordFirst(b)) })
+		recordName := setName(setOwned, family)
+		for _, want := range sets {
 			id := namedID(ObjectSetEntry, want.Name)
 			if _, ok := r.view.sets[want.Name]; ok {
 				r.status.done(id)
@@ -32,6 +43,11 @@ func (r *reconciler) ensureSets() {
 			}
 			if have, ok := r.view.wrongSets[want.Name]; ok {
 				replace = append(replace, wrong{family, have, want})
+				continue
+			}
+			_, recorded := r.view.sets[recordName]
+			if _, wrong := r.view.wrongSets[recordName]; want.Name != recordName && !recorded && !wrong {
+				r.status.pending(id, fmt.Errorf("ipset %s waits for the ownership record set %s", want.Name, recordName), r.now)
 				continue
 			}
 			r.writes++
@@ -143,4 +159,12 @@ func tempSetName(name string) string { return name + tempSetSuffix }
 // renameSet points every rule of text that matches set old at set new.
 func renameSet(text, old, new string) string {
 	return strings.ReplaceAll(text, " "+old+" ", " "+new+" ")
+}
+
+// recordFirst orders the ownership record set before the other owned sets.
+func recordFirst(s ipset.Set) int {
+	if baseName(s.Name) == setOwned {
+		return 0
+	}
+	return 1
 }
