@@ -296,7 +296,10 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		r.settle(id, r.unrecord(k))
 		return
 	case want == nil && r.cfg.excluded(k.Address):
-		// --ipvs-exclude-cidrs: never cleaned up, whoever made it.
+		// --ipvs-exclude-cidrs: never cleaned up, whoever made it. Nothing
+		// is wanted of it any more, so a failure of an earlier write to it
+		// is over too.
+		r.status.done(id)
 		return
 	case want == nil && r.holds(id):
 		// Kept, with its real servers and its record, until the Service
