@@ -207,6 +207,8 @@ func newRealProxier(t *testing.T, k Kernel, cfg Config) (*Proxier, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As in every live cluster: without it deletions are held (emptyworld.go).
+	p.Tracker().SetService(apiServerService())
 	return p, nil
 }
 
