@@ -79,14 +79,18 @@ YAML
 	ask node1 "curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 http://$ip/  # the node's own connection"
 	local served_local=$answer
 
-	# A restart of the pod runs the init container again: nothing of ipvsproxy's goes.
+	# A restart of the pod runs the init container again, after the old container stopped (it
+	# holds the node lock while it runs): nothing of ipvsproxy's goes.
 	local vs_before vs_after rules_before rules_after
+	stop_proxier node1
 	vs_before=$(ip netns exec node1 ipvsadm -Ln | sort)
 	rules_before=$(ip netns exec node1 iptables-save | grep -v '^#' | sed 's/\[[0-9:]*\]//')
 	ask node1 "ipvsproxy cleanup --kube-proxy-leftovers  # a restart's init container"
 	local again=$answer
 	vs_after=$(ip netns exec node1 ipvsadm -Ln | sort)
 	rules_after=$(ip netns exec node1 iptables-save | grep -v '^#' | sed 's/\[[0-9:]*\]//')
+	start_proxier node1
+	wait_until 120 proxier_synced node1
 	[[ $vs_before == "$vs_after" ]] || failures+=("the second clean-up changed IPVS")
 	[[ $rules_before == "$rules_after" ]] || failures+=("the second clean-up changed iptables")
 	ask client "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://$node1_addr:$migrate43_port/  # after the second clean-up"
