@@ -77,6 +77,10 @@ type ClusterNodes struct {
 	mu     sync.Mutex
 	byName map[string][]netip.Addr
 	notify func()
+	// othersOf caches others' answer until a Node changes: every sync, the
+	// partial ones too, asks for it, and it costs O(Nodes) to build.
+	othersOf   string
+	othersMemo map[netip.Addr]string
 }
 
 func newClusterNodes(notify func()) *ClusterNodes {
@@ -101,6 +105,9 @@ func (c *ClusterNodes) Set(node *v1.Node) {
 	c.mu.Lock()
 	same := slices.Equal(c.byName[node.Name], addrs)
 	c.byName[node.Name] = addrs
+	if !same {
+		c.othersMemo = nil
+	}
 	c.mu.Unlock()
 	if !same {
 		c.notify()
@@ -112,17 +119,25 @@ func (c *ClusterNodes) Delete(name string) {
 	c.mu.Lock()
 	_, had := c.byName[name]
 	delete(c.byName, name)
+	if had {
+		c.othersMemo = nil
+	}
 	c.mu.Unlock()
 	if had {
 		c.notify()
 	}
 }
 
-// others maps every address of a Node other than self to that Node.
+// others maps every address of a Node other than self to that Node. The map
+// is shared: callers only read it.
 func (c *ClusterNodes) others(self string) map[netip.Addr]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.othersMemo != nil && c.othersOf == self {
+		return c.othersMemo
+	}
 	out := map[netip.Addr]string{}
+	defer func() { c.othersOf, c.othersMemo = self, out }()
 	for name, addrs := range c.byName {
 		if name == self {
 			continue
