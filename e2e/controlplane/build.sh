@@ -21,7 +21,7 @@ for kv in gitVersion=$k8s_version gitMajor=1 gitMinor=36 gitTreeState=clean; do
 done
 
 # Everything that decides the heavy binaries' content goes into the key.
-key=$(cat "$here/go.mod" "$here/go.sum" "$here/cmd/kube-apiserver/main.go" "$here/cmd/etcd/main.go" \
+key=$(cat "$here/go.mod" "$here/go.sum" "$here/cmd/kube-apiserver/main.go" "$here/cmd/etcd/main.go" "$here/cmd/kube-proxy/main.go" \
 	<(echo "$ldflags") <("$GO" version) | sha256sum | cut -c1-16)
 bin=$cache_root/$key
 mkdir -p "$bin"
@@ -32,18 +32,18 @@ cd "$here"
 # Concurrent runs on one machine build once: the second waits for the first's binaries.
 exec 9>"$bin/.lock"
 flock 9
-if [[ -x $bin/kube-apiserver && -x $bin/etcd ]]; then
-	log "kube-apiserver and etcd cached in $bin"
+if [[ -x $bin/kube-apiserver && -x $bin/etcd && -x $bin/kube-proxy ]]; then
+	log "kube-apiserver, etcd and kube-proxy cached in $bin"
 else
-	log "building kube-apiserver $k8s_version and etcd into $bin (cold: several minutes)"
+	log "building kube-apiserver $k8s_version, etcd and kube-proxy into $bin (cold: several minutes)"
 	start=$(date +%s)
 	# Build into a temporary dir and move in, so an interrupted build never
 	# leaves a half-written binary that the cache check would accept.
 	tmp=$(mktemp -d "$bin/.build.XXXXXX")
-	"$GO" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/etcd
-	mv "$tmp/kube-apiserver" "$tmp/etcd" "$bin/"
+	"$GO" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/etcd ./cmd/kube-proxy
+	mv "$tmp/kube-apiserver" "$tmp/etcd" "$tmp/kube-proxy" "$bin/"
 	rmdir "$tmp"
-	log "built kube-apiserver and etcd in $(( $(date +%s) - start ))s"
+	log "built kube-apiserver, etcd and kube-proxy in $(( $(date +%s) - start ))s"
 fi
 
 start=$(date +%s)
