@@ -47,7 +47,10 @@ e2e: deps build
 # control plane's and the conformance cluster's builds in the background first (nice 19): on a new
 # machine they are most of the run, and the VM stages leave a core idle for them. fuzz: FUZZTIME per
 # target (2 targets).
-test: prebuild unit fuzz bench-smoke vm-test e2e conformance-smoke
+# e2e/stages.sh runs them in this order and prints each one's time.
+TEST_STAGES := prebuild unit fuzz bench-smoke vm-test e2e conformance-smoke
+test:
+	MAKE="$(MAKE)" e2e/stages.sh $(TEST_STAGES)
 
 .PHONY: prebuild
 prebuild:
