@@ -55,7 +55,15 @@ type gapMeter struct {
 	got     int
 	senders map[string]bool
 	err     error
+	// pauses are the gaps longer than pauseReported, as intervals, so a scenario can tell the
+	// stalls every stream saw at once (the VM descheduled) from the ones of one path.
+	pauses []pause
 }
+
+type pause struct{ from, to time.Time }
+
+// pauseReported is 2.5 intervals: a line a little late is no pause.
+const pauseReported = 250 * time.Millisecond
 
 func newGapMeter() *gapMeter {
 	now := time.Now()
@@ -67,13 +75,22 @@ func (m *gapMeter) arrived(sender string) {
 	defer m.mu.Unlock()
 	now := time.Now()
 	if m.got > 0 {
-		if gap := now.Sub(m.last); gap > m.maxGap {
-			m.maxGap, m.maxAt = gap, m.last
-		}
+		m.gap(now)
 	}
 	m.got++
 	m.last = now
 	m.senders[sender] = true
+}
+
+// gap records the pause from the last arrival to now; the caller holds mu.
+func (m *gapMeter) gap(now time.Time) {
+	gap := now.Sub(m.last)
+	if gap > m.maxGap {
+		m.maxGap, m.maxAt = gap, m.last
+	}
+	if gap > pauseReported {
+		m.pauses = append(m.pauses, pause{m.last, now})
+	}
 }
 
 func (m *gapMeter) failed(err error) {
@@ -91,9 +108,7 @@ func (m *gapMeter) report() (string, bool) {
 	defer m.mu.Unlock()
 	now := time.Now()
 	if m.err == nil {
-		if gap := now.Sub(m.last); gap > m.maxGap {
-			m.maxGap, m.maxAt = gap, m.last
-		}
+		m.gap(now)
 	}
 	senders := make([]string, 0, len(m.senders))
 	for s := range m.senders {
@@ -103,10 +118,16 @@ func (m *gapMeter) report() (string, bool) {
 	if m.err != nil {
 		errText = strings.ReplaceAll(m.err.Error(), " ", "_")
 	}
-	return fmt.Sprintf("received=%d max_gap=%.3f max_gap_at=%s seconds=%.1f senders=%s error=%s",
+	pauses := make([]string, 0, len(m.pauses))
+	for _, p := range m.pauses {
+		pauses = append(pauses, fmt.Sprintf("%.3f-%.3f", unixSeconds(p.from), unixSeconds(p.to)))
+	}
+	return fmt.Sprintf("received=%d max_gap=%.3f max_gap_at=%s seconds=%.1f senders=%s error=%s pauses=%s",
 		m.got, m.maxGap.Seconds(), m.maxAt.UTC().Format("15:04:05.000"), now.Sub(m.start).Seconds(),
-		strings.Join(senders, ","), errText), m.err == nil
+		strings.Join(senders, ","), errText, strings.Join(pauses, ",")), m.err == nil
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // measureStream is the client side: "tcp" opens one HTTP connection to ADDR's /stream, "udp" sends
 // a datagram per interval from one source port to ADDR; both count the arrivals until SIGTERM or
