@@ -9,8 +9,10 @@
 # --kube-proxy-leftovers` (the init container; exits 0, and 0 again), ipvsproxy started. Checked:
 # no stream broke, each one's longest gap < 1 s, the virtual servers adopted (their connection
 # counters in `ipvsadm -Ln --stats` kept, the scheduler rewritten to ipvsproxy's), new connections
-# served. Then the rollback the docs give (ipvsproxy stopped, `ipvsproxy cleanup`, kube-proxy
-# started), measured the same way (44-rollback).
+# served. A control stream between two pods, crossing no proxy, tells the loaded VM's stalls
+# (every stream pauses at once) from the switch's. Then the rollback the docs give for kube-proxy's
+# IPVS mode (ipvsproxy stopped, kube-proxy started on its state: `ipvsproxy cleanup` would delete
+# the virtual servers and reset their connections), measured the same way (44-rollback).
 #
 # scenario_44iptables and scenario_44nftables are the same migration from kube-proxy's other modes
 # with one TCP stream; they are not in the default order (the name is not a number): run them with
@@ -47,11 +49,22 @@ kpm44_stream_start() {
 	echo $! >"$E2E_LOGS/stream-$name.pid"
 }
 
-# kpm44_stream_end NAME: stop the stream and print its report line (received=... max_gap=...).
+# kpm44_stream_end NAME...: stop the streams at once (stopped one by one, the last would count
+# the others' stopping as its own final silence) and print each one's report line
+# (received=... max_gap=... pauses=...), in order.
 kpm44_stream_end() {
-	local f=$E2E_LOGS/stream-$1.pid
-	[[ -f $f ]] && { kill -TERM "$(<"$f")" 2>/dev/null; wait "$(<"$f")" 2>/dev/null; rm -f "$f"; }
-	grep '^received=' "$E2E_LOGS/stream-$1.log" || echo "no report: $(oneline "$(cat "$E2E_LOGS/stream-$1.log")")"
+	local name pids=()
+	for name in "$@"; do
+		[[ -f $E2E_LOGS/stream-$name.pid ]] && pids+=("$(<"$E2E_LOGS/stream-$name.pid")")
+	done
+	((${#pids[@]} == 0)) || kill -TERM "${pids[@]}" 2>/dev/null
+	for name in "$@"; do
+		# Called in $(...): not the streams' parent, so it cannot wait for them; their reports
+		# are the sign they are done.
+		wait_until 20 grep -q '^received=' "$E2E_LOGS/stream-$name.log"
+		rm -f "$E2E_LOGS/stream-$name.pid"
+		grep '^received=' "$E2E_LOGS/stream-$name.log" || echo "no report: $(oneline "$(cat "$E2E_LOGS/stream-$name.log")")"
+	done
 }
 
 # kpm44_gap REPORT: the longest gap in a report, in seconds.
@@ -103,11 +116,14 @@ kpm44_streams_start() {
 
 # kpm44_streams_end WHAT: stop the streams, show their reports, check them (appends to failures).
 kpm44_streams_end() {
-	local what=$1 name report control why
+	local what=$1 name report control why reports
 	kpm44_gaps=
-	control=$(kpm44_stream_end control)
+	reports=$(kpm44_stream_end control c1-tcp client-nodeport c1-udp)
+	control=$(sed -n 1p <<<"$reports")
+	local i=1
 	for name in c1-tcp client-nodeport c1-udp; do
-		report=$(kpm44_stream_end "$name")
+		i=$((i + 1))
+		report=$(sed -n "${i}p" <<<"$reports")
 		show - "stream $name $what" "$report"
 		kpm44_gaps+="${kpm44_gaps:+, }$name $(kpm44_gap "$report") s (own $(kpm44_own_gap "$report" "$control") s)"
 		why=$(kpm44_stream_ok "$name" "$report" "$control") || failures+=("$why")
@@ -196,10 +212,11 @@ kpm44_to_ipvsproxy() {
 	t=$(now)
 	kpm44_kube_proxy_stop node1
 	ask node1 "ipvsproxy cleanup --kube-proxy-leftovers  # the init container"
-	((status == 0)) || failures+=("cleanup --kube-proxy-leftovers exited $status: $(oneline "$answer")")
+	# Its error lines only: the verdict line has room for little.
+	((status == 0)) || failures+=("cleanup --kube-proxy-leftovers exited $status: $(grep -E '^E[0-9]' <<<"$answer" | cut -c1-200 | head -n 2 | tr '\n' ' ')")
 	[[ $answer == *"Removed kube-proxy's leftovers"* && $answer != *count=0* ]] || failures+=("the clean-up removed nothing")
 	ask node1 "ipvsproxy cleanup --kube-proxy-leftovers  # again: a restart's init container"
-	((status == 0)) || failures+=("the second cleanup --kube-proxy-leftovers exited $status: $(oneline "$answer")")
+	((status == 0)) || failures+=("the second cleanup --kube-proxy-leftovers exited $status: $(grep -E '^E[0-9]' <<<"$answer" | cut -c1-200 | head -n 2 | tr '\n' ' ')")
 	[[ $answer == *count=0* ]] || failures+=("the second clean-up removed something: $(oneline "$answer")")
 	start_proxier node1
 	wait_until 120 proxier_synced node1 || failures+=("ipvsproxy did not sync on node1")
@@ -267,7 +284,7 @@ scenario_44() {
 	why=$(kpm44_counters_kept "$before" "$after") || failures+=("virtual servers recreated: $(oneline "$why")")
 	kpm44_new_connections "under kube-proxy again"
 	kpm44_streams_end "across the rollback"
-	ask node1 "ipset list -n | grep -E 'IPVS-OWNED|SERVICE-CIDRS'; ip route show table local dev kube-ipvs0 proto 233; iptables-save | grep -cE 'KUBE-SERVICE-CIDRS|KUBE-IPVS-OUT-FILTER'  # what kube-proxy left of ipvsproxy's"
+	ask node1 "ipset list -n | grep -E 'IPVS-OWNED|SERVICE-CIDRS|NO-NODE'; ip route show table local dev kube-ipvs0 proto 233; iptables-save | grep -E '^[*]|SERVICE-CIDRS|NO-NODE|OUT-FILTER'  # what kube-proxy left of ipvsproxy's"
 
 	# Leave node1 on ipvsproxy, as the other scenarios expect it.
 	kpm44_kube_proxy_stop node1
@@ -311,8 +328,9 @@ kpm44_other_mode() {
 	ask c1 "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://$kpm44_ip/  # a new connection under ipvsproxy"
 	[[ $answer == 200 ]] || failures+=("c1 -> cluster IP under ipvsproxy: $answer")
 	local control report why
-	control=$(kpm44_stream_end control)
-	report=$(kpm44_stream_end c1-tcp)
+	report=$(kpm44_stream_end control c1-tcp)
+	control=$(sed -n 1p <<<"$report")
+	report=$(sed -n 2p <<<"$report")
 	show - "stream c1-tcp across the switch" "$report"
 	show - "stream control (c1 -> web's pod IP, no proxy)" "$control"
 	why=$(kpm44_stream_ok c1-tcp "$report" "$control") || failures+=("$why")
