@@ -12,11 +12,11 @@
 # served. A control stream between two pods, crossing no proxy, tells the loaded VM's stalls
 # (every stream pauses at once) from the switch's. Then the rollback the docs give for kube-proxy's
 # IPVS mode (ipvsproxy stopped, kube-proxy started on its state: `ipvsproxy cleanup` would delete
-# the virtual servers and reset their connections), measured the same way (44-rollback).
+# the virtual servers and reset their connections), measured the same way (44rollback).
 #
-# scenario_44iptables and scenario_44nftables are the same migration from kube-proxy's other modes
-# with one TCP stream; they are not in the default order (the name is not a number): run them with
-# `make e2e-migrate` or IPVSPROXY_E2E_SCENARIOS="44iptables 44nftables".
+# scenario_44rollback (the rollback), scenario_44iptables and scenario_44nftables (the migration
+# from kube-proxy's other modes, one TCP stream) are not in the default order, for time (the
+# name is not a number): `make e2e-migrate`, or IPVSPROXY_E2E_SCENARIOS="44rollback".
 
 readonly kpm44_port=30044 kpm44_udp_port=53
 
@@ -262,10 +262,22 @@ scenario_44() {
 	verdict 44 "migration from the real kube-proxy in IPVS mode with live connections (gaps: $kpm44_gaps; switch $kpm44_switched s): TCP from a pod, TCP to a NodePort from outside, UDP from one port: none broke, every gap < 1 s, virtual servers adopted (counters kept, scheduler rewritten), the clean-up exits 0 twice, kube-proxy's own sets gone, new connections served" \
 		no_failures "${failures[@]}"
 
-	# The rollback to kube-proxy's IPVS mode, measured the same way: ipvsproxy stopped, kube-proxy
-	# started on the state it left (no `ipvsproxy cleanup`: that deletes the virtual servers, and
-	# IPVS resets the connections they carried; see the docs).
-	failures=()
+	# node1 is on ipvsproxy now, as the other scenarios expect it.
+	kc delete-service kpm44 >/dev/null || true
+	kc delete-service kpm44-udp >/dev/null || true
+}
+
+# scenario_44rollback: the rollback to kube-proxy's IPVS mode, measured the same way: ipvsproxy
+# stopped, kube-proxy started on the state it left (no `ipvsproxy cleanup`: that deletes the
+# virtual servers, and IPVS resets the connections they carried; see the docs). Not in the
+# default order, for time (`make e2e-migrate`).
+scenario_44rollback() {
+	heading "rollback from ipvsproxy to the real kube-proxy in IPVS mode with live connections"
+	local failures=() t before after why
+	kpm44_services || { verdict 44rollback "rollback to kube-proxy IPVS mode" false; return; }
+	local vs_list=("tcp $kpm44_ip:80" "tcp $node1_addr:$kpm44_port" "udp $kpm44_udp_ip:$kpm44_udp_port")
+	local vs_stats=("TCP $kpm44_ip:80" "TCP $node1_addr:$kpm44_port" "UDP $kpm44_udp_ip:$kpm44_udp_port")
+	wait_until 60 kpm44_programmed node1 twos "${vs_list[@]}" || failures+=("ipvsproxy did not program the Services within 60 s")
 	kpm44_streams_start
 	sleep 3
 	before=$(kpm44_vs_conns node1 "${vs_stats[@]}")
@@ -293,7 +305,7 @@ scenario_44() {
 	wait_until 120 proxier_synced node1 || failures+=("node1's ipvsproxy did not come back")
 	kc delete-service kpm44 >/dev/null || true
 	kc delete-service kpm44-udp >/dev/null || true
-	verdict 44-rollback "rollback to the real kube-proxy in IPVS mode without clean-up (gaps: $kpm44_gaps; switch $switched s): the three streams kept, every gap < 1 s, counters kept, new connections served" \
+	verdict 44rollback "rollback to the real kube-proxy in IPVS mode without clean-up (gaps: $kpm44_gaps; switch $switched s): the three streams kept, every gap < 1 s, counters kept, new connections served" \
 		no_failures "${failures[@]}"
 }
 
