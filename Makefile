@@ -42,6 +42,12 @@ vm-panic-selftest:
 e2e: deps build
 	e2e/run.sh
 
+# e2e-migrate: the migration from the real kube-proxy (44, also in `make e2e`); the rollback and
+# the iptables and nftables modes are left out of `make e2e` for time.
+.PHONY: e2e-migrate
+e2e-migrate: deps build
+	IPVSPROXY_E2E_SCENARIOS="44 44rollback 44iptables 44nftables" e2e/run.sh
+
 # conformance-smoke: the DaemonSet started by a real kubelet becomes Ready and one Services
 # [Conformance] test passes (issue 12); the full pass is `make conformance`. prebuild starts the
 # control plane's and the conformance cluster's builds in the background first (nice 19): on a new

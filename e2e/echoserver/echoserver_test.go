@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -86,5 +87,49 @@ func TestUDPRepliesWithOwnNameAndClient(t *testing.T) {
 	conn.Close()
 	if err := <-done; err == nil {
 		t.Error("serveUDP returned nil after its socket closed")
+	}
+}
+
+// The migration scenarios trust the stream's report: a connection the server closes must be an
+// error, and a pause in the lines must show as the longest gap.
+func TestMeasureTCPReportsGapAndClose(t *testing.T) {
+	srv := httptest.NewServer(echoHandler("pod-s"))
+	defer srv.Close()
+	m := newGapMeter()
+	if err := measureTCP(srv.Listener.Addr().String(), m); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(450 * time.Millisecond)
+	report, ok := m.report()
+	if !ok || !strings.Contains(report, "senders=pod-s") || !strings.Contains(report, "error=none") {
+		t.Fatalf("open stream: %s", report)
+	}
+	var got int
+	fmt.Sscanf(report, "received=%d", &got)
+	if got < 3 {
+		t.Errorf("open stream: %d lines in 450 ms, want >= 3: %s", got, report)
+	}
+	srv.CloseClientConnections()
+	time.Sleep(200 * time.Millisecond)
+	if report, ok := m.report(); ok || !strings.Contains(report, "closed_by_the_peer") {
+		t.Errorf("after the server closed the connection: %s, want error=closed_by_the_peer", report)
+	}
+}
+
+func TestGapMeterCountsTheSilenceAtTheEnd(t *testing.T) {
+	m := newGapMeter()
+	m.arrived("a")
+	m.arrived("a")
+	time.Sleep(300 * time.Millisecond)
+	report, _ := m.report()
+	var got int
+	var gap float64
+	fmt.Sscanf(report, "received=%d max_gap=%f", &got, &gap)
+	if got != 2 || gap < 0.3 {
+		t.Errorf("report %q: want received=2 and max_gap >= 0.3", report)
+	}
+	var from, to float64
+	if _, err := fmt.Sscanf(report[strings.Index(report, "pauses="):], "pauses=%f-%f", &from, &to); err != nil || to-from < 0.3 {
+		t.Errorf("report %q: want the final silence as one pause of >= 0.3 s (%v)", report, err)
 	}
 }

@@ -16,7 +16,12 @@ const maxBody = 64 << 10
 // lines after the heading are what the scenarios grep: client_address is the address the TCP
 // connection came from, i.e. what survived (or did not survive) SNAT on the way.
 func echoHandler(name string) http.Handler {
+	stream := streamHandler(name)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stream" {
+			stream.ServeHTTP(w, r)
+			return
+		}
 		client, _, err := net.SplitHostPort(r.RemoteAddr)
 		if err != nil {
 			client = r.RemoteAddr

@@ -24,7 +24,13 @@ func main() {
 	httpAddr := flag.String("http", ":8080", "TCP address for HTTP; empty disables")
 	udpAddr := flag.String("udp", ":8081", "UDP address for the datagram echo; empty disables")
 	name := flag.String("name", "", "name reported as hostname= (default: the host name)")
+	measure := flag.String("measure", "", "client mode: tcp (one connection to ADDR's /stream) or udp (a datagram per 100 ms from one port); prints the longest gap at SIGTERM")
+	to := flag.String("to", "", "with -measure: the address to stream from, HOST:PORT")
 	flag.Parse()
+	if *measure != "" {
+		measureStream(*measure, *to)
+		return
+	}
 	if *name == "" {
 		*name, _ = os.Hostname()
 	}
