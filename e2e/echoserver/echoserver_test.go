@@ -88,3 +88,38 @@ func TestUDPRepliesWithOwnNameAndClient(t *testing.T) {
 		t.Error("serveUDP returned nil after its socket closed")
 	}
 }
+
+func TestStreamSendsLinesUntilClientHangsUp(t *testing.T) {
+	srv := httptest.NewServer(streamHandler("pod-s"))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/stream?every=20ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 256)
+	chunk := make([]byte, 64)
+	start := time.Now()
+	for strings.Count(string(buf), "\n") < 3 {
+		n, err := resp.Body.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		if err != nil {
+			t.Fatalf("after %q: %v", buf, err)
+		}
+	}
+	resp.Body.Close()
+	if !strings.HasPrefix(string(buf), "seq=0 hostname=pod-s\nseq=1 hostname=pod-s\nseq=2 hostname=pod-s\n") {
+		t.Errorf("stream = %q", buf)
+	}
+	// Three lines 20 ms apart: the lines are paced, not sent at once.
+	if d := time.Since(start); d < 35*time.Millisecond {
+		t.Errorf("three lines after %v, want paced by 20ms", d)
+	}
+}
+
+func TestStreamRejectsBadInterval(t *testing.T) {
+	rec := httptest.NewRecorder()
+	streamHandler("pod-s").ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/stream?every=-1s", nil))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "every") {
+		t.Errorf("got %d %q, want 400 naming every", rec.Code, rec.Body.String())
+	}
+}

@@ -8,6 +8,8 @@
 //
 // Over UDP it answers every datagram with its own name and address and the client's, so a UDP
 // client can tell which endpoint replied (the stale-conntrack scenario needs exactly that).
+// GET /stream answers a line every 100 ms until the client hangs up, so a scenario can measure
+// whether one established connection kept flowing (the largest gap between lines).
 package main
 
 import (
@@ -45,8 +47,11 @@ func main() {
 		if err != nil {
 			log.Fatalf("echoserver: listen tcp %s: %v", *httpAddr, err)
 		}
+		mux := http.NewServeMux()
+		mux.Handle("/", echoHandler(*name))
+		mux.Handle("/stream", streamHandler(*name))
 		srv := &http.Server{
-			Handler:           echoHandler(*name),
+			Handler:           mux,
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 		go func() { errs <- srv.Serve(ln) }()
