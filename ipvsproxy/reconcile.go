@@ -305,9 +305,14 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		// Kept, with its real servers and its record, until the Service
 		// list is believed again.
 		return
+	case want == nil && r.drainsVirtualServer(have, &errs):
+		// The Service (port) is gone but TCP connections are open: they
+		// finish at weight 0 instead of being cut (kube-proxy cuts them,
+		// kubernetes#71894); drain deletes it once they end or time is up.
+		r.settle(id, errors.Join(errs...))
+		return
 	case want == nil:
-		// The Service (port) is gone: its connections go with it, as with
-		// kube-proxy; only endpoints of a live Service drain.
+		// The Service (port) is gone and nothing is left to drain.
 		r.writes++
 		if err := r.k.IPVS.DeleteVirtualServer(k); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
 			r.fail(id, err)
@@ -470,6 +475,23 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 	return errs
 }
 
+// drainsVirtualServer sets every real server of an unwanted TCP virtual
+// server that still has connections to weight 0 (removeRealServers) and
+// reports whether any is left draining; those without connections go.
+// Failed writes are added to errs.
+func (r *reconciler) drainsVirtualServer(have *kernelVirtualServer, errs *[]error) bool {
+	if have == nil || have.vs.Protocol != ipvs.TCP || r.cfg.DrainTimeout <= 0 {
+		return false
+	}
+	k := have.vs.VirtualServerKey
+	gone := make([]ipvs.RealServerKey, 0, len(have.realServers))
+	for _, rs := range have.realServers {
+		gone = append(gone, rs.RealServerKey)
+	}
+	*errs = append(*errs, r.removeRealServers(have, gone)...)
+	return len(r.draining[k]) > 0
+}
+
 func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealServerKey) error {
 	k := have.vs.VirtualServerKey
 	r.writes++
@@ -513,6 +535,11 @@ func (r *reconciler) drain() {
 					r.fail(vsID(k), err)
 				}
 			}
+		}
+		if r.draining[k] == nil && r.desired.virtualServer(k) == nil {
+			// The last connection of a deleted Service's virtual server
+			// ended (or its time is up): the virtual server goes too.
+			r.reconcileVirtualServer(k)
 		}
 	}
 }
