@@ -204,7 +204,7 @@ func TestDeletedServiceDrainsEstablishedConnections(t *testing.T) {
 		end       func(fk *fakeKernel, now *time.Time)
 		wantAfter string
 	}{
-		{"connections end", func(fk *fakeKernel, _ *time.Time) { fk.ipvs.SetConnections(webVS, ep2, 0, 0) }, "gone once they end"},
+		{"connections close", func(fk *fakeKernel, _ *time.Time) { fk.ipvs.SetConnections(webVS, ep2, 0, 2) }, "gone once none is established"},
 		{"limit passes", func(_ *fakeKernel, now *time.Time) { *now = now.Add(2 * time.Minute) }, "gone after the limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -238,6 +238,24 @@ func TestDeletedServiceDrainsEstablishedConnections(t *testing.T) {
 				t.Fatalf("want the virtual server %s, left:\n%s draining=%d", tc.wantAfter, got, res.Draining)
 			}
 		})
+	}
+}
+
+// Only established connections keep a deleted Service's virtual server:
+// closing ones (TIME_WAIT after every short request) have nothing to carry.
+func TestDeletedServiceWithOnlyClosingConnectionsGoesAtOnce(t *testing.T) {
+	fk := newFakeKernel()
+	p, _ := newTestProxier(t, fk, testConfig())
+	svc := service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	fk.ipvs.SetConnections(webVS, ep1, 0, 5)
+	p.Tracker().DeleteService("default", "web")
+	p.Tracker().DeleteEndpointSlice(slice(svc, "web-a", 8080))
+	mustSync(t, p)
+	if got := fk.ipvs.Dump(); strings.Contains(got, "10.96.0.10") {
+		t.Fatalf("virtual server kept for closing connections:\n%s", got)
 	}
 }
 
