@@ -5,7 +5,7 @@
 # 60: the endpoint a live connection reaches turns terminating (serving), then terminating and
 #     not serving, then is removed: its real server stays at weight 0 and the stream flows; new
 #     connections go to the other endpoint; once the stream is closed (RST) the real server goes.
-# 61: node1 restarted with --ipvs-drain-timeout 20s; deleting a Service keeps a stream through its
+# 61: node1 restarted with --ipvs-drain-timeout 45s (long enough that the cluster IP stream closes, and its virtual server goes, before it under a loaded emulated VM: 20 s was not); deleting a Service keeps a stream through its
 #     cluster IP and one through its NodePort (from outside) flowing at weight 0; the cluster IP's
 #     virtual server goes once its stream closes; the NodePort's at the first sync after the
 #     limit, which cuts its stream (expire_nodest_conn). node1 goes back to the suite's flags.
@@ -151,7 +151,7 @@ YAML
 
 scenario_61() {
 	heading "Deleting a Service drains its established connections (kubernetes#71894), up to --ipvs-drain-timeout"
-	local failures=() info ip limit=20
+	local failures=() info ip limit=45
 	stop_proxier node1
 	E2E_PROXIER_ARGS="${E2E_PROXIER_ARGS:-} --ipvs-drain-timeout ${limit}s" start_proxier node1
 	wait_until 60 proxier_synced node1 || failures+=("node1's proxier with --ipvs-drain-timeout ${limit}s did not sync")
