@@ -223,7 +223,7 @@ YAML
 	last_n_del=$(awk -v t="$t_del" 'END { printf "%.1f", $1 - t }' "$log_n")
 	gap_c=$(stream_gap "$log_c" 0 "$t_close") gap_n=$(stream_gap "$log_n" 0 "$t_mid")
 	show - "# streams, seconds after node1 set the weights to 0" \
-		"cluster IP: largest gap $gap_c until closed at $(awk -v a="$t_seen" -v b="$t_close" 'BEGIN { printf "%.1f", b - a }')s, virtual server gone ${took_c:-never}s after (${gone_c}s; the NodePort's still there); NodePort from $client_addr: largest gap $gap_n, last line at ${last_n}s (${last_n_del}s after the deletion began; limit ${limit}s, sync period $sync_period), virtual server gone by ${took_n:-never}s"
+		"cluster IP: largest gap $gap_c until closed at $(awk -v a="$t_seen" -v b="$t_close" 'BEGIN { printf "%.1f", b - a }')s, virtual server gone ${took_c:-never}s after (${gone_c}s after the weights went 0); NodePort from $client_addr: largest gap $gap_n, last line at ${last_n}s (${last_n_del}s after the deletion began; limit ${limit}s, sync period $sync_period), virtual server gone by ${took_n:-never}s"
 	for g in "${gap_c%% *}" "${gap_n%% *}"; do
 		awk -v g="$g" -v m="$stream_line_gap_max" 'BEGIN { exit !(g < m) }' || failures+=("largest gap $g s, want < $stream_line_gap_max s")
 	done
