@@ -106,6 +106,11 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 		object := "virtual server " + key.String()
 		d, want := desired[key]
 		if !want {
+			if drainingOnly(kvs.RealServers, draining[key]) {
+				// A deleted Service's virtual server kept while its
+				// connections end: expected.
+				continue
+			}
 			if owner(key) == "foreign" {
 				res.Foreign = append(res.Foreign, Difference{Kind: DiffForeign, Object: object, Have: kvs.Scheduler})
 			} else {
@@ -192,6 +197,17 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 		}
 		wantSets[set][e] = true
 	}
+	// So does a deleted Service's one that drains (kept above).
+	for key := range draining {
+		if _, ok := desired[key]; ok {
+			continue
+		}
+		set, e := ipvsproxy.OwnershipRecord(key)
+		if wantSets[set] == nil {
+			wantSets[set] = map[ipset.Entry]bool{}
+		}
+		wantSets[set][e] = true
+	}
 	for _, name := range ipvsproxy.OwnedSetNames(snap.Config.Families) {
 		ks, ok := k.Sets[name]
 		if !ok {
@@ -224,4 +240,18 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 
 func compareRealKeys(a, b ipvs.RealServerKey) int {
 	return netip.AddrPortFrom(a.Address, a.Port).Compare(netip.AddrPortFrom(b.Address, b.Port))
+}
+
+// drainingOnly reports whether a virtual server nobody wants holds only real
+// servers draining at weight 0.
+func drainingOnly(rss []KernelRealServer, draining map[ipvs.RealServerKey]bool) bool {
+	if len(rss) == 0 {
+		return false
+	}
+	for _, rs := range rss {
+		if !draining[rs.RealServerKey] || rs.Weight != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -461,3 +461,27 @@ func TestSnapshotFromObjectsIsTheDaemonsDesiredState(t *testing.T) {
 		t.Fatalf("the kernel synced by the daemon vs the computed state: %v", res.Differences)
 	}
 }
+
+// A deleted Service's virtual server kept while its connections end (every
+// real server draining at weight 0) is expected, not an extra one.
+func TestCheckAcceptsDeletedServiceDraining(t *testing.T) {
+	n := newNode(t)
+	if err := n.ipvs.SetConnections(webVS, web1, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	n.proxier.Tracker().DeleteService("default", "web")
+	n.proxier.Tracker().DeleteEndpointSlice(n.objects[1].(*discovery.EndpointSlice))
+	if res := n.proxier.Sync(); res.Err() != nil || res.Draining != 1 {
+		t.Fatalf("sync: %v, draining %d", res.Err(), res.Draining)
+	}
+	if res := Check(n.read(t), n.proxier.Snapshot()); res.ExitCode() != CheckAgree {
+		t.Fatalf("while draining: %+v", res.Differences)
+	}
+	// Someone raises its weight: no longer a draining one.
+	if err := n.ipvs.UpdateRealServer(webVS, ipvs.RealServer{RealServerKey: web1, Weight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if res := Check(n.read(t), n.proxier.Snapshot()); res.ExitCode() != CheckDiffer {
+		t.Fatalf("weight 1 on a deleted Service's virtual server not reported: %+v", res.Differences)
+	}
+}

@@ -72,8 +72,10 @@ type Config struct {
 	ResyncShares int
 	// IPVS connection timeouts; zero leaves the kernel's value.
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
-	// DrainTimeout bounds how long a removed TCP real server stays at weight
-	// 0 waiting for its connections to end.
+	// DrainTimeout (--ipvs-drain-timeout) bounds how long a removed TCP
+	// real server, or every real server of a deleted Service's TCP virtual
+	// server, stays at weight 0 waiting for its connections to end; 0 cuts
+	// them at once. At most MaxDrainTimeout.
 	DrainTimeout time.Duration
 	// IPSetMaxElements is the maxelem of every owned hash set created (the
 	// kernel's default is 65536); a Service that would overflow a set is
@@ -82,6 +84,12 @@ type Config struct {
 	// Conntrack are the conntrack sysctls kube-proxy sets at start-up.
 	Conntrack ConntrackSettings
 }
+
+// DefaultDrainTimeout and MaxDrainTimeout bound Config.DrainTimeout.
+const (
+	DefaultDrainTimeout = 15 * time.Minute
+	MaxDrainTimeout     = 24 * time.Hour
+)
 
 // DefaultConfig returns kube-proxy's defaults.
 func DefaultConfig() Config {
@@ -94,7 +102,7 @@ func DefaultConfig() Config {
 		SyncPeriod:     30 * time.Second,
 		MinSyncPeriod:  time.Second,
 		ResyncShares:   1,
-		DrainTimeout:   15 * time.Minute,
+		DrainTimeout:   DefaultDrainTimeout,
 		Conntrack:      DefaultConntrack(),
 
 		IPSetMaxElements: ipset.DefaultMaxElem,
@@ -145,6 +153,9 @@ func (c Config) Validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("IPVS %s timeout %v must not be negative", name, d))
 		}
+	}
+	if c.DrainTimeout < 0 || c.DrainTimeout > MaxDrainTimeout {
+		errs = append(errs, fmt.Errorf("drain timeout %v must be between 0 and %v", c.DrainTimeout, MaxDrainTimeout))
 	}
 	errs = append(errs, c.Conntrack.validate()...)
 	return errors.Join(errs...)

@@ -195,6 +195,89 @@ func TestGracefulTerminationOfTCPRealServer(t *testing.T) {
 	}
 }
 
+// Deleting a Service does not cut its established TCP connections
+// (kubernetes#71894): the virtual server stays with its real servers at
+// weight 0 until they end or the drain limit passes, then it goes.
+func TestDeletedServiceDrainsEstablishedConnections(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		end       func(fk *fakeKernel, now *time.Time)
+		wantAfter string
+	}{
+		{"connections close", func(fk *fakeKernel, _ *time.Time) { fk.ipvs.SetConnections(webVS, ep2, 0, 2) }, "gone once none is established"},
+		{"limit passes", func(_ *fakeKernel, now *time.Time) { *now = now.Add(2 * time.Minute) }, "gone after the limit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fk := newFakeKernel()
+			cfg := testConfig()
+			cfg.DrainTimeout = time.Minute
+			p, _ := newTestProxier(t, fk, cfg)
+			now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+			p.now = func() time.Time { return now }
+			svc := service("web", "10.96.0.10")
+			p.Tracker().SetService(svc)
+			p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
+			mustSync(t, p)
+			if err := fk.ipvs.SetConnections(webVS, ep2, 1, 0); err != nil {
+				t.Fatal(err)
+			}
+			p.Tracker().DeleteService("default", "web")
+			p.Tracker().DeleteEndpointSlice(slice(svc, "web-a", 8080))
+			res := mustSync(t, p)
+			// ep1 had no connection: gone; ep2 drains at weight 0.
+			if got := realServers(t, fk, webVS); len(got) != 1 || got[ep2] != 0 || res.Draining != 1 {
+				t.Fatalf("want only ep2 at weight 0, got %v draining=%d", got, res.Draining)
+			}
+			mustSync(t, p)
+			if got := realServers(t, fk, webVS); len(got) != 1 {
+				t.Fatalf("cut while its connection is open: %v", got)
+			}
+			tc.end(fk, &now)
+			res = mustSync(t, p)
+			if got := fk.ipvs.Dump(); strings.Contains(got, "10.96.0.10") || res.Draining != 0 {
+				t.Fatalf("want the virtual server %s, left:\n%s draining=%d", tc.wantAfter, got, res.Draining)
+			}
+		})
+	}
+}
+
+// Only established connections keep a deleted Service's virtual server:
+// closing ones (TIME_WAIT after every short request) have nothing to carry.
+func TestDeletedServiceWithOnlyClosingConnectionsGoesAtOnce(t *testing.T) {
+	fk := newFakeKernel()
+	p, _ := newTestProxier(t, fk, testConfig())
+	svc := service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	fk.ipvs.SetConnections(webVS, ep1, 0, 5)
+	p.Tracker().DeleteService("default", "web")
+	p.Tracker().DeleteEndpointSlice(slice(svc, "web-a", 8080))
+	mustSync(t, p)
+	if got := fk.ipvs.Dump(); strings.Contains(got, "10.96.0.10") {
+		t.Fatalf("virtual server kept for closing connections:\n%s", got)
+	}
+}
+
+// A drain limit of 0 cuts a deleted Service's connections at once.
+func TestDeletedServiceWithoutDrainLimitGoesAtOnce(t *testing.T) {
+	fk := newFakeKernel()
+	cfg := testConfig()
+	cfg.DrainTimeout = 0
+	p, _ := newTestProxier(t, fk, cfg)
+	svc := service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	fk.ipvs.SetConnections(webVS, ep1, 1, 0)
+	p.Tracker().DeleteService("default", "web")
+	p.Tracker().DeleteEndpointSlice(slice(svc, "web-a", 8080))
+	mustSync(t, p)
+	if got := fk.ipvs.Dump(); strings.Contains(got, "10.96.0.10") {
+		t.Fatalf("virtual server left:\n%s", got)
+	}
+}
+
 func TestDrainingRealServerTimesOutAndComesBack(t *testing.T) {
 	fk := newFakeKernel()
 	cfg := testConfig()

@@ -305,9 +305,14 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		// Kept, with its real servers and its record, until the Service
 		// list is believed again.
 		return
+	case want == nil && r.drainsVirtualServer(have, &errs):
+		// The Service (port) is gone but TCP connections are open: they
+		// finish at weight 0 instead of being cut (kube-proxy cuts them,
+		// kubernetes#71894); drain deletes it once they end or time is up.
+		r.settle(id, errors.Join(errs...))
+		return
 	case want == nil:
-		// The Service (port) is gone: its connections go with it, as with
-		// kube-proxy; only endpoints of a live Service drain.
+		// The Service (port) is gone and nothing is left to drain.
 		r.writes++
 		if err := r.k.IPVS.DeleteVirtualServer(k); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
 			r.fail(id, err)
@@ -411,7 +416,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 				gone = append(gone, rs.RealServerKey)
 			}
 		}
-		errs = append(errs, r.removeRealServers(have, gone)...)
+		errs = append(errs, r.removeRealServers(have, gone, false)...)
 	}
 	r.settle(id, errors.Join(errs...))
 }
@@ -429,8 +434,11 @@ func (r *reconciler) foreignFound(k ipvs.VirtualServerKey) {
 // removeRealServers deletes real servers that no endpoint backs any more.
 // A TCP one with connections is set to weight 0 instead and deleted by
 // drain once they end: established connections finish, new ones go
-// elsewhere. UDP and SCTP ones go at once, as in kube-proxy.
-func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.RealServerKey) []error {
+// elsewhere. UDP and SCTP ones go at once, as in kube-proxy. With
+// activeOnly (a deleted Service) only established connections count: the
+// closing ones (FIN_WAIT, TIME_WAIT, CLOSE) would keep it for minutes with
+// nothing left to carry.
+func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.RealServerKey, activeOnly bool) []error {
 	k := have.vs.VirtualServerKey
 	var errs []error
 	if k.Protocol == ipvs.TCP {
@@ -445,7 +453,7 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 	}
 	for _, key := range gone {
 		rs, _ := have.realServers.get(key)
-		if k.Protocol == ipvs.TCP && rs.ActiveConnections+rs.InactiveConnections > 0 {
+		if k.Protocol == ipvs.TCP && liveConnections(rs, activeOnly) > 0 {
 			if r.draining[k] == nil {
 				r.draining[k] = map[ipvs.RealServerKey]time.Time{}
 			}
@@ -468,6 +476,32 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 		}
 	}
 	return errs
+}
+
+// drainsVirtualServer sets every real server of an unwanted TCP virtual
+// server that still has connections to weight 0 (removeRealServers) and
+// reports whether any is left draining; those without connections go.
+// Failed writes are added to errs.
+func (r *reconciler) drainsVirtualServer(have *kernelVirtualServer, errs *[]error) bool {
+	if have == nil || have.vs.Protocol != ipvs.TCP || r.cfg.DrainTimeout <= 0 {
+		return false
+	}
+	k := have.vs.VirtualServerKey
+	gone := make([]ipvs.RealServerKey, 0, len(have.realServers))
+	for _, rs := range have.realServers {
+		gone = append(gone, rs.RealServerKey)
+	}
+	*errs = append(*errs, r.removeRealServers(have, gone, true)...)
+	return len(r.draining[k]) > 0
+}
+
+// liveConnections counts what keeps a draining real server: its active and
+// inactive connections, as kube-proxy, or the active ones only.
+func liveConnections(rs ipvs.RealServer, activeOnly bool) int {
+	if activeOnly {
+		return rs.ActiveConnections
+	}
+	return rs.ActiveConnections + rs.InactiveConnections
 }
 
 func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealServerKey) error {
@@ -503,9 +537,10 @@ func (r *reconciler) drain() {
 			r.fail(vsID(k), fmt.Errorf("list real servers of %s to drain: %w", k, err))
 			continue
 		}
+		serviceGone := r.desired.virtualServer(k) == nil
 		conns := map[ipvs.RealServerKey]int{}
 		for _, rs := range current {
-			conns[rs.RealServerKey] = rs.ActiveConnections + rs.InactiveConnections
+			conns[rs.RealServerKey] = liveConnections(rs, serviceGone)
 		}
 		for key, deadline := range rss {
 			if n, ok := conns[key]; !ok || n == 0 || !r.now.Before(deadline) {
@@ -513,6 +548,11 @@ func (r *reconciler) drain() {
 					r.fail(vsID(k), err)
 				}
 			}
+		}
+		if r.draining[k] == nil && serviceGone {
+			// The last connection of a deleted Service's virtual server
+			// ended (or its time is up): the virtual server goes too.
+			r.reconcileVirtualServer(k)
 		}
 	}
 }

@@ -124,6 +124,7 @@ var flagsWithoutField = map[string]string{
 	"ipset-max-elements":      "ipvsproxy only; kube-proxy creates its sets with the kernel's default maxelem (65536)",
 	"ipvs-scheduler-flags":    "ipvsproxy only; kube-proxy cannot set the sh and mh flags",
 	"ipvs-resync-shares":      "ipvsproxy only; kube-proxy re-checks everything every ipvs.syncPeriod",
+	"ipvs-drain-timeout":      "ipvsproxy only; kube-proxy waits for a removed endpoint's connections without limit and cuts a deleted Service's at once",
 	"service-node-port-range": "the API server's flag; kube-proxy reads no NodePort range",
 	"sysctl-root":             "ipvsproxy only: where /proc/sys is mounted in the container",
 	"metrics-per-service":     "ipvsproxy only: per-Service IPVS counters",

@@ -53,6 +53,7 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-min-sync-period", EnvVars: envOf("ipvs-min-sync-period"), Value: d.MinSyncPeriod, Usage: "the shortest time between two kernel syncs"},
 		&cli.DurationFlag{Name: "ipvs-tcp-timeout", EnvVars: envOf("ipvs-tcp-timeout"), Usage: "IPVS timeout for idle TCP connections (0 leaves the kernel's)"},
 		&cli.DurationFlag{Name: "ipvs-tcpfin-timeout", EnvVars: envOf("ipvs-tcpfin-timeout"), Usage: "IPVS timeout for TCP connections after FIN (0 leaves the kernel's)"},
+		&cli.DurationFlag{Name: "ipvs-drain-timeout", EnvVars: envOf("ipvs-drain-timeout"), Value: d.DrainTimeout, Usage: fmt.Sprintf("how long open TCP connections of a removed endpoint or a deleted Service keep their real server at weight 0 before it is deleted (0-%v; 0 cuts them at once)", ipvsproxy.MaxDrainTimeout)},
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: envOf("ipvs-udp-timeout"), Usage: "IPVS timeout for UDP flows (0 leaves the kernel's)"},
 		&cli.UintFlag{Name: "ipset-max-elements", EnvVars: envOf("ipset-max-elements"), Value: uint(d.IPSetMaxElements), Usage: "maxelem of the ipsets created; a Service that would overflow one is refused with an Event"},
 		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
@@ -129,6 +130,11 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		cfg.TCPTimeout = c.Duration("ipvs-tcp-timeout")
 		cfg.TCPFinTimeout = c.Duration("ipvs-tcpfin-timeout")
 		cfg.UDPTimeout = c.Duration("ipvs-udp-timeout")
+		if d := c.Duration("ipvs-drain-timeout"); d >= 0 && d <= ipvsproxy.MaxDrainTimeout {
+			cfg.DrainTimeout = d
+		} else {
+			return cfg, fmt.Errorf("--ipvs-drain-timeout=%v must be between 0 and %v", d, ipvsproxy.MaxDrainTimeout)
+		}
 		if n := c.Uint("ipset-max-elements"); n > 0 && n <= 1<<31 {
 			cfg.IPSetMaxElements = uint32(n)
 		} else {

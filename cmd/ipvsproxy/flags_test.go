@@ -47,7 +47,7 @@ func TestFlagsFollowKubeProxyDefaults(t *testing.T) {
 func TestFlagsParse(t *testing.T) {
 	cfg, err := parse(t, "--cluster-cidr=10.244.0.0/16,fd00:244::/56", "--nodeport-addresses=198.51.100.0/24",
 		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp",
-		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-resync-shares=10", "--ipvs-udp-timeout=10s", "--service-node-port-range=31000-31999",
+		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-resync-shares=10", "--ipvs-udp-timeout=10s", "--ipvs-drain-timeout=30s", "--service-node-port-range=31000-31999",
 		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16")
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +61,7 @@ func TestFlagsParse(t *testing.T) {
 	want.SyncPeriod, want.MinSyncPeriod, want.UDPTimeout = time.Minute, 2*time.Second, 10*time.Second
 	want.NodePortMin, want.NodePortMax = 31000, 31999
 	want.ResyncShares = 10
+	want.DrainTimeout = 30 * time.Second
 	want.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25")}
 	want.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
 	if got, w := strings.ReplaceAll(sprint(cfg), " ", ""), strings.ReplaceAll(sprint(want), " ", ""); got != w {
@@ -96,6 +97,8 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		{[]string{"--ipvs-resync-shares=0"}, "--ipvs-resync-shares=0 must be between 1 and 100"},
 		{[]string{"--ipvs-resync-shares=101"}, "--ipvs-resync-shares=101 must be between 1 and 100"},
 		{[]string{"--ipvs-udp-timeout=-1s"}, "udp timeout"},
+		{[]string{"--ipvs-drain-timeout=-1s"}, "--ipvs-drain-timeout=-1s must be between 0 and 24h0m0s"},
+		{[]string{"--ipvs-drain-timeout=25h"}, "--ipvs-drain-timeout=25h0m0s must be between 0 and 24h0m0s"},
 		{[]string{"--ipvs-scheduler="}, "empty IPVS scheduler"},
 		{[]string{"--metrics-bind-address=localhost"}, "--metrics-bind-address"},
 	} {

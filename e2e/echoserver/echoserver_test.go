@@ -129,7 +129,7 @@ func TestGapMeterCountsTheSilenceAtTheEnd(t *testing.T) {
 		t.Errorf("report %q: want received=2 and max_gap >= 0.3", report)
 	}
 	var from, to float64
-	if _, err := fmt.Sscanf(report[strings.Index(report, "pauses="):], "pauses=%f-%f", &from, &to); err != nil || to-from < 0.3 {
+	if _, err := fmt.Sscanf(report[strings.Index(report, "pauses="):], "pauses=%f-%f", &from, &to); err != nil || to-from < 0.29 { // printed to the millisecond: 0.3 can read back as 0.2999
 		t.Errorf("report %q: want the final silence as one pause of >= 0.3 s (%v)", report, err)
 	}
 }

@@ -8,6 +8,8 @@
 //
 // Over UDP it answers every datagram with its own name and address and the client's, so a UDP
 // client can tell which endpoint replied (the stale-conntrack scenario needs exactly that).
+// GET /stream answers a line every 100 ms until the client hangs up, so a scenario can measure
+// whether one established connection kept flowing (the largest gap between lines).
 package main
 
 import (
