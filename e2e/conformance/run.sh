@@ -294,7 +294,7 @@ if [[ -n $shard || ( -z $smoke && -z $focus ) ]]; then
 	reports=("$report"/*/junit_01.xml)
 	if [[ -e ${reports[0]} ]]; then
 		"$bin/conformanceledger" append -ledger "$here/ledger.tsv" -date "$run_date" -commit "$commit" \
-			-cluster "$cluster" -shard "${shard:-all}" "${reports[@]}" >&2 || log "FAILED to append to the ledger"
+			-cluster "$cluster" -nodes "$nodes" -shard "${shard:-all}" "${reports[@]}" >&2 || log "FAILED to append to the ledger"
 	else
 		log "no JUnit report: nothing for the ledger (see $report/*/e2e.log)"
 	fi

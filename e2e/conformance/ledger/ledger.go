@@ -11,7 +11,7 @@ import (
 )
 
 // Header is the ledger's first line; the columns of every line after it, tab-separated.
-const Header = "date\tcommit\tcluster\tshard\tpass\tspec\tresult\tseconds\tnote"
+const Header = "date\tcommit\tcluster\tnodes\tshard\tpass\tspec\tresult\tseconds\tnote"
 
 // Clusters a run can be made on: the IPv4 cluster with ipvsproxy, the dual-stack one, and the
 // same IPv4 cluster with kube-proxy in IPVS mode instead (to tell our failures from the bed's).
@@ -23,6 +23,7 @@ type Line struct {
 	Date    string  // when the run began, UTC, RFC 3339
 	Commit  string  // the code's commit, "+dirty" when the tree differed from it
 	Cluster string  // one of Clusters
+	Nodes   string  // how many nodes the cluster had ("-" for a cause)
 	Shard   string  // "K/N", "all" for a whole run, "-" for a cause
 	Pass    string  // the pass of run.sh that ran it (shard, services-conformance, proxy, rerun-serial)
 	Spec    string  // the spec's text as ginkgo's focus matches it
@@ -32,13 +33,13 @@ type Line struct {
 }
 
 func (l Line) String() string {
-	return strings.Join([]string{l.Date, l.Commit, l.Cluster, l.Shard, l.Pass, l.Spec, l.Outcome,
+	return strings.Join([]string{l.Date, l.Commit, l.Cluster, l.Nodes, l.Shard, l.Pass, l.Spec, l.Outcome,
 		strconv.FormatFloat(l.Seconds, 'f', 1, 64), l.Note}, "\t")
 }
 
 // key identifies a line's event; appending the same report twice adds nothing.
 func (l Line) key() string {
-	return strings.Join([]string{l.Date, l.Commit, l.Cluster, l.Shard, l.Pass, l.Spec, l.Outcome, l.Note}, "\t")
+	return strings.Join([]string{l.Date, l.Commit, l.Cluster, l.Nodes, l.Shard, l.Pass, l.Spec, l.Outcome, l.Note}, "\t")
 }
 
 func (l Line) validate() error {
@@ -57,7 +58,7 @@ func (l Line) validate() error {
 	default:
 		return fmt.Errorf("ledger line for %q: result %q is none of passed, failed, skipped, cause", l.Spec, l.Outcome)
 	}
-	for _, f := range []string{l.Date, l.Commit, l.Cluster, l.Shard, l.Pass, l.Spec, l.Note} {
+	for _, f := range []string{l.Date, l.Commit, l.Cluster, l.Nodes, l.Shard, l.Pass, l.Spec, l.Note} {
 		if strings.ContainsAny(f, "\t\n\r") {
 			return fmt.Errorf("ledger line for %q: a field holds a tab or line break", l.Spec)
 		}
@@ -70,14 +71,14 @@ func (l Line) validate() error {
 
 // Run is what every line of one run shares.
 type Run struct {
-	Date, Commit, Cluster, Shard string
+	Date, Commit, Cluster, Nodes, Shard string
 }
 
 // Lines of one pass's results.
 func (r Run) Lines(pass string, results []Result) []Line {
 	lines := make([]Line, 0, len(results))
 	for _, res := range results {
-		lines = append(lines, Line{Date: r.Date, Commit: r.Commit, Cluster: r.Cluster, Shard: r.Shard,
+		lines = append(lines, Line{Date: r.Date, Commit: r.Commit, Cluster: r.Cluster, Nodes: r.Nodes, Shard: r.Shard,
 			Pass: pass, Spec: res.Spec, Outcome: res.Outcome, Seconds: res.Seconds, Note: res.Detail})
 	}
 	return lines
@@ -109,15 +110,15 @@ func Read(path string) ([]Line, error) {
 			continue
 		}
 		fields := strings.Split(text, "\t")
-		if len(fields) != 9 {
-			return nil, fmt.Errorf("ledger %s line %d: %d columns, want 9", path, n, len(fields))
+		if len(fields) != 10 {
+			return nil, fmt.Errorf("ledger %s line %d: %d columns, want 10", path, n, len(fields))
 		}
-		seconds, err := strconv.ParseFloat(fields[7], 64)
+		seconds, err := strconv.ParseFloat(fields[8], 64)
 		if err != nil {
-			return nil, fmt.Errorf("ledger %s line %d: seconds %q: %w", path, n, fields[7], err)
+			return nil, fmt.Errorf("ledger %s line %d: seconds %q: %w", path, n, fields[8], err)
 		}
-		l := Line{Date: fields[0], Commit: fields[1], Cluster: fields[2], Shard: fields[3], Pass: fields[4],
-			Spec: fields[5], Outcome: fields[6], Seconds: seconds, Note: fields[8]}
+		l := Line{Date: fields[0], Commit: fields[1], Cluster: fields[2], Nodes: fields[3], Shard: fields[4],
+			Pass: fields[5], Spec: fields[6], Outcome: fields[7], Seconds: seconds, Note: fields[9]}
 		if err := l.validate(); err != nil {
 			return nil, fmt.Errorf("ledger %s line %d: %w", path, n, err)
 		}

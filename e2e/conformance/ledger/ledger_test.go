@@ -79,7 +79,7 @@ func TestSelectedFromADryRun(t *testing.T) {
 func TestAppendKeepsAFailureWhenTheSpecLaterPasses(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ledger.tsv")
-	run := Run{Date: "2026-12-02T18:00:00Z", Commit: "0123456789ab", Cluster: "ipv4", Shard: "3/30"}
+	run := Run{Date: "2026-12-02T18:00:00Z", Commit: "0123456789ab", Cluster: "ipv4", Nodes: "2", Shard: "3/30"}
 	first, err := ReadJUnit(writeReport(t, dir, "shard", firstRun))
 	if err != nil {
 		t.Fatal(err)
@@ -104,10 +104,10 @@ func TestAppendKeepsAFailureWhenTheSpecLaterPasses(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Header + "\n" +
-		"2026-12-02T18:00:00Z\t0123456789ab\tipv4\t3/30\tshard\t" + basicSpec + "\tpassed\t61.2\t\n" +
-		"2026-12-02T18:00:00Z\t0123456789ab\tipv4\t3/30\tshard\t" + fallbackSpec + "\tfailed\t368.0\t[FAILED] error running curl: command terminated with exit code 7 (after 100 s)\n" +
-		"2026-12-02T18:00:00Z\t0123456789ab\tipv4\t3/30\tshard\t" + threeSpec + "\tskipped\t0.2\tRequires at least 3 nodes (not 2)\n" +
-		"2026-12-02T18:00:00Z\t0123456789ab\tipv4\t3/30\trerun-serial\t" + fallbackSpec + "\tpassed\t176.0\t\n"
+		"2026-12-02T18:00:00Z\t0123456789ab\tipv4\t2\t3/30\tshard\t" + basicSpec + "\tpassed\t61.2\t\n" +
+		"2026-12-02T18:00:00Z\t0123456789ab\tipv4\t2\t3/30\tshard\t" + fallbackSpec + "\tfailed\t368.0\t[FAILED] error running curl: command terminated with exit code 7 (after 100 s)\n" +
+		"2026-12-02T18:00:00Z\t0123456789ab\tipv4\t2\t3/30\tshard\t" + threeSpec + "\tskipped\t0.2\tRequires at least 3 nodes (not 2)\n" +
+		"2026-12-02T18:00:00Z\t0123456789ab\tipv4\t2\t3/30\trerun-serial\t" + fallbackSpec + "\tpassed\t176.0\t\n"
 	if string(data) != want {
 		t.Errorf("ledger:\n%s\nwant:\n%s", data, want)
 	}
@@ -119,7 +119,7 @@ func TestAppendKeepsAFailureWhenTheSpecLaterPasses(t *testing.T) {
 
 func TestAppendRefusesWhatWouldBreakTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.tsv")
-	good := Line{Date: "d", Commit: "c", Cluster: "ipv4", Shard: "1/1", Pass: "p", Spec: "s", Outcome: Passed}
+	good := Line{Date: "d", Commit: "c", Cluster: "ipv4", Nodes: "2", Shard: "1/1", Pass: "p", Spec: "s", Outcome: Passed}
 	for name, mutate := range map[string]func(*Line){
 		"tab in spec":     func(l *Line) { l.Spec = "a\tb" },
 		"unknown cluster": func(l *Line) { l.Cluster = "ipv6" },
@@ -145,8 +145,8 @@ func TestAppendRefusesWhatWouldBreakTheFile(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
-	old := Run{Date: "2026-11-30T10:00:00Z", Commit: "aaaaaaaaaaaa", Cluster: "ipv4", Shard: "all"}
-	now := Run{Date: "2026-12-02T18:00:00Z", Commit: "bbbbbbbbbbbb+dirty", Cluster: "ipv4", Shard: "3/30"}
+	old := Run{Date: "2026-11-30T10:00:00Z", Commit: "aaaaaaaaaaaa", Cluster: "ipv4", Nodes: "2", Shard: "all"}
+	now := Run{Date: "2026-12-02T18:00:00Z", Commit: "bbbbbbbbbbbb+dirty", Cluster: "ipv4", Nodes: "2", Shard: "3/30"}
 	var lines []Line
 	lines = append(lines, old.Lines("proxy", []Result{{Spec: neverSpec, Outcome: Passed, Seconds: 1719}})...)
 	lines = append(lines, now.Lines("shard", []Result{
@@ -175,7 +175,7 @@ func TestStatus(t *testing.T) {
 	var out bytes.Buffer
 	st.Write(&out, "v0.0")
 	for _, want := range []string{
-		"passed   bbbbbbbbbbbb+dirty  2026-12-02T18:00:00Z  ipv4             " + fallbackSpec + "  (failed 1 time(s), 1 with no cause noted)",
+		"passed   bbbbbbbbbbbb+dirty  2026-12-02T18:00:00Z  ipv4              2  " + fallbackSpec + "  (failed 1 time(s), 1 with no cause noted)",
 		"Selected specs with no result at v0.0 on cluster ipv4: 1 of 4\n  " + neverSpec,
 		"Failures with no cause noted after them: 1",
 		"4 selected; at v0.0 on ipv4: 2 passed, 0 failed, 1 skipped (latest each), 1 without a result; 1 failure(s) without a cause",
@@ -187,7 +187,7 @@ func TestStatus(t *testing.T) {
 
 	// A cause noted after the failure explains it; a failure after the cause needs its own.
 	explained := append(append([]Line(nil), lines...), Line{Date: "2026-12-02T19:00:00Z", Commit: "bbbbbbbbbbbb",
-		Cluster: "ipv4", Shard: "-", Pass: "-", Spec: fallbackSpec, Outcome: Cause, Note: "the test bed: 100 s grace period against kubectl exec"})
+		Cluster: "ipv4", Nodes: "-", Shard: "-", Pass: "-", Spec: fallbackSpec, Outcome: Cause, Note: "the test bed: 100 s grace period against kubectl exec"})
 	if st := Compute(explained, selected, "ipv4", current); len(st.Unexplained) != 0 {
 		t.Errorf("after the cause: Unexplained = %+v, want none", st.Unexplained)
 	}

@@ -93,7 +93,7 @@ func Compute(lines []Line, selected []string, cluster string, atCurrentVersion f
 
 // Write the status as text; version names the current minor version in the headings.
 func (st Status) Write(w io.Writer, version string) {
-	fmt.Fprintf(w, "%-7s  %-18s  %-20s  %-15s  %s\n", "LATEST", "COMMIT", "DATE", "CLUSTER", "SPEC")
+	fmt.Fprintf(w, "%-7s  %-18s  %-20s  %-19s  %s\n", "LATEST", "COMMIT", "DATE", "CLUSTER NODES", "SPEC")
 	for _, s := range st.Specs {
 		extra := ""
 		if s.Failed > 0 {
@@ -103,8 +103,8 @@ func (st Status) Write(w io.Writer, version string) {
 			}
 			extra += ")"
 		}
-		fmt.Fprintf(w, "%-7s  %-18s  %-20s  %-15s  %s%s\n", s.Latest.Outcome, s.Latest.Commit, s.Latest.Date,
-			s.Cluster, s.Spec, extra)
+		fmt.Fprintf(w, "%-7s  %-18s  %-20s  %-15s %3s  %s%s\n", s.Latest.Outcome, s.Latest.Commit, s.Latest.Date,
+			s.Cluster, s.Latest.Nodes, s.Spec, extra)
 	}
 	counts := map[string]int{}
 	for _, o := range st.Current {

@@ -4,7 +4,7 @@
 //	conformanceledger specs DRYRUN_JUNIT                  the selected specs, sorted, one a line
 //	conformanceledger shard -shard K/N [-focus] DRYRUN_JUNIT
 //	                                                      the shard's specs, or its ginkgo focus
-//	conformanceledger append -ledger F -date D -commit C -cluster X -shard S JUNIT...
+//	conformanceledger append -ledger F -date D -commit C -cluster X -nodes M -shard S JUNIT...
 //	                                                      each report's results, its pass named by
 //	                                                      the report's directory
 //	conformanceledger cause -ledger F -cluster X -commit C -spec NAME -note TEXT
@@ -110,6 +110,7 @@ func appendReports(args []string) error {
 	fs.StringVar(&run.Date, "date", "", "when the run began (RFC 3339, UTC)")
 	fs.StringVar(&run.Commit, "commit", "", "the code's commit")
 	fs.StringVar(&run.Cluster, "cluster", "ipv4", "the cluster: "+strings.Join(ledger.Clusters, ", "))
+	fs.StringVar(&run.Nodes, "nodes", "2", "how many nodes the cluster had")
 	fs.StringVar(&run.Shard, "shard", "all", "K/N, or all")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -136,7 +137,7 @@ func appendReports(args []string) error {
 func cause(args []string) error {
 	fs := flag.NewFlagSet("cause", flag.ContinueOnError)
 	path := fs.String("ledger", "", "the ledger file")
-	l := ledger.Line{Shard: "-", Pass: "-", Outcome: ledger.Cause, Date: time.Now().UTC().Format(time.RFC3339)}
+	l := ledger.Line{Nodes: "-", Shard: "-", Pass: "-", Outcome: ledger.Cause, Date: time.Now().UTC().Format(time.RFC3339)}
 	fs.StringVar(&l.Cluster, "cluster", "ipv4", "the cluster the failures were on")
 	fs.StringVar(&l.Commit, "commit", "", "the commit the cause is noted at (a fix's, or HEAD's)")
 	fs.StringVar(&l.Spec, "spec", "", "the spec, as the ledger names it")
