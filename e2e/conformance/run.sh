@@ -14,6 +14,9 @@
 #   --smoke   the DaemonSet becomes Ready and one Service conformance test passes (make test's form)
 #   --shard   the K-th of N shards of the selected specs sorted by name (conformanceledger);
 #             a shard run and a full run append their results to ledger.tsv (docs/conformance.md)
+#   --kube-proxy-ipvs  the same cluster with upstream's kube-proxy v1.36.3 in IPVS mode on each
+#             node instead of ipvsproxy's DaemonSet: the reference that tells our failures from
+#             the test bed's (ledger cluster kube-proxy-ipvs)
 #   --focus   ginkgo focus (default: the Services [Conformance] tests, then the proxy tests; see below)
 #   --keep    keep the work dir (logs of every component) under /var/tmp
 # Env: CONF_NODES (2), CONF_NODE_MEM (3072 MiB), CONF_TIMEOUT (seconds for the whole run, 9000),
@@ -25,7 +28,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export PATH=/usr/local/go/bin:$PATH
-smoke='' keep='' nodes=${CONF_NODES:-2} focus='' skip='' shard=''
+smoke='' keep='' nodes=${CONF_NODES:-2} focus='' skip='' shard='' kube_proxy=''
 while (($#)); do
 	case $1 in
 	--smoke) smoke=1; shift ;;
@@ -34,6 +37,7 @@ while (($#)); do
 	--skip) skip=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
 	--shard) shard=$2; shift 2 ;;
+	--kube-proxy-ipvs) kube_proxy=1; shift ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -58,6 +62,7 @@ run_date=$(date -u +%FT%TZ)
 commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 git -C "$repo" diff --quiet HEAD -- . ':!e2e/conformance/ledger.tsv' 2>/dev/null || commit+=+dirty
 cluster=ipv4
+[[ -z $kube_proxy ]] || cluster=kube-proxy-ipvs
 
 # ---- Debian packages the nodes use (the guests run this machine's binaries): runc, the CNI
 # plugins, and the tools images.sh copies into the agnhost image.
@@ -213,6 +218,8 @@ pids+=($!)
 
 # ---- nodes: one VM each, on its tap
 "$repo/e2e/vm/prepare.sh" >/dev/null
+reference=()
+[[ -z $kube_proxy ]] || reference=(-e KUBE_PROXY_BIN="$cp_bin/kube-proxy")
 for n in $(seq 1 "$nodes"); do
 	routes=''
 	for m in $(seq 1 "$nodes"); do ((m == n)) || routes+="10.244.$m.0/24=203.0.113.1$m "; done
@@ -221,7 +228,7 @@ for n in $(seq 1 "$nodes"); do
 		--timeout "$timeout" --results "$work/node$n" \
 		-e CONF_BIN="$bin" -e CONF_WORK="$work" -e NODE_NAME="node$n" -e NODE_IP="203.0.113.1$n" \
 		-e NODE_GATEWAY=203.0.113.1 -e POD_CIDR="10.244.$n.0/24" -e "POD_ROUTES=$routes" \
-		-e NODE_RESULTS="$work/node$n" -- "$here/node.sh" >"$work/logs/vm-node$n.log" 2>&1 &
+		-e NODE_RESULTS="$work/node$n" "${reference[@]}" -- "$here/node.sh" >"$work/logs/vm-node$n.log" 2>&1 &
 	vm_pids+=($!)
 done
 log "kube-controller-manager, kube-scheduler and $nodes node VMs started"
@@ -232,14 +239,26 @@ until [[ $(kubectl get nodes --no-headers 2>/dev/null | grep -cw Ready) == "$nod
 done
 log "nodes Ready: $(kubectl get nodes --no-headers | awk '{ printf "%s ", $1 }')"
 
-# ---- ipvsproxy as a user installs it: server-side apply of deploy/base plus an overlay
-t_ds=$SECONDS
-kubectl apply --server-side --field-manager=conformance -k "$here/overlay" >&2
-until kubectl -n kube-system rollout status daemonset/ipvsproxy --timeout=10s >/dev/null 2>&1; do
-	((SECONDS - t0 < timeout)) || { kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2; die "ipvsproxy DaemonSet not Ready"; }
-done
-log "ipvsproxy DaemonSet Ready on $nodes nodes after $((SECONDS - t_ds))s"
-kubectl -n kube-system get pods -o wide >&2
+if [[ -n $kube_proxy ]]; then
+	# ---- the reference: kube-proxy on every node (node.sh), synced once its healthz answers 200
+	t_ds=$SECONDS
+	for n in $(seq 1 "$nodes"); do
+		until nsx curl -sf -o /dev/null "http://203.0.113.1$n:10256/healthz"; do
+			((SECONDS - t0 < timeout)) || { tail -30 "$work/node$n/kube-proxy.log" >&2; die "kube-proxy on node$n not healthy"; }
+			sleep 5
+		done
+	done
+	log "kube-proxy (IPVS mode) healthy on $nodes nodes after $((SECONDS - t_ds))s"
+else
+	# ---- ipvsproxy as a user installs it: server-side apply of deploy/base plus an overlay
+	t_ds=$SECONDS
+	kubectl apply --server-side --field-manager=conformance -k "$here/overlay" >&2
+	until kubectl -n kube-system rollout status daemonset/ipvsproxy --timeout=10s >/dev/null 2>&1; do
+		((SECONDS - t0 < timeout)) || { kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2; die "ipvsproxy DaemonSet not Ready"; }
+	done
+	log "ipvsproxy DaemonSet Ready on $nodes nodes after $((SECONDS - t_ds))s"
+	kubectl -n kube-system get pods -o wide >&2
+fi
 
 # ---- the tests
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -287,7 +306,10 @@ if ((procs > 1)); then
 fi
 log "tests took $((SECONDS - t_tests))s"
 cp "$work"/logs/*.log "$report/" 2>/dev/null || true
-for n in $(seq 1 "$nodes"); do cp "$work/node$n/kubelet.log" "$report/kubelet-node$n.log" 2>/dev/null || true; done
+for n in $(seq 1 "$nodes"); do
+	cp "$work/node$n/kubelet.log" "$report/kubelet-node$n.log" 2>/dev/null || true
+	cp "$work/node$n/kube-proxy.log" "$report/kube-proxy-node$n.log" 2>/dev/null || true
+done
 kubectl -n kube-system logs -l app.kubernetes.io/name=ipvsproxy --tail=-1 --prefix >"$report/ipvsproxy.log" 2>&1 || true
 # The ledger: a shard's or a full run's results, appended (never rewritten); commit it.
 if [[ -n $shard || ( -z $smoke && -z $focus ) ]]; then
