@@ -29,6 +29,39 @@ func ParseShard(s string) (Shard, error) {
 
 func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.K, s.N) }
 
+// ParseShards reads "K/N" or "K,K,.../N": several shards of one split, run in one cluster start
+// (the cluster's start-up costs more than a small shard's tests under emulation).
+func ParseShards(s string) ([]Shard, error) {
+	ks, n, ok := strings.Cut(s, "/")
+	if !ok {
+		return nil, fmt.Errorf("shard %q: want K/N or K,K,.../N, e.g. 3/30 or 3,4/30", s)
+	}
+	var shards []Shard
+	seen := map[int]bool{}
+	for _, k := range strings.Split(ks, ",") {
+		one, err := ParseShard(k + "/" + n)
+		if err != nil {
+			return nil, err
+		}
+		if seen[one.K] {
+			return nil, fmt.Errorf("shard %q: %d is named twice", s, one.K)
+		}
+		seen[one.K] = true
+		shards = append(shards, one)
+	}
+	return shards, nil
+}
+
+// SpecsOf several shards: their specs together, sorted.
+func SpecsOf(shards []Shard, names []string) []string {
+	var out []string
+	for _, s := range shards {
+		out = append(out, s.Specs(names)...)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Specs of the shard: the names sorted, without duplicates, and every N-th one from the K-th.
 // Dealt round-robin, not cut into runs, because the slow specs sort together (the session
 // affinity family, the terminating-endpoint fallbacks): dealt, they spread over the shards.

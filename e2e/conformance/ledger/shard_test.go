@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"reflect"
 	"regexp"
+	"sort"
 	"testing"
 )
 
@@ -96,6 +97,25 @@ func TestParseShard(t *testing.T) {
 	for _, bad := range []string{"", "3", "0/3", "4/3", "a/3", "1/0", "-1/2", "1/2/3"} {
 		if _, err := ParseShard(bad); err == nil {
 			t.Errorf("ParseShard(%q): no error", bad)
+		}
+	}
+}
+
+func TestSeveralShardsInOneRun(t *testing.T) {
+	names := specNames()
+	shards, err := ParseShards("7,2/30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := SpecsOf(shards, names)
+	want := append(Shard{K: 2, N: 30}.Specs(names), Shard{K: 7, N: 30}.Specs(names)...)
+	sort.Strings(want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("shards 7,2/30: %q, want %q", got, want)
+	}
+	for _, bad := range []string{"7,7/30", "7,31/30", "7,/30", "7,2", ""} {
+		if _, err := ParseShards(bad); err == nil {
+			t.Errorf("ParseShards(%q): no error", bad)
 		}
 	}
 }

@@ -2,7 +2,7 @@
 // (package ledger says how). run.sh and status.sh call it:
 //
 //	conformanceledger specs DRYRUN_JUNIT                  the selected specs, sorted, one a line
-//	conformanceledger shard -shard K/N [-focus] DRYRUN_JUNIT
+//	conformanceledger shard -shard K[,K...]/N [-focus] DRYRUN_JUNIT
 //	                                                      the shard's specs, or its ginkgo focus
 //	conformanceledger append -ledger F -date D -commit C -cluster X -nodes M -shard S JUNIT...
 //	                                                      each report's results, its pass named by
@@ -73,7 +73,7 @@ func specs(args []string) error {
 
 func shard(args []string) error {
 	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
-	which := fs.String("shard", "", "K/N")
+	which := fs.String("shard", "", "K/N, or K,K,.../N for several shards of one split")
 	focus := fs.Bool("focus", false, "print the ginkgo focus regexp instead of the names")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,7 +81,7 @@ func shard(args []string) error {
 	if fs.NArg() != 1 {
 		return fmt.Errorf("want one dry run's JUnit report")
 	}
-	s, err := ledger.ParseShard(*which)
+	shards, err := ledger.ParseShards(*which)
 	if err != nil {
 		return err
 	}
@@ -89,9 +89,9 @@ func shard(args []string) error {
 	if err != nil {
 		return err
 	}
-	mine := s.Specs(names)
+	mine := ledger.SpecsOf(shards, names)
 	if len(mine) == 0 {
-		return fmt.Errorf("shard %s of %d selected specs is empty: choose N <= %d", s, len(names), len(names))
+		return fmt.Errorf("shard %s of %d selected specs is empty: choose N <= %d", *which, len(names), len(names))
 	}
 	if *focus {
 		fmt.Println(ledger.Focus(mine))
