@@ -12,7 +12,7 @@
 #
 # Usage: run.sh [--smoke] [--shard K/N] [--nodes 1|2] [--focus RE] [--skip RE] [--keep]
 #   --smoke   the DaemonSet becomes Ready and one Service conformance test passes (make test's form)
-#   --shard   the K-th of N shards of the selected specs sorted by name (conformanceledger);
+#   --shard   K/N: the K-th of N shards of the selected specs sorted by name (K,K/N: several);
 #             a shard run and a full run append their results to ledger.tsv (docs/conformance.md)
 #   --kube-proxy-ipvs  the same cluster with upstream's kube-proxy v1.36.3 in IPVS mode on each
 #             node instead of ipvsproxy's DaemonSet: the reference that tells our failures from
