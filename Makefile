@@ -26,7 +26,7 @@ unit: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	cd e2e/controlplane && $(GO) test -count=1 ./pki/ ./cluster/
-	cd e2e/conformance && $(GO) test -count=1 ./cmd/junitsummary/
+	cd e2e/conformance && $(GO) test -count=1 ./cmd/junitsummary/ ./ledger/
 
 # The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy).
 vm-test: deps
@@ -113,9 +113,14 @@ clean:
 # containerd in the VM, no kube-proxy (issue 12; docs/testing.md). Prints N passed, N failed,
 # N skipped; JUnit under e2e/results/. The smoke form: the DaemonSet becomes Ready and one
 # Service conformance test passes.
-.PHONY: conformance conformance-smoke bench-conntrack-vm
+# SHARD=K/N runs the K-th of N shards of the selected specs; a shard or a full run appends its
+# results to e2e/conformance/ledger.tsv, which conformance-status reads (docs/conformance.md).
+.PHONY: conformance conformance-smoke conformance-status bench-conntrack-vm
 conformance: deps
-	e2e/conformance/run.sh
+	e2e/conformance/run.sh $(if $(SHARD),--shard $(SHARD))
+
+conformance-status:
+	e2e/conformance/status.sh
 
 conformance-smoke: deps
 	e2e/conformance/run.sh --smoke

@@ -80,5 +80,5 @@ ginkgo_version=$(awk '$1 == "github.com/onsi/ginkgo/v2" { print $2 }' go.mod)
 ginkgo_build() { GOBIN=$tmp CGO_ENABLED=0 "${nice[@]}" "$GO" install -trimpath "github.com/onsi/ginkgo/v2/ginkgo@$ginkgo_version"; }
 step "ginkgo $ginkgo_version" ginkgo -- ginkgo_build
 # This module's small tools change with the scripts: rebuilt every time (seconds).
-CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -o "$bin/" ./cmd/pause ./cmd/mkimage ./cmd/junitsummary ./cmd/clusterdns
+CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -o "$bin/" ./cmd/pause ./cmd/mkimage ./cmd/junitsummary ./cmd/clusterdns ./cmd/conformanceledger
 echo "$bin"

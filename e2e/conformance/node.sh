@@ -8,7 +8,8 @@
 # Environment (run.sh -e): CONF_BIN (build.sh's dir), CONF_WORK (the run's work dir: pki,
 # kubeconfigs, images), NODE_NAME, NODE_IP, NODE_GATEWAY (the host side of the bridge),
 # POD_CIDR (this node's), POD_ROUTES ("CIDR=VIA ..." for the other nodes' pod subnets),
-# NODE_RESULTS (the writable share).
+# NODE_RESULTS (the writable share), KUBE_PROXY_BIN (when set: this kube-proxy runs on the node
+# in IPVS mode, the test bed's reference in place of ipvsproxy's DaemonSet).
 set -euo pipefail
 [[ $(id -u) == 0 && -n ${NODE_RESULTS:-} ]] || { echo "node.sh runs inside the VM (e2e/conformance/run.sh)" >&2; exit 2; }
 log() { echo "node.sh $NODE_NAME: [$(cut -d' ' -f1 /proc/uptime)s] $*"; }
@@ -130,17 +131,41 @@ kubelet --config=/var/lib/kubelet/config.yaml --kubeconfig="$work/$NODE_NAME.kub
 	--v=2 >"$out/kubelet.log" 2>&1 &
 kubelet_pid=$!
 log "kubelet started"
+
+# The reference run: upstream's kube-proxy in IPVS mode, a process of the node (as kube-up's
+# nodes once ran it), configured as deploy/base and the overlay configure ipvsproxy: the same
+# cluster CIDR, NodePort addresses, sync periods and bind addresses. It uses the guest's (this
+# machine's) iptables and ipset.
+if [[ -n ${KUBE_PROXY_BIN:-} ]]; then
+	cat >/var/lib/kube-proxy.yaml <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $work/admin.kubeconfig}
+mode: ipvs
+hostnameOverride: $NODE_NAME
+clusterCIDR: 10.244.0.0/16
+nodePortAddresses: [203.0.113.0/24]
+healthzBindAddress: 0.0.0.0:10256
+metricsBindAddress: 127.0.0.1:10249
+ipvs: {syncPeriod: 30s, minSyncPeriod: 1s}
+conntrack: {maxPerCore: 0}
+YAML
+	"$KUBE_PROXY_BIN" --config=/var/lib/kube-proxy.yaml --v=2 >"$out/kube-proxy.log" 2>&1 &
+	kube_proxy_pid=$!
+	log "kube-proxy (IPVS mode) started: $("$KUBE_PROXY_BIN" --version 2>&1)"
+fi
 touch "$out/started"
 
 while [[ ! -e $out/stop ]]; do
 	kill -0 "$kubelet_pid" 2>/dev/null || { log "kubelet exited"; tail -30 "$out/kubelet.log"; break; }
+	[[ -z ${kube_proxy_pid:-} ]] || kill -0 "$kube_proxy_pid" 2>/dev/null || { log "kube-proxy exited"; tail -30 "$out/kube-proxy.log"; break; }
 	sleep 3
 done
 log "stopping"
-kill "$kubelet_pid" 2>/dev/null || true
-wait "$kubelet_pid" 2>/dev/null || true
+kill "$kubelet_pid" ${kube_proxy_pid:-} 2>/dev/null || true
+wait "$kubelet_pid" ${kube_proxy_pid:-} 2>/dev/null || true
 ctr -n k8s.io tasks ls -q 2>/dev/null | while read -r t; do ctr -n k8s.io tasks kill -s KILL "$t" >/dev/null 2>&1 || true; done
-# What ipvsproxy left in the kernel, for the log.
+# What the proxy left in the kernel, for the log.
 { ipvsadm -Ln 2>/dev/null | head -50; ip -br addr; } >"$out/kernel-state.txt" 2>&1 || true
 kill "$containerd_pid" 2>/dev/null || true
 wait "$containerd_pid" 2>/dev/null || true

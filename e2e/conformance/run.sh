@@ -10,19 +10,25 @@
 # namespace; its JUnit report lands in e2e/results/ and the summary line is
 # `N passed, N failed, N skipped` with each failure's name.
 #
-# Usage: run.sh [--smoke] [--nodes 1|2] [--focus RE] [--skip RE] [--keep]
+# Usage: run.sh [--smoke] [--shard K/N] [--nodes 1|2] [--focus RE] [--skip RE] [--keep]
 #   --smoke   the DaemonSet becomes Ready and one Service conformance test passes (make test's form)
+#   --shard   K/N: the K-th of N shards of the selected specs sorted by name (K,K/N: several);
+#             a shard run and a full run append their results to ledger.tsv (docs/conformance.md)
+#   --kube-proxy-ipvs  the same cluster with upstream's kube-proxy v1.36.3 in IPVS mode on each
+#             node instead of ipvsproxy's DaemonSet: the reference that tells our failures from
+#             the test bed's (ledger cluster kube-proxy-ipvs)
 #   --focus   ginkgo focus (default: the Services [Conformance] tests, then the proxy tests; see below)
 #   --keep    keep the work dir (logs of every component) under /var/tmp
 # Env: CONF_NODES (2), CONF_NODE_MEM (3072 MiB), CONF_TIMEOUT (seconds for the whole run, 9000),
 #      CONF_GINKGO_TIMEOUT (each e2e.test pass, 2h), CONF_PROCS (parallel ginkgo processes for
-#      the full run, 4; the smoke and --focus runs use 1 unless set; [Serial] specs run alone last)
+#      the full run, 4; the smoke, --focus and --shard runs use 1 unless set; [Serial] specs run
+#      alone last)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export PATH=/usr/local/go/bin:$PATH
-smoke='' keep='' nodes=${CONF_NODES:-2} focus='' skip=''
+smoke='' keep='' nodes=${CONF_NODES:-2} focus='' skip='' shard='' kube_proxy=''
 while (($#)); do
 	case $1 in
 	--smoke) smoke=1; shift ;;
@@ -30,6 +36,8 @@ while (($#)); do
 	--focus) focus=$2; shift 2 ;;
 	--skip) skip=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
+	--shard) shard=$2; shift 2 ;;
+	--kube-proxy-ipvs) kube_proxy=1; shift ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -40,27 +48,21 @@ t0=$SECONDS
 log() { echo "conformance: [$((SECONDS - t0))s] $*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 
-# Tests that cannot run in this cluster, by name, each with its reason in docs/testing.md
-# ("Conformance: what is skipped and why"). Everything else that fails is a bug.
-skips=(
-	'\[Feature:'                       # alpha/beta features and cloud integrations not enabled here
-	'\[Disruptive\]'                   # reboot or restart nodes and system components
-	'LoadBalancer'                     # need a cloud load balancer (no cloud provider here)
-	'\[Slow\]'                         # hours under emulation
-	'\[sig-network\] DNS'               # CoreDNS's own tests; cmd/clusterdns answers only Service names
-	'IPv6|DualStack|\[Feature:IPv6'    # the cluster is IPv4-only
-	'Netpol|NetworkPolicy'             # needs a network-policy provider, not a service proxy
-	'Ingress'                          # needs an ingress controller
-	'should be able to handle large requests|Networking IPerf' # throughput, not correctness
-)
-default_focus='\[sig-network\] Services .*\[Conformance\]'
-# The rest of what concerns a service proxy (other [Conformance] specs too); the Services
-# [Conformance] specs ran in the first pass.
-proxy_focus='\[sig-network\] (Services|Conntrack|Networking|KubeProxy|EndpointSlice|Service endpoints latency|Topology Hints|Traffic Distribution)'
+source "$here/selection.sh"
 if [[ -n $smoke ]]; then
 	focus='\[sig-network\] Services should serve a basic endpoint from pods +\[Conformance\]'
 fi
-if [[ -z $skip ]]; then skip=$(IFS='|'; echo "${skips[*]}"); fi
+if [[ -n $shard && ( -n $smoke || -n $focus || -n $skip ) ]]; then
+	die "--shard is a shard of the documented selection: not with --smoke, --focus or --skip"
+fi
+if [[ -z $skip ]]; then skip=$skip_all; fi
+# What the ledger records: the code's commit ("+dirty" when tracked files differ from it; the
+# ledger itself does not count) and which cluster the specs ran on.
+run_date=$(date -u +%FT%TZ)
+commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+git -C "$repo" diff --quiet HEAD -- . ':!e2e/conformance/ledger.tsv' 2>/dev/null || commit+=+dirty
+cluster=ipv4
+[[ -z $kube_proxy ]] || cluster=kube-proxy-ipvs
 
 # ---- Debian packages the nodes use (the guests run this machine's binaries): runc, the CNI
 # plugins, and the tools images.sh copies into the agnhost image.
@@ -84,6 +86,20 @@ ns=ipvsconf-$(basename "$work" | cut -d. -f2)
 results=$repo/e2e/results
 mkdir -p "$work/images" "$work/pki" "$work/logs" "$results"
 "$here/images.sh" "$bin" "$repo/_output/rootfs.tar" "$work/images"
+
+# ---- a shard: its specs from a dry run, and a focus proven by a second dry run to select
+# exactly them (nothing more, nothing less) before any VM starts.
+if [[ -n $shard ]]; then
+	mkdir -p "$work/selection/all" "$work/selection/shard"
+	dry_run_specs "$bin" "$work/selection/all" "$proxy_focus" "$skip" >"$work/selection/all.txt"
+	"$bin/conformanceledger" shard -shard "$shard" "$work/selection/all/dry-run.xml" >"$work/selection/shard.txt"
+	focus=$("$bin/conformanceledger" shard -shard "$shard" -focus "$work/selection/all/dry-run.xml")
+	dry_run_specs "$bin" "$work/selection/shard" "$focus" "$skip" >"$work/selection/shard-dry-run.txt"
+	diff "$work/selection/shard.txt" "$work/selection/shard-dry-run.txt" >&2 ||
+		die "shard $shard: the focus does not select exactly the shard's specs (diff above)"
+	log "shard $shard: $(wc -l <"$work/selection/shard.txt") of $(wc -l <"$work/selection/all.txt") selected specs:"
+	sed 's/^/  /' "$work/selection/shard.txt" >&2
+fi
 
 pids=()
 cleanup() {
@@ -202,6 +218,8 @@ pids+=($!)
 
 # ---- nodes: one VM each, on its tap
 "$repo/e2e/vm/prepare.sh" >/dev/null
+reference=()
+[[ -z $kube_proxy ]] || reference=(-e KUBE_PROXY_BIN="$cp_bin/kube-proxy")
 for n in $(seq 1 "$nodes"); do
 	routes=''
 	for m in $(seq 1 "$nodes"); do ((m == n)) || routes+="10.244.$m.0/24=203.0.113.1$m "; done
@@ -210,7 +228,7 @@ for n in $(seq 1 "$nodes"); do
 		--timeout "$timeout" --results "$work/node$n" \
 		-e CONF_BIN="$bin" -e CONF_WORK="$work" -e NODE_NAME="node$n" -e NODE_IP="203.0.113.1$n" \
 		-e NODE_GATEWAY=203.0.113.1 -e POD_CIDR="10.244.$n.0/24" -e "POD_ROUTES=$routes" \
-		-e NODE_RESULTS="$work/node$n" -- "$here/node.sh" >"$work/logs/vm-node$n.log" 2>&1 &
+		-e NODE_RESULTS="$work/node$n" "${reference[@]}" -- "$here/node.sh" >"$work/logs/vm-node$n.log" 2>&1 &
 	vm_pids+=($!)
 done
 log "kube-controller-manager, kube-scheduler and $nodes node VMs started"
@@ -221,14 +239,26 @@ until [[ $(kubectl get nodes --no-headers 2>/dev/null | grep -cw Ready) == "$nod
 done
 log "nodes Ready: $(kubectl get nodes --no-headers | awk '{ printf "%s ", $1 }')"
 
-# ---- ipvsproxy as a user installs it: server-side apply of deploy/base plus an overlay
-t_ds=$SECONDS
-kubectl apply --server-side --field-manager=conformance -k "$here/overlay" >&2
-until kubectl -n kube-system rollout status daemonset/ipvsproxy --timeout=10s >/dev/null 2>&1; do
-	((SECONDS - t0 < timeout)) || { kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2; die "ipvsproxy DaemonSet not Ready"; }
-done
-log "ipvsproxy DaemonSet Ready on $nodes nodes after $((SECONDS - t_ds))s"
-kubectl -n kube-system get pods -o wide >&2
+if [[ -n $kube_proxy ]]; then
+	# ---- the reference: kube-proxy on every node (node.sh), synced once its healthz answers 200
+	t_ds=$SECONDS
+	for n in $(seq 1 "$nodes"); do
+		until nsx curl -sf -o /dev/null "http://203.0.113.1$n:10256/healthz"; do
+			((SECONDS - t0 < timeout)) || { tail -30 "$work/node$n/kube-proxy.log" >&2; die "kube-proxy on node$n not healthy"; }
+			sleep 5
+		done
+	done
+	log "kube-proxy (IPVS mode) healthy on $nodes nodes after $((SECONDS - t_ds))s"
+else
+	# ---- ipvsproxy as a user installs it: server-side apply of deploy/base plus an overlay
+	t_ds=$SECONDS
+	kubectl apply --server-side --field-manager=conformance -k "$here/overlay" >&2
+	until kubectl -n kube-system rollout status daemonset/ipvsproxy --timeout=10s >/dev/null 2>&1; do
+		((SECONDS - t0 < timeout)) || { kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2; die "ipvsproxy DaemonSet not Ready"; }
+	done
+	log "ipvsproxy DaemonSet Ready on $nodes nodes after $((SECONDS - t_ds))s"
+	kubectl -n kube-system get pods -o wide >&2
+fi
 
 # ---- the tests
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
@@ -256,7 +286,9 @@ run_suite() { # NAME FOCUS [EXTRA_SKIP]
 			--ginkgo.no-color --ginkgo.timeout="$timeout" --ginkgo.v >"$report/$1/e2e.log" 2>&1 || true
 	fi
 }
-if [[ -n $smoke || -n $focus ]]; then
+if [[ -n $shard ]]; then
+	run_suite shard "$focus"
+elif [[ -n $smoke || -n $focus ]]; then
 	run_suite focused "${focus}"
 else
 	run_suite services-conformance "$default_focus"
@@ -274,6 +306,19 @@ if ((procs > 1)); then
 fi
 log "tests took $((SECONDS - t_tests))s"
 cp "$work"/logs/*.log "$report/" 2>/dev/null || true
-for n in $(seq 1 "$nodes"); do cp "$work/node$n/kubelet.log" "$report/kubelet-node$n.log" 2>/dev/null || true; done
+for n in $(seq 1 "$nodes"); do
+	cp "$work/node$n/kubelet.log" "$report/kubelet-node$n.log" 2>/dev/null || true
+	cp "$work/node$n/kube-proxy.log" "$report/kube-proxy-node$n.log" 2>/dev/null || true
+done
 kubectl -n kube-system logs -l app.kubernetes.io/name=ipvsproxy --tail=-1 --prefix >"$report/ipvsproxy.log" 2>&1 || true
+# The ledger: a shard's or a full run's results, appended (never rewritten); commit it.
+if [[ -n $shard || ( -z $smoke && -z $focus ) ]]; then
+	reports=("$report"/*/junit_01.xml)
+	if [[ -e ${reports[0]} ]]; then
+		"$bin/conformanceledger" append -ledger "$here/ledger.tsv" -date "$run_date" -commit "$commit" \
+			-cluster "$cluster" -nodes "$nodes" -shard "${shard:-all}" "${reports[@]}" >&2 || log "FAILED to append to the ledger"
+	else
+		log "no JUnit report: nothing for the ledger (see $report/*/e2e.log)"
+	fi
+fi
 CONF_BIN=$bin "$here/summary.sh" "$report"

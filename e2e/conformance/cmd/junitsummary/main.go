@@ -18,9 +18,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/ipvsproxy/ipvsproxy/e2e/conformance/ledger"
 )
 
 type testsuites struct {
@@ -85,8 +86,8 @@ func main() {
 		rerun := filepath.Base(filepath.Dir(path)) == "rerun-serial"
 		for _, s := range report.Suites {
 			for _, c := range s.Cases {
-				// ginkgo names a spec by its node type first: "[It] [sig-network] Services ...".
-				c.Name = strings.TrimPrefix(c.Name, "[It] ")
+				// ginkgo names a case "[It] TEXT [labels]"; focus matches TEXT alone.
+				c.Name = ledger.SpecName(c.Name)
 				o := classify(c)
 				switch {
 				case o == nil:
@@ -111,14 +112,14 @@ func main() {
 	}
 	sort.Strings(names)
 	if failedFocus {
-		var quoted []string
+		var failed []string
 		for _, n := range names {
 			if outcomes[n].status == "failed" {
-				quoted = append(quoted, regexp.QuoteMeta(n))
+				failed = append(failed, n)
 			}
 		}
-		if len(quoted) > 0 {
-			fmt.Println(strings.Join(quoted, "|"))
+		if len(failed) > 0 {
+			fmt.Println(ledger.Focus(failed))
 		}
 		return
 	}
