@@ -40,7 +40,7 @@ vm-panic-selftest:
 
 # The seed tutorial as assertions, two nodes in the VM against a real API server.
 e2e: deps build
-	e2e/run.sh
+	e2e/run-parallel.sh
 
 # e2e-migrate: the migration from the real kube-proxy (44, also in `make e2e`); the rollback and
 # the iptables and nftables modes are left out of `make e2e` for time.

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# run-parallel.sh — the end-to-end suite as two runs of e2e/run.sh at once, each its own control
+# plane and VM with half of the scenarios; `make e2e` runs this. The VM is one emulated CPU and
+# keeps one of the machine's two cores busy; one run after the other left the second core mostly
+# idle while the suite became the longest stage of CI (about 25 minutes of a 45-minute budget).
+#
+#   first:  1-8 and 11-39 (the tutorial and the traffic corners), then 9 (restart under load:
+#           it needs 7's Service) and 10 (clean-up)
+#   second: 40 and up (migration, kube-proxy compatibility, ownership, IPv6, lifecycle), then 10
+#
+# Each half prints its scenarios as e2e/run.sh does; the last line sums both: `N passed, N failed`.
+# Exits 1 when either half failed. IPVSPROXY_E2E_SCENARIOS set: a single e2e/run.sh with those.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+if [[ -n ${IPVSPROXY_E2E_SCENARIOS:-} ]]; then
+	exec "$here/run.sh" "$@"
+fi
+
+# The scenarios guest.sh would run by default: every scenario_N with a numeric N.
+mapfile -t all < <(sed -n 's/^scenario_\([0-9][0-9]*\)() *{.*/\1/p' "$here"/scenarios/[0-9]*.sh | sort -n)
+# A definition the pattern above missed would drop a scenario from both halves without a word.
+defined=$(grep -ho '^scenario_[0-9][0-9]*()' "$here"/scenarios/*.sh | sort -u | wc -l)
+if ((defined != ${#all[@]})); then
+	echo "e2e: $defined scenarios defined but ${#all[@]} found for the halves; fix run-parallel.sh's pattern" >&2
+	exit 1
+fi
+first=() second=()
+for n in "${all[@]}"; do
+	case $n in
+	9 | 10) ;;
+	*) if ((n < 40)); then first+=("$n"); else second+=("$n"); fi ;;
+	esac
+done
+first+=(9 10)
+second+=(10)
+
+out=$(mktemp -d)
+trap 'rm -rf -- "$out"' EXIT
+start=$SECONDS
+echo "e2e: two runs at once: [${first[*]}] and [${second[*]}]"
+IPVSPROXY_E2E_SCENARIOS="${first[*]}" "$here/run.sh" "$@" >"$out/first.log" 2>&1 &
+pid_first=$!
+IPVSPROXY_E2E_SCENARIOS="${second[*]}" "$here/run.sh" "$@" >"$out/second.log" 2>&1 &
+pid_second=$!
+wait "$pid_first"
+rc_first=$?
+wait "$pid_second"
+rc_second=$?
+
+passed=0 failed=0
+for half in first second; do
+	echo "===== e2e, $half half"
+	cat "$out/$half.log"
+	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out/$half.log" | tail -n1)
+	if [[ -z $summary ]]; then
+		echo "FAIL e2e $half half: no summary (see its output above)"
+		summary="0 passed, 1 failed"
+	fi
+	read -r p _ f _ <<<"$summary"
+	passed=$((passed + p)) failed=$((failed + f))
+done
+echo "e2e: both halves in $((SECONDS - start))s (first exit $rc_first, second exit $rc_second)"
+echo "$passed passed, $failed failed"
+((rc_first == 0 && rc_second == 0 && failed == 0))
