@@ -8,7 +8,10 @@
 # Environment (set by bench-daemon.sh): E2E_BIN (e2ectl, kube-proxy), IPVSPROXY, ECHOSERVER,
 # ADMIN_KUBECONFIG, PROXIER_KUBECONFIG, BENCH_N, BENCH_SIDES ("ipvsproxy kube-proxy"),
 # BENCH_OUT, BENCH_LOGS, BENCH_RESYNC (1: wait for one periodic full re-check), BENCH_TIMEOUT
-# (seconds a side may take to become ready), BENCH_ROUND (makes the added endpoint distinct).
+# (seconds a side may take to become ready), BENCH_ROUND (makes the added endpoint distinct),
+# BENCH_IPVSPROXY_ENV (NAME=VALUE words for ipvsproxy's environment, e.g. GOMEMLIMIT=64MiB),
+# IPVSPROXY_BASELINE (the binary of the side ipvsproxy-baseline: ipvsproxy before a change).
+# A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
 set -uo pipefail
 [[ $(id -u) == 0 && -n ${E2E_HOST_ADDR:-} ]] || { echo "bench-daemon-guest.sh runs inside the VM" >&2; exit 2; }
 
@@ -86,7 +89,7 @@ first_at() {
 
 is_ready() {
 	case $side in
-	ipvsproxy) [[ $(ip netns exec "$node" curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:10256/readyz) == 200 ]] ;;
+	ipvsproxy*) [[ $(ip netns exec "$node" curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:10256/readyz) == 200 ]] ;;
 	# kube-proxy's /healthz answers 200 while it starts; its first sync is the sign.
 	kube-proxy) [[ $(metric kubeproxy_sync_proxy_rules_last_timestamp_seconds 'ip_family="IPv4"') =~ ^[1-9] ]] ;;
 	esac
@@ -96,8 +99,11 @@ has_real_server() { ip netns exec "$node" ipvsadm -Ln -t "$change_ip:80" 2>/dev/
 
 start_side() {
 	case $side in
-	ipvsproxy)
-		ip netns exec "$node" "$IPVSPROXY" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
+	ipvsproxy | ipvsproxy-baseline)
+		local bin=$IPVSPROXY env=${BENCH_IPVSPROXY_ENV:-}
+		[[ $side == ipvsproxy-baseline ]] && bin=$IPVSPROXY_BASELINE env=
+		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
+		ip netns exec "$node" env $env "$bin" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
 			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr 10.244.0.0/16 \
 			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" --ipvs-resync-shares 1 \
 			--profiling --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
@@ -119,8 +125,8 @@ start_side() {
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 run_side() {
-	local t0 t_ready t_connect t_write t_kernel hwm rss np_sum0 np_cnt0 np_sum np_cnt
-	local full_cnt full_sum cold resync="" vs heap="" ok=1 pollers=()
+	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt
+	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0
 	node_up
 	rm -f /run/bench-ready /run/bench-connect
 	t0=$(now)
@@ -139,7 +145,7 @@ run_side() {
 		fi
 		if ((SECONDS > deadline)); then
 			log "not ready and connected within ${timeout}s"
-			ok=0
+			ok=0 timed_out=1
 			break
 		fi
 		sleep 1
@@ -152,7 +158,7 @@ run_side() {
 		log "ready after $(awk -v a="$t0" -v b="$t_ready" 'BEGIN { printf "%.1f", b - a }')s; $vs TCP virtual servers"
 		# The cold sync's figures before anything else moves them.
 		cold=$(metric kubeproxy_sync_proxy_rules_duration_seconds_sum 'ip_family="IPv4"')
-		[[ $side == ipvsproxy ]] && cold=$(metric kubeproxy_sync_full_proxy_rules_duration_seconds_sum)
+		[[ $side == ipvsproxy* ]] && cold=$(metric kubeproxy_sync_full_proxy_rules_duration_seconds_sum)
 		# One endpoint change, API write to kernel.
 		np_sum0=$(metric kubeproxy_network_programming_duration_seconds_sum) np_cnt0=$(metric kubeproxy_network_programming_duration_seconds_count)
 		local addr=10.244.255.$((200 + BENCH_ROUND))
@@ -185,23 +191,32 @@ run_side() {
 			s=$(metric "${name}_sum" "$filter")
 			[[ ${c%.*} != "${c0%.*}" ]] && resync=$(awk -v a="$s0" -v b="$s" -v n0="$c0" -v n="$c" 'BEGIN { printf "%.3f", (b - a) / (n - n0) }')
 		fi
-		if [[ $side == ipvsproxy && -n ${BENCH_HEAP:-} ]]; then
-			ip netns exec "$node" curl -s --max-time 60 -o "$BENCH_LOGS/heap-$BENCH_N.pprof" "http://127.0.0.1:10249/debug/pprof/heap?gc=1" && heap=1
+		if [[ $side == ipvsproxy* && -n ${BENCH_HEAP:-} ]]; then
+			ip netns exec "$node" curl -s --max-time 60 -o "$BENCH_LOGS/heap-$side-$BENCH_N.pprof" "http://127.0.0.1:10249/debug/pprof/heap?gc=1" && heap=1
+			# The runtime's own account (heap in use, released, stacks, GC goal) at the end.
+			ip netns exec "$node" curl -s --max-time 60 -o "$BENCH_LOGS/heap-$side-$BENCH_N.txt" "http://127.0.0.1:10249/debug/pprof/heap?debug=1"
 		fi
 	fi
-	hwm=$(status_kb "$pid" VmHWM) rss=$(status_kb "$pid" VmRSS)
+	# VmHWM counts the binary's text pages it touched as well as its heap: RssFile and RssAnon
+	# (at the end, not at the peak) tell them apart.
+	hwm=$(status_kb "$pid" VmHWM) rss=$(status_kb "$pid" VmRSS) anon=$(status_kb "$pid" RssAnon) file=$(status_kb "$pid" RssFile)
 	kill "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	node_down
 	if ((!ok)); then
-		printf '{"side":"%s","services":%d,"ok":false}\n' "$side" "$BENCH_N" >>"$BENCH_OUT"
+		local ready=null connect=null
+		[[ -f /run/bench-ready ]] && ready=$(awk -v a="$t0" -v b="$(</run/bench-ready)" 'BEGIN { printf "%.2f", b - a }')
+		[[ -f /run/bench-connect ]] && connect=$(awk -v a="$t0" -v b="$(</run/bench-connect)" 'BEGIN { printf "%.2f", b - a }')
+		printf '{"side":"%s","services":%d,"ok":false,"timed_out_after_s":%s,"peak_rss_mib":%s,"ready_s":%s,"connect_s":%s}\n' "$side" "$BENCH_N" \
+			"$( ((timed_out)) && echo "$timeout" || echo null)" "$(awk -v k="${hwm:-0}" 'BEGIN { printf "%.1f", k / 1024 }')" "$ready" "$connect" >>"$BENCH_OUT"
+		tail -n1 "$BENCH_OUT" >&2
 		return 1
 	fi
 	awk -v side="$side" -v n="$BENCH_N" -v t0="$t0" -v tr="$t_ready" -v tc="$t_connect" -v tw="$t_write" -v tk="$t_kernel" \
-		-v hwm="$hwm" -v rss="$rss" -v vs="$vs" -v cold="$cold" -v resync="$resync" \
+		-v hwm="$hwm" -v rss="$rss" -v anon="$anon" -v file="$file" -v vs="$vs" -v cold="$cold" -v resync="$resync" \
 		-v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" 'BEGIN {
 		np = (c1 > c0) ? sprintf("%.3f", (s1 - s0) / (c1 - c0)) : "null"
-		printf "{\"side\":\"%s\",\"services\":%d,\"ok\":true,\"peak_rss_mib\":%.1f,\"rss_end_mib\":%.1f,", side, n, hwm / 1024, rss / 1024
+		printf "{\"side\":\"%s\",\"services\":%d,\"ok\":true,\"peak_rss_mib\":%.1f,\"rss_end_mib\":%.1f,\"rss_anon_end_mib\":%.1f,\"rss_file_end_mib\":%.1f,", side, n, hwm / 1024, rss / 1024, anon / 1024, file / 1024
 		printf "\"ready_s\":%.2f,\"connect_s\":%.2f,\"endpoint_change_s\":%.2f,\"network_programming_s\":%s,", tr - t0, tc - t0, tk - tw, np
 		printf "\"cold_sync_s\":%s,\"full_resync_s\":%s,\"tcp_virtual_servers\":%d}\n", cold == "" ? "null" : cold, resync == "" ? "null" : resync, vs
 	}' >>"$BENCH_OUT"

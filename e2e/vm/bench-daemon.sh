@@ -14,7 +14,11 @@
 # profiles, under $IPVSPROXY_E2E_CACHE/runs.
 # Env: IPVSPROXY_BENCH_SIDES (default "ipvsproxy kube-proxy"), IPVSPROXY_VM_MEM (guest MiB,
 # default 3072), IPVSPROXY_BENCH_OUT (the JSON file), IPVSPROXY_BENCH_HEAP=1 (keep ipvsproxy's
-# heap profile per N).
+# heap profile per N), IPVSPROXY_BENCH_ENV (NAME=VALUE words for ipvsproxy's environment, e.g.
+# "GOMEMLIMIT=64MiB"), IPVSPROXY_BENCH_BASELINE (the binary of the side ipvsproxy-baseline, to
+# measure a change: IPVSPROXY_BENCH_SIDES="ipvsproxy-baseline ipvsproxy kube-proxy"),
+# IPVSPROXY_BENCH_TIMEOUT (seconds a side may take to become ready, default 1800; one that does
+# not still reports its peak RSS so far).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -91,6 +95,7 @@ for n in "${sizes[@]}"; do
 		-e "BENCH_N=$n" -e "BENCH_SIDES=$sides" -e "BENCH_OUT=$work/results-$n/figures.json" \
 		-e "BENCH_LOGS=$work/results-$n" -e "BENCH_RESYNC=$([[ -n $smoke ]] && echo 0 || echo 1)" \
 		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" \
+		-e "BENCH_IPVSPROXY_ENV=${IPVSPROXY_BENCH_ENV:-}" -e "IPVSPROXY_BASELINE=${IPVSPROXY_BENCH_BASELINE:-}" \
 		-- "$here/bench-daemon-guest.sh" >&2
 	vm_rc=$?
 	set -e

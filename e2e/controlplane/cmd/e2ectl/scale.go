@@ -13,6 +13,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 )
@@ -95,23 +96,44 @@ func runBulkServices(ctx context.Context, args []string) error {
 // an interrupted run can be completed.
 func createBulkService(ctx context.Context, cs kubernetes.Interface, namespace string, i, endpoints int) error {
 	name := fmt.Sprintf("svc-%d", i)
+	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "bench"}
 	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
 		Spec: v1.ServiceSpec{
-			Selector: map[string]string{"app": name},
+			Selector: map[string]string{"app.kubernetes.io/name": name},
 			Ports:    []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: bulkPort, TargetPort: intstr.FromInt32(bulkTargetPort)}},
 		},
 	}
-	if _, err := cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	got, err := cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		got, err = cs.CoreV1().Services(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	if err != nil {
 		return fmt.Errorf("create service %s/%s: %w", namespace, name, err)
 	}
+	// What the EndpointSlice controller writes for pods of a Deployment spread over 100 nodes in
+	// 3 zones: each endpoint names its pod, node and zone; the slice is owned by the Service and
+	// carries its labels.
 	eps := make([]discoveryv1.Endpoint, endpoints)
 	for k := range eps {
 		n := uint32(i*endpoints+k) % 65536
 		addr := netip.AddrFrom4([4]byte{10, 244, byte(n >> 8), byte(n)})
-		eps[k] = discoveryv1.Endpoint{Addresses: []string{addr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptrTo(true)}}
+		pod := fmt.Sprintf("%s-%08x-%05x", name, uint32(i)*2654435761, uint32(i*endpoints+k)*40503%0xfffff)
+		eps[k] = discoveryv1.Endpoint{
+			Addresses:  []string{addr.String()},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptrTo(true), Serving: ptrTo(true), Terminating: ptrTo(false)},
+			NodeName:   ptrTo(fmt.Sprintf("node-%d", (i+k)%100)),
+			Zone:       ptrTo(fmt.Sprintf("zone-%c", 'a'+(i+k)%3)),
+			TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: namespace, Name: pod,
+				UID: types.UID(fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", i, k, i%4096, k%4096, i*endpoints+k))},
+		}
 	}
 	slice := bulkSlice(namespace, name, eps)
+	for k, v := range labels {
+		slice.Labels[k] = v
+	}
+	slice.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: name, UID: got.UID,
+		Controller: ptrTo(true), BlockOwnerDeletion: ptrTo(true)}}
 	if _, err := cs.DiscoveryV1().EndpointSlices(namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create endpointslice %s/%s: %w", namespace, slice.Name, err)
 	}
@@ -124,7 +146,7 @@ func bulkSlice(namespace, service string, eps []discoveryv1.Endpoint) *discovery
 			Name: service + "-bench", Namespace: namespace,
 			Labels: map[string]string{
 				discoveryv1.LabelServiceName: service,
-				discoveryv1.LabelManagedBy:   "e2ectl",
+				discoveryv1.LabelManagedBy:   "endpointslice-controller.k8s.io",
 			},
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
