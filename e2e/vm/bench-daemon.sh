@@ -106,6 +106,16 @@ for n in "${sizes[@]}"; do
 done
 say "whole run $((SECONDS - t_all))s; figures in $out"
 cat "$out"
+if [[ -z $smoke ]]; then
+	# The Markdown table beside the JSON: one row per side and N.
+	{
+		echo "| Services × 10 | side | peak RSS MiB | ready s | first connection s | endpoint change s | network programming s | cold sync s | full re-check s |"
+		echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+		jq -r 'def f: if . == null then "—" else tostring end;
+			"| \(.services) | \(.side)\(if .ok then "" else " (not ready after \(.timed_out_after_s // "?") s)" end) | \(.peak_rss_mib|f) | \(.ready_s|f) | \(.connect_s|f) | \(.endpoint_change_s|f) | \(.network_programming_s|f) | \(.cold_sync_s|f) | \(.full_resync_s|f) |"' "$out"
+	} >"${out%.json}.md"
+	say "table in ${out%.json}.md"
+fi
 
 if [[ -n $smoke ]]; then
 	# Both sides ready, every Service (100 + the probe + default/kubernetes) programmed, each
