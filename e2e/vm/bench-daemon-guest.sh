@@ -9,7 +9,8 @@
 # ADMIN_KUBECONFIG, PROXIER_KUBECONFIG, BENCH_N, BENCH_SIDES ("ipvsproxy kube-proxy"),
 # BENCH_OUT, BENCH_LOGS, BENCH_RESYNC (1: wait for one periodic full re-check), BENCH_TIMEOUT
 # (seconds a side may take to become ready), BENCH_ROUND (makes the added endpoint distinct),
-# BENCH_IPVSPROXY_ENV (NAME=VALUE words for ipvsproxy's environment, e.g. GOMEMLIMIT=64MiB),
+# BENCH_IPVSPROXY_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
+# GOMEMLIMIT=64MiB),
 # IPVSPROXY_BASELINE (the binary of the side ipvsproxy-baseline: ipvsproxy before a change).
 # A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
 set -uo pipefail
@@ -99,9 +100,10 @@ has_real_server() { ip netns exec "$node" ipvsadm -Ln -t "$change_ip:80" 2>/dev/
 
 start_side() {
 	case $side in
-	ipvsproxy | ipvsproxy-baseline)
-		local bin=$IPVSPROXY env=${BENCH_IPVSPROXY_ENV:-}
-		[[ $side == ipvsproxy-baseline ]] && bin=$IPVSPROXY_BASELINE env=
+	ipvsproxy | ipvsproxy-baseline | ipvsproxy-env)
+		local bin=$IPVSPROXY env=
+		[[ $side == ipvsproxy-baseline ]] && bin=$IPVSPROXY_BASELINE
+		[[ $side == ipvsproxy-env ]] && env=${BENCH_IPVSPROXY_ENV:-}
 		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
 		ip netns exec "$node" env $env "$bin" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
 			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr 10.244.0.0/16 \

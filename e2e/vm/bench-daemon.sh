@@ -14,7 +14,7 @@
 # profiles, under $IPVSPROXY_E2E_CACHE/runs.
 # Env: IPVSPROXY_BENCH_SIDES (default "ipvsproxy kube-proxy"), IPVSPROXY_VM_MEM (guest MiB,
 # default 3072), IPVSPROXY_BENCH_OUT (the JSON file), IPVSPROXY_BENCH_HEAP=1 (keep ipvsproxy's
-# heap profile per N), IPVSPROXY_BENCH_ENV (NAME=VALUE words for ipvsproxy's environment, e.g.
+# heap profile per N), IPVSPROXY_BENCH_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
 # "GOMEMLIMIT=64MiB"), IPVSPROXY_BENCH_BASELINE (the binary of the side ipvsproxy-baseline, to
 # measure a change: IPVSPROXY_BENCH_SIDES="ipvsproxy-baseline ipvsproxy kube-proxy"),
 # IPVSPROXY_BENCH_TIMEOUT (seconds a side may take to become ready, default 1800; one that does
