@@ -12,6 +12,7 @@
 # BENCH_IPVSPROXY_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
 # GOMEMLIMIT=64MiB),
 # IPVSPROXY_BASELINE (the binary of the side ipvsproxy-baseline: ipvsproxy before a change).
+# BENCH_WATCHLIST=false turns client-go's streaming watch-list off in both (LIST then WATCH).
 # A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
 set -uo pipefail
 [[ $(id -u) == 0 && -n ${E2E_HOST_ADDR:-} ]] || { echo "bench-daemon-guest.sh runs inside the VM" >&2; exit 2; }
@@ -105,12 +106,15 @@ start_side() {
 		[[ $side == ipvsproxy-baseline ]] && bin=$IPVSPROXY_BASELINE
 		[[ $side == ipvsproxy-env ]] && env=${BENCH_IPVSPROXY_ENV:-}
 		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
+		[[ ${BENCH_WATCHLIST:-} == false ]] && env+=" KUBE_FEATURE_WatchListClient=false"
 		ip netns exec "$node" env $env "$bin" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
 			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr 10.244.0.0/16 \
 			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" --ipvs-resync-shares 1 \
 			--profiling --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
 		;;
 	kube-proxy)
+		local gates=()
+		[[ ${BENCH_WATCHLIST:-} == false ]] && gates=(--feature-gates=WatchListClient=false)
 		# conntrack-max-per-core=0 and the timeouts at 0: leave the host's conntrack sysctls alone
 		# (a network namespace may not set nf_conntrack_max); ipvsproxy sets none either.
 		ip netns exec "$node" "$E2E_BIN/kube-proxy" --proxy-mode=ipvs --kubeconfig "$ADMIN_KUBECONFIG" \
@@ -118,7 +122,7 @@ start_side() {
 			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
 			--conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
 			--metrics-bind-address 127.0.0.1:10249 --healthz-bind-address 127.0.0.1:10256 \
-			>"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
+			"${gates[@]}" >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
 		;;
 	esac
 	pid=$!

@@ -17,7 +17,9 @@
 # heap profile per N), IPVSPROXY_BENCH_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
 # "GOMEMLIMIT=64MiB"), IPVSPROXY_BENCH_BASELINE (the binary of the side ipvsproxy-baseline, to
 # measure a change: IPVSPROXY_BENCH_SIDES="ipvsproxy-baseline ipvsproxy kube-proxy"),
-# IPVSPROXY_BENCH_TIMEOUT (seconds a side may take to become ready, default 1800; one that does
+# IPVSPROXY_BENCH_WATCHLIST=false (client-go's streaming watch-list off in both proxies),
+# IPVSPROXY_BENCH_CONTROLPLANE and IPVSPROXY_BENCH_HAVE (reuse a kept control plane holding that
+# many Services), IPVSPROXY_BENCH_TIMEOUT (seconds a side may take to become ready, default 1800; one that does
 # not still reports its peak RSS so far).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -66,25 +68,36 @@ make -s -C "$repo" build >&2
 (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/echoserver" ./e2e/echoserver)
 "$here/prepare.sh" >/dev/null
 
-t=$SECONDS
-"$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
-	cat "$work/controlplane-start.log" >&2
-	die "control plane did not start"
-}
-say "control plane up ($((SECONDS - t))s)"
-export KUBECONFIG=$cp_dir/admin.kubeconfig
 kc() { "$cp_bin/e2ectl" "$@"; }
-kc create-nodes --node bench=198.51.100.10 >/dev/null
-kc bench-probe-service bench-probe/probe 203.0.113.10:8080 >/dev/null
+have=0
+if [[ -n ${IPVSPROXY_BENCH_CONTROLPLANE:-} ]]; then
+	# Another run's control plane, left running (its script killed with SIGKILL), with its
+	# objects: creating 10,000 Services takes minutes on a loaded machine.
+	cp_dir=$IPVSPROXY_BENCH_CONTROLPLANE have=${IPVSPROXY_BENCH_HAVE:?the Services it holds}
+	trap 'exit 130' INT TERM
+	trap - EXIT
+	APISERVER_PORT=$(sed -n 's|^ *server: https://127.0.0.1:\([0-9]*\)$|\1|p' "$cp_dir/admin.kubeconfig")
+	export KUBECONFIG=$cp_dir/admin.kubeconfig
+else
+	t=$SECONDS
+	"$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
+		cat "$work/controlplane-start.log" >&2
+		die "control plane did not start"
+	}
+	say "control plane up ($((SECONDS - t))s)"
+	export KUBECONFIG=$cp_dir/admin.kubeconfig
+	kc create-nodes --node bench=198.51.100.10 >/dev/null
+	kc bench-probe-service bench-probe/probe 203.0.113.10:8080 >/dev/null
+fi
 
 out=${IPVSPROXY_BENCH_OUT:-$repo/benchmarks/results/$(date -u +%F)-vm-daemon.json}
 [[ -n $smoke ]] && out=$work/smoke.json
 mkdir -p "$work/logs"
-have=0 round=0 rc=0
+round=0 rc=0
 for n in "${sizes[@]}"; do
 	t=$SECONDS
-	kc bulk-services --from "$have" --count "$n" --endpoints 10 --workers 8 >&2
-	have=$n
+	((n <= have)) || kc bulk-services --from "$have" --count "$n" --endpoints 10 --workers 8 >&2
+	((n <= have)) || have=$n
 	say "$n Services × 10 endpoints created ($((SECONDS - t))s)"
 	t=$SECONDS
 	set +e
@@ -95,7 +108,7 @@ for n in "${sizes[@]}"; do
 		-e "BENCH_N=$n" -e "BENCH_SIDES=$sides" -e "BENCH_OUT=$work/results-$n/figures.json" \
 		-e "BENCH_LOGS=$work/results-$n" -e "BENCH_RESYNC=$([[ -n $smoke ]] && echo 0 || echo 1)" \
 		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" \
-		-e "BENCH_IPVSPROXY_ENV=${IPVSPROXY_BENCH_ENV:-}" -e "IPVSPROXY_BASELINE=${IPVSPROXY_BENCH_BASELINE:-}" \
+		-e "BENCH_WATCHLIST=${IPVSPROXY_BENCH_WATCHLIST:-}" -e "BENCH_IPVSPROXY_ENV=${IPVSPROXY_BENCH_ENV:-}" -e "IPVSPROXY_BASELINE=${IPVSPROXY_BENCH_BASELINE:-}" \
 		-- "$here/bench-daemon-guest.sh" >&2
 	vm_rc=$?
 	set -e
