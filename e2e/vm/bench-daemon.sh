@@ -39,7 +39,8 @@ die() { say "error: $*"; exit 1; }
 [[ $(id -u) == 0 ]] || die "run as root (the VM shares / and the guest builds network namespaces)"
 
 # The same slots of host ports as e2e/run.sh, so that this runs beside an e2e run.
-slot=
+# A reused control plane (below) keeps the slot its run took: its processes hold the lock.
+slot=${IPVSPROXY_BENCH_CONTROLPLANE:+reused}
 while [[ -z $slot ]]; do
 	for s in 0 1 2; do
 		exec 8>"/var/lock/ipvsproxy-e2e-slot-$s.lock"
@@ -48,7 +49,7 @@ while [[ -z $slot ]]; do
 	done
 	[[ -n $slot ]] || { say "three e2e runs in progress; waiting for a slot"; sleep 10; }
 done
-export APISERVER_PORT=$((6443 + 100 * slot)) ETCD_CLIENT_PORT=$((2379 + 100 * slot)) ETCD_PEER_PORT=$((2380 + 100 * slot))
+[[ $slot == reused ]] || export APISERVER_PORT=$((6443 + 100 * slot)) ETCD_CLIENT_PORT=$((2379 + 100 * slot)) ETCD_PEER_PORT=$((2380 + 100 * slot))
 t_all=$SECONDS
 mkdir -p "$cache/runs"
 work=$(mktemp -d "$cache/runs/bench-daemon.XXXXXX")
