@@ -79,6 +79,12 @@ fuzz:
 bench:
 	$(GO) test ./benchmarks/... -run XXX -bench . -benchmem
 
+# The daemon tier: the real `ipvsproxy run` and kube-proxy --proxy-mode=ipvs in the VM against the
+# real API server, N Services × 10 endpoints (docs/performance.md, "The daemon tier").
+.PHONY: bench-daemon
+bench-daemon:
+	e2e/vm/bench-daemon.sh 1000 10000
+
 # The conntrack clean-up at a million flows (issue 8), in the VM: a network namespace here holds
 # at most the host's nf_conntrack_max, which is not ours to raise.
 bench-conntrack-vm:

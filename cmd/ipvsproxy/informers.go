@@ -30,8 +30,8 @@ func newInformerFactory(client kubernetes.Interface, tweak func(*metav1.ListOpti
 
 // trimCached drops from a cached object what the proxier never reads:
 // managedFields, often the largest part of an object written by server-side
-// apply, and kubectl's last-applied-configuration annotation, a second copy
-// of the whole object. Every node caches every Service and EndpointSlice of
+// apply, kubectl's last-applied-configuration annotation, a second copy
+// of the whole object, and the fields trimSlice and trimService name. Every node caches every Service and EndpointSlice of
 // the cluster, so this is memory per node at scale (issue 9). The informer
 // hands over a freshly decoded object, so changing it in place is safe; a
 // tombstone is left as it is.
@@ -47,7 +47,49 @@ func trimCached(obj any) (any, error) {
 			m.SetAnnotations(a)
 		}
 	}
+	switch o := obj.(type) {
+	case *discovery.EndpointSlice:
+		trimSlice(o)
+	case *v1.Service:
+		trimService(o)
+	}
 	return obj, nil
+}
+
+// trimSlice drops what the proxier never reads of an EndpointSlice: each
+// endpoint's targetRef (a Pod's namespace, name and UID: most of an endpoint's
+// bytes), hostname, zone and deprecated topology, and the slice's owner
+// references and labels other than the service-name one that files it. A
+// cluster's every slice is cached on every node.
+func trimSlice(s *discovery.EndpointSlice) {
+	s.OwnerReferences = nil
+	s.GenerateName = ""
+	s.Labels = keepLabels(s.Labels, discovery.LabelServiceName, labelServiceProxyName, labelHeadless)
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		e.TargetRef, e.Hostname, e.Zone, e.DeprecatedTopology = nil, nil, nil, nil
+	}
+}
+
+// trimService drops the selector (the EndpointSlices say which pods serve)
+// and the labels, which only the API server's label selector reads.
+func trimService(s *v1.Service) {
+	s.Spec.Selector = nil
+	s.Labels = keepLabels(s.Labels, labelServiceProxyName, labelHeadless)
+}
+
+// keepLabels is the labels among keep, nil when none is set.
+func keepLabels(labels map[string]string, keep ...string) map[string]string {
+	var out map[string]string
+	for _, k := range keep {
+		if v, ok := labels[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keep))
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // newClusterNodeInformerFactory watches every Node for the node guard, which

@@ -5,11 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // The daemon's caches hold Services without managedFields and kubectl's
@@ -49,6 +52,52 @@ func TestInformerCachesTrimWhatTheProxierNeverReads(t *testing.T) {
 	}
 	if got.Annotations[ipvsproxy.AnnotationScheduler] != "rr" || got.Spec.ClusterIP != "10.96.0.20" {
 		t.Errorf("cached Service lost what the proxier reads: annotations %v, clusterIP %q", got.Annotations, got.Spec.ClusterIP)
+	}
+}
+
+// A cached EndpointSlice keeps what the proxier reads (the service-name label,
+// the trigger-time annotation, addresses, conditions, node name, hints, ports)
+// and loses the pods' references and the rest; a Service loses its selector.
+func TestInformerCachesTrimSlicesAndServices(t *testing.T) {
+	pod := "web-7d4b9c6f5-x2x7q"
+	slice := &discovery.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-abcde", GenerateName: "web-",
+			Labels:          map[string]string{discovery.LabelServiceName: "web", discovery.LabelManagedBy: "endpointslice-controller.k8s.io", "app": "web"},
+			Annotations:     map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": "2026-12-02T10:00:00Z"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "web", UID: "0b5e3c1a-0000-4000-8000-000000000001"}}},
+		AddressType: discovery.AddressTypeIPv4,
+		Endpoints: []discovery.Endpoint{{
+			Addresses:  []string{"10.244.1.5"},
+			Conditions: discovery.EndpointConditions{Ready: ptr.To(true)},
+			NodeName:   ptr.To("node1"), Zone: ptr.To("zone-a"), Hostname: ptr.To(pod),
+			Hints:     &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: "zone-a"}}},
+			TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "default", Name: pod, UID: "0b5e3c1a-0000-4000-8000-000000000002"},
+		}},
+		Ports: []discovery.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(8080))}},
+	}
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec:       v1.ServiceSpec{ClusterIP: "10.96.0.20", Selector: map[string]string{"app": "web"}, Ports: []v1.ServicePort{{Port: 80}}},
+	}
+	gotSlice, err := trimCached(slice.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slice.DeepCopy()
+	want.GenerateName, want.OwnerReferences = "", nil
+	want.Labels = map[string]string{discovery.LabelServiceName: "web"}
+	want.Endpoints[0].TargetRef, want.Endpoints[0].Hostname, want.Endpoints[0].Zone = nil, nil, nil
+	if diff := cmp.Diff(want, gotSlice); diff != "" {
+		t.Errorf("cached EndpointSlice (-want +got):\n%s", diff)
+	}
+	gotSvc, err := trimCached(svc.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSvc := svc.DeepCopy()
+	wantSvc.Labels, wantSvc.Spec.Selector = nil, nil
+	if diff := cmp.Diff(wantSvc, gotSvc); diff != "" {
+		t.Errorf("cached Service (-want +got):\n%s", diff)
 	}
 }
 

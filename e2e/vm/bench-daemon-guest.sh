@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# bench-daemon-guest.sh — the daemon tier's guest half, run as root in the VM by bench-daemon.sh
+# (never on a host: it builds network namespaces and starts proxies). The API server already
+# holds N Services × 10 endpoints (namespace bench) and the probe Service; each side in
+# BENCH_SIDES runs, one after the other, in its own fresh node namespace, and writes one JSON
+# line of figures to $BENCH_OUT.
+#
+# Environment (set by bench-daemon.sh): E2E_BIN (e2ectl, kube-proxy), IPVSPROXY, ECHOSERVER,
+# ADMIN_KUBECONFIG, PROXIER_KUBECONFIG, BENCH_N, BENCH_SIDES ("ipvsproxy kube-proxy"),
+# BENCH_OUT, BENCH_LOGS, BENCH_RESYNC (1: wait for one periodic full re-check), BENCH_TIMEOUT
+# (seconds a side may take to become ready), BENCH_ROUND (makes the added endpoint distinct),
+# BENCH_IPVSPROXY_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
+# GOMEMLIMIT=64MiB),
+# IPVSPROXY_BASELINE (the binary of the side ipvsproxy-baseline: ipvsproxy before a change).
+# BENCH_WATCHLIST=false turns client-go's streaming watch-list off in both (LIST then WATCH).
+# A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
+set -uo pipefail
+[[ $(id -u) == 0 && -n ${E2E_HOST_ADDR:-} ]] || { echo "bench-daemon-guest.sh runs inside the VM" >&2; exit 2; }
+
+readonly node=bench node_addr=198.51.100.10 gw_addr=198.51.100.1
+readonly pod_addr=203.0.113.10 pod_gw=203.0.113.1 pod_port=8080
+readonly sync_period=30s min_sync_period=1s
+timeout=${BENCH_TIMEOUT:-900}
+kc() { "$E2E_BIN/e2ectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
+now() { date +%s.%N; }
+log() { echo "bench[$BENCH_N $side]: $*" >&2; }
+
+for m in ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh dummy ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip \
+	ip_set_hash_ipportnet ip_set_hash_net ip_set_bitmap_port xt_set xt_comment xt_mark xt_conntrack xt_addrtype \
+	iptable_nat iptable_filter iptable_mangle nf_conntrack nf_conntrack_netlink; do
+	modprobe "$m" 2>/dev/null || true
+done
+# The node namespaces reach the API server (192.0.2.100 through the VM's eth0) by masquerade.
+sysctl -qw net.ipv4.ip_forward=1
+iptables -t nat -A POSTROUTING -s "$node_addr/32" -o eth0 -j MASQUERADE
+
+eval "$(kc service-info bench-probe/probe | grep '^CLUSTER_IP=')"
+probe_ip=$CLUSTER_IP
+eval "$(kc service-info bench/svc-0 | grep '^CLUSTER_IP=')"
+change_ip=$CLUSTER_IP
+[[ -n $probe_ip && -n $change_ip ]] || { echo "no cluster IPs for the probe Service or bench/svc-0" >&2; exit 1; }
+
+# node_up: a fresh node namespace (its own IPVS, iptables, ipsets) with a veth to the VM's root
+# and a pod namespace behind it running the probe Service's listener.
+node_up() {
+	ip netns add "$node"
+	ip link add bench-root type veth peer name eth0 netns "$node"
+	ip addr add "$gw_addr/24" dev bench-root
+	ip link set bench-root up
+	ip -n "$node" addr add "$node_addr/24" dev eth0
+	ip -n "$node" link set eth0 up
+	ip -n "$node" link set lo up
+	ip -n "$node" route add default via "$gw_addr"
+	ip netns exec "$node" sysctl -qw net.ipv4.ip_forward=1
+	ip netns add bench-pod
+	ip -n "$node" link add vpod type veth peer name eth0 netns bench-pod
+	ip -n "$node" addr add "$pod_gw/24" dev vpod
+	ip -n "$node" link set vpod up
+	ip -n bench-pod addr add "$pod_addr/24" dev eth0
+	ip -n bench-pod link set eth0 up
+	ip -n bench-pod link set lo up
+	ip -n bench-pod route add default via "$pod_gw"
+	ip netns exec bench-pod "$ECHOSERVER" -http ":$pod_port" -udp "" >"$BENCH_LOGS/echoserver.log" 2>&1 &
+	echo $! >/run/bench-echoserver.pid
+}
+
+node_down() {
+	[[ -f /run/bench-echoserver.pid ]] && kill "$(</run/bench-echoserver.pid)" 2>/dev/null
+	rm -f /run/bench-echoserver.pid
+	ip netns del bench-pod 2>/dev/null
+	ip link del bench-root 2>/dev/null
+	ip netns del "$node" 2>/dev/null
+	# The kernel tears a namespace's IPVS table and conntrack down in the background; let it
+	# finish before the next side's clock starts.
+	sleep 5
+}
+
+# metrics prints the side's /metrics; metric NAME [LABEL-FILTER] sums a metric's series.
+metrics() { ip netns exec "$node" curl -s --max-time 10 http://127.0.0.1:10249/metrics; }
+metric() {
+	metrics | awk -v m="$1" -v f="${2:-}" '($1 == m || index($1, m "{") == 1) && index($1, f) { s += $2; found = 1 } END { if (found) printf "%.6f\n", s }'
+}
+
+# first_at FILE CMD...: runs CMD every 0.2 s until it succeeds, then writes the time to FILE.
+first_at() {
+	local file=$1
+	shift
+	until "$@" >/dev/null 2>&1; do sleep 0.2; done
+	now >"$file"
+}
+
+is_ready() {
+	case $side in
+	ipvsproxy*) [[ $(ip netns exec "$node" curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://127.0.0.1:10256/readyz) == 200 ]] ;;
+	# kube-proxy's /healthz answers 200 while it starts; its first sync is the sign.
+	kube-proxy) [[ $(metric kubeproxy_sync_proxy_rules_last_timestamp_seconds 'ip_family="IPv4"') =~ ^[1-9] ]] ;;
+	esac
+}
+probe_connects() { ip netns exec "$node" curl -s --max-time 2 -o /dev/null "http://$probe_ip/"; }
+has_real_server() { ip netns exec "$node" ipvsadm -Ln -t "$change_ip:80" 2>/dev/null | grep -q -- "-> $1:8080"; }
+
+start_side() {
+	case $side in
+	ipvsproxy | ipvsproxy-baseline | ipvsproxy-env)
+		local bin=$IPVSPROXY env=
+		[[ $side == ipvsproxy-baseline ]] && bin=$IPVSPROXY_BASELINE
+		[[ $side == ipvsproxy-env ]] && env=${BENCH_IPVSPROXY_ENV:-}
+		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
+		[[ ${BENCH_WATCHLIST:-} == false ]] && env+=" KUBE_FEATURE_WatchListClient=false"
+		ip netns exec "$node" env $env "$bin" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
+			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr 10.244.0.0/16 \
+			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" --ipvs-resync-shares 1 \
+			--profiling --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
+		;;
+	kube-proxy)
+		local gates=()
+		[[ ${BENCH_WATCHLIST:-} == false ]] && gates=(--feature-gates=WatchListClient=false)
+		# conntrack-max-per-core=0 and the timeouts at 0: leave the host's conntrack sysctls alone
+		# (a network namespace may not set nf_conntrack_max); ipvsproxy sets none either.
+		ip netns exec "$node" "$E2E_BIN/kube-proxy" --proxy-mode=ipvs --kubeconfig "$ADMIN_KUBECONFIG" \
+			--hostname-override "$node" --cluster-cidr 10.244.0.0/16 \
+			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
+			--conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
+			--metrics-bind-address 127.0.0.1:10249 --healthz-bind-address 127.0.0.1:10256 \
+			"${gates[@]}" >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
+		;;
+	esac
+	pid=$!
+}
+
+status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
+
+run_side() {
+	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt
+	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0
+	node_up
+	rm -f /run/bench-ready /run/bench-connect
+	t0=$(now)
+	start_side
+	first_at /run/bench-ready is_ready &
+	pollers+=($!)
+	first_at /run/bench-connect probe_connects &
+	pollers+=($!)
+	local deadline=$((SECONDS + timeout))
+	while [[ ! -f /run/bench-ready || ! -f /run/bench-connect ]]; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			log "exited early; its log:"
+			tail -n 30 "$BENCH_LOGS/$side-$BENCH_N.log" >&2
+			ok=0
+			break
+		fi
+		if ((SECONDS > deadline)); then
+			log "not ready and connected within ${timeout}s"
+			ok=0 timed_out=1
+			break
+		fi
+		sleep 1
+	done
+	kill "${pollers[@]}" 2>/dev/null
+	wait "${pollers[@]}" 2>/dev/null
+	if ((ok)); then
+		t_ready=$(<"/run/bench-ready") t_connect=$(<"/run/bench-connect")
+		vs=$(ip netns exec "$node" ipvsadm -Ln | grep -c '^TCP')
+		log "ready after $(awk -v a="$t0" -v b="$t_ready" 'BEGIN { printf "%.1f", b - a }')s; $vs TCP virtual servers"
+		# The cold sync's figures before anything else moves them.
+		cold=$(metric kubeproxy_sync_proxy_rules_duration_seconds_sum 'ip_family="IPv4"')
+		[[ $side == ipvsproxy* ]] && cold=$(metric kubeproxy_sync_full_proxy_rules_duration_seconds_sum)
+		# One endpoint change, API write to kernel.
+		np_sum0=$(metric kubeproxy_network_programming_duration_seconds_sum) np_cnt0=$(metric kubeproxy_network_programming_duration_seconds_count)
+		local addr=10.244.255.$((200 + BENCH_ROUND))
+		t_write=$(kc add-bench-endpoint bench/svc-0 "$addr")
+		deadline=$((SECONDS + 300))
+		until has_real_server "$addr"; do
+			((SECONDS < deadline)) || { log "the new endpoint $addr never reached the kernel"; ok=0; break; }
+			sleep 0.1
+		done
+		t_kernel=$(now)
+		# Both record the latency when the sync that wrote it ends, after its kernel writes.
+		deadline=$((SECONDS + 300))
+		while np_cnt=$(metric kubeproxy_network_programming_duration_seconds_count) && [[ ${np_cnt%.*} == "${np_cnt0%.*}" ]] && ((SECONDS < deadline)); do
+			sleep 1
+		done
+		np_sum=$(metric kubeproxy_network_programming_duration_seconds_sum)
+		if [[ ${BENCH_RESYNC:-1} == 1 ]]; then
+			# One periodic full re-check: ipvsproxy counts full syncs; every kube-proxy IPVS sync is
+			# a full one, so the next sync after the change is its periodic resync.
+			local name=kubeproxy_sync_full_proxy_rules_duration_seconds filter=""
+			[[ $side == kube-proxy ]] && name=kubeproxy_sync_proxy_rules_duration_seconds filter='ip_family="IPv4"'
+			local c0 s0 c s
+			c0=$(metric "${name}_count" "$filter") s0=$(metric "${name}_sum" "$filter")
+			deadline=$((SECONDS + 120 + timeout))
+			c=$c0
+			while [[ ${c%.*} == "${c0%.*}" ]] && ((SECONDS < deadline)); do
+				sleep 2
+				c=$(metric "${name}_count" "$filter")
+			done
+			s=$(metric "${name}_sum" "$filter")
+			[[ ${c%.*} != "${c0%.*}" ]] && resync=$(awk -v a="$s0" -v b="$s" -v n0="$c0" -v n="$c" 'BEGIN { printf "%.3f", (b - a) / (n - n0) }')
+		fi
+		if [[ $side == ipvsproxy* && -n ${BENCH_HEAP:-} ]]; then
+			ip netns exec "$node" curl -s --max-time 60 -o "$BENCH_LOGS/heap-$side-$BENCH_N.pprof" "http://127.0.0.1:10249/debug/pprof/heap?gc=1" && heap=1
+			# The runtime's own account (heap in use, released, stacks, GC goal) at the end.
+			ip netns exec "$node" curl -s --max-time 60 -o "$BENCH_LOGS/heap-$side-$BENCH_N.txt" "http://127.0.0.1:10249/debug/pprof/heap?debug=1"
+		fi
+	fi
+	# VmHWM counts the binary's text pages it touched as well as its heap: RssFile and RssAnon
+	# (at the end, not at the peak) tell them apart.
+	hwm=$(status_kb "$pid" VmHWM) rss=$(status_kb "$pid" VmRSS) anon=$(status_kb "$pid" RssAnon) file=$(status_kb "$pid" RssFile)
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	node_down
+	if ((!ok)); then
+		local ready=null connect=null
+		[[ -f /run/bench-ready ]] && ready=$(awk -v a="$t0" -v b="$(</run/bench-ready)" 'BEGIN { printf "%.2f", b - a }')
+		[[ -f /run/bench-connect ]] && connect=$(awk -v a="$t0" -v b="$(</run/bench-connect)" 'BEGIN { printf "%.2f", b - a }')
+		printf '{"side":"%s","services":%d,"ok":false,"timed_out_after_s":%s,"peak_rss_mib":%s,"ready_s":%s,"connect_s":%s}\n' "$side" "$BENCH_N" \
+			"$( ((timed_out)) && echo "$timeout" || echo null)" "$(awk -v k="${hwm:-0}" 'BEGIN { printf "%.1f", k / 1024 }')" "$ready" "$connect" >>"$BENCH_OUT"
+		tail -n1 "$BENCH_OUT" >&2
+		return 1
+	fi
+	awk -v side="$side" -v n="$BENCH_N" -v t0="$t0" -v tr="$t_ready" -v tc="$t_connect" -v tw="$t_write" -v tk="$t_kernel" \
+		-v hwm="$hwm" -v rss="$rss" -v anon="$anon" -v file="$file" -v vs="$vs" -v cold="$cold" -v resync="$resync" \
+		-v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" 'BEGIN {
+		np = (c1 > c0) ? sprintf("%.3f", (s1 - s0) / (c1 - c0)) : "null"
+		printf "{\"side\":\"%s\",\"services\":%d,\"ok\":true,\"peak_rss_mib\":%.1f,\"rss_end_mib\":%.1f,\"rss_anon_end_mib\":%.1f,\"rss_file_end_mib\":%.1f,", side, n, hwm / 1024, rss / 1024, anon / 1024, file / 1024
+		printf "\"ready_s\":%.2f,\"connect_s\":%.2f,\"endpoint_change_s\":%.2f,\"network_programming_s\":%s,", tr - t0, tc - t0, tk - tw, np
+		printf "\"cold_sync_s\":%s,\"full_resync_s\":%s,\"tcp_virtual_servers\":%d}\n", cold == "" ? "null" : cold, resync == "" ? "null" : resync, vs
+	}' >>"$BENCH_OUT"
+	tail -n1 "$BENCH_OUT" >&2
+}
+
+rc=0
+for side in ${BENCH_SIDES:-ipvsproxy kube-proxy}; do
+	run_side || rc=1
+	BENCH_ROUND=$((BENCH_ROUND + 1))
+done
+exit "$rc"
