@@ -9,16 +9,20 @@ const (
 	OpNoop           = "no-op sync"
 	OpFullResync     = "periodic full resync"
 	OpShareResync    = "periodic resync, 1 of 10 shares"
+	OpResyncCycle    = "periodic resync, average of 10 periods"
 	OpRestart        = "restart adoption"
 	OpChurn          = "1% of endpoints churned"
 )
 
 // ResyncShares is ipvsproxy's --ipvs-resync-shares for OpShareResync: one
 // period between two full ones re-reads a tenth of the virtual servers.
+// OpShareResync times one such period; OpResyncCycle averages ten periods
+// in a row, the full one among them, which is what the re-check costs over
+// time (for kube-proxy, whose every period is full, one period).
 const ResyncShares = 10
 
 // Ops lists the operations in report order.
-var Ops = []string{OpCold, OpEndpointAdd, OpEndpointRemove, OpServiceAdd, OpNoop, OpFullResync, OpShareResync, OpRestart, OpChurn}
+var Ops = []string{OpCold, OpEndpointAdd, OpEndpointRemove, OpServiceAdd, OpNoop, OpFullResync, OpShareResync, OpResyncCycle, OpRestart, OpChurn}
 
 // Result is what one process measured on one shape: the durations of each
 // operation in milliseconds (one per repeat), the kernel writes of its

@@ -49,11 +49,26 @@ func main() {
 	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
 	kernel := flag.Bool("kernel", false, "drive the real kernel, not kube-proxy's fakes (tier 2, in the VM)")
 	flag.Parse()
-	klog.SetLogger(klogDiscard())
+	var errs errorLog
+	klog.SetLogger(errs.logger())
 	s := shape.Shape{Services: *services, Endpoints: *endpoints}
 	res, err := run(s, *repeats, *kernel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubeproxy-bench:", err)
+		os.Exit(1)
+	}
+	// A run in which kube-proxy logged an error (a failed restore, a
+	// refused kernel write) timed a sync that did not do the work: it does
+	// not count.
+	if lines := errs.Errors(); len(lines) > 0 {
+		for i, l := range lines {
+			if i == 20 {
+				fmt.Fprintf(os.Stderr, "kubeproxy-bench: ... and %d more\n", len(lines)-i)
+				break
+			}
+			fmt.Fprintln(os.Stderr, "kubeproxy-bench: kube-proxy logged an error:", l)
+		}
+		fmt.Fprintf(os.Stderr, "kubeproxy-bench: kube-proxy logged %d errors on %s: the run does not count\n", len(lines), s.Name())
 		os.Exit(1)
 	}
 	if *kernel {
@@ -138,7 +153,12 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 	}
 	// cold: OnServiceSynced runs the first sync itself, synchronously;
 	// the histogram's sum grows by its duration.
-	startProxier := func(op string) error {
+	//
+	// Only the first proxier gets a sync loop: kube-proxy's SyncLoop never
+	// returns, so a loop per restarted proxier kept every one of them alive,
+	// counted in the peak RSS and scanned by every GC (issue 26). A restart
+	// is timed by its first sync alone, which needs no loop.
+	startProxier := func(op string, loop bool) error {
 		before, _ := testutil.GetHistogramMetricValue(latency)
 		p.OnEndpointSlicesSynced()
 		p.OnServiceSynced()
@@ -147,7 +167,9 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 			return err
 		}
 		record(op, after-before)
-		go p.SyncLoop()
+		if loop {
+			go p.SyncLoop()
+		}
 		return nil
 	}
 	// sync asks the running loop for a sync and waits for it to be observed.
@@ -178,7 +200,7 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 		setService(s.Service(i))
 		setSlices(s.Slices(i, s.Endpoints, 0))
 	}
-	if err := startProxier(shape.OpCold); err != nil {
+	if err := startProxier(shape.OpCold, true); err != nil {
 		return res, err
 	}
 	if vss, err := f.ipvs.GetVirtualServers(); err != nil || len(vss) < s.Services {
@@ -200,6 +222,8 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 		// the periodic full one, and so is every period.
 		{shape.OpFullResync, func(int) {}},
 		{shape.OpShareResync, func(int) {}},
+		// Every period is a full sync: the average of ten is one.
+		{shape.OpResyncCycle, func(int) {}},
 		{shape.OpChurn, func(rep int) {
 			for _, i := range shape.Churned(s, rep) {
 				setSlices(s.Slices(i, s.Endpoints, rep+1))
@@ -245,7 +269,7 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 		for _, sl := range slices {
 			p.OnEndpointSliceAdd(sl)
 		}
-		if err := startProxier(shape.OpRestart); err != nil {
+		if err := startProxier(shape.OpRestart, false); err != nil {
 			return res, err
 		}
 	}
