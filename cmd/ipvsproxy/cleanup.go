@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/nftables"
 	"github.com/urfave/cli/v2"
@@ -30,6 +32,14 @@ func cleanupAction(c *cli.Context) error {
 		}
 	}
 	defer closeKernel()
+	if c.Bool("kube-proxy-leftovers") && c.Bool("after-kube-proxy-ipvs") {
+		return fmt.Errorf("--kube-proxy-leftovers and --after-kube-proxy-ipvs: give one (the first removes kube-proxy's state before ipvsproxy starts, the second ipvsproxy's after kube-proxy took over)")
+	}
+	if c.Bool("after-kube-proxy-ipvs") {
+		removed, err := ipvsproxy.CleanupAfterKubeProxyIPVS(k, cfg)
+		klog.InfoS("Removed what kube-proxy's IPVS mode does not take over", "count", len(removed), "removed", removed)
+		return err
+	}
 	if c.Bool("kube-proxy-leftovers") {
 		removed, err := ipvsproxy.CleanupKubeProxyLeftovers(k, nftables.New(), cfg)
 		klog.InfoS("Removed kube-proxy's leftovers", "count", len(removed), "removed", removed)

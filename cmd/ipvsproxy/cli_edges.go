@@ -49,6 +49,7 @@ func cleanupFlags() []cli.Flag {
 		}
 	}
 	out = append(out, nodeLockFlags()...)
+	out = append(out, &cli.BoolFlag{Name: "after-kube-proxy-ipvs", EnvVars: envOf("after-kube-proxy-ipvs"), Usage: "the last step of a rollback to kube-proxy's IPVS mode, once kube-proxy serves the node: remove only what kube-proxy does not take over (the mangle OUTPUT filter, ipvsproxy's own sets with its ownership record, the Service CIDR routes on kube-ipvs0) and keep the virtual servers and kube-ipvs0, now kube-proxy's; refused, changing nothing, while ipvsproxy's rules are still in place"})
 	return append(out, &cli.BoolFlag{Name: "kube-proxy-leftovers", EnvVars: envOf("kube-proxy-leftovers"), Usage: "remove only what kube-proxy's iptables, ipvs and nftables modes left that ipvsproxy does not use (its KUBE-SVC-* chains, KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL, its sets and the rules matching them, its nftables tables); ipvsproxy's own state stays, so it is safe before every start (the DaemonSet's init container)"})
 }
 

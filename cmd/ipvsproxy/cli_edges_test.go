@@ -46,7 +46,7 @@ func TestCleanupShowsOnlyTheFlagsItReads(t *testing.T) {
 				}
 			}
 		}
-		if len(names) != 8 { // with the node lock's two
+		if len(names) != 9 { // with the node lock's two
 			t.Errorf("cleanup flags %v", names)
 		}
 	}

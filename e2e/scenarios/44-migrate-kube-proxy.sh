@@ -291,12 +291,23 @@ scenario_44rollback() {
 	switched=$(since "$t")
 	show node1 "# ipvsproxy stopped -> kube-proxy rewrote the virtual servers" "$switched s"
 	sleep 3
+	ask node1 "ipset list -n | grep -E 'IPVS-OWNED|SERVICE-CIDRS|NO-NODE'; ip route show table local dev kube-ipvs0 proto 233; iptables-save | grep -E '^[*]|SERVICE-CIDRS|NO-NODE|OUT-FILTER'  # what kube-proxy left of ipvsproxy's"
+	# The rollback's last step, under the live streams: refused until kube-proxy's first sync
+	# has rewritten the shared chains, then it removes what kube-proxy does not take over.
+	local handover="IPVSPROXY_LOCK_FILE=$(node_lock node1) ipvsproxy cleanup --after-kube-proxy-ipvs"
+	wait_until 60 ip netns exec node1 env IPVSPROXY_LOCK_FILE="$(node_lock node1)" "$ipvsproxy" cleanup --after-kube-proxy-ipvs >/dev/null 2>&1 ||
+		failures+=("cleanup --after-kube-proxy-ipvs did not exit 0 within 60 s")
+	ask node1 "$handover 2>&1 | grep -c 'count=0'; echo exit \${PIPESTATUS[0]}  # a second run removes nothing"
+	[[ $answer == *"exit 0"* && $answer == 1* ]] || failures+=("a second cleanup --after-kube-proxy-ipvs: $(oneline "$answer")")
+	ask node1 "ipset list -n | grep -cE 'IPVS-OWNED|SERVICE-CIDRS|NO-NODE|IPVS-SERVICES'; ip route show table local dev kube-ipvs0 proto 233 | wc -l; iptables-save -t mangle | grep -c OUT-FILTER  # ipvsproxy's own sets, routes, mangle filter after it"
+	[[ $(tr -s ' \n' ' ' <<<"$answer") == "0 0 0 " ]] || failures+=("left after cleanup --after-kube-proxy-ipvs: $(oneline "$answer")")
+	ask node1 "ipvsadm -Ln | grep -c '^[TU]'; ip -br link show kube-ipvs0 | wc -l  # the virtual servers and kube-ipvs0 stay, kube-proxy's"
+	[[ $(head -n1 <<<"$answer") -ge 3 && $(tail -n1 <<<"$answer") == 1 ]] || failures+=("virtual servers or kube-ipvs0 gone: $(oneline "$answer")")
 	after=$(kpm44_vs_conns node1 "${vs_stats[@]}")
-	show node1 "ipvsadm -Ln --stats --exact  # after the rollback" "$after"
+	show node1 "ipvsadm -Ln --stats --exact  # after the rollback and the clean-up" "$after"
 	why=$(kpm44_counters_kept "$before" "$after") || failures+=("virtual servers recreated: $(oneline "$why")")
 	kpm44_new_connections "under kube-proxy again"
 	kpm44_streams_end "across the rollback"
-	ask node1 "ipset list -n | grep -E 'IPVS-OWNED|SERVICE-CIDRS|NO-NODE'; ip route show table local dev kube-ipvs0 proto 233; iptables-save | grep -E '^[*]|SERVICE-CIDRS|NO-NODE|OUT-FILTER'  # what kube-proxy left of ipvsproxy's"
 
 	# Leave node1 on ipvsproxy, as the other scenarios expect it.
 	kpm44_kube_proxy_stop node1
@@ -305,7 +316,7 @@ scenario_44rollback() {
 	wait_until 120 proxier_synced node1 || failures+=("node1's ipvsproxy did not come back")
 	kc delete-service kpm44 >/dev/null || true
 	kc delete-service kpm44-udp >/dev/null || true
-	verdict 44rollback "rollback to the real kube-proxy in IPVS mode without clean-up (gaps: $kpm44_gaps; switch $switched s): the three streams kept, no pause of their own >= 1 s, counters kept, new connections served" \
+	verdict 44rollback "rollback to the real kube-proxy in IPVS mode (gaps: $kpm44_gaps; switch $switched s): the three streams kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing" \
 		no_failures "${failures[@]}"
 }
 
