@@ -27,6 +27,9 @@ func Config(s shape.Shape) ipvsproxy.Config {
 	cfg.ServiceCIDRs = []netip.Prefix{shape.ServiceCIDR}
 	cfg.NodePortMin, cfg.NodePortMax = shape.NodePortMin, shape.NodePortMax
 	cfg.ResyncShares = shape.ResyncShares
+	if s.NoServiceCIDR {
+		cfg.ServiceCIDRs = nil
+	}
 	if s.Mix {
 		cfg.Families = append(cfg.Families, v1.IPv6Protocol)
 		cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, shape.ClusterCIDR6)

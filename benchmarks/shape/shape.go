@@ -40,13 +40,23 @@ type Shape struct {
 	// Mix makes one Service in ten UDP, one in ten externalTrafficPolicy
 	// Local (on NodePort ones) and every Service dual-stack.
 	Mix bool
+	// NoServiceCIDR runs ipvsproxy without a Service CIDR, as on clusters
+	// without ServiceCIDR objects or --service-cidrs: it binds every
+	// cluster IP on kube-ipvs0, as kube-proxy does, instead of routing the
+	// range (the like-for-like cold sync of issue 26). kube-proxy's side is
+	// the same either way.
+	NoServiceCIDR bool
 }
 
-// Name is how reports name the shape: "10000x10" or "10000x10-mix".
+// Name is how reports name the shape: "10000x10", "10000x10-mix" or
+// "10000x10-bound" (NoServiceCIDR).
 func (s Shape) Name() string {
 	n := fmt.Sprintf("%dx%d", s.Services, s.Endpoints)
 	if s.Mix {
 		n += "-mix"
+	}
+	if s.NoServiceCIDR {
+		n += "-bound"
 	}
 	return n
 }

@@ -31,6 +31,7 @@ func main() {
 	repeats := flag.Int("repeats", 5, "repeats of each operation inside a process")
 	anchor := flag.Bool("anchor", true, "also run kube-proxy's proxier (builds k8s.io/kubernetes: minutes when cold)")
 	mix := flag.Bool("mix", false, "also run ipvsproxy on the mixed shape (10% UDP, 10% Local, dual-stack)")
+	bound := flag.Bool("no-service-cidr", false, "also run the shape with ipvsproxy binding every cluster IP (no Service CIDR), beside kube-proxy: the like-for-like cold sync")
 	out := flag.String("out", "../results", "directory of the report")
 	nice := flag.Int("nice", 0, "run the benchmark processes under nice -n N")
 	tag := flag.String("tag", "", "suffix of the report's file names")
@@ -81,6 +82,9 @@ func main() {
 		if *mix {
 			shapes = append(shapes, shape.Shape{Services: n, Endpoints: *endpoints, Mix: true})
 		}
+		if *bound {
+			shapes = append(shapes, shape.Shape{Services: n, Endpoints: *endpoints, NoServiceCIDR: true})
+		}
 	}
 	check(os.MkdirAll(*out, 0o755))
 	base := filepath.Join(*out, time.Now().UTC().Format("2006-01-02")+"-"+host+*tag)
@@ -102,6 +106,9 @@ func main() {
 				a := args
 				if s.Mix {
 					a = append(a, "-mix")
+				}
+				if s.NoServiceCIDR {
+					a = append(a, "-no-service-cidr")
 				}
 				r, err := runOne(filepath.Join(bin, side), a, *nice)
 				check(err)

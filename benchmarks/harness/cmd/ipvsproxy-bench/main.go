@@ -26,10 +26,11 @@ func main() {
 	services := flag.Int("services", 1000, "Services in the shape")
 	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
 	mix := flag.Bool("mix", false, "10% UDP, 10% Local policy, dual-stack")
+	noServiceCIDR := flag.Bool("no-service-cidr", false, "no Service CIDR: bind every cluster IP on kube-ipvs0, as kube-proxy does")
 	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
 	flag.Parse()
 	klog.SetLogger(logr.Discard())
-	s := shape.Shape{Services: *services, Endpoints: *endpoints, Mix: *mix}
+	s := shape.Shape{Services: *services, Endpoints: *endpoints, Mix: *mix, NoServiceCIDR: *noServiceCIDR}
 	if err := netns.Prepare(shape.NodeIP, ipvsproxy.DummyInterface); err != nil {
 		fail(err)
 	}

@@ -48,10 +48,11 @@ func main() {
 	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
 	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
 	kernel := flag.Bool("kernel", false, "drive the real kernel, not kube-proxy's fakes (tier 2, in the VM)")
+	noServiceCIDR := flag.Bool("no-service-cidr", false, "name the result as ipvsproxy's shape without a Service CIDR (kube-proxy binds every cluster IP either way)")
 	flag.Parse()
 	var errs errorLog
 	klog.SetLogger(errs.logger())
-	s := shape.Shape{Services: *services, Endpoints: *endpoints}
+	s := shape.Shape{Services: *services, Endpoints: *endpoints, NoServiceCIDR: *noServiceCIDR}
 	res, err := run(s, *repeats, *kernel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubeproxy-bench:", err)
