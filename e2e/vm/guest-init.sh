@@ -8,11 +8,15 @@ export HOME=/root LANG=C.UTF-8 TERM=dumb
 power_off() {
 	sync
 	echo 1 >/proc/sys/kernel/printk
-	echo o >/proc/sysrq-trigger
-	# Wait with builtins only: once power-off starts, exec of a binary from 9p fails, and PID 1
-	# exiting would turn a clean power-off into a panic.
+	# The FIFO is made before the power-off starts: after it, exec of a binary from 9p fails (the
+	# mkfifo made after it sometimes did, the read below then met EOF at once, PID 1 exited and the
+	# console showed "Kernel panic - not syncing: Attempted to kill init! exitcode=0x00000100").
 	mkfifo /run/power-off-wait 2>/dev/null
-	read -r -t 30 <>/run/power-off-wait
+	echo o >/proc/sysrq-trigger
+	# Wait with builtins only, for ever: PID 1 exiting would turn a clean power-off into a panic.
+	while :; do
+		read -r -t 30 <>/run/power-off-wait
+	done
 }
 
 results=
