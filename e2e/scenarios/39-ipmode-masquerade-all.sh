@@ -16,9 +16,10 @@
 
 readonly proxy_vip=203.0.113.141 proxy_port=8139 proxy_node_port=30139 lb_addr=198.51.100.140
 
-# http_ask WHERE URL: $answer is the body's hostname= and client_address= lines on one line.
+# http_ask WHERE URL: $answer is the body's client_address= and hostname= lines, sorted, on one
+# line ("client_address=... hostname=web").
 http_ask() {
-	ask "$1" "curl -sS --max-time 5 $2 | grep -E '^(hostname|client_address)=' | tr '\n' ' ' | sed 's/ \$//'; exit \${PIPESTATUS[0]}"
+	ask "$1" "curl -sS --max-time 5 $2 | grep -E '^(hostname|client_address)=' | sort | tr '\n' ' ' | sed 's/ \$//'; exit \${PIPESTATUS[0]}"
 }
 
 # proxy_vip_state NODE: "bound=N vs=N": how often $proxy_vip is on NODE's kube-ipvs0 and in its
@@ -72,11 +73,11 @@ YAML
 		[[ $answer == "bound=0 vs=0" ]] || failures+=("$node: $proxy_vip (ipMode Proxy) is local there: $answer, want bound=0 vs=0")
 	done
 	http_ask client "http://$proxy_vip:$proxy_port/"
-	[[ $answer == "hostname=web client_address=$lb_addr" ]] ||
-		failures+=("client -> $proxy_vip:$proxy_port: '$answer', want hostname=web client_address=$lb_addr (through the lb's proxy)")
+	[[ $answer == "client_address=$lb_addr hostname=web" ]] ||
+		failures+=("client -> $proxy_vip:$proxy_port: '$answer', want client_address=$lb_addr hostname=web (through the lb's proxy)")
 	http_ask c1 "http://$proxy_vip:$proxy_port/"
-	[[ $answer == "hostname=web client_address=$lb_addr" ]] ||
-		failures+=("c1 -> $proxy_vip:$proxy_port: '$answer', want hostname=web client_address=$lb_addr (through the lb, not node1's IPVS)")
+	[[ $answer == "client_address=$lb_addr hostname=web" ]] ||
+		failures+=("c1 -> $proxy_vip:$proxy_port: '$answer', want client_address=$lb_addr hostname=web (through the lb, not node1's IPVS)")
 
 	# Control: ipMode VIP (the field dropped) makes node1 serve the IP itself.
 	set_lb_ingress ipmode-proxy "$proxy_vip" || failures+=("patching the ingress back to VIP mode failed")
@@ -85,8 +86,8 @@ YAML
 	proxy_vip_state node1
 	[[ $answer == "bound=1 vs=1" ]] || failures+=("node1 in VIP mode: $answer, want bound=1 vs=1")
 	http_ask c1 "http://$proxy_vip:$proxy_port/"
-	[[ $answer == "hostname=web client_address=$(pod_ip c1)" ]] ||
-		failures+=("c1 -> $proxy_vip:$proxy_port in VIP mode: '$answer', want hostname=web client_address=$(pod_ip c1) (node1's IPVS)")
+	[[ $answer == "client_address=$(pod_ip c1) hostname=web" ]] ||
+		failures+=("c1 -> $proxy_vip:$proxy_port in VIP mode: '$answer', want client_address=$(pod_ip c1) hostname=web (node1's IPVS)")
 
 	kill_tree "$lbproxy"
 	ip -n lb route del 10.244.1.0/24 via "$node1_addr"
@@ -118,24 +119,24 @@ YAML
 	show - "e2ectl apply-service masq-all.yaml && e2ectl set-endpoints masq-all $(pod_ip web)@node1  # ClusterIP 80 -> 8080" "CLUSTER_IP=$cip"
 	wait_real_servers node2 tcp "$cip:80" "$(pod_ip web):8080" || failures+=("node2 never programmed $cip:80")
 	http_ask c2 "http://$cip/"
-	[[ $answer == "hostname=web client_address=$(pod_ip c2)" ]] ||
-		failures+=("c2 -> $cip before: '$answer', want client_address=$(pod_ip c2)")
+	[[ $answer == "client_address=$(pod_ip c2) hostname=web" ]] ||
+		failures+=("c2 -> $cip before: '$answer', want client_address=$(pod_ip c2) hostname=web")
 
 	restart_proxier_with node2 --masquerade-all || failures+=("node2's daemon with --masquerade-all did not sync")
 	show node2 "ipvsproxy run ... --masquerade-all" ""
 	wait_real_servers node2 tcp "$cip:80" "$(pod_ip web):8080" || failures+=("node2 with --masquerade-all has no $cip:80")
 	http_ask c2 "http://$cip/"
-	[[ $answer == "hostname=web client_address=$node2_addr" ]] ||
-		failures+=("c2 -> $cip with --masquerade-all on node2: '$answer', want client_address=$node2_addr (SNAT)")
+	[[ $answer == "client_address=$node2_addr hostname=web" ]] ||
+		failures+=("c2 -> $cip with --masquerade-all on node2: '$answer', want client_address=$node2_addr hostname=web (SNAT)")
 	http_ask c1 "http://$cip/"
-	[[ $answer == "hostname=web client_address=$(pod_ip c1)" ]] ||
-		failures+=("c1 -> $cip (node1 without the flag): '$answer', want client_address=$(pod_ip c1)")
+	[[ $answer == "client_address=$(pod_ip c1) hostname=web" ]] ||
+		failures+=("c1 -> $cip (node1 without the flag): '$answer', want client_address=$(pod_ip c1) hostname=web")
 
 	restart_proxier_with node2 || failures+=("node2's daemon did not sync after its restart with the suite's flags")
 	show node2 "ipvsproxy run ...  # the suite's flags again" ""
 	http_ask c2 "http://$cip/"
-	[[ $answer == "hostname=web client_address=$(pod_ip c2)" ]] ||
-		failures+=("c2 -> $cip after node2's flags were restored: '$answer', want client_address=$(pod_ip c2)")
+	[[ $answer == "client_address=$(pod_ip c2) hostname=web" ]] ||
+		failures+=("c2 -> $cip after node2's flags were restored: '$answer', want client_address=$(pod_ip c2) hostname=web")
 
 	kc delete-service masq-all >/dev/null
 	local node
