@@ -117,12 +117,14 @@ wait_until() {
 # e2ectl as cluster admin (the guest's view of the API server).
 kc() { "$E2E_BIN/e2ectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
 
-# set_lb_ingress SVC IP: write status.loadBalancer.ingress as a cloud controller would. e2ectl has
-# no command for the status subresource, so this is the REST call with the admin certificate.
+# set_lb_ingress SVC IP [IPMODE]: write status.loadBalancer.ingress as a cloud controller would,
+# with ipMode IPMODE (VIP or Proxy, KEP-1860) when given; without it the field is absent (VIP).
+# e2ectl has no command for the status subresource, so this is the REST call with the admin
+# certificate.
 set_lb_ingress() {
 	curl -sS --fail --max-time 20 --cacert "$E2E_PKI/ca.crt" --cert "$E2E_PKI/admin.crt" \
 		--key "$E2E_PKI/admin.key" -X PATCH -H 'Content-Type: application/merge-patch+json' \
-		--data "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$2\"}]}}}" \
+		--data "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$2\"${3:+,\"ipMode\":\"$3\"}}]}}}" \
 		"https://$E2E_HOST_ADDR:6443/api/v1/namespaces/default/services/$1/status" >/dev/null
 }
 
