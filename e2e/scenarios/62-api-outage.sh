@@ -316,6 +316,6 @@ YAML
 		wait_until 60 vs_gone "$n" "$steady_ip" || failures+=("$n still has steady62's virtual servers")
 		[[ -z $new_ip ]] || wait_until 60 vs_gone "$n" "$new_ip" || failures+=("$n still has new62's virtual server")
 	done
-	verdict 62 "API unreachable from the nodes for ${outage62_seconds}s: streams flowed (largest gaps ${gap_c%% *}/${gap_n%% *} s), $((3 * tries - ${#refused[@]}))/$((3 * tries)) new connections answered, kernels ${diffs:+changed:}${diffs:-identical}, /livez and /healthz 200 (/readyz: $(awk '$3 == "/readyz" { c[$4]++ } END { for (k in c) { printf "%s%s x%d", s, k, c[k]; s = " " } }' "$health_log")); after the return: ${times%, }" \
+	verdict 62 "API unreachable from the nodes for $(awk -v a="$t_cut" -v b="$t_restore" 'BEGIN { printf "%.0f", b - a }')s: streams flowed (largest gaps ${gap_c%% *}/${gap_n%% *} s), $((3 * tries - ${#refused[@]}))/$((3 * tries)) new connections answered, kernels ${diffs:+changed:}${diffs:-identical}, /livez and /healthz 200 (/readyz: $(awk '$3 == "/readyz" { c[$4]++ } END { for (k in c) { printf "%s%s x%d", s, k, c[k]; s = " " } }' "$health_log")); after the return: ${times%, }" \
 		no_failures "${failures[@]}"
 }
