@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -47,7 +48,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	client, err := newClient(c.String("kubeconfig"), clientConnection(c))
+	client, informerClient, err := newClients(c.String("kubeconfig"), clientConnection(c))
 	if err != nil {
 		return err
 	}
@@ -104,7 +105,7 @@ func runAction(c *cli.Context) error {
 	}
 	observeProxier(proxier, m, health, serviceHealth, cfg.Families)
 
-	informersSynced, err := startInformers(ctx, client, nodeName, proxier.Tracker(), proxier.ClusterNodes(),
+	informersSynced, err := startInformers(ctx, informerClient, nodeName, proxier.Tracker(), proxier.ClusterNodes(),
 		newAPIAccess(health, m.APIPermissionMissing, recorder, nodeName))
 	if err != nil {
 		return err
@@ -225,6 +226,30 @@ func nodeNameOf(override string) (string, error) {
 	return strings.ToLower(h), nil
 }
 
+// apiRequestTimeout bounds each one-shot API request of the daemon (the
+// Node's addresses, discovery at start, Events) and of inspect. A var so
+// tests need not wait.
+var apiRequestTimeout = 30 * time.Second
+
+// newClients makes the daemon's two API clients over one connection: one
+// whose requests end after apiRequestTimeout, and one for the informers
+// without it. The timeout is http.Client's, which also ends a response body
+// being read: it cut every watch after 30 s (a new WATCH per informer twice
+// a minute, where client-go asks for 5 to 10 minutes) and any list or
+// streamed watch-list that takes longer. A dead connection still ends the
+// informers' requests: client-go pings an HTTP/2 connection idle for 30 s
+// and closes it after 15 s without an answer.
+func newClients(kubeconfig string, options ...func(*rest.Config)) (requests, informers kubernetes.Interface, err error) {
+	if requests, err = newClient(kubeconfig, options...); err != nil {
+		return nil, nil, err
+	}
+	noTimeout := func(rc *rest.Config) { rc.Timeout = 0 }
+	if informers, err = newClient(kubeconfig, append(slices.Clone(options), noTimeout)...); err != nil {
+		return nil, nil, err
+	}
+	return requests, informers, nil
+}
+
 func newClient(kubeconfig string, options ...func(*rest.Config)) (kubernetes.Interface, error) {
 	var restConfig *rest.Config
 	var err error
@@ -237,7 +262,7 @@ func newClient(kubeconfig string, options ...func(*rest.Config)) (kubernetes.Int
 		return nil, fmt.Errorf("API server configuration: %w", err)
 	}
 	restConfig.UserAgent = "ipvsproxy/" + version
-	restConfig.Timeout = 30 * time.Second
+	restConfig.Timeout = apiRequestTimeout
 	for _, o := range options {
 		o(restConfig)
 	}
