@@ -46,7 +46,7 @@ e2e: deps build
 # the iptables and nftables modes are left out of `make e2e` for time.
 .PHONY: e2e-migrate
 e2e-migrate: deps build
-	IPVSPROXY_E2E_SCENARIOS="44 44rollback 44iptables 44nftables" e2e/run.sh
+	IPVSPROXY_E2E_SCENARIOS="44 44rollback 44iptables 44nftables 44rbiptables 44rbnftables" e2e/run.sh
 
 # conformance-smoke: the DaemonSet started by a real kubelet becomes Ready and one Services
 # [Conformance] test passes (issue 12); the full pass is `make conformance`. prebuild starts the

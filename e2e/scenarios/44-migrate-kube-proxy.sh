@@ -365,3 +365,60 @@ kpm44_other_mode() {
 
 scenario_44iptables() { kpm44_other_mode iptables; }
 scenario_44nftables() { kpm44_other_mode nftables; }
+
+# kpm44_rollback_other_mode MODE: the rollback to kube-proxy's iptables or nftables mode, as the
+# migration guide gives it (ipvsproxy stopped, `ipvsproxy cleanup`, kube-proxy started), under a
+# TCP stream and a UDP stream through node1 and the control. Those modes do not use IPVS, so the
+# clean-up deletes the virtual servers and their connections with them: the scenario measures what
+# a user sees (each stream's end, the time until a new connection is served by kube-proxy) and
+# checks that kube-proxy then serves, its rules are there and nothing of ipvsproxy's is left.
+kpm44_rollback_other_mode() {
+	local mode=$1 failures=() t rules outage
+	case $mode in
+	iptables) rules="iptables-save | grep -cE '^-A KUBE-(SVC|SEP)-'" ;;
+	nftables) rules="{ nft list tables; nft list table ip kube-proxy; } 2>/dev/null | grep -cE 'table ip6? kube-proxy|kpm44'" ;;
+	esac
+	kpm44_services || { verdict "44rb$mode" "rollback to kube-proxy $mode mode" false; return; }
+	wait_until 60 kpm44_programmed node1 twos "tcp $kpm44_ip:80" "udp $kpm44_udp_ip:$kpm44_udp_port" ||
+		failures+=("ipvsproxy did not program the Services within 60 s")
+	kpm44_stream_start c1-tcp c1 tcp "$kpm44_ip:80"
+	kpm44_stream_start c1-udp c1 udp "$kpm44_udp_ip:$kpm44_udp_port"
+	kpm44_stream_start control c1 tcp "$(pod_ip web):8080"
+	sleep 3
+	t=$(now)
+	stop_proxier node1
+	ask node1 "ipvsproxy cleanup  # the rollback pod"
+	((status == 0)) || failures+=("ipvsproxy cleanup exited $status")
+	kpm44_kube_proxy_start node1 "$mode"
+	show node1 "kube-proxy --proxy-mode $mode --hostname-override node1 --cluster-cidr $cluster_cidrs --conntrack-max-per-core 0 &" ""
+	wait_until 180 bash -c "[[ \$(ip netns exec c1 curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://$kpm44_ip/) == 200 ]]" ||
+		failures+=("kube-proxy did not serve the cluster IP within 180 s")
+	outage=$(since "$t")
+	show - "# ipvsproxy stopped -> a new connection to the cluster IP answered by kube-proxy" "$outage s"
+	ask c1 "echo ping | timeout 8 socat -t 5 - UDP:$kpm44_udp_ip:$kpm44_udp_port | grep hostname=  # a new UDP socket under kube-proxy"
+	[[ $answer == hostname=u1 ]] || failures+=("c1 -> UDP cluster IP under kube-proxy: $answer")
+	ask node1 "$rules  # kube-proxy's rules for the Services"
+	[[ $answer =~ ^[1-9] ]] || failures+=("kube-proxy's $mode rules not found")
+	ask node1 "ipvsadm -Ln | grep -c '^[TU]'; ip link show kube-ipvs0 2>/dev/null | wc -l; ipset list -n | grep -c '^KUBE-'  # ipvsproxy's virtual servers, kube-ipvs0, sets"
+	[[ $(tr -s ' \n' ' ' <<<"$answer") == "0 0 0 " ]] || failures+=("left of ipvsproxy's state under kube-proxy $mode: $(oneline "$answer")")
+	sleep 3
+	local reports control tcp udp
+	reports=$(kpm44_stream_end control c1-tcp c1-udp)
+	control=$(sed -n 1p <<<"$reports") tcp=$(sed -n 2p <<<"$reports") udp=$(sed -n 3p <<<"$reports")
+	show - "stream c1-tcp across the rollback" "$tcp"
+	show - "stream c1-udp across the rollback" "$udp"
+	show - "stream control (c1 -> web's pod IP, no proxy)" "$control"
+	[[ $control == *error=none* ]] || failures+=("the control stream broke: $control")
+	# Back on ipvsproxy for the scenarios after this one.
+	kpm44_kube_proxy_stop node1
+	IPVSPROXY_LOCK_FILE=$(node_lock node1) ip netns exec node1 "$ipvsproxy" cleanup --kube-proxy-leftovers >/dev/null 2>&1
+	start_proxier node1
+	wait_until 120 proxier_synced node1 || failures+=("node1's ipvsproxy did not come back")
+	kc delete-service kpm44 >/dev/null || true
+	kc delete-service kpm44-udp >/dev/null || true
+	verdict "44rb$mode" "rollback to the real kube-proxy in $mode mode (new connections served again after $outage s; TCP stream: $(sed -n 's/.*\(error=[^ ]*\).*/\1/p' <<<"$tcp") gap $(kpm44_gap "$tcp") s; UDP stream: $(sed -n 's/.*\(error=[^ ]*\).*/\1/p' <<<"$udp") gap $(kpm44_gap "$udp") s; control gap $(kpm44_gap "$control") s): the clean-up exits 0, kube-proxy serves TCP and UDP, its rules are there, no virtual server, kube-ipvs0 or KUBE- set of ipvsproxy's left" \
+		no_failures "${failures[@]}"
+}
+
+scenario_44rbiptables() { kpm44_rollback_other_mode iptables; }
+scenario_44rbnftables() { kpm44_rollback_other_mode nftables; }
