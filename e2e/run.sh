@@ -88,6 +88,16 @@ if [[ ! -x $repo/bin/ipvsproxy ]]; then
 	make -C "$repo" build >&2
 fi
 (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/echoserver" ./e2e/echoserver)
+# This run's own e2ectl, beside links to the cached control plane: the cache is shared by every
+# checkout on the machine, and a run from another branch rebuilt the cached e2ectl under a running
+# one ("unknown command create-servicecidr").
+run_bin=$work/bin
+mkdir -p "$run_bin"
+for f in "$cp_bin"/*; do
+	[[ $(basename "$f") == e2ectl ]] || ln -s "$f" "$run_bin/"
+done
+(cd "$repo/e2e/controlplane" && CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -o "$run_bin/e2ectl" ./cmd/e2ectl)
+cp_bin=$run_bin
 
 # 2. The VM's kernel and initramfs (cached; about 2 s when nothing changed).
 t=$SECONDS
@@ -98,7 +108,7 @@ say "VM prepared ($((SECONDS - t))s)"
 t=$SECONDS
 cp_started=1
 # A dual-stack Service range (IPv4 first, so a Service without ipFamilies stays IPv4).
-SERVICE_CIDR=10.96.0.0/16,2001:db8:96::/112 "$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
+IPVSPROXY_E2E_BIN=$cp_bin SERVICE_CIDR=10.96.0.0/16,2001:db8:96::/112 "$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
 	cat "$work/controlplane-start.log" >&2
 	die "control plane did not start"
 }
