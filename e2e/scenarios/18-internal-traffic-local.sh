@@ -3,11 +3,11 @@
 #   - c1 and node1 reach only web and s3 over 24 new connections each (both seen), c2 and node2
 #     only s2; web sees c1's own address (no SNAT);
 #   - s2 removed: node2 has no local endpoint. Its cluster-IP virtual server stays, with no real
-#     server that takes connections (s2 drains at weight 0), and c2 and node2 are refused at once (IPVS answers a virtual server without a real
-#     server with ICMP port unreachable, curl exit 7); c1 is still served. kube-proxy v1.36's IPVS
-#     mode programs the same empty virtual server for a ClusterIP Service (CategorizeEndpoints
-#     gives it no cluster endpoints), so the kernel answers the same; its iptables mode DROPs
-#     instead (kubernetes#121371);
+#     server that takes connections (s2 drains at weight 0), and c2 and node2 are refused at once
+#     (IPVS answers a virtual server without a usable real server with ICMP port unreachable, curl
+#     exit 7); c1 is still served. kube-proxy v1.36's IPVS mode programs the same empty virtual
+#     server for a ClusterIP Service (CategorizeEndpoints gives it no cluster endpoints), so the
+#     kernel answers the same; its iptables mode DROPs instead (kubernetes#121371);
 #   - the Service becomes a NodePort (externalTrafficPolicy Cluster): the NodePort on node2
 #     serves the outside client from web and s3, while its cluster IP still refuses c2. Here
 #     kube-proxy's IPVS mode differs: for a Service reachable from outside it gives the cluster
@@ -101,12 +101,12 @@ YAML
 	show - "e2ectl set-endpoints itp-local web@node1 s3@node1  # s2 gone: node2 has no local endpoint" ""
 	topo_wait_rs node2 "$ip:8018"
 	ask node2 "ipvsadm -Ln -t $ip:8018 | tail -n +4"
-	local refused where
+	local refused=() where
 	for where in c2 node2; do
 		ask "$where" "curl -sS --max-time 5 http://$ip:8018/"
 		((status == 7)) || topo_failures+=("${asked[-1]}: curl exit $status, want 7 (refused: IPVS's ICMP port unreachable)")
+		refused+=("exit $status")
 	done
-	refused=$answer
 	topo_reached c1 "http://$ip:8018/" 12
 	topo_only 12 "web s3"
 
@@ -132,6 +132,6 @@ YAML
 	((status == 7)) || topo_failures+=("${asked[-1]}: curl exit $status, want 7 (refused)")
 
 	kc delete-service itp-local >/dev/null
-	verdict 18 "internalTrafficPolicy Local: c1 and node1 reach only web and s3, c2 and node2 only s2; without an endpoint on node2 its empty virtual server refuses c2 and node2 (${refused:-?}), also when the Service is a NodePort that serves $client_addr through node2" \
+	verdict 18 "internalTrafficPolicy Local: c1 and node1 reach only web and s3, c2 and node2 only s2; without an endpoint on node2 its empty virtual server refuses c2 and node2 (curl ${refused[*]}), also when the Service is a NodePort that serves $client_addr through node2" \
 		no_failures "${topo_failures[@]}"
 }
