@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -80,10 +81,33 @@ func TestBuildSlicesRejects(t *testing.T) {
 }
 
 func TestParseEndpointRejects(t *testing.T) {
-	for _, s := range []string{"", "10.244.1", "10.244.1.5@node1:gone", "node1@10.244.1.5"} {
+	for _, s := range []string{"", "10.244.1", "10.244.1.5@node1:gone", "node1@10.244.1.5",
+		"10.244.1.5@node1+zone=zone-a", "10.244.1.5@node1+zones=", "10.244.1.5@node1+zones=a,,b", "10.244.1.5+nodes=n1+nodes=n2"} {
 		if ep, err := ParseEndpoint(s); err == nil {
 			t.Errorf("ParseEndpoint(%q) = %+v, want an error", s, ep)
 		}
+	}
+}
+
+// Hints are written as the EndpointSlice controller writes them for a
+// Service's trafficDistribution, and only on the endpoints given some.
+func TestBuildSlicesHints(t *testing.T) {
+	eps := mustEndpoints(t, "10.244.1.5@node1+zones=zone-a+nodes=node1", "10.244.2.7@node2:terminating+nodes=node2,node3", "10.244.1.9@node1")
+	slices, err := BuildSlices(echoService(), eps, nil, time.Unix(0, 0))
+	if err != nil {
+		t.Fatalf("BuildSlices: %v", err)
+	}
+	var got []string
+	for _, e := range slices[0].Endpoints {
+		h := "none"
+		if e.Hints != nil {
+			h = fmt.Sprintf("zones=%v nodes=%v", e.Hints.ForZones, e.Hints.ForNodes)
+		}
+		got = append(got, e.Addresses[0]+" "+h)
+	}
+	want := []string{"10.244.1.5 zones=[{zone-a}] nodes=[{node1}]", "10.244.2.7 zones=[] nodes=[{node2} {node3}]", "10.244.1.9 none"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("hints:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -59,16 +60,39 @@ type Endpoint struct {
 	IP    net.IP
 	Node  string // empty: the endpoint has no nodeName
 	State EndpointState
+	// ZoneHints and NodeHints are hints.forZones and hints.forNodes, as the
+	// EndpointSlice controller writes them for a Service's
+	// trafficDistribution; none given: the endpoint has no hints.
+	ZoneHints, NodeHints []string
 }
 
-// ParseEndpoint reads IP[@NODE[:STATE]], e.g. 10.244.1.5@node1 or
-// 10.244.1.5@node1:terminating; the state defaults to ready.
+// ParseEndpoint reads IP[@NODE[:STATE]][+zones=Z[,Z]...][+nodes=N[,N]...],
+// e.g. 10.244.1.5@node1, 10.244.1.5@node1:terminating or
+// 10.244.1.5@node1+zones=zone-a+nodes=node1; the state defaults to ready.
 func ParseEndpoint(s string) (Endpoint, error) {
-	ipText, rest, _ := strings.Cut(s, "@")
+	base, hintText, hinted := strings.Cut(s, "+")
+	ipText, rest, _ := strings.Cut(base, "@")
 	node, state, _ := strings.Cut(rest, ":")
 	ep := Endpoint{IP: net.ParseIP(ipText), Node: node, State: EndpointState(state)}
 	if ep.IP == nil {
 		return Endpoint{}, fmt.Errorf("parse endpoint %q: %q is not an IP address", s, ipText)
+	}
+	if hinted {
+		for _, h := range strings.Split(hintText, "+") {
+			kind, names, _ := strings.Cut(h, "=")
+			list := strings.Split(names, ",")
+			if slices.Contains(list, "") {
+				return Endpoint{}, fmt.Errorf("parse endpoint %q: hint %q names nothing", s, h)
+			}
+			switch {
+			case kind == "zones" && ep.ZoneHints == nil:
+				ep.ZoneHints = list
+			case kind == "nodes" && ep.NodeHints == nil:
+				ep.NodeHints = list
+			default:
+				return Endpoint{}, fmt.Errorf("parse endpoint %q: hint %q: want zones=... or nodes=..., each at most once", s, h)
+			}
+		}
 	}
 	if ep.State == "" {
 		ep.State = Ready
@@ -150,6 +174,15 @@ func BuildSlices(svc *v1.Service, endpoints []Endpoint, zones map[string]string,
 			return nil, fmt.Errorf("build endpoint slices of %s/%s: endpoint %s: %w", svc.Namespace, svc.Name, ep.IP, err)
 		}
 		e := discovery.Endpoint{Addresses: []string{ep.IP.String()}, Conditions: conditions}
+		if len(ep.ZoneHints) > 0 || len(ep.NodeHints) > 0 {
+			e.Hints = &discovery.EndpointHints{}
+			for _, z := range ep.ZoneHints {
+				e.Hints.ForZones = append(e.Hints.ForZones, discovery.ForZone{Name: z})
+			}
+			for _, n := range ep.NodeHints {
+				e.Hints.ForNodes = append(e.Hints.ForNodes, discovery.ForNode{Name: n})
+			}
+		}
 		if ep.Node != "" {
 			node := ep.Node
 			e.NodeName = &node
@@ -233,6 +266,14 @@ func CurrentEndpoints(ctx context.Context, cs kubernetes.Interface, ref ServiceR
 			ep := Endpoint{IP: net.ParseIP(e.Addresses[0]), State: stateOf(e.Conditions)}
 			if e.NodeName != nil {
 				ep.Node = *e.NodeName
+			}
+			if e.Hints != nil {
+				for _, z := range e.Hints.ForZones {
+					ep.ZoneHints = append(ep.ZoneHints, z.Name)
+				}
+				for _, n := range e.Hints.ForNodes {
+					ep.NodeHints = append(ep.NodeHints, n.Name)
+				}
 			}
 			eps = append(eps, ep)
 		}

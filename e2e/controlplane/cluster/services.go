@@ -101,7 +101,8 @@ func SetExternalTrafficPolicy(ctx context.Context, cs kubernetes.Interface, ref 
 
 // ServiceInfo renders what the API server allocated for svc as KEY=VALUE
 // lines a shell can eval: CLUSTER_IP, NODE_PORT_<port name or number>,
-// HEALTH_CHECK_NODE_PORT, EXTERNAL_TRAFFIC_POLICY, TYPE. Keys are sorted so
+// HEALTH_CHECK_NODE_PORT, EXTERNAL_TRAFFIC_POLICY, TYPE, and
+// INTERNAL_TRAFFIC_POLICY and TRAFFIC_DISTRIBUTION when set. Keys are sorted so
 // the output is stable.
 func ServiceInfo(svc *v1.Service) string {
 	kv := map[string]string{
@@ -110,6 +111,13 @@ func ServiceInfo(svc *v1.Service) string {
 		"CLUSTER_IPS":             strings.Join(svc.Spec.ClusterIPs, ","),
 		"EXTERNAL_TRAFFIC_POLICY": string(svc.Spec.ExternalTrafficPolicy),
 		"HEALTH_CHECK_NODE_PORT":  fmt.Sprint(svc.Spec.HealthCheckNodePort),
+	}
+	// These two only when set, as most Services leave them.
+	if p := svc.Spec.InternalTrafficPolicy; p != nil {
+		kv["INTERNAL_TRAFFIC_POLICY"] = string(*p)
+	}
+	if d := svc.Spec.TrafficDistribution; d != nil {
+		kv["TRAFFIC_DISTRIBUTION"] = *d
 	}
 	for _, p := range svc.Spec.Ports {
 		key := p.Name

@@ -39,7 +39,7 @@ func init() {
 		"service-info":       {"service-info [NS/]NAME   (KEY=VALUE lines for eval)", runServiceInfo},
 		"patch-etp":          {"patch-etp [NS/]NAME Local|Cluster", runPatchETP},
 		"delete-service":     {"delete-service [NS/]NAME", runDeleteService},
-		"set-endpoints":      {"set-endpoints [NS/]NAME [IP[@NODE[:ready|notready|terminating|terminating-notserving]]]...", runSetEndpoints},
+		"set-endpoints":      {"set-endpoints [NS/]NAME [IP[@NODE[:ready|notready|terminating|terminating-notserving]][+zones=ZONE,...][+nodes=NODE,...]]...   (+: topology hints)", runSetEndpoints},
 		"delete-endpoint":    {"delete-endpoint [NS/]NAME IP", runDeleteEndpoint},
 		"access":             {"access VERB RESOURCE [--namespace NS]   (exit 0 allowed, 3 forbidden)", runAccess},
 		"label-node":         {"label-node NODE KEY=VALUE   (kubectl label node --overwrite)", runLabelNode},
