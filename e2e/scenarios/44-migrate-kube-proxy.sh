@@ -271,6 +271,17 @@ scenario_44() {
 # stopped, kube-proxy started on the state it left (no `ipvsproxy cleanup`: that deletes the
 # virtual servers, and IPVS resets the connections they carried; see the docs). Not in the
 # default order, for time (`make e2e-migrate`).
+# kpm44_back_to_ipvsproxy: node1 from kube-proxy back to ipvsproxy, as the scenarios after a
+# rollback expect it, and the Services gone; appends to failures.
+kpm44_back_to_ipvsproxy() {
+	kpm44_kube_proxy_stop node1
+	IPVSPROXY_LOCK_FILE=$(node_lock node1) ip netns exec node1 "$ipvsproxy" cleanup --kube-proxy-leftovers >/dev/null 2>&1
+	start_proxier node1
+	wait_until 120 proxier_synced node1 || failures+=("node1's ipvsproxy did not come back")
+	kc delete-service kpm44 >/dev/null || true
+	kc delete-service kpm44-udp >/dev/null || true
+}
+
 scenario_44rollback() {
 	heading "rollback from ipvsproxy to the real kube-proxy in IPVS mode with live connections"
 	local failures=() t before after why
@@ -309,13 +320,7 @@ scenario_44rollback() {
 	kpm44_new_connections "under kube-proxy again"
 	kpm44_streams_end "across the rollback"
 
-	# Leave node1 on ipvsproxy, as the other scenarios expect it.
-	kpm44_kube_proxy_stop node1
-	IPVSPROXY_LOCK_FILE=$(node_lock node1) ip netns exec node1 "$ipvsproxy" cleanup --kube-proxy-leftovers >/dev/null 2>&1
-	start_proxier node1
-	wait_until 120 proxier_synced node1 || failures+=("node1's ipvsproxy did not come back")
-	kc delete-service kpm44 >/dev/null || true
-	kc delete-service kpm44-udp >/dev/null || true
+	kpm44_back_to_ipvsproxy
 	verdict 44rollback "rollback to the real kube-proxy in IPVS mode (gaps: $kpm44_gaps; switch $switched s): the three streams kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing" \
 		no_failures "${failures[@]}"
 }
@@ -409,13 +414,7 @@ kpm44_rollback_other_mode() {
 	show - "stream c1-udp across the rollback" "$udp"
 	show - "stream control (c1 -> web's pod IP, no proxy)" "$control"
 	[[ $control == *error=none* ]] || failures+=("the control stream broke: $control")
-	# Back on ipvsproxy for the scenarios after this one.
-	kpm44_kube_proxy_stop node1
-	IPVSPROXY_LOCK_FILE=$(node_lock node1) ip netns exec node1 "$ipvsproxy" cleanup --kube-proxy-leftovers >/dev/null 2>&1
-	start_proxier node1
-	wait_until 120 proxier_synced node1 || failures+=("node1's ipvsproxy did not come back")
-	kc delete-service kpm44 >/dev/null || true
-	kc delete-service kpm44-udp >/dev/null || true
+	kpm44_back_to_ipvsproxy
 	verdict "44rb$mode" "rollback to the real kube-proxy in $mode mode (new connections served again after $outage s; TCP stream: $(sed -n 's/.*\(error=[^ ]*\).*/\1/p' <<<"$tcp") gap $(kpm44_gap "$tcp") s; UDP stream: $(sed -n 's/.*\(error=[^ ]*\).*/\1/p' <<<"$udp") gap $(kpm44_gap "$udp") s; control gap $(kpm44_gap "$control") s): the clean-up exits 0, kube-proxy serves TCP and UDP, its rules are there, no virtual server, kube-ipvs0 or KUBE- set of ipvsproxy's left" \
 		no_failures "${failures[@]}"
 }
