@@ -48,9 +48,11 @@ func Cleanup(k Kernel, cfg Config) error {
 		fail(err)
 	}
 	vsFailed := false
-	owner, err := readOwnership(k, cfg, sets, members, nil, serviceEvidence{}, nil)
-	if err != nil {
-		fail(err)
+	// The addresses matter only to the legacy rule (no record set).
+	addrs, addrErr := readAddresses(k)
+	owner := readOwnership(cfg, sets, members, nil, addrs, serviceEvidence{}, nil)
+	if addrErr != nil && owner.legacy {
+		fail(addrErr)
 		vsFailed = true
 	} else if all, err := k.IPVS.VirtualServers(); err != nil && !errors.Is(err, ipvs.ErrUnsupported) {
 		fail(fmt.Errorf("list virtual servers: %w", err))

@@ -139,11 +139,11 @@ func readKernel(k Kernel, cfg Config, services serviceEvidence, previous *kernel
 		sets:           map[string]map[ipset.Entry]bool{},
 		wrongSets:      map[string]ipset.Set{},
 	}
-	bound, err := k.Netif.DummyAddresses()
-	if err != nil && !errors.Is(err, netif.ErrNotFound) {
-		return nil, fmt.Errorf("list addresses of %s: %w", DummyInterface, err)
+	addrs, err := readAddresses(k)
+	if err != nil {
+		return nil, err
 	}
-	for _, a := range bound {
+	for _, a := range addrs.bound {
 		view.addresses[a.Unmap()] = true
 	}
 	routes, err := ownRoutes(k)
@@ -153,11 +153,7 @@ func readKernel(k Kernel, cfg Config, services serviceEvidence, previous *kernel
 	for _, r := range routes {
 		view.routes[r] = true
 	}
-	host, err := k.Netif.HostAddresses()
-	if err != nil {
-		return nil, fmt.Errorf("list node addresses: %w", err)
-	}
-	view.hostAddresses = host
+	view.hostAddresses = addrs.host
 	if k.Listeners != nil {
 		if view.listening, err = k.Listeners.Listening(); err != nil {
 			return nil, fmt.Errorf("list the node's listening sockets: %w", err)
@@ -207,16 +203,13 @@ func readKernel(k Kernel, cfg Config, services serviceEvidence, previous *kernel
 			wasOurs[key] = true
 		}
 	}
-	owner, err := readOwnership(k, cfg, present, view.sets, routes, services, wasOurs)
+	owner := readOwnership(cfg, present, view.sets, routes, addrs, services, wasOurs)
 	for _, entries := range oldRecords {
 		for _, e := range entries {
 			if key, ok := recordKey(e); ok {
 				owner.recorded[key] = true
 			}
 		}
-	}
-	if err != nil {
-		return nil, err
 	}
 	all, err := k.IPVS.VirtualServers()
 	if err != nil {

@@ -101,10 +101,25 @@ func (o ownership) owns(k ipvs.VirtualServerKey, cfg Config) bool {
 		(o.bound[k.Address] || o.host[k.Address] && k.Port >= cfg.NodePortMin && k.Port <= cfg.NodePortMax)
 }
 
+// kernelAddresses is one read of the addresses bound on kube-ipvs0 and of the
+// node's other interfaces.
+type kernelAddresses struct {
+	bound, host []netip.Addr
+}
+
+func readAddresses(k Kernel) (kernelAddresses, error) {
+	bound, host, err := k.Netif.Addresses()
+	if err != nil {
+		return kernelAddresses{}, fmt.Errorf("list the addresses of %s and of the node: %w", DummyInterface, err)
+	}
+	return kernelAddresses{bound: bound, host: host}, nil
+}
+
 // readOwnership builds the ownership from the members of the record sets
 // (in sets, as read) and, for the legacy rule, the addresses. present is
-// the kernel's list of sets.
-func readOwnership(k Kernel, cfg Config, present []ipset.Set, sets map[string]map[ipset.Entry]bool, routes []netip.Prefix, services serviceEvidence, previous map[ipvs.VirtualServerKey]bool) (ownership, error) {
+// the kernel's list of sets. It reads nothing itself: the caller's one
+// read of the addresses serves the view and the ownership alike.
+func readOwnership(cfg Config, present []ipset.Set, sets map[string]map[ipset.Entry]bool, routes []netip.Prefix, addrs kernelAddresses, services serviceEvidence, previous map[ipvs.VirtualServerKey]bool) ownership {
 	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, services: services, previous: previous}
 	owned := map[string]bool{}
 	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
@@ -132,23 +147,15 @@ func readOwnership(k Kernel, cfg Config, present []ipset.Set, sets map[string]ma
 	}
 	o.legacy = anyOurs && !anyRecord
 	if !o.legacy && len(services.clusterIPs) == 0 {
-		return o, nil
+		return o
 	}
-	bound, err := k.Netif.DummyAddresses()
-	if err != nil && !errors.Is(err, netif.ErrNotFound) {
-		return o, fmt.Errorf("list addresses of %s: %w", DummyInterface, err)
-	}
-	for _, a := range bound {
+	for _, a := range addrs.bound {
 		o.bound[a.Unmap()] = true
 	}
-	host, err := k.Netif.HostAddresses()
-	if err != nil {
-		return o, fmt.Errorf("list node addresses: %w", err)
-	}
-	for _, a := range host {
+	for _, a := range addrs.host {
 		o.host[a.Unmap()] = true
 	}
-	return o, nil
+	return o
 }
 
 // isRecorded reports whether the view holds k's ownership record.

@@ -107,6 +107,28 @@ var adapterCases = []adapterCase{
 			t.Errorf("HostAddresses() = %v, not sorted", got)
 		}
 	}},
+	{"Addresses reads the dummy's and the host's addresses as the two lists do", func(t *testing.T, a Interface, e env) {
+		e.addHostAddress(t, node4)
+		dummy, host, err := a.Addresses()
+		ok(t, err)
+		if len(dummy) != 0 || !slices.Contains(host, node4) {
+			t.Fatalf("before EnsureDummy: Addresses() = %v, %v; want no dummy address and %s among the host's", dummy, host, node4)
+		}
+		ok(t, a.EnsureDummy())
+		ok(t, a.AddDummyAddress(svc6))
+		ok(t, a.AddDummyAddress(svc4a))
+		dummy, host, err = a.Addresses()
+		ok(t, err)
+		wantDummy(t, a, dummy...)
+		hostAlone, err := a.HostAddresses()
+		ok(t, err)
+		if !slices.Equal(host, hostAlone) {
+			t.Fatalf("Addresses() host = %v, HostAddresses() = %v", host, hostAlone)
+		}
+		if !slices.Equal(dummy, []netip.Addr{svc4a, svc6}) {
+			t.Fatalf("Addresses() dummy = %v, want [%s %s]", dummy, svc4a, svc6)
+		}
+	}},
 	{"invalid address is refused", func(t *testing.T, a Interface, _ env) {
 		ok(t, a.EnsureDummy())
 		if err := a.AddDummyAddress(netip.Addr{}); err == nil {

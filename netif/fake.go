@@ -205,6 +205,16 @@ func (f *Fake) HostAddresses() ([]netip.Addr, error) {
 	return uniqueSorted(f.host), nil
 }
 
+func (f *Fake) Addresses() (dummy, host []netip.Addr, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	dummy = []netip.Addr{}
+	if f.exists {
+		dummy = uniqueSorted(slices.Collect(maps.Keys(f.bound)))
+	}
+	return dummy, uniqueSorted(f.host), nil
+}
+
 // Dump renders the state sorted, for golden tests:
 //
 //	dummy kube-ipvs0

@@ -19,6 +19,12 @@ import (
 type kernel struct {
 	dummy  string
 	handle *netlink.Handle
+	// dumps has NETLINK_GET_STRICT_CHK on, so that the kernel applies a
+	// dump's filter itself (ownRoutes): without it every route of every
+	// table is sent and parsed, 10,000 local ones with as many cluster IPs
+	// bound. Strict checking also refuses requests with fields it does not
+	// know, so only the filtered dumps use it.
+	dumps *netlink.Handle
 	// linkType is "dummy"; tests on a host without the dummy driver set
 	// "ifb" to run the route and address halves on a link they created.
 	linkType string
@@ -47,13 +53,22 @@ func open(dummyName string, ns netns.NsHandle) (*kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
 	}
-	return &kernel{dummy: dummyName, handle: h, linkType: "dummy"}, nil
+	dumps, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("open rtnetlink socket: %w", err)
+	}
+	// Before Linux 4.20 the option is unknown: the dump is then filtered
+	// here only, as before.
+	_ = dumps.SetStrictCheck(true)
+	return &kernel{dummy: dummyName, handle: h, dumps: dumps, linkType: "dummy"}, nil
 }
 
 // Close releases the rtnetlink socket. It is not part of Interface: the
 // proxier keeps its handle for its whole life.
 func (k *kernel) Close() error {
 	k.handle.Close()
+	k.dumps.Close()
 	return nil
 }
 
@@ -203,24 +218,33 @@ func (k *kernel) deleteAnyPrefix(link netlink.Link, addr netip.Addr) error {
 }
 
 func (k *kernel) HostAddresses() ([]netip.Addr, error) {
+	_, host, err := k.Addresses()
+	if err != nil {
+		return nil, fmt.Errorf("list host addresses: %w", err)
+	}
+	return host, nil
+}
+
+func (k *kernel) Addresses() (dummy, host []netip.Addr, err error) {
 	dummyIndex := -1
 	switch link, err := k.dummyLink(); {
 	case err == nil:
 		dummyIndex = link.Attrs().Index
 	case !errors.Is(err, ErrNotFound):
-		return nil, fmt.Errorf("list host addresses: %w", err)
+		return nil, nil, err
 	}
 	all, err := k.addrListAll()
 	if err != nil {
-		return nil, fmt.Errorf("list host addresses: %w", err)
+		return nil, nil, err
 	}
-	var out []netip.Addr
 	for _, a := range all {
-		if a.linkIndex != dummyIndex {
-			out = append(out, a.addr)
+		if a.linkIndex == dummyIndex {
+			dummy = append(dummy, a.addr)
+		} else {
+			host = append(host, a.addr)
 		}
 	}
-	return uniqueSorted(out), nil
+	return uniqueSorted(dummy), uniqueSorted(host), nil
 }
 
 type indexedAddr struct {

@@ -46,34 +46,47 @@ func (k *kernel) ServiceRoutes() ([]netip.Prefix, error) {
 }
 
 // ownRoutes dumps table local and keeps the local routes on link that carry
-// RouteProtocol. A dump the kernel marks interrupted is retried.
+// RouteProtocol. The dump's filter (table, link, protocol, type) is applied
+// by the kernel (k.dumps checks strictly) and again here. One dump per
+// family rather than one of all: a strict dump of every family would reach
+// MPLS's, which refuses a table in the request. A dump the kernel marks
+// interrupted is retried.
 func (k *kernel) ownRoutes(link netlink.Link) ([]netip.Prefix, error) {
-	filter := &netlink.Route{Table: unix.RT_TABLE_LOCAL, LinkIndex: link.Attrs().Index, Protocol: RouteProtocol}
-	mask := uint64(netlink.RT_FILTER_TABLE | netlink.RT_FILTER_OIF | netlink.RT_FILTER_PROTOCOL)
-	var (
-		routes []netlink.Route
-		err    error
-	)
-	for range 5 {
-		routes, err = k.handle.RouteListFiltered(netlink.FAMILY_ALL, filter, mask)
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
+	filter := &netlink.Route{Table: unix.RT_TABLE_LOCAL, LinkIndex: link.Attrs().Index, Protocol: RouteProtocol, Type: unix.RTN_LOCAL}
+	mask := uint64(netlink.RT_FILTER_TABLE | netlink.RT_FILTER_OIF | netlink.RT_FILTER_PROTOCOL | netlink.RT_FILTER_TYPE)
 	out := []netip.Prefix{}
-	for _, r := range routes {
-		if r.Type != unix.RTN_LOCAL || r.Dst == nil {
-			continue
+	for _, family := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		var (
+			routes []netlink.Route
+			err    error
+		)
+		for range 5 {
+			routes, err = k.dumps.RouteListFiltered(family, filter, mask)
+			if !errors.Is(err, netlink.ErrDumpInterrupted) {
+				break
+			}
 		}
-		a, ok := netip.AddrFromSlice(r.Dst.IP)
-		if !ok {
+		switch {
+		case family == netlink.FAMILY_V6 && errors.Is(err, unix.EAFNOSUPPORT):
+			continue // IPv6 disabled at boot: no IPv6 routes
+		case errors.Is(err, unix.ENOENT):
+			// A strict dump of a table the family has not created yet
+			// (IPv4's local table before its first address).
 			continue
+		case err != nil:
+			return nil, err
 		}
-		bits, _ := r.Dst.Mask.Size()
-		out = append(out, netip.PrefixFrom(a.Unmap(), bits))
+		for _, r := range routes {
+			if r.Dst == nil {
+				continue
+			}
+			a, ok := netip.AddrFromSlice(r.Dst.IP)
+			if !ok {
+				continue
+			}
+			bits, _ := r.Dst.Mask.Size()
+			out = append(out, netip.PrefixFrom(a.Unmap(), bits))
+		}
 	}
 	return sortedPrefixes(out), nil
 }

@@ -151,6 +151,40 @@ func TestServiceRoutes(t *testing.T) {
 	})
 }
 
+// TestServiceRoutesDumpIsFilteredByTheKernel: with many cluster IPs bound
+// (kube-proxy's layout, or ipvsproxy without a Service CIDR) table local
+// holds a route per address; listing our few routes must not receive and
+// parse them all. Measured in allocations, which grow with every route the
+// kernel sends.
+func TestServiceRoutesDumpIsFilteredByTheKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root to create a network namespace")
+	}
+	linkType := "dummy"
+	if reason, _ := kernelSkipReason(t); reason != "" {
+		linkType = "ifb"
+	}
+	a, _, _ := routeKernel(t, linkType)
+	ok(t, a.EnsureDummy())
+	ok(t, a.AddServiceRoute(range4))
+	ok(t, a.AddServiceRoute(range6))
+	list := func() { wantRoutes(t, a, range4, range6) }
+	before := testing.AllocsPerRun(5, list)
+	const bound = 1000
+	for i := range bound {
+		addr := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 5, 14: byte(i >> 8), 15: byte(i)})
+		if i < 250 {
+			addr = netip.AddrFrom4([4]byte{192, 0, 2, byte(1 + i)})
+		}
+		ok(t, a.AddDummyAddress(addr))
+	}
+	after := testing.AllocsPerRun(5, list)
+	t.Logf("allocations per ServiceRoutes: %.0f with no address bound, %.0f with %d", before, after, bound)
+	if after > before+bound/10 {
+		t.Fatalf("ServiceRoutes allocates %.0f times with %d addresses bound (%.0f with none): the kernel sent every local route", after, bound, before)
+	}
+}
+
 // TestServiceRouteMakesEveryAddressLocal asks the kernel's FIB where an
 // address inside a routed range goes: to this host (RTN_LOCAL) on the link,
 // without any address bound. Kernel only: it is the point of the route.

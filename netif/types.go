@@ -37,4 +37,9 @@ type Interface interface {
 	// HostAddresses lists the unicast addresses of every interface except the
 	// dummy one, including loopback and link-local ones (callers filter).
 	HostAddresses() ([]netip.Addr, error)
+	// Addresses is DummyAddresses and HostAddresses in one read of the
+	// kernel's address table (a full sync needs both, and at 10,000 bound
+	// cluster IPs each read parses every one); dummy is empty when the
+	// link does not exist.
+	Addresses() (dummy, host []netip.Addr, err error)
 }

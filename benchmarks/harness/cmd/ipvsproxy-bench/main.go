@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -28,6 +29,7 @@ func main() {
 	mix := flag.Bool("mix", false, "10% UDP, 10% Local policy, dual-stack")
 	noServiceCIDR := flag.Bool("no-service-cidr", false, "no Service CIDR: bind every cluster IP on kube-ipvs0, as kube-proxy does")
 	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of every operation after the cold sync to this file")
 	flag.Parse()
 	klog.SetLogger(logr.Discard())
 	s := shape.Shape{Services: *services, Endpoints: *endpoints, Mix: *mix, NoServiceCIDR: *noServiceCIDR}
@@ -38,7 +40,20 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
-	res, err := ours.Run(s, ours.FakeKernel(links), *repeats)
+	var startProfile func()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		startProfile = func() {
+			if err := pprof.StartCPUProfile(f); err != nil {
+				fail(err)
+			}
+		}
+		defer pprof.StopCPUProfile()
+	}
+	res, err := ours.RunWith(s, ours.FakeKernel(links), *repeats, startProfile)
 	if err != nil {
 		fail(err)
 	}

@@ -155,6 +155,10 @@ func (t timedNetif) HostAddresses() ([]netip.Addr, error) {
 	defer t.c.since("netif HostAddresses", time.Now())
 	return t.Interface.HostAddresses()
 }
+func (t timedNetif) Addresses() ([]netip.Addr, []netip.Addr, error) {
+	defer t.c.since("netif Addresses", time.Now())
+	return t.Interface.Addresses()
+}
 
 type timedIPSet struct {
 	ipset.Interface
