@@ -45,7 +45,7 @@ func (c *countingIPTables) reset() { c.saves, c.restores, c.ensures = 0, 0, 0 }
 
 // The jumps from the built-in chains are read from the tables' save and
 // inserted by their restores: a cold sync starts one save of the three
-// tables and one restore per table, a full sync of an unchanged node only
+// tables and one restore of all three, a full sync of an unchanged node only
 // the save, and a jump deleted by hand comes back once, first in its chain. A jump to our chain
 // written another way is left to iptables -C, so nothing is ever doubled.
 // On the Fake and on this kernel's iptables (legacy and nft) in a namespace.
@@ -95,8 +95,8 @@ func TestJumpsAreCheckedInTheSaveAndInsertedByTheRestore(t *testing.T) {
 			}
 			p.Tracker().SetService(service("web", "10.96.0.10", nodePort(30080)))
 			mustSync(t, p)
-			if ipt.saves != 1 || ipt.restores != 3 || ipt.ensures != 0 {
-				t.Errorf("cold sync: %d saves, %d restores, %d iptables -C; want 1, 3, 0", ipt.saves, ipt.restores, ipt.ensures)
+			if ipt.saves != 1 || ipt.restores != 1 || ipt.ensures != 0 {
+				t.Errorf("cold sync: %d saves, %d restores, %d iptables -C; want 1, 1, 0", ipt.saves, ipt.restores, ipt.ensures)
 			}
 			checkJumpsOnce(t, ipt)
 			if rules := savedChain(t, ipt, iptables.TableFilter, "INPUT"); rules[len(rules)-1] != "-A INPUT -j DROP" {
@@ -134,6 +134,56 @@ func TestJumpsAreCheckedInTheSaveAndInsertedByTheRestore(t *testing.T) {
 				t.Errorf("nat OUTPUT is %q: want our jump and the other one", output)
 			}
 		})
+	}
+}
+
+// refusingTable makes every restore that names one table fail, as a kernel
+// without that table would.
+type refusingTable struct {
+	iptables.Interface
+	table iptables.Table
+}
+
+func (r refusingTable) Restore(data []byte) error {
+	if strings.Contains(string(data), "*"+string(r.table)+"\n") {
+		return errors.New("iptables-restore: line 2 failed")
+	}
+	return r.Interface.Restore(data)
+}
+
+// When the one restore of several tables fails, each is restored on its
+// own: the others are written and only the failing table is reported.
+func TestTablesAreRestoredApartWhenTheirOneRestoreFails(t *testing.T) {
+	fk := newFakeKernel()
+	ipt := &countingIPTables{Interface: refusingTable{Interface: fk.ipt4, table: iptables.TableMangle}}
+	k := fk.kernel()
+	k.IPTables = map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}
+	p, err := New(testConfig(), thisNode, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Tracker().SetService(service("web", "10.96.0.10", nodePort(30080)))
+	res := p.Sync()
+	if ipt.restores != 5 {
+		t.Errorf("%d restores; want 5: all three tables, then nat, filter, mangle with its jump and mangle alone", ipt.restores)
+	}
+	var failed []string
+	for _, o := range p.ReconcileStatus().Objects {
+		if o.Kind == ObjectRules && o.LastError != "" {
+			failed = append(failed, o.Object)
+		}
+	}
+	if len(failed) == 0 || slices.ContainsFunc(failed, func(o string) bool { return !strings.Contains(o, "IPv4 mangle") }) {
+		t.Errorf("failed rules objects %q (%v); want the IPv4 mangle table (and its jump) only", failed, res.WriteErrors)
+	}
+	for table, chain := range map[iptables.Table]string{iptables.TableNAT: chainServices, iptables.TableFilter: chainIPVSFilter} {
+		saved, err := fk.ipt4.Save(table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(saved), ":"+chain+" ") {
+			t.Errorf("%s has no chain %s after the restore of each table:\n%s", table, chain, saved)
+		}
 	}
 }
 

@@ -17,8 +17,10 @@ import (
 // The three tables are read with one iptables-save, and the jumps from the
 // built-in chains are checked in that text: one that is there as written
 // costs no process, and one whose chain jumps nowhere to its target is
-// inserted first by the table's restore (issue 9: on the VM a full sync
-// started 18 iptables processes, 9 with nothing to write; now 4 and 1).
+// inserted first by the table's restore; the tables to write go in one
+// restore. Each process costs its start (on the VM a full sync once started
+// 18, 9 with nothing to write; now a cold node starts 2 per family and an
+// unchanged one 1).
 // Any other case, or a restore that fails, goes through EnsureRule
 // (iptables -C, then -I), which never adds a second jump.
 func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
@@ -33,52 +35,60 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 		jumped := make([]bool, len(jumps))
 		// One iptables-save for the three tables.
 		saves, err := ipt.SaveTables(ownedTables...)
+		var pending []tableWrite
 		for _, table := range ownedTables {
-			id := namedID(ObjectRules, fmt.Sprintf("%s %s", family, table))
-			want := tableText(text, table)
-			var matched bool
-			var inserts []int
+			w := tableWrite{id: namedID(ObjectRules, fmt.Sprintf("%s %s", family, table)), want: tableText(text, table), table: table}
 			if err == nil {
 				saved := iptables.SavedRules(saves[table])
-				matched = savedMatch(saved, want, table)
+				w.matched = savedMatch(saved, w.want, table)
 				for i, j := range jumps {
 					switch {
 					case j.table != table:
 					case slices.Contains(saved[j.chain], iptables.SavedLine(j.chain, j.rule)):
 						jumped[i] = true
 					case !iptables.JumpsTo(saved[j.chain], j.rule[len(j.rule)-1]):
-						inserts = append(inserts, i)
+						w.inserts = append(w.inserts, i)
 					}
 				}
 			}
-			if matched && len(inserts) == 0 {
-				r.status.done(id)
+			if w.matched && len(w.inserts) == 0 {
+				r.status.done(w.id)
 				continue
 			}
-			payload := want
-			if matched {
-				payload = "*" + string(table) + "\nCOMMIT\n"
-			} else {
-				r.writes++
+			pending = append(pending, w)
+		}
+		// Several tables to write go in one iptables-restore: a cold node
+		// writes all three, and each process costs its start (on the VM
+		// about 140 ms). Only when that fails is each table restored on
+		// its own, so that the failing one is named and retried apart.
+		if len(pending) > 1 {
+			var all strings.Builder
+			for _, w := range pending {
+				all.WriteString(w.payload(jumps))
 			}
-			if len(inserts) > 0 && ipt.Restore([]byte(withJumps(payload, jumps, inserts))) == nil {
-				r.writes += len(inserts)
-				for _, i := range inserts {
-					jumped[i] = true
+			if ipt.Restore([]byte(all.String())) == nil {
+				for _, w := range pending {
+					r.wrote(w, jumped)
 				}
-				r.status.done(id)
+				pending = nil
+			}
+		}
+		for _, w := range pending {
+			if len(w.inserts) > 0 && ipt.Restore([]byte(w.payload(jumps))) == nil {
+				r.wrote(w, jumped)
 				continue
 			}
-			if matched {
-				r.status.done(id)
+			if w.matched {
+				r.status.done(w.id)
 				continue // the jumps are left to EnsureRule below
 			}
-			if err := ipt.Restore([]byte(want)); err != nil {
-				r.failIn(family, id, fmt.Errorf("restore %s %s rules: %w", family, table, err))
+			if err := ipt.Restore([]byte(w.want)); err != nil {
+				r.failIn(family, w.id, fmt.Errorf("restore %s %s rules: %w", family, w.table, err))
 				ok = false
 				continue
 			}
-			r.status.done(id)
+			r.writes++
+			r.status.done(w.id)
 		}
 		for i, j := range jumps {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.table, j.chain))
@@ -103,6 +113,42 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 			delete(applied, family)
 		}
 	}
+}
+
+// tableWrite is what one table needs: its text restored (when it differs
+// from the save), jumps inserted, or both.
+type tableWrite struct {
+	id      objectID
+	table   iptables.Table
+	want    string
+	matched bool  // the save holds want
+	inserts []int // the jumps (jumpRules' indexes) missing from their chains
+}
+
+// payload is the table's restore text: want (or only the table's header,
+// when the save holds it) with the missing jumps inserted.
+func (w tableWrite) payload(jumps []jumpRule) string {
+	text := w.want
+	if w.matched {
+		text = "*" + string(w.table) + "\nCOMMIT\n"
+	}
+	if len(w.inserts) == 0 {
+		return text
+	}
+	return withJumps(text, jumps, w.inserts)
+}
+
+// wrote counts a table's successful restore: its text when it differed,
+// and each jump it inserted.
+func (r *reconciler) wrote(w tableWrite, jumped []bool) {
+	if !w.matched {
+		r.writes++
+	}
+	r.writes += len(w.inserts)
+	for _, i := range w.inserts {
+		jumped[i] = true
+	}
+	r.status.done(w.id)
 }
 
 // withJumps adds to a table's restore text, before its COMMIT, the jumps

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 
@@ -30,6 +31,7 @@ func main() {
 	noServiceCIDR := flag.Bool("no-service-cidr", false, "no Service CIDR: bind every cluster IP on kube-ipvs0, as kube-proxy does")
 	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of every operation after the cold sync to this file")
+	heapProfile := flag.String("heapprofile", "", "write the live heap right after the cold sync to this file")
 	flag.Parse()
 	klog.SetLogger(logr.Discard())
 	s := shape.Shape{Services: *services, Endpoints: *endpoints, Mix: *mix, NoServiceCIDR: *noServiceCIDR}
@@ -53,7 +55,23 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	res, err := ours.RunWith(s, ours.FakeKernel(links), *repeats, startProfile)
+	afterCold := func() {
+		if *heapProfile != "" {
+			runtime.GC()
+			f, err := os.Create(*heapProfile)
+			if err != nil {
+				fail(err)
+			}
+			if err := pprof.WriteHeapProfile(f); err != nil {
+				fail(err)
+			}
+			f.Close()
+		}
+		if startProfile != nil {
+			startProfile()
+		}
+	}
+	res, err := ours.RunWith(s, ours.FakeKernel(links), *repeats, afterCold)
 	if err != nil {
 		fail(err)
 	}
