@@ -33,34 +33,14 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 		}
 		ok := true
 		jumped := make([]bool, len(jumps))
-		// One iptables-save for the three tables.
-		saves, err := ipt.SaveTables(ownedTables...)
-		var pending []tableWrite
-		for _, table := range ownedTables {
-			w := tableWrite{id: namedID(ObjectRules, fmt.Sprintf("%s %s", family, table)), want: tableText(text, table), table: table}
-			if err == nil {
-				saved := iptables.SavedRules(saves[table])
-				w.matched = savedMatch(saved, w.want, table)
-				for i, j := range jumps {
-					switch {
-					case j.table != table:
-					case slices.Contains(saved[j.chain], iptables.SavedLine(j.chain, j.rule)):
-						jumped[i] = true
-					case !iptables.JumpsTo(saved[j.chain], j.rule[len(j.rule)-1]):
-						w.inserts = append(w.inserts, i)
-					}
-				}
-			}
-			if w.matched && len(w.inserts) == 0 {
-				r.status.done(w.id)
-				continue
-			}
-			pending = append(pending, w)
-		}
+		pending := r.tablesToWrite(ipt, family, text, jumps, jumped)
 		// Several tables to write go in one iptables-restore: a cold node
 		// writes all three, and each process costs its start (on the VM
 		// about 140 ms). Only when that fails is each table restored on
-		// its own, so that the failing one is named and retried apart.
+		// its own, so that the failing one is named and retried apart;
+		// the tables are read again first, because iptables-restore may
+		// have committed those before the failing one, and inserting their
+		// jumps again would double them.
 		if len(pending) > 1 {
 			var all strings.Builder
 			for _, w := range pending {
@@ -71,6 +51,9 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 					r.wrote(w, jumped)
 				}
 				pending = nil
+			} else {
+				clear(jumped)
+				pending = r.tablesToWrite(ipt, family, text, jumps, jumped)
 			}
 		}
 		for _, w := range pending {
@@ -113,6 +96,37 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 			delete(applied, family)
 		}
 	}
+}
+
+// tablesToWrite reads the three tables with one iptables-save and returns
+// those whose text or jumps differ from text; the others are done, and the
+// jumps found as written are marked in jumped. A failed save leaves every
+// table to write whole.
+func (r *reconciler) tablesToWrite(ipt iptables.Interface, family v1.IPFamily, text string, jumps []jumpRule, jumped []bool) []tableWrite {
+	saves, err := ipt.SaveTables(ownedTables...)
+	var pending []tableWrite
+	for _, table := range ownedTables {
+		w := tableWrite{id: namedID(ObjectRules, fmt.Sprintf("%s %s", family, table)), want: tableText(text, table), table: table}
+		if err == nil {
+			saved := iptables.SavedRules(saves[table])
+			w.matched = savedMatch(saved, w.want, table)
+			for i, j := range jumps {
+				switch {
+				case j.table != table:
+				case slices.Contains(saved[j.chain], iptables.SavedLine(j.chain, j.rule)):
+					jumped[i] = true
+				case !iptables.JumpsTo(saved[j.chain], j.rule[len(j.rule)-1]):
+					w.inserts = append(w.inserts, i)
+				}
+			}
+		}
+		if w.matched && len(w.inserts) == 0 {
+			r.status.done(w.id)
+			continue
+		}
+		pending = append(pending, w)
+	}
+	return pending
 }
 
 // tableWrite is what one table needs: its text restored (when it differs
