@@ -196,7 +196,7 @@ func (f *Fake) RealServers(key VirtualServerKey) ([]RealServer, error) {
 	if !ok {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, ErrNotFound)
 	}
-	out := []RealServer{}
+	out := make([]RealServer, 0, len(svc.dests))
 	for _, d := range svc.dests {
 		out = append(out, *d)
 	}

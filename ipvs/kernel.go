@@ -166,7 +166,7 @@ func (k *kernel) RealServers(key VirtualServerKey) ([]RealServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 	}
-	out := []RealServer{}
+	out := make([]RealServer, 0, len(dests))
 	for _, d := range dests {
 		if rs, ok := fromDestination(d); ok {
 			out = append(out, rs)

@@ -100,7 +100,8 @@ type Interface interface {
 	// ErrNotFound when it does not exist.
 	DeleteVirtualServer(key VirtualServerKey) error
 	// RealServers lists the real servers of a virtual server (empty when it
-	// has none); ErrNotFound when the virtual server does not exist.
+	// has none), sorted by address and port in a new slice the caller may
+	// keep; ErrNotFound when the virtual server does not exist.
 	RealServers(vs VirtualServerKey) ([]RealServer, error)
 	// AddRealServer adds a masqueraded real server; ErrExists when present,
 	// ErrNotFound when the virtual server does not exist.
