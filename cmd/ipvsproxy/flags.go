@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeproxyconfig"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
@@ -140,7 +141,7 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		} else {
 			return cfg, fmt.Errorf("--ipset-max-elements=%d must be between 1 and %d", n, 1<<31)
 		}
-		if err := checkProxyMode(c.String("proxy-mode")); err != nil {
+		if err := kubeproxyconfig.CheckMode(c.String("proxy-mode")); err != nil {
 			return cfg, fmt.Errorf("--proxy-mode: %w", err)
 		}
 		if bit := c.Int("iptables-masquerade-bit"); bit < 0 || bit > 31 {
