@@ -117,7 +117,7 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 func sprint(v any) string { return strings.TrimSpace(fmt.Sprint(v)) }
 
 // A scheduler chosen by flag or environment is explicit (no fallback);
-// the default is not (issue 14 item 12).
+// the default is not: only the default may fall back to wrr.
 func TestSchedulerExplicitByFlagOrEnvironment(t *testing.T) {
 	if cfg, err := parse(t); err != nil || cfg.SchedulerExplicit {
 		t.Fatalf("default: explicit=%v err=%v", cfg.SchedulerExplicit, err)

@@ -63,7 +63,7 @@ func newInformerFactory(client kubernetes.Interface, tweak func(*metav1.ListOpti
 // managedFields, often the largest part of an object written by server-side
 // apply, kubectl's last-applied-configuration annotation, a second copy
 // of the whole object, and the fields trimSlice and trimService name. Every node caches every Service and EndpointSlice of
-// the cluster, so this is memory per node at scale (issue 9). The informer
+// the cluster, so this is memory per node at scale. The informer
 // hands over a freshly decoded object, so changing it in place is safe; a
 // tombstone is left as it is.
 func trimCached(obj any) (any, error) {
