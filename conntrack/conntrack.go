@@ -190,7 +190,7 @@ func mapError(err error) error {
 // filterIndex matches a flow against many filters without trying each: a
 // sync that removes endpoints of many UDP Services hands over hundreds of
 // filters, often the same one twice, and a table of a million flows was
-// matched against every one of them (issue 9's conntrack clean-up).
+// matched against every one of them.
 type filterIndex struct {
 	// byOrigDst holds the filters naming the address the client dialled,
 	// by that address; the others are tried on every flow.

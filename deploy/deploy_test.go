@@ -431,7 +431,7 @@ func TestSplitImage(t *testing.T) {
 	}
 }
 
-// The container runs with the least the kernel needs (issue 8 item 9): no
+// The container runs with the least the kernel needs, so a compromised daemon can do little: no
 // privilege escalation, the runtime's seccomp profile, a read-only root,
 // a memory limit, and CAP_SYS_MODULE with /lib/modules only in the overlay
 // that asks for it.

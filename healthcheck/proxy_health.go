@@ -202,7 +202,7 @@ func (h *ProxyHealth) Handler() http.Handler {
 // the first full sync has completed. kube-proxy has no such endpoint; its
 // /healthz counts a proxier that never synced as healthy (and must stay so
 // for load balancers), which let a daemon that cannot reach the API server
-// or read the kernel pass a rolling update on every node (issue 8). The body
+// or read the kernel pass a rolling update on every node. The body
 // is /livez's with "programmed" added.
 func (h *ProxyHealth) serveReadyz(w http.ResponseWriter, _ *http.Request) {
 	st := h.status()

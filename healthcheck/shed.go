@@ -17,7 +17,7 @@ import (
 // holds the slots starve everyone else: 64 idle keep-alive connections, which
 // need no authentication, kept every load balancer probe and the kubelet's
 // /livez waiting until the idle timeout, so the node was drained and the
-// daemon restarted (issue 8). A probe is always the newest connection, so it
+// daemon restarted. A probe is always the newest connection, so it
 // is never the one shed.
 type connectionShedder struct {
 	max int

@@ -13,7 +13,7 @@ import (
 )
 
 // hostileClients is how many idle or slow connections the starvation tests
-// hold against one server (issue 8: 64 were enough to starve it).
+// hold against one server (64 were enough to starve it before shedding).
 const hostileClients = 2000
 
 // holdHostileConnections opens n connections to addr that never finish

@@ -21,11 +21,14 @@ const (
 
 // Kinds of Difference.
 const (
-	DiffMissing     = "missing"
-	DiffExtra       = "extra"
-	DiffScheduler   = "wrong-scheduler"
-	DiffPersistence = "wrong-persistence"
-	DiffWeight      = "wrong-weight"
+	DiffMissing = "missing"
+	DiffExtra   = "extra"
+	// wrong- and an attribute of ipvsproxy.VirtualServerChange: what the
+	// reconciler rewrites.
+	DiffScheduler      = "wrong-scheduler"
+	DiffSchedulerFlags = "wrong-scheduler-flags"
+	DiffPersistence    = "wrong-persistence"
+	DiffWeight         = "wrong-weight"
 	// DiffForeign is not a difference: a virtual server the proxier does
 	// not own and will never touch, listed so a person knows it is there.
 	DiffForeign = "foreign"
@@ -78,8 +81,9 @@ func (c CheckResult) ExitCode() int {
 }
 
 // Check compares what the kernel holds of the proxier's objects with the
-// snapshot's desired state: virtual servers (scheduler, persistence), real
-// servers (weights; a draining one at weight 0 is expected), addresses on
+// snapshot's desired state: virtual servers (scheduler, its flags and
+// persistence, compared as the reconciler compares them), real servers
+// (weights; a draining one at weight 0 is expected), addresses on
 // kube-ipvs0 and members of the owned sets. Ownership is the proxier's own
 // rule, so a foreign virtual server is listed, never counted.
 func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
@@ -119,11 +123,9 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 			continue
 		}
 		svc := d.ServicePort()
-		if kvs.Scheduler != d.Scheduler {
-			diff(DiffScheduler, object, svc, d.Scheduler, kvs.Scheduler)
-		}
-		if kvs.PersistenceTimeout != d.PersistenceTimeout {
-			diff(DiffPersistence, object, svc, d.PersistenceTimeout.String(), kvs.PersistenceTimeout.String())
+		// The reconciler's own comparison: what it would rewrite.
+		for _, c := range ipvsproxy.VirtualServerChanges(kvs.VirtualServer, d.VirtualServer) {
+			diff("wrong-"+c.Attribute, object, svc, c.Want, c.Have)
 		}
 		wantRS := map[ipvs.RealServerKey]int{}
 		for _, rs := range d.RealServers {

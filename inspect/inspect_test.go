@@ -485,3 +485,32 @@ func TestCheckAcceptsDeletedServiceDraining(t *testing.T) {
 		t.Fatalf("weight 1 on a deleted Service's virtual server not reported: %+v", res.Differences)
 	}
 }
+
+// --check and the reconciler decide "differs" alike: a virtual server whose
+// scheduler flags someone changed is a difference, and the next full sync
+// rewrites it.
+func TestCheckSeesSchedulerFlagsTheSyncRewrites(t *testing.T) {
+	n := newNodeWith(t, func(c *ipvsproxy.Config) {
+		c.Scheduler, c.SchedulerExplicit = "mh", true
+		c.SchedulerFlags = ipvs.SchedulerFlag2 // mh-port
+	})
+	check := func() CheckResult { return Check(n.read(t), n.proxier.Snapshot()) }
+	if res := check(); res.ExitCode() != CheckAgree {
+		t.Fatalf("after a sync: %+v", res.Differences)
+	}
+	if err := n.ipvs.UpdateVirtualServer(ipvs.VirtualServer{VirtualServerKey: webVS, Scheduler: "mh"}); err != nil {
+		t.Fatal(err)
+	}
+	res := check()
+	want := "wrong-scheduler-flags virtual server TCP 10.96.0.10:80 (default/web:http): want mh-port, have none"
+	if res.ExitCode() != CheckDiffer || len(res.Differences) != 1 || res.Differences[0].String() != want {
+		t.Fatalf("flags changed behind the proxier's back: %+v, want %q", res.Differences, want)
+	}
+	n.proxier.RequestFullSync()
+	if r := n.proxier.Sync(); r.Err() != nil || r.Writes == 0 {
+		t.Fatalf("the full sync wrote %d objects (%v); want the virtual server rewritten", r.Writes, r.Err())
+	}
+	if res := check(); res.ExitCode() != CheckAgree {
+		t.Fatalf("after the repairing sync: %+v", res.Differences)
+	}
+}

@@ -10,14 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
-	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
-	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 )
@@ -64,12 +60,9 @@ func FetchSnapshot(ctx context.Context, addr string) (ipvsproxy.Snapshot, string
 func SnapshotFromObjects(cfg ipvsproxy.Config, nodeName string, node *v1.Node, hostAddresses []netip.Addr, services []*v1.Service, slices []*discovery.EndpointSlice) (ipvsproxy.Snapshot, error) {
 	nif := netif.NewFake(ipvsproxy.DummyInterface)
 	nif.SetHostAddresses(hostAddresses...)
-	k := ipvsproxy.Kernel{
-		IPVS: ipvs.NewFake(), Netif: nif, IPSet: ipset.NewFake(),
-		IPTables: map[v1.IPFamily]iptables.Interface{
-			v1.IPv4Protocol: iptables.NewFake(iptables.IPv4), v1.IPv6Protocol: iptables.NewFake(iptables.IPv6),
-		},
-		Conntrack: conntrack.NewFake(), Sysctl: sysctl.NewFake(nil),
+	k, _, err := adapters.Open(adapters.Options{Fake: true, Families: adapters.BothFamilies, Links: nif})
+	if err != nil {
+		return ipvsproxy.Snapshot{}, err
 	}
 	p, err := ipvsproxy.New(cfg, nodeName, k, nil)
 	if err != nil {

@@ -43,7 +43,7 @@ type Interface interface {
 	Save(table Table) ([]byte, error)
 	// SaveTables returns each of tables as Save does, read with one
 	// iptables-save of every table: one process instead of one per table
-	// (issue 9: on a node each process costs more than the read). A table
+	// (on a node each process costs more than the read). A table
 	// the kernel has not set up yet is returned as Save prints it: its
 	// built-in chains, empty, policy ACCEPT.
 	SaveTables(tables ...Table) (map[Table][]byte, error)

@@ -20,7 +20,8 @@ import (
 // machine's kernel (ipset and iptables are real, in a fresh namespace; IPVS
 // and the link are fakes, since this host has neither): the kernel refuses
 // to destroy the referenced set, and the proxier still ends with the right
-// type and its rules intact (issue 8 item 7).
+// type and its rules intact, with no window in which the rules match
+// nothing.
 func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
 	sets, ipt, path := realSetsAndRules(t)
 	// The older layout, referenced by a rule of ours.

@@ -197,7 +197,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 
 			if vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
 				// One route makes a routed Service CIDR local: its cluster
-				// IPs are not bound one by one (routes.go, issue 9).
+				// IPs are not bound one by one (routes.go).
 				if !node.routed(clusterIP) {
 					bind()
 				}
@@ -529,7 +529,7 @@ func ipvsProtocol(p v1.Protocol) ipvs.Protocol {
 
 // union is a, then the endpoints of b not in a (by address and port). It is
 // linear: a Service with 20,000 endpoints took 0.73 s per port and rebuild
-// with a scan of out per endpoint (issue 8).
+// with a scan of out per endpoint.
 func union(a, b []Endpoint) []Endpoint {
 	if len(b) == 0 || len(a) == len(b) && &a[0] == &b[0] {
 		// The common case (b is a, or empty) costs no copy; callers only

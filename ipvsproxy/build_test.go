@@ -120,9 +120,9 @@ func TestBuildServiceGolden(t *testing.T) {
 			s.Spec.ExternalIPs = []string{"203.0.113.5", "203.0.113.200", "2001:db8::5", "bogus"}
 		}), slices: two, cfg: excluded},
 		// --ipvs-exclude-cidrs limits clean-up, not what a Service gets
-		// (issue 14 item 9): every virtual server is built.
+		// (as kube-proxy): every virtual server is built.
 		{name: "excluded-cluster-ip", svc: service("lb", "203.0.113.130", loadBalancer(30090, "203.0.113.140")), slices: two, cfg: excluded},
-		// The CVE-2020-8554 guard (issue 14 item 11): only 203.0.113.5 is
+		// The CVE-2020-8554 guard: only 203.0.113.5 is
 		// served; each other external IP gets its reason.
 		{name: "external-ip-guard", svc: service("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{"203.0.113.5", "203.0.113.200", "192.0.2.77", "10.96.5.5", "10.244.2.10", "10.250.1.7"}

@@ -18,7 +18,7 @@ type builtService struct {
 const parallelBuildMin = 256
 
 // buildServices builds the named Services. BuildService is pure, so a cold
-// or node-changed sync's thousands are built on every core (issue 9: a cold
+// or node-changed sync's thousands are built on every core (a cold
 // sync of 10,000 spent a quarter of its time building, one Service at a
 // time); what it returns is applied to the desired state in one goroutine.
 func (p *Proxier) buildServices(names map[types.NamespacedName]bool, node NodeInfo) []builtService {
@@ -54,7 +54,7 @@ func (p *Proxier) buildServices(names map[types.NamespacedName]bool, node NodeIn
 
 // reserveFor sizes the empty maps a first sync fills from built: growing
 // them one entry at a time was a fifth of a cold sync of 10,000 Services
-// (rehashing; issue 9). Maps that hold anything are left alone. The sets'
+// (rehashing). Maps that hold anything are left alone. The sets'
 // members in the view are sized when the reconciler creates the sets.
 func reserveFor(built []builtService, d *desiredState, t *touched, view *kernelView) {
 	var virtualServers, addresses, entries int

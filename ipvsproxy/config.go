@@ -67,8 +67,8 @@ type Config struct {
 	// ResyncShares (--ipvs-resync-shares) spreads the re-check over that
 	// many periods: every K-th period is a full sync, and each other one
 	// lists the virtual servers and re-reads one K-th of them with their
-	// real servers (resync.go). 1 (or 0) re-reads everything every period,
-	// as kube-proxy does.
+	// real servers (resync.go). 1 re-reads everything every period, as
+	// kube-proxy does.
 	ResyncShares int
 	// IPVS connection timeouts; zero leaves the kernel's value.
 	TCPTimeout, TCPFinTimeout, UDPTimeout time.Duration
@@ -91,6 +91,10 @@ const (
 	MaxDrainTimeout     = 24 * time.Hour
 )
 
+// MaxIPSetMaxElements bounds Config.IPSetMaxElements: the kernel's hash
+// sets take at most 2^31 elements.
+const MaxIPSetMaxElements = 1 << 31
+
 // DefaultConfig returns kube-proxy's defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -109,7 +113,10 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every problem with the configuration at once.
+// Validate reports every problem with the configuration at once. It is the
+// one place a value's range is checked: the flags and the configuration
+// file only parse (cmd/ipvsproxy), so each rule is written once. A message
+// names the flag the value comes from.
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.Families) == 0 {
@@ -129,33 +136,33 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if c.NodePortMin == 0 || c.NodePortMin > c.NodePortMax {
-		errs = append(errs, fmt.Errorf("invalid node port range %d-%d", c.NodePortMin, c.NodePortMax))
+		errs = append(errs, fmt.Errorf("--service-node-port-range=%d-%d: want MIN-MAX within 1-65535", c.NodePortMin, c.NodePortMax))
 	}
 	if c.MasqueradeMark == 0 || c.MasqueradeMark&(c.MasqueradeMark-1) != 0 {
-		errs = append(errs, fmt.Errorf("masquerade mark %#x must be a single bit", c.MasqueradeMark))
+		errs = append(errs, fmt.Errorf("the masquerade mark %#x must be a single bit: want --iptables-masquerade-bit 0-31", c.MasqueradeMark))
 	}
-	if c.IPSetMaxElements == 0 {
-		errs = append(errs, errors.New("ipset max elements must be positive"))
+	if c.IPSetMaxElements == 0 || c.IPSetMaxElements > MaxIPSetMaxElements {
+		errs = append(errs, fmt.Errorf("--ipset-max-elements=%d must be between 1 and %d", c.IPSetMaxElements, MaxIPSetMaxElements))
 	}
 	if c.Scheduler == "" {
-		errs = append(errs, errors.New("empty IPVS scheduler"))
+		errs = append(errs, errors.New("--ipvs-scheduler: empty IPVS scheduler"))
 	}
 	if c.SyncPeriod <= 0 {
-		errs = append(errs, fmt.Errorf("sync period %v must be positive", c.SyncPeriod))
+		errs = append(errs, fmt.Errorf("--ipvs-sync-period=%v must be positive", c.SyncPeriod))
 	}
 	if c.MinSyncPeriod < 0 || c.MinSyncPeriod > c.SyncPeriod {
-		errs = append(errs, fmt.Errorf("min sync period %v must be between 0 and the sync period %v", c.MinSyncPeriod, c.SyncPeriod))
+		errs = append(errs, fmt.Errorf("--ipvs-min-sync-period=%v must be between 0 and --ipvs-sync-period=%v", c.MinSyncPeriod, c.SyncPeriod))
 	}
-	if c.ResyncShares < 0 || c.ResyncShares > MaxResyncShares {
-		errs = append(errs, fmt.Errorf("resync shares %d must be between 1 and %d", c.ResyncShares, MaxResyncShares))
+	if c.ResyncShares < 1 || c.ResyncShares > MaxResyncShares {
+		errs = append(errs, fmt.Errorf("--ipvs-resync-shares=%d must be between 1 and %d", c.ResyncShares, MaxResyncShares))
 	}
 	for name, d := range map[string]time.Duration{"tcp": c.TCPTimeout, "tcpfin": c.TCPFinTimeout, "udp": c.UDPTimeout} {
 		if d < 0 {
-			errs = append(errs, fmt.Errorf("IPVS %s timeout %v must not be negative", name, d))
+			errs = append(errs, fmt.Errorf("--ipvs-%s-timeout=%v must not be negative", name, d))
 		}
 	}
 	if c.DrainTimeout < 0 || c.DrainTimeout > MaxDrainTimeout {
-		errs = append(errs, fmt.Errorf("drain timeout %v must be between 0 and %v", c.DrainTimeout, MaxDrainTimeout))
+		errs = append(errs, fmt.Errorf("--ipvs-drain-timeout=%v must be between 0 and %v", c.DrainTimeout, MaxDrainTimeout))
 	}
 	errs = append(errs, c.Conntrack.validate()...)
 	return errors.Join(errs...)

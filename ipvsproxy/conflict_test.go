@@ -12,7 +12,7 @@ import (
 
 // A Service that loses a virtual server to an older one programs nothing
 // for it: its masquerade, source-range and hairpin members would otherwise
-// apply to the winner's traffic (issue 14 item 8).
+// apply to the winner's traffic.
 func TestConflictLoserProgramsNothingForTheKey(t *testing.T) {
 	fk := newFakeKernel()
 	p, _ := newTestProxier(t, fk, testConfig())

@@ -70,11 +70,11 @@ func (s ConntrackSettings) Max() int {
 func (s ConntrackSettings) validate() []error {
 	var errs []error
 	if s.MaxPerCore < 0 || s.Min < 0 {
-		errs = append(errs, fmt.Errorf("conntrack max per core %d and min %d must not be negative", s.MaxPerCore, s.Min))
+		errs = append(errs, fmt.Errorf("--conntrack-max-per-core=%d and --conntrack-min=%d must not be negative", s.MaxPerCore, s.Min))
 	}
-	for name, d := range map[string]time.Duration{"tcp established": s.TCPEstablishedTimeout, "tcp close wait": s.TCPCloseWaitTimeout, "udp": s.UDPTimeout, "udp stream": s.UDPStreamTimeout} {
+	for name, d := range map[string]time.Duration{"tcp-timeout-established": s.TCPEstablishedTimeout, "tcp-timeout-close-wait": s.TCPCloseWaitTimeout, "udp-timeout": s.UDPTimeout, "udp-timeout-stream": s.UDPStreamTimeout} {
 		if d < 0 {
-			errs = append(errs, fmt.Errorf("conntrack %s timeout %v must not be negative", name, d))
+			errs = append(errs, fmt.Errorf("--conntrack-%s=%v must not be negative", name, d))
 		}
 	}
 	return errs

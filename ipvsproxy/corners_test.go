@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Issue 14's traffic corners, as verdicts of the packet tracer over the
+// The traffic corners where a proxy most easily goes wrong, as verdicts of the packet tracer over the
 // fakes after a sync. Addresses: this node 198.51.100.1, pods of this node
 // 10.244.1.0/24, of node2 10.244.2.0/24, an outside client 198.51.100.79.
 var (

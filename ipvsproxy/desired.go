@@ -72,7 +72,7 @@ func newTouched() touched {
 // mergeInto returns t's objects and all's, except those of all that t
 // lacks and skip lists. It reuses all, so a full sync costs the few objects
 // t and skip hold on top of touching everything, not a second pass over
-// every object (issue 9).
+// every object.
 func (t touched) mergeInto(all touched, skip []objectID) touched {
 	for _, id := range skip {
 		switch id.kind {

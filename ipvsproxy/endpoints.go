@@ -108,7 +108,7 @@ func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (ma
 
 // endpointList is one port's endpoints. The index that finds repeats is
 // built only once the list is long: below that a scan is cheaper than a
-// map per port of every Service (issue 9: a third of building one).
+// map per port of every Service (a third of building one).
 type endpointList struct {
 	eps   []Endpoint
 	index map[netip.AddrPort]int

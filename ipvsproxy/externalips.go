@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The CVE-2020-8554 guard (issue 14 item 11), which kube-proxy lacks: any
+// The CVE-2020-8554 guard, which kube-proxy lacks: any
 // Service author can name any address as an external IP, and the node then
 // answers for it, so traffic meant for someone else's address is
 // intercepted. An external IP is refused, with an Event on its Service,

@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// FuzzSync drives whole syncs (issue 8 item 8): a random sequence of
+// FuzzSync drives whole syncs: a random sequence of
 // Service, EndpointSlice and node changes, periodic full syncs, restarts,
 // clock steps and injected kernel failures (persistent or flaky, per kind
 // of write) against the fakes. Invariants:
@@ -120,7 +120,8 @@ func foreignState(fk *fakeKernel) string {
 }
 
 // noMembersForForeign: a Service that loses a key to a foreign virtual
-// server programs nothing for it (issue 14 items 8 and 10), checked apart
+// server programs nothing for it (its members would apply to the other
+// owner's traffic), checked apart
 // from the code under test: no owned set names the foreign keys.
 func noMembersForForeign(fk *fakeKernel, hostIP netip.Addr) error {
 	dump := fk.ipset.Dump()

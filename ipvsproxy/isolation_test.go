@@ -16,7 +16,7 @@ import (
 var errHashFull = errors.New("hash is full") // IPSET_ERR_HASH_FULL
 
 // One object that keeps failing costs its own retries and nothing else
-// (issue 8 item 1): syncs stay partial, other Services are programmed, the
+// (one bad Service must not stall the node): syncs stay partial, other Services are programmed, the
 // UDP "gained endpoints" flush still works for them, the failure is an
 // Event on its Service and a status with backoff, and the sync counts as
 // completed for health.
@@ -210,7 +210,7 @@ func TestFailedRulesRestoreIsRetried(t *testing.T) {
 }
 
 // A set of ours with the wrong type that iptables references is replaced
-// without a window (issue 8 item 7): our rules move to a temporary set of
+// without a window: our rules move to a temporary set of
 // the right type, the old one is destroyed and made again, the rules move
 // back. The kernel refuses to destroy a referenced set; the wrapper below
 // does the same from the iptables fake's rules. Every restore must find

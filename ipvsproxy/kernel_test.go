@@ -213,7 +213,7 @@ func newRealProxier(t *testing.T, k Kernel, cfg Config) (*Proxier, error) {
 }
 
 // TestExcludeCIDRsOnRealKernel is TestExcludeCIDRsLimitCleanUpOnly against
-// the kernel (issue 14 item 9): what readKernel reads back inside the
+// the kernel: what readKernel reads back inside the
 // excluded ranges must let a restart write nothing, and a foreign virtual
 // server there must come through every sync as it was.
 func TestExcludeCIDRsOnRealKernel(t *testing.T) {

@@ -266,8 +266,7 @@ func (s *statusTable) dueKind(kind ObjectKind, now time.Time) bool {
 }
 
 // ReconcileStatus returns a copy of the per-object status as the last sync
-// left it, for inspect (issue 10) and tests. It
-// does not wait for a sync in progress.
+// left it, for inspect and tests. It does not wait for a sync in progress.
 func (p *Proxier) ReconcileStatus() ReconcileStatus {
 	p.statusMu.Lock()
 	defer p.statusMu.Unlock()

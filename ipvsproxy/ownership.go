@@ -15,7 +15,7 @@ import (
 
 // Ownership of virtual servers is recorded, not inferred: an address on
 // kube-ipvs0 or a node address says nothing about who created a virtual
-// server there, and Service authors choose external IPs (issue 14 item 10).
+// server there, and Service authors choose external IPs.
 // The reconciler adds a virtual server's key to KUBE-IPVS-OWNED (one set per
 // family) before it creates the virtual server and removes it after the
 // delete, so the record survives a restart and a crash between the two

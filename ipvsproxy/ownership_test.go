@@ -14,7 +14,7 @@ import (
 // A virtual server someone else made at an address:port a Service names is
 // never adopted, rewritten or emptied, across full syncs and a restart; the
 // Service gets a PortConflict Event and programs nothing for that key
-// (issue 14 item 10). The old rule took every virtual server on a
+// (its members would apply to the other owner's traffic). The old rule took every virtual server on a
 // kube-ipvs0 address for ours, and the Service's own address made it so.
 func TestForeignVirtualServerIsNeverAdopted(t *testing.T) {
 	fk := newFakeKernel()
@@ -125,7 +125,7 @@ func vsDumpOf(dump string, k ipvs.VirtualServerKey) string {
 }
 
 // NodePort virtual servers on an address the node no longer has are ours
-// and go (issue 8 item 7); the old rule only owned ones on current node
+// and go; the old rule only owned ones on current node
 // addresses, so they stayed forever.
 func TestNodePortOnVanishedNodeAddressIsRemoved(t *testing.T) {
 	fk := newFakeKernel()

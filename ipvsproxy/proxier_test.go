@@ -539,8 +539,8 @@ func TestSchedulerFallbackAndSysctls(t *testing.T) {
 }
 
 // Only the default scheduler falls back; one the operator named and the
-// kernel lacks stops the start-up with a message naming the flag (issue 14
-// item 12), even when the name is twos.
+// kernel lacks stops the start-up with a message naming the flag, even
+// when the name is twos: an operator's choice is never silently replaced.
 func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
 	for _, name := range []string{"rr", "twos", "no-such-scheduler"} {
 		fk := newFakeKernel()
@@ -665,8 +665,7 @@ func TestRestartKeepsLiveUDPFlowsAndFlushesVanishedEndpoints(t *testing.T) {
 	}
 }
 
-// --ipvs-exclude-cidrs limits clean-up only, as in kube-proxy (issue 14
-// item 9): a Service whose cluster IP lies in an excluded range still gets
+// --ipvs-exclude-cidrs limits clean-up only, as in kube-proxy: a Service whose cluster IP lies in an excluded range still gets
 // every virtual server (cluster IP, node port, load balancer) and keeps them
 // up to date; what nobody wants there is never deleted, even once it was
 // ours.
@@ -742,7 +741,7 @@ func TestExcludeCIDRsLimitCleanUpOnly(t *testing.T) {
 	}
 }
 
-// The external IP guard follows other Services (issue 14 item 11): an
+// The external IP guard (CVE-2020-8554) follows other Services: an
 // external IP that later becomes another Service's cluster IP stops being
 // served, even though its Service is the older one and would win the
 // virtual server, and is served again when that Service goes. A Node's

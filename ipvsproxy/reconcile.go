@@ -364,7 +364,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 			errs = append(errs, err)
 		}
 	}
-	if have.vs != want.VirtualServer {
+	if len(VirtualServerChanges(have.vs, want.VirtualServer)) != 0 {
 		r.writes++
 		if err := r.k.IPVS.UpdateVirtualServer(want.VirtualServer); err != nil {
 			r.fail(id, err)

@@ -100,10 +100,10 @@ func TestOneResyncShareIsAFullSyncEveryPeriod(t *testing.T) {
 }
 
 func TestResyncSharesOutOfRangeIsRefused(t *testing.T) {
-	for _, n := range []int{-1, MaxResyncShares + 1} {
+	for _, n := range []int{-1, 0, MaxResyncShares + 1} {
 		cfg := testConfig()
 		cfg.ResyncShares = n
-		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "resync shares") {
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "--ipvs-resync-shares") {
 			t.Errorf("ResyncShares=%d: %v", n, err)
 		}
 	}

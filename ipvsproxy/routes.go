@@ -15,7 +15,7 @@ import (
 // Service CIDRs are made local with one `local` route each on kube-ipvs0
 // instead of one bound address per cluster IP: every RTM_NEWADDR walks the
 // link's address list, so binding N cluster IPs costs O(N²) in the kernel
-// (3.3 s for 10,000 here, 37 s for 20,000; issue 9). A cluster IP inside a
+// (3.3 s for 10,000 here, 37 s for 20,000). A cluster IP inside a
 // routed range is then not bound; external and load balancer IPs still are.
 // KUBE-SERVICE-CIDRS holds the ranges so that KUBE-IPVS-FILTER rejects new
 // connections to their unused addresses, as it does for bound ones.

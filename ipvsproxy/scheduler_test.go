@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The scheduler fallback (issue 14 item 12) is chosen by measurement, not by
+// The scheduler fallback (twos to wrr) is chosen by measurement, not by
 // belief: TestSchedulerSpreadOnRealKernel sends new TCP connections through a
 // real IPVS virtual server to three real servers in their own namespaces
 // and counts, at each server, which one each connection reached. Its log is

@@ -9,9 +9,8 @@ import (
 // SyncStatus is a read-only account of how the proxier's syncs went, as
 // `ipvsproxy inspect` shows it: when the last full and partial syncs ran,
 // what is queued, which kernel writes fail and since when. Objects is the
-// per-object status of the fault-isolation work (issue 8: pending, done or
-// error per kernel object, with the next retry); it stays empty until the
-// reconciler keeps such a status.
+// reconciler's per-object status (objstatus.go): every object pending or
+// in error, with its error and next retry; a done object is not listed.
 type SyncStatus struct {
 	LastFullSync    time.Time `json:"lastFullSync,omitzero"`
 	LastPartialSync time.Time `json:"lastPartialSync,omitzero"`

@@ -33,7 +33,7 @@ func TestStatusKeepsWhenAWriteStartedFailing(t *testing.T) {
 	if fw.Object != "ipvs" || !strings.Contains(fw.Error, "TCP 10.96.0.10:80") || !fw.Since.Equal(first) || !fw.LastAttempt.Equal(clock) {
 		t.Fatalf("failed write %+v, want ipvs TCP 10.96.0.10:80 since %v, last attempt %v", fw, first, clock)
 	}
-	// A failing object is retried on its own in partial syncs (issue 8):
+	// A failing object is retried on its own in partial syncs:
 	// the sync after the failure is partial, and so is the next one.
 	if !st.LastFullSync.Equal(first) || !st.LastPartialSync.Equal(clock) || st.NextSyncFull || st.ServiceChangesQueued != 0 {
 		t.Fatalf("status %+v, want last full sync %v, last partial %v, next sync partial, nothing queued", st, first, clock)

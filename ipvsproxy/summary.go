@@ -12,7 +12,7 @@ import (
 // serviceSummary is what a sync reports about the whole desired state
 // (health-check node ports, Local Services without a local endpoint). It is
 // kept up to date one Service at a time by desiredState.set, so that a
-// partial sync does not walk every Service to report it (issue 9).
+// partial sync does not walk every Service to report it.
 type serviceSummary struct {
 	healthCheckNodePorts map[types.NamespacedName]uint16
 	localReadyEndpoints  map[types.NamespacedName]int

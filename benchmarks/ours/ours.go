@@ -8,13 +8,9 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
-	"github.com/ipvsproxy/ipvsproxy/conntrack"
-	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
-	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 )
@@ -41,12 +37,8 @@ func Config(s shape.Shape) ipvsproxy.Config {
 // FakeKernel is every adapter's Fake; links is the netif to use (a Fake,
 // or the real one on an ifb link).
 func FakeKernel(links netif.Interface) ipvsproxy.Kernel {
-	return ipvsproxy.Kernel{
-		IPVS: ipvs.NewFake(), Netif: links, IPSet: ipset.NewFake(),
-		IPTables: map[v1.IPFamily]iptables.Interface{
-			v1.IPv4Protocol: iptables.NewFake(iptables.IPv4), v1.IPv6Protocol: iptables.NewFake(iptables.IPv6)},
-		Conntrack: conntrack.NewFake(), Sysctl: sysctl.NewFake(nil),
-	}
+	k, _, _ := adapters.Open(adapters.Options{Fake: true, Families: adapters.BothFamilies, Links: links}) // the Fakes cannot fail
+	return k
 }
 
 // Run times every operation on shape s: the cold sync once, the others

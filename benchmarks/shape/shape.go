@@ -43,7 +43,8 @@ type Shape struct {
 	// NoServiceCIDR runs ipvsproxy without a Service CIDR, as on clusters
 	// without ServiceCIDR objects or --service-cidrs: it binds every
 	// cluster IP on kube-ipvs0, as kube-proxy does, instead of routing the
-	// range (the like-for-like cold sync of issue 26). kube-proxy's side is
+	// range (the like-for-like cold sync: the same kernel work on both
+	// sides). kube-proxy's side is
 	// the same either way.
 	NoServiceCIDR bool
 }

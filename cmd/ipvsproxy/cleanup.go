@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/nftables"
 	"github.com/urfave/cli/v2"
@@ -23,11 +24,11 @@ func cleanupAction(c *cli.Context) error {
 		return err
 	}
 	defer lock.Release()
-	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"), ipvsIfPresent)
+	k, closeKernel, err := adapters.Open(adapters.Options{Families: cfg.Families, SysctlRoot: c.String("sysctl-root"), IPVSIfPresent: true})
 	if err != nil {
 		klog.InfoS("Cleaning IPv4 only", "reason", err)
 		cfg.Families = cfg.Families[:1]
-		if k, closeKernel, err = openKernel(cfg.Families, c.String("sysctl-root"), ipvsIfPresent); err != nil {
+		if k, closeKernel, err = adapters.Open(adapters.Options{Families: cfg.Families, SysctlRoot: c.String("sysctl-root"), IPVSIfPresent: true}); err != nil {
 			return err
 		}
 	}

@@ -4,189 +4,18 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"sort"
 	"strings"
-	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeproxyconfig"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/klog/v2"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
-// KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1, the config.conf
-// of kubeadm's kube-system/kube-proxy ConfigMap) is read into flags: each
-// field it sets becomes the value of one flag of `run`, unless that flag was
-// given explicitly (on the command line or as IPVSPROXY_*), so everything
-// after this file sees flags only. The fields ipvsproxy does not honour are
-// named in one warning at start-up instead of being dropped silently.
-//
-// A zero value in the file means "kube-proxy's default", which is also the
-// flag's default: kubeadm writes every field, most of them zero
-// (`syncPeriod: 0s`, `scheduler: ""`), and kube-proxy defaults them.
-
-// configField is one field of KubeProxyConfiguration.
-type configField struct {
-	// path is the field's YAML path, e.g. "ipvs.scheduler".
-	path string
-	// flag is the flag of `run` the field sets; "" when it is not honoured.
-	flag string
-	// value is the field in the flag's syntax, "" when the file leaves it at
-	// kube-proxy's default.
-	value func(*kubeproxy.KubeProxyConfiguration) string
-	// why a field that is not honoured is not; named in the warning.
-	why string
-}
-
-type kpc = kubeproxy.KubeProxyConfiguration
-
-// configFields has one line per field of KubeProxyConfiguration, in the order
-// of its Go type; TestConfigFieldsCoverKubeProxyConfiguration fails when a
-// field is missing. A helper adding a flag that honours a field moves the
-// field's `why` into `flag`.
-var configFields = []configField{
-	{"featureGates", "", func(k *kpc) string { return gates(k.FeatureGates) }, "ipvsproxy has no feature gates; what they switch in kube-proxy is either always on here or absent"},
-	{"clientConnection.kubeconfig", "kubeconfig", func(k *kpc) string { return k.ClientConnection.Kubeconfig }, ""},
-	{"clientConnection.acceptContentTypes", "kube-api-accept-content-types", func(k *kpc) string { return k.ClientConnection.AcceptContentTypes }, ""},
-	{"clientConnection.contentType", "kube-api-content-type", func(k *kpc) string { return k.ClientConnection.ContentType }, ""},
-	{"clientConnection.qps", "kube-api-qps", func(k *kpc) string { return nonZero(k.ClientConnection.QPS) }, ""},
-	{"clientConnection.burst", "kube-api-burst", func(k *kpc) string { return nonZero(k.ClientConnection.Burst) }, ""},
-	{"logging.format", "logging-format", func(k *kpc) string { return k.Logging.Format }, ""},
-	{"logging.flushFrequency", "log-flush-frequency", func(k *kpc) string { return dur(k.Logging.FlushFrequency.Duration.Duration) }, ""},
-	{"logging.verbosity", "v", func(k *kpc) string { return nonZero(k.Logging.Verbosity) }, ""},
-	{"logging.vmodule", "vmodule", func(k *kpc) string { return vmodule(k) }, ""},
-	{"logging.options.text.splitStream", "", func(k *kpc) string { return onOrUnset(k.Logging.Options.Text.SplitStream) }, "alpha in kube-proxy (LoggingAlphaOptions); logs go to stderr"},
-	{"logging.options.text.infoBufferSize", "", func(k *kpc) string { return quantity(k.Logging.Options.Text.InfoBufferSize.String()) }, "alpha in kube-proxy (LoggingAlphaOptions); logs are not buffered"},
-	{"logging.options.json.splitStream", "", func(k *kpc) string { return onOrUnset(k.Logging.Options.JSON.SplitStream) }, "alpha in kube-proxy (LoggingAlphaOptions); logs go to stderr"},
-	{"logging.options.json.infoBufferSize", "", func(k *kpc) string { return quantity(k.Logging.Options.JSON.InfoBufferSize.String()) }, "alpha in kube-proxy (LoggingAlphaOptions); logs are not buffered"},
-	{"hostnameOverride", "hostname-override", func(k *kpc) string { return k.HostnameOverride }, ""},
-	{"bindAddress", "", func(k *kpc) string { return specificAddress(k.BindAddress) }, "ipvsproxy finds the node's addresses itself (--ip-families); only the family of 0.0.0.0 or :: chooses the default metrics and healthz addresses"},
-	{"healthzBindAddress", "healthz-bind-address", func(k *kpc) string { return withPort(k.HealthzBindAddress, k.BindAddress, "0.0.0.0", "::", "10256") }, ""},
-	{"metricsBindAddress", "metrics-bind-address", func(k *kpc) string { return withPort(k.MetricsBindAddress, k.BindAddress, "127.0.0.1", "::1", "10249") }, ""},
-	{"bindAddressHardFail", "bind-address-hard-fail", func(k *kpc) string { return onOrUnset(k.BindAddressHardFail) }, ""},
-	{"enableProfiling", "profiling", func(k *kpc) string { return onOrUnset(k.EnableProfiling) }, ""},
-	{"showHiddenMetricsForVersion", "", func(k *kpc) string { return k.ShowHiddenMetricsForVersion }, "ipvsproxy hides no metrics"},
-	{"mode", "proxy-mode", func(k *kpc) string { return string(k.Mode) }, ""},
-	{"iptables.masqueradeBit", "iptables-masquerade-bit", func(k *kpc) string { return ptrInt(k.IPTables.MasqueradeBit) }, ""},
-	{"iptables.masqueradeAll", "masquerade-all", func(k *kpc) string { return onOrUnset(k.IPTables.MasqueradeAll) }, ""},
-	{"iptables.localhostNodePorts", "", func(k *kpc) string { return ptrBool(k.IPTables.LocalhostNodePorts) }, "the iptables mode's; kube-proxy's IPVS mode has no NodePorts on 127.0.0.1 either"},
-	{"iptables.syncPeriod", "", func(k *kpc) string { return dur(k.IPTables.SyncPeriod.Duration) }, "the iptables mode's; ipvs.syncPeriod applies"},
-	{"iptables.minSyncPeriod", "", func(k *kpc) string { return dur(k.IPTables.MinSyncPeriod.Duration) }, "the iptables mode's; ipvs.minSyncPeriod applies"},
-	{"ipvs.syncPeriod", "ipvs-sync-period", func(k *kpc) string { return dur(k.IPVS.SyncPeriod.Duration) }, ""},
-	{"ipvs.minSyncPeriod", "ipvs-min-sync-period", func(k *kpc) string { return dur(k.IPVS.MinSyncPeriod.Duration) }, ""},
-	{"ipvs.scheduler", "ipvs-scheduler", func(k *kpc) string { return k.IPVS.Scheduler }, ""},
-	{"ipvs.excludeCIDRs", "ipvs-exclude-cidrs", func(k *kpc) string { return strings.Join(k.IPVS.ExcludeCIDRs, ",") }, ""},
-	{"ipvs.strictARP", "ipvs-strict-arp", func(k *kpc) string { return onOrUnset(k.IPVS.StrictARP) }, ""},
-	{"ipvs.tcpTimeout", "ipvs-tcp-timeout", func(k *kpc) string { return dur(k.IPVS.TCPTimeout.Duration) }, ""},
-	{"ipvs.tcpFinTimeout", "ipvs-tcpfin-timeout", func(k *kpc) string { return dur(k.IPVS.TCPFinTimeout.Duration) }, ""},
-	{"ipvs.udpTimeout", "ipvs-udp-timeout", func(k *kpc) string { return dur(k.IPVS.UDPTimeout.Duration) }, ""},
-	{"nftables.masqueradeBit", "", func(k *kpc) string { return ptrInt(k.NFTables.MasqueradeBit) }, "the nftables mode's; iptables.masqueradeBit applies"},
-	{"nftables.masqueradeAll", "", func(k *kpc) string { return onOrUnset(k.NFTables.MasqueradeAll) }, "the nftables mode's; iptables.masqueradeAll applies"},
-	{"nftables.syncPeriod", "", func(k *kpc) string { return dur(k.NFTables.SyncPeriod.Duration) }, "the nftables mode's; ipvs.syncPeriod applies"},
-	{"nftables.minSyncPeriod", "", func(k *kpc) string { return dur(k.NFTables.MinSyncPeriod.Duration) }, "the nftables mode's; ipvs.minSyncPeriod applies"},
-	{"winkernel.networkName", "", func(k *kpc) string { return k.Winkernel.NetworkName }, "Windows only"},
-	{"winkernel.sourceVip", "", func(k *kpc) string { return k.Winkernel.SourceVip }, "Windows only"},
-	{"winkernel.enableDSR", "", func(k *kpc) string { return onOrUnset(k.Winkernel.EnableDSR) }, "Windows only"},
-	{"winkernel.rootHnsEndpointName", "", func(k *kpc) string { return k.Winkernel.RootHnsEndpointName }, "Windows only"},
-	{"winkernel.forwardHealthCheckVip", "", func(k *kpc) string { return onOrUnset(k.Winkernel.ForwardHealthCheckVip) }, "Windows only"},
-	{"detectLocalMode", "detect-local-mode", func(k *kpc) string { return string(k.DetectLocalMode) }, ""},
-	{"detectLocal.bridgeInterface", "pod-bridge-interface", func(k *kpc) string { return k.DetectLocal.BridgeInterface }, ""},
-	{"detectLocal.interfaceNamePrefix", "pod-interface-name-prefix", func(k *kpc) string { return k.DetectLocal.InterfaceNamePrefix }, ""},
-	{"clusterCIDR", "cluster-cidr", func(k *kpc) string { return k.ClusterCIDR }, ""},
-	{"nodePortAddresses", "nodeport-addresses", func(k *kpc) string { return strings.Join(k.NodePortAddresses, ",") }, ""},
-	{"oomScoreAdj", "oom-score-adj", func(k *kpc) string { return ptrInt(k.OOMScoreAdj) }, ""},
-	{"conntrack.maxPerCore", "conntrack-max-per-core", func(k *kpc) string { return ptrInt(k.Conntrack.MaxPerCore) }, ""},
-	{"conntrack.min", "conntrack-min", func(k *kpc) string { return ptrInt(k.Conntrack.Min) }, ""},
-	{"conntrack.tcpEstablishedTimeout", "conntrack-tcp-timeout-established", func(k *kpc) string { return ptrDur(k.Conntrack.TCPEstablishedTimeout) }, ""},
-	{"conntrack.tcpCloseWaitTimeout", "conntrack-tcp-timeout-close-wait", func(k *kpc) string { return ptrDur(k.Conntrack.TCPCloseWaitTimeout) }, ""},
-	{"conntrack.tcpBeLiberal", "conntrack-tcp-be-liberal", func(k *kpc) string { return onOrUnset(k.Conntrack.TCPBeLiberal) }, ""},
-	{"conntrack.udpTimeout", "conntrack-udp-timeout", func(k *kpc) string { return dur(k.Conntrack.UDPTimeout.Duration) }, ""},
-	{"conntrack.udpStreamTimeout", "conntrack-udp-timeout-stream", func(k *kpc) string { return dur(k.Conntrack.UDPStreamTimeout.Duration) }, ""},
-	{"configSyncPeriod", "", func(k *kpc) string { return dur(k.ConfigSyncPeriod.Duration) }, "informers never resync: every change arrives by watch, and ipvs.syncPeriod re-checks the kernel"},
-	{"portRange", "", func(k *kpc) string { return k.PortRange }, "unused by kube-proxy too since the userspace mode was removed"},
-	{"windowsRunAsService", "", func(k *kpc) string { return onOrUnset(k.WindowsRunAsService) }, "Windows only"},
-}
-
-// flagsWithoutField are the flags of `run` that no KubeProxyConfiguration
-// field sets, with why: ipvsproxy's own settings, or kube-proxy settings it
-// takes elsewhere. TestEveryRunFlagHasAFieldOrIsOursOnly fails when a flag
-// is in neither this list nor configFields, so a new flag is a decision.
-var flagsWithoutField = map[string]string{
-	"config":                  "the file itself",
-	"external-ip-cidrs":       "ipvsproxy only; kube-proxy leaves external IPs to admission (DenyServiceExternalIPs, CVE-2020-8554)",
-	"service-cidrs":           "ipvsproxy only; kube-proxy takes no Service ranges (the API server's --service-cluster-ip-range)",
-	"ip-families":             "ipvsproxy only; kube-proxy takes the families of the node's addresses, as --ip-families=auto does",
-	"ipset-max-elements":      "ipvsproxy only; kube-proxy creates its sets with the kernel's default maxelem (65536)",
-	"ipvs-scheduler-flags":    "ipvsproxy only; kube-proxy cannot set the sh and mh flags",
-	"ipvs-resync-shares":      "ipvsproxy only; kube-proxy re-checks everything every ipvs.syncPeriod",
-	"ipvs-drain-timeout":      "ipvsproxy only; kube-proxy waits for a removed endpoint's connections without limit and cuts a deleted Service's at once",
-	"service-node-port-range": "the API server's flag; kube-proxy reads no NodePort range",
-	"sysctl-root":             "ipvsproxy only: where /proc/sys is mounted in the container",
-	"metrics-per-service":     "ipvsproxy only: per-Service IPVS counters",
-	"inspect-endpoint":        "ipvsproxy only: the read-only /inspect/ endpoint",
-	"lock-file":               "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
-	"lock-timeout":            "ipvsproxy only: how long a second instance waits for the node lock",
-}
-
-// The file is decoded by a scheme that knows KubeProxyConfiguration v1alpha1
-// only, strictly: an unknown or duplicate field is an error naming it, not a
-// setting silently lost (kube-proxy falls back to lenient decoding with a
-// log line; a drop-in must not be more forgiving of typos than that line is
-// visible).
-var kubeProxyCodecs = func() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	if err := kubeproxy.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return serializer.NewCodecFactory(s, serializer.EnableStrict)
-}()
-
-// readKubeProxyConfig reads and strictly decodes a KubeProxyConfiguration.
-// It returns the file's digest too, so a watcher can tell a real change.
-func readKubeProxyConfig(path string) (*kubeproxy.KubeProxyConfiguration, [sha256.Size]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, [sha256.Size]byte{}, fmt.Errorf("read --config: %w", err)
-	}
-	sum := sha256.Sum256(data)
-	cfg, err := decodeKubeProxyConfig(data)
-	if err != nil {
-		return nil, sum, fmt.Errorf("--config %s: %w", path, err)
-	}
-	return cfg, sum, nil
-}
-
-func decodeKubeProxyConfig(data []byte) (*kubeproxy.KubeProxyConfiguration, error) {
-	want := kubeproxy.SchemeGroupVersion.WithKind("KubeProxyConfiguration")
-	obj, gvk, err := kubeProxyCodecs.UniversalDeserializer().Decode(data, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("decode KubeProxyConfiguration %s: %w", want.GroupVersion(), err)
-	}
-	cfg, ok := obj.(*kubeproxy.KubeProxyConfiguration)
-	if !ok || *gvk != want {
-		return nil, fmt.Errorf("want kind %s of %s, got %s", want.Kind, want.GroupVersion(), gvk)
-	}
-	if err := checkProxyMode(string(cfg.Mode)); err != nil {
-		return nil, fmt.Errorf("mode: %w", err)
-	}
-	return cfg, nil
-}
-
-// checkProxyMode accepts the only mode ipvsproxy implements; "" is
-// kube-proxy's default, which kubeadm writes.
-func checkProxyMode(mode string) error {
-	switch strings.ToLower(mode) {
-	case "", "ipvs":
-		return nil
-	default:
-		return fmt.Errorf("%q: ipvsproxy implements only the ipvs mode; remove the setting or set it to ipvs (kube-proxy keeps running in the %s mode until it is replaced)", mode, mode)
-	}
-}
+// --config: a KubeProxyConfiguration read into the flags of `run`
+// (internal/kubeproxyconfig translates it), unless a flag was given
+// explicitly (on the command line or as IPVSPROXY_*).
 
 // configFileResult is what applying a file did, for the start-up log.
 type configFileResult struct {
@@ -210,19 +39,17 @@ func applyConfigFile(c *cli.Context, file *kubeproxy.KubeProxyConfiguration) (co
 			known[name] = true
 		}
 	}
-	for _, f := range configFields {
-		v := f.value(file)
+	for _, s := range kubeproxyconfig.Translate(file) {
 		switch {
-		case v == "":
-		case f.flag == "":
-			r.Ignored = append(r.Ignored, fmt.Sprintf("%s=%s (%s)", f.path, v, f.why))
-		case !known[f.flag]:
+		case s.Flag == "":
+			r.Ignored = append(r.Ignored, fmt.Sprintf("%s=%s (%s)", s.Path, s.Value, s.Why))
+		case !known[s.Flag]:
 			// A flag of `run` that this command (cleanup) does not read.
-		case c.IsSet(f.flag):
-			r.Overridden = append(r.Overridden, fmt.Sprintf("%s by --%s", f.path, f.flag))
+		case c.IsSet(s.Flag):
+			r.Overridden = append(r.Overridden, fmt.Sprintf("%s by --%s", s.Path, s.Flag))
 		default:
-			if err := c.Set(f.flag, v); err != nil {
-				return r, fmt.Errorf("--config: %s=%q as --%s: %w", f.path, v, f.flag, err)
+			if err := c.Set(s.Flag, s.Value); err != nil {
+				return r, fmt.Errorf("--config: %s=%q as --%s: %w", s.Path, s.Value, s.Flag, err)
 			}
 		}
 	}
@@ -236,7 +63,7 @@ func loadConfigFile(c *cli.Context) (configSource, error) {
 	if path == "" {
 		return configSource{}, nil
 	}
-	file, sum, err := readKubeProxyConfig(path)
+	file, sum, err := kubeproxyconfig.Read(path)
 	if err != nil {
 		return configSource{}, err
 	}
@@ -251,102 +78,6 @@ func loadConfigFile(c *cli.Context) (configSource, error) {
 		klog.InfoS("Flags given explicitly override the configuration file", "file", path, "fields", r.Overridden)
 	}
 	return configSource{path: path, sum: sum, applied: r}, nil
-}
-
-// Field values in flag syntax; "" means "left at kube-proxy's default".
-
-func dur(d time.Duration) string {
-	if d == 0 {
-		return ""
-	}
-	return d.String()
-}
-
-func ptrDur(d *metav1.Duration) string {
-	if d == nil {
-		return ""
-	}
-	// An explicit 0 leaves the kernel's value, as in kube-proxy.
-	return d.Duration.String()
-}
-
-func ptrInt(p *int32) string {
-	if p == nil {
-		return ""
-	}
-	return fmt.Sprint(*p)
-}
-
-func ptrBool(p *bool) string {
-	if p == nil {
-		return ""
-	}
-	return fmt.Sprint(*p)
-}
-
-func nonZero[T ~int32 | ~uint32 | ~float32](v T) string {
-	if v == 0 {
-		return ""
-	}
-	return fmt.Sprint(v)
-}
-
-func onOrUnset(b bool) string {
-	if !b {
-		return ""
-	}
-	return "true"
-}
-
-func quantity(q string) string {
-	if q == "0" || q == "" {
-		return ""
-	}
-	return q
-}
-
-func gates(m map[string]bool) string {
-	var out []string
-	for k, v := range m {
-		out = append(out, fmt.Sprintf("%s=%t", k, v))
-	}
-	sort.Strings(out)
-	return strings.Join(out, ",")
-}
-
-func vmodule(k *kpc) string {
-	var out []string
-	for _, v := range k.Logging.VModule {
-		out = append(out, fmt.Sprintf("%s=%d", v.FilePattern, v.Verbosity))
-	}
-	return strings.Join(out, ",")
-}
-
-// specificAddress is bindAddress unless it is one of the "any" addresses
-// kubeadm and kube-proxy default to.
-func specificAddress(a string) string {
-	switch a {
-	case "", "0.0.0.0", "::":
-		return ""
-	}
-	return a
-}
-
-// withPort applies kube-proxy's defaulting of healthzBindAddress and
-// metricsBindAddress: empty means the default address of bindAddress's
-// family, and a bare IP gets the default port. "" is returned for the
-// IPv4 default so the flag's own default stays.
-func withPort(addr, bind, v4, v6, port string) string {
-	if addr == "" {
-		if ip := net.ParseIP(bind); ip != nil && ip.To4() == nil {
-			return net.JoinHostPort(v6, port)
-		}
-		return ""
-	}
-	if _, _, err := net.SplitHostPort(addr); err == nil {
-		return addr
-	}
-	return net.JoinHostPort(strings.Trim(addr, "[]"), port)
 }
 
 // errConfigChanged ends `run` so that main starts it again from the file.

@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeproxyconfig"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 // runWith runs `ipvsproxy run ARGS` up to the end of loadConfig and returns
@@ -227,50 +226,6 @@ func TestProxyModeFlag(t *testing.T) {
 	}
 }
 
-// Every field of KubeProxyConfiguration, found by walking its Go type, has
-// exactly one line in configFields: a field kube-proxy adds makes this fail
-// until someone decides what it means here.
-func TestConfigFieldsCoverKubeProxyConfiguration(t *testing.T) {
-	var leaves []string
-	walkFields(reflect.TypeOf(kubeproxy.KubeProxyConfiguration{}), "", &leaves)
-	table := map[string]int{}
-	for _, f := range configFields {
-		table[f.path]++
-		if (f.flag == "") == (f.why == "") {
-			t.Errorf("%s: want exactly one of a flag or a reason it is not honoured", f.path)
-		}
-	}
-	for _, l := range leaves {
-		if table[l] != 1 {
-			t.Errorf("field %s has %d lines in configFields, want 1", l, table[l])
-		}
-		delete(table, l)
-	}
-	for path := range table {
-		t.Errorf("configFields has %s, which KubeProxyConfiguration lacks", path)
-	}
-}
-
-func walkFields(t reflect.Type, prefix string, out *[]string) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		switch {
-		case name == "-" || f.Type == reflect.TypeOf(metav1.TypeMeta{}):
-			continue // apiVersion and kind are checked by the decoder
-		case f.Anonymous && name == "":
-			walkFields(f.Type, prefix, out) // inline
-			continue
-		}
-		ft := f.Type
-		if ft.Kind() == reflect.Struct && !strings.HasSuffix(ft.Name(), "Duration") && ft.Name() != "QuantityValue" {
-			walkFields(ft, prefix+name+".", out)
-			continue
-		}
-		*out = append(*out, prefix+name)
-	}
-}
-
 // Every flag the table names is a flag of `run`.
 func TestConfigFieldsNameFlagsOfRun(t *testing.T) {
 	known := map[string]bool{}
@@ -281,21 +236,21 @@ func TestConfigFieldsNameFlagsOfRun(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range configFields {
-		if f.flag != "" && !known[f.flag] {
-			t.Errorf("%s sets --%s, which `run` does not have", f.path, f.flag)
+	for _, f := range kubeproxyconfig.Fields {
+		if f.Flag != "" && !known[f.Flag] {
+			t.Errorf("%s sets --%s, which `run` does not have", f.Path, f.Flag)
 		}
 	}
 }
 
 // Every flag of `run` is set by a KubeProxyConfiguration field or listed as
-// ipvsproxy's own in flagsWithoutField, never both: a flag added without
+// ipvsproxy's own in kubeproxyconfig.FlagsWithoutField, never both: a flag added without
 // that decision fails here.
 func TestEveryRunFlagHasAFieldOrIsOursOnly(t *testing.T) {
 	mapped := map[string]bool{}
-	for _, f := range configFields {
-		if f.flag != "" {
-			mapped[f.flag] = true
+	for _, f := range kubeproxyconfig.Fields {
+		if f.Flag != "" {
+			mapped[f.Flag] = true
 		}
 	}
 	run := map[string]bool{}
@@ -306,18 +261,18 @@ func TestEveryRunFlagHasAFieldOrIsOursOnly(t *testing.T) {
 		for _, f := range c.Flags {
 			name := f.Names()[0]
 			run[name] = true
-			_, ours := flagsWithoutField[name]
+			_, ours := kubeproxyconfig.FlagsWithoutField[name]
 			switch {
 			case mapped[name] && ours:
 				t.Errorf("--%s is both set by a field and listed as ours only", name)
 			case !mapped[name] && !ours:
-				t.Errorf("--%s has no KubeProxyConfiguration field in configFields and is not in flagsWithoutField", name)
+				t.Errorf("--%s has no KubeProxyConfiguration field in kubeproxyconfig.Fields and is not in kubeproxyconfig.FlagsWithoutField", name)
 			}
 		}
 	}
-	for name := range flagsWithoutField {
+	for name := range kubeproxyconfig.FlagsWithoutField {
 		if !run[name] {
-			t.Errorf("flagsWithoutField lists --%s, which `run` does not have", name)
+			t.Errorf("kubeproxyconfig.FlagsWithoutField lists --%s, which `run` does not have", name)
 		}
 	}
 }
@@ -338,7 +293,7 @@ func TestWatchConfigFile(t *testing.T) {
 		}
 	}
 	write(kubeadm)
-	_, sum, err := readKubeProxyConfig(path)
+	_, sum, err := kubeproxyconfig.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,27 +318,5 @@ func TestWatchConfigFile(t *testing.T) {
 	}
 	if changed.Load() != 1 {
 		t.Fatalf("restarts after a valid change: %d, want 1", changed.Load())
-	}
-}
-
-// docs/kube-proxy-config.md lists every field, so the operator's table and
-// the code's cannot drift apart.
-func TestKubeProxyConfigDocListsEveryField(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/kube-proxy-config.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name := range flagsWithoutField {
-		if !strings.Contains(string(doc), "`--"+name+"`") {
-			t.Errorf("docs/kube-proxy-config.md does not name --%s among ipvsproxy's own flags", name)
-		}
-	}
-	for _, f := range configFields {
-		if !strings.Contains(string(doc), "`"+f.path+"`") {
-			t.Errorf("docs/kube-proxy-config.md does not list `%s`", f.path)
-		}
-		if f.flag != "" && !strings.Contains(string(doc), "`--"+f.flag+"`") {
-			t.Errorf("docs/kube-proxy-config.md does not name --%s for %s", f.flag, f.path)
-		}
 	}
 }

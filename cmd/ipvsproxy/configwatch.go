@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeproxyconfig"
 	"k8s.io/klog/v2"
 )
 
@@ -47,7 +48,7 @@ func watchConfigFile(ctx context.Context, path string, sum [sha256.Size]byte, in
 			if bytes.Equal(now[:], sum[:]) || bytes.Equal(now[:], refused[:]) {
 				continue
 			}
-			if _, err := decodeKubeProxyConfig(data); err != nil {
+			if _, err := kubeproxyconfig.Decode(data); err != nil {
 				refused = now
 				klog.ErrorS(err, "The configuration file changed but is not valid; keeping the running configuration", "file", path)
 				continue

@@ -16,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
@@ -171,7 +170,7 @@ var errFamilyDisabled = errors.New("disabled in the kernel")
 // kernelFamilySupport says why this node's kernel and tools cannot proxy a
 // family, or nil when they can: IPv6 switched off (ipv6.disable=1 removes
 // net.ipv6, disable_ipv6=1 takes every address away) or no ip6tables. The
-// same check as openKernel's, made before any kernel object is written, so a
+// same check as adapters.Open's, made before any kernel object is written, so a
 // missing family is one clear line and not a failed start half-way.
 func kernelFamilySupport(sysctls sysctl.Interface) func(v1.IPFamily) error {
 	return func(f v1.IPFamily) error {
@@ -276,7 +275,7 @@ func familiesToProxy(ctx context.Context, requested string, client kubernetes.In
 // readNode reads one Node with a list by name: the ClusterRole grants list and
 // watch on Nodes (what the informer needs), not get.
 func readNode(ctx context.Context, client kubernetes.Interface, name string) (*v1.Node, error) {
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	list, err := client.CoreV1().Nodes().List(ctx, nodeListOptions(name))
 	if err != nil {
 		return nil, err
 	}

@@ -3,12 +3,14 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeproxyconfig"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
@@ -84,7 +86,10 @@ func runFlags() []cli.Flag {
 }
 
 // configFromFlags turns flags into a validated Config; families are
-// resolved later (they may depend on the node's addresses).
+// resolved later (they may depend on the node's addresses). It parses only:
+// the ranges are Config.Validate's, so each rule stands once. The rules
+// left here are about values Config does not carry (--oom-score-adj, the
+// bind addresses, --v, --proxy-mode).
 func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	cfg := ipvsproxy.DefaultConfig()
 	var err error
@@ -122,32 +127,17 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	if c.Command.Name == "run" {
 		cfg.SyncPeriod = c.Duration("ipvs-sync-period")
 		cfg.MinSyncPeriod = c.Duration("ipvs-min-sync-period")
-		if n := c.Int("ipvs-resync-shares"); n >= 1 && n <= ipvsproxy.MaxResyncShares {
-			cfg.ResyncShares = n
-		} else {
-			return cfg, fmt.Errorf("--ipvs-resync-shares=%d must be between 1 and %d", n, ipvsproxy.MaxResyncShares)
-		}
+		cfg.ResyncShares = c.Int("ipvs-resync-shares")
 		cfg.TCPTimeout = c.Duration("ipvs-tcp-timeout")
 		cfg.TCPFinTimeout = c.Duration("ipvs-tcpfin-timeout")
 		cfg.UDPTimeout = c.Duration("ipvs-udp-timeout")
-		if d := c.Duration("ipvs-drain-timeout"); d >= 0 && d <= ipvsproxy.MaxDrainTimeout {
-			cfg.DrainTimeout = d
-		} else {
-			return cfg, fmt.Errorf("--ipvs-drain-timeout=%v must be between 0 and %v", d, ipvsproxy.MaxDrainTimeout)
-		}
-		if n := c.Uint("ipset-max-elements"); n > 0 && n <= 1<<31 {
-			cfg.IPSetMaxElements = uint32(n)
-		} else {
-			return cfg, fmt.Errorf("--ipset-max-elements=%d must be between 1 and %d", n, 1<<31)
-		}
-		if err := checkProxyMode(c.String("proxy-mode")); err != nil {
+		cfg.DrainTimeout = c.Duration("ipvs-drain-timeout")
+		// Beyond uint32 is as out of range as beyond 2^31: Validate says so.
+		cfg.IPSetMaxElements = uint32(min(c.Uint("ipset-max-elements"), math.MaxUint32))
+		if err := kubeproxyconfig.CheckMode(c.String("proxy-mode")); err != nil {
 			return cfg, fmt.Errorf("--proxy-mode: %w", err)
 		}
-		if bit := c.Int("iptables-masquerade-bit"); bit < 0 || bit > 31 {
-			return cfg, fmt.Errorf("--iptables-masquerade-bit=%d: want 0-31", bit)
-		} else {
-			cfg.MasqueradeMark = 1 << bit
-		}
+		cfg.MasqueradeMark = masqueradeMark(c.Int("iptables-masquerade-bit"))
 		if adj := c.Int("oom-score-adj"); adj < -1000 || adj > 1000 {
 			return cfg, fmt.Errorf("--oom-score-adj=%d: want -1000 to 1000", adj)
 		}
@@ -191,14 +181,24 @@ func parseCIDRs(flag, value string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// parsePortRange reads MIN-MAX; whether it is a range is Validate's.
 func parsePortRange(value string) (uint16, uint16, error) {
 	lo, hi, ok := strings.Cut(value, "-")
 	a, err1 := strconv.ParseUint(strings.TrimSpace(lo), 10, 16)
 	b, err2 := strconv.ParseUint(strings.TrimSpace(hi), 10, 16)
-	if !ok || err1 != nil || err2 != nil || a == 0 || a > b {
+	if !ok || err1 != nil || err2 != nil {
 		return 0, 0, fmt.Errorf("--service-node-port-range=%q: want MIN-MAX within 1-65535", value)
 	}
 	return uint16(a), uint16(b), nil
+}
+
+// masqueradeMark is the fwmark of a bit number; 0, which Validate refuses,
+// for a number that is no bit of 32.
+func masqueradeMark(bit int) uint32 {
+	if bit < 0 || bit > 31 {
+		return 0
+	}
+	return 1 << bit
 }
 
 // setVerbosity sets klog's -v, which has no setter of its own.

@@ -92,14 +92,19 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		{[]string{"--nodeport-addresses=nope"}, `--nodeport-addresses: "nope" is not a CIDR`},
 		{[]string{"--service-node-port-range=32767-30000"}, "--service-node-port-range"},
 		{[]string{"--service-node-port-range=0-70000"}, "--service-node-port-range"},
-		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "min sync period"},
-		{[]string{"--ipvs-sync-period=0s"}, "sync period 0s must be positive"},
+		{[]string{"--ipvs-min-sync-period=1m", "--ipvs-sync-period=30s"}, "--ipvs-min-sync-period=1m0s must be between 0 and --ipvs-sync-period=30s"},
+		{[]string{"--ipvs-sync-period=0s"}, "--ipvs-sync-period=0s must be positive"},
 		{[]string{"--ipvs-resync-shares=0"}, "--ipvs-resync-shares=0 must be between 1 and 100"},
 		{[]string{"--ipvs-resync-shares=101"}, "--ipvs-resync-shares=101 must be between 1 and 100"},
-		{[]string{"--ipvs-udp-timeout=-1s"}, "udp timeout"},
+		{[]string{"--ipvs-udp-timeout=-1s"}, "--ipvs-udp-timeout=-1s must not be negative"},
 		{[]string{"--ipvs-drain-timeout=-1s"}, "--ipvs-drain-timeout=-1s must be between 0 and 24h0m0s"},
 		{[]string{"--ipvs-drain-timeout=25h"}, "--ipvs-drain-timeout=25h0m0s must be between 0 and 24h0m0s"},
-		{[]string{"--ipvs-scheduler="}, "empty IPVS scheduler"},
+		{[]string{"--ipvs-scheduler="}, "--ipvs-scheduler: empty IPVS scheduler"},
+		{[]string{"--ipset-max-elements=0"}, "--ipset-max-elements=0 must be between 1 and 2147483648"},
+		{[]string{"--ipset-max-elements=2147483649"}, "--ipset-max-elements=2147483649 must be between 1 and 2147483648"},
+		{[]string{"--iptables-masquerade-bit=32"}, "want --iptables-masquerade-bit 0-31"},
+		{[]string{"--iptables-masquerade-bit=-1"}, "want --iptables-masquerade-bit 0-31"},
+		{[]string{"--conntrack-udp-timeout=-1s"}, "--conntrack-udp-timeout=-1s must not be negative"},
 		{[]string{"--metrics-bind-address=localhost"}, "--metrics-bind-address"},
 	} {
 		_, err := parse(t, c.args...)
@@ -112,7 +117,7 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 func sprint(v any) string { return strings.TrimSpace(fmt.Sprint(v)) }
 
 // A scheduler chosen by flag or environment is explicit (no fallback);
-// the default is not (issue 14 item 12).
+// the default is not: only the default may fall back to wrr.
 func TestSchedulerExplicitByFlagOrEnvironment(t *testing.T) {
 	if cfg, err := parse(t); err != nil || cfg.SchedulerExplicit {
 		t.Fatalf("default: explicit=%v err=%v", cfg.SchedulerExplicit, err)

@@ -18,6 +18,37 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
+// What the daemon watches, written once: `inspect --kubeconfig` lists with
+// the same options, so it cannot name objects the daemon does not see.
+// Neither a Service nor an EndpointSlice of another proxy (the label
+// service.kubernetes.io/service-proxy-name), nor a headless Service's
+// slices; this node's Node alone by name.
+
+func serviceListOptions() metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: withoutLabels(labelServiceProxyName)}
+}
+
+func endpointSliceListOptions() metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: withoutLabels(labelServiceProxyName, labelHeadless)}
+}
+
+func nodeListOptions(nodeName string) metav1.ListOptions {
+	return metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", nodeName).String()}
+}
+
+// withoutLabels selects the objects that have none of the labels.
+func withoutLabels(keys ...string) string {
+	s := labels.NewSelector()
+	for _, k := range keys {
+		r, err := labels.NewRequirement(k, selection.DoesNotExist, nil)
+		if err != nil {
+			panic(err) // the keys are constants
+		}
+		s = s.Add(*r)
+	}
+	return s.String()
+}
+
 // newInformerFactory is every informer factory of the daemon: the caches
 // keep what trimCached leaves of each object.
 func newInformerFactory(client kubernetes.Interface, tweak func(*metav1.ListOptions)) informers.SharedInformerFactory {
@@ -32,7 +63,7 @@ func newInformerFactory(client kubernetes.Interface, tweak func(*metav1.ListOpti
 // managedFields, often the largest part of an object written by server-side
 // apply, kubectl's last-applied-configuration annotation, a second copy
 // of the whole object, and the fields trimSlice and trimService name. Every node caches every Service and EndpointSlice of
-// the cluster, so this is memory per node at scale (issue 9). The informer
+// the cluster, so this is memory per node at scale. The informer
 // hands over a freshly decoded object, so changing it in place is safe; a
 // tombstone is left as it is.
 func trimCached(obj any) (any, error) {
@@ -117,17 +148,9 @@ func keepNodeAddresses(obj any) (any, error) {
 // ServiceCIDRs (optional, see watchServiceCIDRs). It returns what must have
 // synced before the first full sync.
 func startInformers(ctx context.Context, client kubernetes.Interface, nodeName string, tracker *ipvsproxy.ChangeTracker, clusterNodes *ipvsproxy.ClusterNodes, access *apiAccess) ([]cache.InformerSynced, error) {
-	notOthers, _ := labels.NewRequirement(labelServiceProxyName, selection.DoesNotExist, nil)
-	notHeadless, _ := labels.NewRequirement(labelHeadless, selection.DoesNotExist, nil)
-	factory := newInformerFactory(client, func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.NewSelector().Add(*notOthers).String()
-	})
-	sliceFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
-		o.LabelSelector = labels.NewSelector().Add(*notOthers, *notHeadless).String()
-	})
-	nodeFactory := newInformerFactory(client, func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
-	})
+	factory := newInformerFactory(client, func(o *metav1.ListOptions) { *o = serviceListOptions() })
+	sliceFactory := newInformerFactory(client, func(o *metav1.ListOptions) { *o = endpointSliceListOptions() })
+	nodeFactory := newInformerFactory(client, func(o *metav1.ListOptions) { *o = nodeListOptions(nodeName) })
 	// Every Node's addresses, for the node guard: no external IP may take one.
 	clusterNodeFactory := newClusterNodeInformerFactory(client)
 	health := access.health

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -125,5 +126,33 @@ func TestClusterNodeCacheKeepsAddressesOnly(t *testing.T) {
 	n := out.(*v1.Node)
 	if n.Name != "node2" || len(n.Status.Addresses) != 1 || n.Labels != nil || n.Annotations != nil || n.Spec.PodCIDRs != nil || n.Status.Images != nil {
 		t.Errorf("cached node keeps more than its name and addresses: %+v", n)
+	}
+}
+
+// The daemon's informers and `inspect --kubeconfig` share these options:
+// another proxy's objects and headless Services' slices are left out.
+func TestListOptionsLeaveOutOtherProxiesAndHeadless(t *testing.T) {
+	for _, c := range []struct {
+		opts   metav1.ListOptions
+		labels map[string]string
+		want   bool
+	}{
+		{serviceListOptions(), nil, true},
+		{serviceListOptions(), map[string]string{labelServiceProxyName: "other"}, false},
+		{serviceListOptions(), map[string]string{labelHeadless: ""}, true},
+		{endpointSliceListOptions(), map[string]string{discovery.LabelServiceName: "web"}, true},
+		{endpointSliceListOptions(), map[string]string{labelServiceProxyName: "other"}, false},
+		{endpointSliceListOptions(), map[string]string{labelHeadless: ""}, false},
+	} {
+		sel, err := labels.Parse(c.opts.LabelSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sel.Matches(labels.Set(c.labels)); got != c.want {
+			t.Errorf("%q selects %v: %v, want %v", c.opts.LabelSelector, c.labels, got, c.want)
+		}
+	}
+	if got := nodeListOptions("node1").FieldSelector; got != "metadata.name=node1" {
+		t.Errorf("node field selector %q", got)
 	}
 }

@@ -164,14 +164,12 @@ func snapshotFromAPIServer(c *cli.Context, k inspect.Kernel) (ipvsproxy.Snapshot
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
-	// The daemon's informers' selectors: not another proxy's, no headless slices.
-	opts := metav1.ListOptions{LabelSelector: "!" + labelServiceProxyName}
-	svcs, err := client.CoreV1().Services("").List(ctx, opts)
+	// What the daemon's informers watch.
+	svcs, err := client.CoreV1().Services("").List(ctx, serviceListOptions())
 	if err != nil {
 		return ipvsproxy.Snapshot{}, fmt.Errorf("list Services from the API server: %w", err)
 	}
-	opts.LabelSelector = "!" + labelServiceProxyName + ",!" + labelHeadless
-	slices, err := client.DiscoveryV1().EndpointSlices("").List(ctx, opts)
+	slices, err := client.DiscoveryV1().EndpointSlices("").List(ctx, endpointSliceListOptions())
 	if err != nil {
 		return ipvsproxy.Snapshot{}, fmt.Errorf("list EndpointSlices from the API server: %w", err)
 	}

@@ -25,7 +25,7 @@ import (
 )
 
 // Health says whether the sync loop is alive and keeping up, not whether
-// every object was written (issue 8 item 1): a completed sync with one
+// every object was written: a completed sync with one
 // failing object keeps /healthz at 200; a sync that could not even read the
 // kernel does not count.
 func TestHealthFollowsTheSyncLoopNotEveryObject(t *testing.T) {

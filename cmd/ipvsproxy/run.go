@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/metrics"
 	"github.com/urfave/cli/v2"
@@ -70,7 +71,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	defer lock.Release()
-	k, closeKernel, err := openKernel(cfg.Families, c.String("sysctl-root"))
+	k, closeKernel, err := adapters.Open(adapters.Options{Families: cfg.Families, SysctlRoot: c.String("sysctl-root")})
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/netns"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
-	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -69,27 +69,13 @@ func main() {
 	check(json.NewEncoder(os.Stdout).Encode(res))
 }
 
+// realKernel is the daemon's adapters for IPv4, but for the sysctls, which
+// the benchmark leaves to the namespace as it is, and the node guard's
+// socket reads, which it does not measure.
 func realKernel() (ipvsproxy.Kernel, error) {
-	k := ipvsproxy.Kernel{Sysctl: sysctl.NewFake(nil), IPTables: map[v1.IPFamily]iptables.Interface{}}
-	var err error
-	if k.IPVS, err = ipvs.New(); err != nil {
-		return k, err
-	}
-	if k.Netif, err = netif.New(ipvsproxy.DummyInterface); err != nil {
-		return k, err
-	}
-	if k.IPSet, err = ipset.New(); err != nil {
-		return k, err
-	}
-	if k.Conntrack, err = conntrack.New(); err != nil {
-		return k, err
-	}
-	ipt, err := iptables.New(iptables.IPv4)
-	if err != nil {
-		return k, err
-	}
-	k.IPTables[v1.IPv4Protocol] = ipt
-	return k, nil
+	k, _, err := adapters.Open(adapters.Options{Families: []v1.IPFamily{v1.IPv4Protocol}})
+	k.Sysctl, k.Listeners = sysctl.NewFake(nil), nil
+	return k, err
 }
 
 // floor creates, with one adapter call each, what a cold sync of s leaves

@@ -11,7 +11,7 @@ import (
 // errorLog is kube-proxy's logger in the benchmark: its informational lines
 // are dropped (a line per Service would time the logger, not the proxier),
 // its errors are kept, so that a run in which a sync failed is seen and not
-// counted (issue 26: the harness discarded every line, errors included).
+// counted (discarding every line hid failed syncs among the timed ones).
 type errorLog struct {
 	mu    sync.Mutex
 	lines []string

@@ -157,7 +157,7 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 	//
 	// Only the first proxier gets a sync loop: kube-proxy's SyncLoop never
 	// returns, so a loop per restarted proxier kept every one of them alive,
-	// counted in the peak RSS and scanned by every GC (issue 26). A restart
+	// counted in the peak RSS and scanned by every GC. A restart
 	// is timed by its first sync alone, which needs no loop.
 	startProxier := func(op string, loop bool) error {
 		before, _ := testutil.GetHistogramMetricValue(latency)

@@ -1,0 +1,121 @@
+// Package adapters assembles an ipvsproxy.Kernel, the adapters a proxier
+// reads and writes the kernel through: the real ones (`run`, `cleanup`, the
+// kernel benchmark) or every adapter's in-memory Fake (`inspect
+// --kubeconfig`'s desired state, the benchmarks on fakes). It is the one
+// constructor, so an adapter added to the Kernel reaches every caller.
+package adapters
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/listeners"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	"github.com/ipvsproxy/ipvsproxy/sysctl"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+// Options says which Kernel to assemble.
+type Options struct {
+	// Fake assembles every adapter's in-memory Fake: nothing is opened,
+	// read or written on the host.
+	Fake bool
+	// Families get an iptables adapter each.
+	Families []v1.IPFamily
+	// Links is the netif adapter to use (a Fake with the node's addresses
+	// set, or the real one on another link); nil opens kube-ipvs0's, or
+	// makes a new Fake.
+	Links netif.Interface
+	// SysctlRoot is where the real sysctl adapter finds /proc/sys.
+	SysctlRoot string
+	// IPVSIfPresent (cleanup) takes a kernel without IPVS as one with an
+	// empty IPVS table (ipvs.Unavailable) instead of failing.
+	IPVSIfPresent bool
+}
+
+// BothFamilies is what the Fakes are usually assembled with.
+var BothFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+
+// Open assembles the Kernel o describes; close releases what it opened.
+// On an error nothing stays open.
+func Open(o Options) (k ipvsproxy.Kernel, close func(), err error) {
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	fail := func(err error) (ipvsproxy.Kernel, func(), error) {
+		closeAll()
+		return ipvsproxy.Kernel{}, func() {}, err
+	}
+	k.Netif = o.Links
+	k.IPTables = map[v1.IPFamily]iptables.Interface{}
+	if o.Fake {
+		k.IPVS, k.IPSet, k.Conntrack, k.Sysctl = ipvs.NewFake(), ipset.NewFake(), conntrack.NewFake(), sysctl.NewFake(nil)
+		if k.Netif == nil {
+			k.Netif = netif.NewFake(ipvsproxy.DummyInterface)
+		}
+		for _, f := range o.Families {
+			k.IPTables[f] = iptables.NewFake(iptablesFamily(f))
+		}
+		return k, func() {}, nil
+	}
+
+	h, err := ipvs.New()
+	if errors.Is(err, ipvs.ErrUnsupported) && o.IPVSIfPresent {
+		klog.InfoS("No IPVS in this kernel; cleaning everything else", "err", err)
+		h, err = ipvs.Unavailable{}, nil
+	}
+	if err != nil {
+		return fail(fmt.Errorf("open IPVS: %w", err))
+	}
+	k.IPVS = h
+	closers = append(closers, func() { h.Close() })
+	if k.Netif == nil {
+		if k.Netif, err = netif.New(ipvsproxy.DummyInterface); err != nil {
+			return fail(fmt.Errorf("open rtnetlink: %w", err))
+		}
+	}
+	sets, err := ipset.New()
+	if err != nil {
+		return fail(fmt.Errorf("open ipset: %w", err))
+	}
+	k.IPSet = sets
+	ct, err := conntrack.New()
+	if err != nil {
+		return fail(fmt.Errorf("open conntrack: %w", err))
+	}
+	k.Conntrack = ct
+	closers = append(closers, func() { ct.Close() })
+	k.Sysctl = sysctl.NewAt(o.SysctlRoot)
+	k.Listeners = listeners.New()
+	// One detection for both families, so they cannot pick different back
+	// ends.
+	backend, err := iptables.Detect()
+	if err != nil {
+		return fail(fmt.Errorf("detect iptables back end: %w", err))
+	}
+	klog.InfoS("Using iptables back end", "backend", backend)
+	for _, f := range o.Families {
+		ipt, err := iptables.New(iptablesFamily(f), iptables.WithBackend(backend))
+		if err != nil {
+			return fail(fmt.Errorf("open %s iptables: %w", f, err))
+		}
+		k.IPTables[f] = ipt
+	}
+	return k, closeAll, nil
+}
+
+func iptablesFamily(f v1.IPFamily) iptables.Family {
+	if f == v1.IPv6Protocol {
+		return iptables.IPv6
+	}
+	return iptables.IPv4
+}
