@@ -471,7 +471,9 @@ func (b *builder) addVirtualServer(vs ipvs.VirtualServer, port ServicePortName, 
 		return false
 	}
 	b.vsSeen[vs.VirtualServerKey] = true
-	state := VirtualServerState{VirtualServer: vs, Port: port, Kind: kind, LocalOnly: localOnly, InClusterOnly: inClusterOnly}
+	// At its size: appended, 10 real servers took room for 16, and the
+	// desired state holds every one of the node's for as long as it runs.
+	state := VirtualServerState{VirtualServer: vs, Port: port, Kind: kind, LocalOnly: localOnly, InClusterOnly: inClusterOnly, RealServers: make([]ipvs.RealServer, 0, len(eps))}
 	for _, e := range eps {
 		state.RealServers = append(state.RealServers, ipvs.RealServer{
 			RealServerKey: ipvs.RealServerKey{Address: e.Addr, Port: e.Port},

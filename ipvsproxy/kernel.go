@@ -59,7 +59,7 @@ type kernelVirtualServer struct {
 
 // realServerList is a virtual server's real servers as the kernel holds
 // them, sorted by address and port like the desired state's. A slice costs
-// the 56 bytes of each where a map cost about 170 (issue 9: the view of
+// the 56 bytes of each where a map cost about 170 (a view of
 // 100,000 took 17 MB), and it is searched without hashing.
 type realServerList []ipvs.RealServer
 

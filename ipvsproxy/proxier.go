@@ -276,8 +276,8 @@ func (p *Proxier) Sync() SyncResult {
 	// Build: every Service on a full sync that may build them differently
 	// (the node or the ranges changed, or nothing was built yet), else only
 	// the changed ones. A full sync with nothing new only compares the
-	// kernel with the desired state (issue 9: the periodic resync of 10,000
-	// Services rebuilt them all). Services with a problem are rebuilt on
+	// kernel with the desired state (rebuilding all made the periodic resync of 10,000
+	// Services slow). Services with a problem are rebuilt on
 	// every full sync: a refusal may have gone (room in a set).
 	names := changes.services
 	if full && !p.built.same(node) {
