@@ -47,10 +47,14 @@ type Shape struct {
 	// sides). kube-proxy's side is
 	// the same either way.
 	NoServiceCIDR bool
+	// FakeLink puts both sides' kube-ipvs0 on a fake instead of an ifb
+	// link over real netlink (with NoServiceCIDR: every cluster IP bound on
+	// it): the proxier-only shape, which times neither side's address work.
+	FakeLink bool
 }
 
-// Name is how reports name the shape: "10000x10", "10000x10-mix" or
-// "10000x10-bound" (NoServiceCIDR).
+// Name is how reports name the shape: "10000x10", "10000x10-mix",
+// "10000x10-bound" (NoServiceCIDR) or "10000x10-bound-fakelink".
 func (s Shape) Name() string {
 	n := fmt.Sprintf("%dx%d", s.Services, s.Endpoints)
 	if s.Mix {
@@ -58,6 +62,9 @@ func (s Shape) Name() string {
 	}
 	if s.NoServiceCIDR {
 		n += "-bound"
+	}
+	if s.FakeLink {
+		n += "-fakelink"
 	}
 	return n
 }

@@ -32,6 +32,7 @@ func main() {
 	anchor := flag.Bool("anchor", true, "also run kube-proxy's proxier (builds k8s.io/kubernetes: minutes when cold)")
 	mix := flag.Bool("mix", false, "also run ipvsproxy on the mixed shape (10% UDP, 10% Local, dual-stack)")
 	bound := flag.Bool("no-service-cidr", false, "also run the shape with ipvsproxy binding every cluster IP (no Service CIDR), beside kube-proxy: the like-for-like cold sync")
+	fakeLink := flag.Bool("fake-link", false, "also run the bound shape with both sides' kube-ipvs0 on a fake (maps, no netlink): the proxier-only ratio")
 	out := flag.String("out", "../results", "directory of the report")
 	nice := flag.Int("nice", 0, "run the benchmark processes under nice -n N")
 	tag := flag.String("tag", "", "suffix of the report's file names")
@@ -85,6 +86,9 @@ func main() {
 		if *bound {
 			shapes = append(shapes, shape.Shape{Services: n, Endpoints: *endpoints, NoServiceCIDR: true})
 		}
+		if *fakeLink {
+			shapes = append(shapes, shape.Shape{Services: n, Endpoints: *endpoints, NoServiceCIDR: true, FakeLink: true})
+		}
 	}
 	check(os.MkdirAll(*out, 0o755))
 	base := filepath.Join(*out, time.Now().UTC().Format("2006-01-02")+"-"+host+*tag)
@@ -109,6 +113,9 @@ func main() {
 				}
 				if s.NoServiceCIDR {
 					a = append(a, "-no-service-cidr")
+				}
+				if s.FakeLink {
+					a = append(a, "-fake-link")
 				}
 				r, err := runOne(filepath.Join(bin, side), a, *nice)
 				check(err)

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -29,18 +30,29 @@ func main() {
 	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
 	mix := flag.Bool("mix", false, "10% UDP, 10% Local policy, dual-stack")
 	noServiceCIDR := flag.Bool("no-service-cidr", false, "no Service CIDR: bind every cluster IP on kube-ipvs0, as kube-proxy does")
+	fakeLink := flag.Bool("fake-link", false, "kube-ipvs0 and the node's addresses on netif's Fake (no netlink): the proxier-only shape")
 	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of every operation after the cold sync to this file")
 	heapProfile := flag.String("heapprofile", "", "write the live heap right after the cold sync to this file")
 	flag.Parse()
 	klog.SetLogger(logr.Discard())
-	s := shape.Shape{Services: *services, Endpoints: *endpoints, Mix: *mix, NoServiceCIDR: *noServiceCIDR}
-	if err := netns.Prepare(shape.NodeIP, ipvsproxy.DummyInterface); err != nil {
-		fail(err)
-	}
-	links, err := netif.NewOnLink(ipvsproxy.DummyInterface, "ifb", vnetns.None())
-	if err != nil {
-		fail(err)
+	s := shape.Shape{Services: *services, Endpoints: *endpoints, Mix: *mix, NoServiceCIDR: *noServiceCIDR, FakeLink: *fakeLink}
+	var links netif.Interface
+	if *fakeLink {
+		if err := netns.Prepare(shape.NodeIP, ""); err != nil {
+			fail(err)
+		}
+		fake := netif.NewFake(ipvsproxy.DummyInterface)
+		fake.SetHostAddresses(netip.MustParseAddr("127.0.0.1"), shape.NodeIP) // as Prepare binds them on lo
+		links = fake
+	} else {
+		if err := netns.Prepare(shape.NodeIP, ipvsproxy.DummyInterface); err != nil {
+			fail(err)
+		}
+		var err error
+		if links, err = netif.NewOnLink(ipvsproxy.DummyInterface, "ifb", vnetns.None()); err != nil {
+			fail(err)
+		}
 	}
 	var startProfile func()
 	if *cpuProfile != "" {

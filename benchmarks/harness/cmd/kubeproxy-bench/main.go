@@ -49,10 +49,11 @@ func main() {
 	repeats := flag.Int("repeats", 5, "repeats of each operation after the cold sync")
 	kernel := flag.Bool("kernel", false, "drive the real kernel, not kube-proxy's fakes (tier 2, in the VM)")
 	noServiceCIDR := flag.Bool("no-service-cidr", false, "name the result as ipvsproxy's shape without a Service CIDR (kube-proxy binds every cluster IP either way)")
+	fakeLink := flag.Bool("fake-link", false, "kube-ipvs0 and the node's addresses on a map instead of netlink (the proxier-only shape)")
 	flag.Parse()
 	var errs errorLog
 	klog.SetLogger(errs.logger())
-	s := shape.Shape{Services: *services, Endpoints: *endpoints, NoServiceCIDR: *noServiceCIDR}
+	s := shape.Shape{Services: *services, Endpoints: *endpoints, NoServiceCIDR: *noServiceCIDR, FakeLink: *fakeLink}
 	res, err := run(s, *repeats, *kernel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubeproxy-bench:", err)
@@ -87,6 +88,8 @@ type backends struct {
 	ipvs   utilipvs.Interface
 	ipset  utilipset.Interface
 	sysctl utilsysctl.Interface
+	// links replaces the proxier's netlink handle when not nil.
+	links ipvs.NetLinkHandle
 }
 
 func newBackends(kernel bool) backends {
@@ -97,10 +100,14 @@ func newBackends(kernel bool) backends {
 }
 
 func newProxier(ctx context.Context, f backends) (*ipvs.Proxier, error) {
-	return ipvs.NewProxier(ctx, v1.IPv4Protocol, f.ipt, f.ipvs, f.ipset, f.sysctl,
+	p, err := ipvs.NewProxier(ctx, v1.IPv4Protocol, f.ipt, f.ipvs, f.ipset, f.sysctl,
 		time.Hour, 0, nil, false, 0, 0, 0, false, 14,
 		proxyutil.NewDetectLocalByCIDR(shape.ClusterCIDR.String()), shape.NodeName,
 		net.IP(shape.NodeIP.AsSlice()), events.NewFakeRecorder(1000), nil, "rr", nil, false)
+	if err == nil && f.links != nil {
+		err = useLinks(p, f.links)
+	}
+	return p, err
 }
 
 func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
@@ -111,6 +118,9 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 	if kernel {
 		res.Side, link = "kube-proxy (kernel)", ""
 	}
+	if s.FakeLink {
+		link = ""
+	}
 	if err := netns.Prepare(shape.NodeIP, link); err != nil {
 		return res, err
 	}
@@ -118,6 +128,9 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 	latency := metrics.SyncProxyRulesLatency.WithLabelValues(string(v1.IPv4Protocol))
 	ctx := context.Background()
 	f := newBackends(kernel)
+	if s.FakeLink {
+		f.links = newMapLinks(shape.NodeIP.String())
+	}
 
 	// world is the latest of every object, for the restarted proxier.
 	services := map[string]*v1.Service{}
@@ -272,6 +285,12 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 		}
 		if err := startProxier(shape.OpRestart, false); err != nil {
 			return res, err
+		}
+	}
+	if f.links != nil {
+		// The proxier bound its cluster IPs on the map, not over netlink.
+		if bound, _ := f.links.ListBindAddress("kube-ipvs0"); len(bound) < s.Services {
+			return res, fmt.Errorf("-fake-link: %d addresses bound on the map, want at least %d: the proxier did not use it", len(bound), s.Services)
 		}
 	}
 	var ru syscall.Rusage
