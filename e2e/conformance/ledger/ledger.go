@@ -25,7 +25,7 @@ type Line struct {
 	Cluster string  // one of Clusters
 	Nodes   string  // how many nodes the cluster had ("-" for a cause)
 	Shard   string  // "K/N", "all" for a whole run, "-" for a cause
-	Pass    string  // the pass of run.sh that ran it (shard, services-conformance, proxy, rerun-serial)
+	Pass    string  // the pass of run.sh that ran it (shard, services-conformance, proxy, dual-stack, rerun-serial)
 	Spec    string  // the spec's text as ginkgo's focus matches it
 	Outcome string  // Passed, Failed, Skipped or Cause
 	Seconds float64 // the spec's run time

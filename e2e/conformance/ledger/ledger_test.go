@@ -58,9 +58,43 @@ func TestSpecName(t *testing.T) {
 		"[sig-network] Services plain":                       "[sig-network] Services plain",
 		"[SynchronizedBeforeSuite]":                          "[SynchronizedBeforeSuite]",
 	} {
-		if got := SpecName(in); got != want {
-			t.Errorf("SpecName(%q) = %q, want %q", in, got, want)
+		if got := SpecName(in, true); got != want {
+			t.Errorf("SpecName(%q, true) = %q, want %q", in, got, want)
 		}
+	}
+	// A run's report has no label groups: nothing is dropped.
+	const repeated = "[sig-network] X [LinuxOnly] should y [LinuxOnly]"
+	if got := SpecName("[It] "+repeated, false); got != repeated {
+		t.Errorf("SpecName(%q, false) = %q", repeated, got)
+	}
+}
+
+// A run's report (the Kubernetes framework writes it with OmitSpecLabels) has no label groups:
+// a name ending in a tag that its text also holds earlier keeps it. The dual-stack specs are
+// "... Secondary IP Family [LinuxOnly] should function for client IP based session affinity:
+// http [LinuxOnly]": read as a label group, the ledger lost the last "[LinuxOnly]" and the
+// status never matched the dry run's name.
+func TestReadJUnitKeepsARepeatedTagOfAReportWithoutLabels(t *testing.T) {
+	const affinity = "[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] should function for client IP based session affinity: http [LinuxOnly]"
+	dir := t.TempDir()
+	run := writeReport(t, dir, "run", `<testsuites><testsuite name="Kubernetes e2e suite">
+  <testcase name="[SynchronizedBeforeSuite]" status="passed" time="0"></testcase>
+  <testcase name="[It] `+affinity+`" status="skipped" time="34.5"><skipped message="skipped - Requires at least 2 nodes (not 1)"></skipped></testcase>
+  <testcase name="[It] [sig-network] [Feature:IPv6DualStack] should have at least one dual-stack node" status="passed" time="0.1"></testcase>
+  <testcase name="[It] [sig-network] Services should x [Conformance]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+</testsuite></testsuites>`)
+	got, err := ReadJUnit(run)
+	if err != nil || len(got) != 2 || got[0].Spec != affinity {
+		t.Errorf("ReadJUnit(run) = %+v, %v; want the first spec %q", got, err, affinity)
+	}
+	dry := writeReport(t, dir, "dry", `<testsuites><testsuite name="Kubernetes e2e suite">
+  <testcase name="[It] `+affinity+` [sig-network, Feature:IPv6DualStack]" status="passed" time="0"></testcase>
+  <testcase name="[It] [sig-network] [Feature:IPv6DualStack] should have at least one dual-stack node [sig-network, Feature:IPv6DualStack]" status="passed" time="0"></testcase>
+  <testcase name="[It] [sig-network] Services should x [Conformance] [sig-network, Conformance]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+</testsuite></testsuites>`)
+	names, err := Selected(dry)
+	if err != nil || len(names) != 2 || names[0] != affinity {
+		t.Errorf("Selected(dry) = %q, %v; want the first spec %q", names, err, affinity)
 	}
 }
 
