@@ -17,6 +17,12 @@ const Header = "date\tcommit\tcluster\tnodes\tshard\tpass\tspec\tresult\tseconds
 // same IPv4 cluster with kube-proxy in IPVS mode instead (to tell our failures from the bed's).
 var Clusters = []string{"ipv4", "dual-stack", "kube-proxy-ipvs"}
 
+// SameSelection says whether two clusters run the same specs (selection.sh's select_cluster):
+// ipv4 and kube-proxy-ipvs do; dual-stack runs upstream's dual-stack specs alone.
+func SameSelection(a, b string) bool {
+	return (a == "dual-stack") == (b == "dual-stack")
+}
+
 // Line is one line of the ledger: one spec's result in one pass of one run, or a cause noted
 // for the failures of a spec before it.
 type Line struct {

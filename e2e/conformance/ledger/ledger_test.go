@@ -236,6 +236,28 @@ func TestStatus(t *testing.T) {
 	}
 }
 
+// The dual-stack cluster selects other specs than the IPv4 clusters: its results are not "specs
+// the run no longer selects" when the status is asked for ipv4, nor theirs for dual-stack.
+func TestStatusUnselectedIsPerSelection(t *testing.T) {
+	const dualSpec = "[sig-network] [Feature:IPv6DualStack] should have at least one dual-stack node"
+	v4 := Run{Date: "2026-12-02T18:00:00Z", Commit: "bbbbbbbbbbbb", Cluster: "ipv4", Nodes: "1", Shard: "1/4"}
+	ref := Run{Date: "2026-12-02T18:00:00Z", Commit: "bbbbbbbbbbbb", Cluster: "kube-proxy-ipvs", Nodes: "1", Shard: "1/4"}
+	dual := Run{Date: "2026-12-03T09:00:00Z", Commit: "bbbbbbbbbbbb", Cluster: "dual-stack", Nodes: "1", Shard: "1/4"}
+	var lines []Line
+	lines = append(lines, v4.Lines("shard", []Result{{Spec: basicSpec, Outcome: Passed}, {Spec: neverSpec, Outcome: Passed}})...)
+	lines = append(lines, ref.Lines("shard", []Result{{Spec: fallbackSpec, Outcome: Passed}})...)
+	lines = append(lines, dual.Lines("shard", []Result{{Spec: dualSpec, Outcome: Passed}})...)
+	current := CommitIn([]string{"bbbbbbbbbbbb0000000000000000000000000000"})
+	// neverSpec is no longer selected on ipv4; fallbackSpec (kube-proxy-ipvs) is not selected either.
+	if st := Compute(lines, []string{basicSpec}, "ipv4", current); !reflect.DeepEqual(st.Unselected, []string{neverSpec, fallbackSpec}) &&
+		!reflect.DeepEqual(st.Unselected, []string{fallbackSpec, neverSpec}) {
+		t.Errorf("ipv4: Unselected = %q, want the two IPv4 selection's specs only", st.Unselected)
+	}
+	if st := Compute(lines, []string{dualSpec}, "dual-stack", current); len(st.Unselected) != 0 {
+		t.Errorf("dual-stack: Unselected = %q, want none", st.Unselected)
+	}
+}
+
 func TestCommitIn(t *testing.T) {
 	in := CommitIn([]string{"0123456789abcdef0123456789abcdef01234567"})
 	for commit, want := range map[string]bool{"0123456789ab": true, "0123456789ab+dirty": true, "0123457": false, "0123": false, "": false} {
