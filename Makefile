@@ -122,6 +122,7 @@ clean:
 # Service conformance test passes.
 # SHARD=K/N runs the K-th of N shards of the selected specs; a shard or a full run appends its
 # results to e2e/conformance/ledger.tsv, which conformance-status reads (docs/conformance.md).
+# CONF_CLUSTER=dual-stack runs (and reports on) the dual-stack cluster and its own selection.
 .PHONY: conformance conformance-smoke conformance-status bench-conntrack-vm
 conformance: deps
 	e2e/conformance/run.sh $(if $(SHARD),--shard $(SHARD))

@@ -9,7 +9,9 @@
 # kubeconfigs, images), NODE_NAME, NODE_IP, NODE_GATEWAY (the host side of the bridge),
 # POD_CIDR (this node's), POD_ROUTES ("CIDR=VIA ..." for the other nodes' pod subnets),
 # NODE_RESULTS (the writable share), KUBE_PROXY_BIN (when set: this kube-proxy runs on the node
-# in IPVS mode, the test bed's reference in place of ipvsproxy's DaemonSet).
+# in IPVS mode, the test bed's reference in place of ipvsproxy's DaemonSet). The dual-stack
+# cluster (run.sh --dual-stack) adds NODE_IP6, NODE_GATEWAY6 and POD_CIDR6, and POD_ROUTES then
+# holds the other nodes' IPv6 pod subnets too.
 set -euo pipefail
 [[ $(id -u) == 0 && -n ${NODE_RESULTS:-} ]] || { echo "node.sh runs inside the VM (e2e/conformance/run.sh)" >&2; exit 2; }
 log() { echo "node.sh $NODE_NAME: [$(cut -d' ' -f1 /proc/uptime)s] $*"; }
@@ -23,6 +25,7 @@ modprobe -a overlay br_netfilter bridge veth ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh i
 	ip_set_hash_ipportnet ip_set_hash_net ip_set_bitmap_port xt_set xt_mark xt_comment xt_conntrack \
 	xt_addrtype xt_MASQUERADE xt_nat iptable_nat iptable_filter iptable_mangle nft_compat nf_nat \
 	xt_statistic xt_physdev 2>&1 || true
+[[ -z ${NODE_IP6:-} ]] || modprobe -a ip6_tables ip6table_nat ip6table_filter ip6table_mangle nf_defrag_ipv6 2>&1 || true
 
 # cgroup v2 with every controller delegated to the root's children (the kubelet's cgroupfs driver).
 mountpoint -q /sys/fs/cgroup || mount -t cgroup2 none /sys/fs/cgroup
@@ -37,12 +40,22 @@ echo "$NODE_NAME" >/etc/hostname
 printf '127.0.0.1 localhost\n%s %s\n' "$NODE_IP" "$NODE_NAME" >/etc/hosts
 : >/etc/resolv.conf
 
+dual_stack=${NODE_IP6:+1}
+if [[ -n $dual_stack ]]; then
+	# No duplicate address detection: the address is usable at once, and the tests' pods'
+	# addresses on cni0 too (the bridge is new, nobody else holds them).
+	sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 net.ipv6.conf.eth0.accept_dad=0
+	ip -6 addr add "$NODE_IP6/64" dev eth0 nodad
+	ip -6 route add default via "$NODE_GATEWAY6"
+	sysctl -qw net.ipv6.conf.all.forwarding=1
+fi
 ip route add default via "$NODE_GATEWAY"
 for r in ${POD_ROUTES:-}; do ip route add "${r%%=*}" via "${r#*=}"; done
 sysctl -qw net.ipv4.ip_forward=1
 # Bridged pod-to-pod traffic must pass iptables, as kube-proxy and ipvsproxy expect
 # (kubernetes/kubernetes#21613); the module may be missing, which the log then shows.
 sysctl -qw net.bridge.bridge-nf-call-iptables=1 || log "no br_netfilter: bridged traffic bypasses iptables"
+[[ -z $dual_stack ]] || sysctl -qw net.bridge.bridge-nf-call-ip6tables=1 || log "no br_netfilter: bridged IPv6 traffic bypasses ip6tables"
 
 # Pod traffic to addresses outside the pod network leaves with this node's address, as kind's
 # kindnet (its masquerade agent, the network upstream's e2e jobs run on) does: a pod calling
@@ -54,6 +67,18 @@ iptables -t nat -N CONF-MASQ
 iptables -t nat -A CONF-MASQ -d 10.244.0.0/16 -j RETURN
 iptables -t nat -A CONF-MASQ -s 10.244.0.0/16 -j MASQUERADE
 iptables -t nat -A POSTROUTING -m addrtype ! --dst-type LOCAL -j CONF-MASQ
+if [[ -n $dual_stack ]]; then
+	ip6tables -t nat -N CONF-MASQ
+	ip6tables -t nat -A CONF-MASQ -d 2001:db8:244::/48 -j RETURN
+	ip6tables -t nat -A CONF-MASQ -s 2001:db8:244::/48 -j MASQUERADE
+	ip6tables -t nat -A POSTROUTING -m addrtype ! --dst-type LOCAL -j CONF-MASQ
+fi
+
+# The pod subnets of this node (one per family) and the default routes pods get.
+ranges="[{\"subnet\": \"$POD_CIDR\"}]" pod_routes='{"dst": "0.0.0.0/0"}'
+if [[ -n $dual_stack ]]; then
+	ranges+=", [{\"subnet\": \"$POD_CIDR6\"}]" pod_routes+=', {"dst": "::/0"}'
+fi
 
 cat >/etc/cni/net.d/10-pods.conflist <<CNI
 {
@@ -61,7 +86,7 @@ cat >/etc/cni/net.d/10-pods.conflist <<CNI
   "name": "pods",
   "plugins": [
     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]], "routes": [{"dst": "0.0.0.0/0"}],
+     "ipam": {"type": "host-local", "ranges": [$ranges], "routes": [$pod_routes],
               "dataDir": "/run/cni-ipam"}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
@@ -127,7 +152,7 @@ YAML
 # Each node is a zone of its own, so the topology specs that need two zones run (Topology
 # Hints); those that need three skip by themselves.
 kubelet --config=/var/lib/kubelet/config.yaml --kubeconfig="$work/$NODE_NAME.kubeconfig" \
-	--node-ip="$NODE_IP" --hostname-override="$NODE_NAME" --node-labels="topology.kubernetes.io/zone=zone-${NODE_NAME#node}" \
+	--node-ip="$NODE_IP${NODE_IP6:+,$NODE_IP6}" --hostname-override="$NODE_NAME" --node-labels="topology.kubernetes.io/zone=zone-${NODE_NAME#node}" \
 	--v=2 >"$out/kubelet.log" 2>&1 &
 kubelet_pid=$!
 log "kubelet started"

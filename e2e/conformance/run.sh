@@ -10,13 +10,17 @@
 # namespace; its JUnit report lands in e2e/results/ and the summary line is
 # `N passed, N failed, N skipped` with each failure's name.
 #
-# Usage: run.sh [--smoke] [--shard K/N] [--nodes 1|2] [--focus RE] [--skip RE] [--keep]
+# Usage: run.sh [--smoke] [--shard K/N] [--nodes 1|2] [--focus RE] [--skip RE] [--dual-stack] [--keep]
 #   --smoke   the DaemonSet becomes Ready and one Service conformance test passes (make test's form)
 #   --shard   K/N: the K-th of N shards of the selected specs sorted by name (K,K/N: several);
 #             a shard run and a full run append their results to ledger.tsv (docs/conformance.md)
 #   --kube-proxy-ipvs  the same cluster with upstream's kube-proxy v1.36.3 in IPVS mode on each
 #             node instead of ipvsproxy's DaemonSet: the reference that tells our failures from
 #             the test bed's (ledger cluster kube-proxy-ipvs)
+#   --dual-stack  the same cluster with both families (CONF_CLUSTER=dual-stack too): node
+#             addresses 203.0.113.1N and 2001:db8:1::1N, pods from 10.244.N.0/24 and
+#             2001:db8:244:N::/64, Services from 10.96.0.0/16,2001:db8:96::/112; its selection is
+#             upstream's dual-stack specs (selection.sh) and its ledger cluster dual-stack
 #   --focus   ginkgo focus (default: the Services [Conformance] tests, then the proxy tests; see below)
 #   --keep    keep the work dir (logs of every component) under /var/tmp
 # Env: CONF_NODES (2), CONF_NODE_MEM (3072 MiB), CONF_TIMEOUT (seconds for the whole run, 9000),
@@ -29,6 +33,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 export PATH=/usr/local/go/bin:$PATH
 smoke='' keep='' nodes=${CONF_NODES:-2} focus='' skip='' shard='' kube_proxy=''
+dual_stack=''
+[[ ${CONF_CLUSTER:-} != dual-stack ]] || dual_stack=1
 while (($#)); do
 	case $1 in
 	--smoke) smoke=1; shift ;;
@@ -38,6 +44,7 @@ while (($#)); do
 	--keep) keep=1; shift ;;
 	--shard) shard=$2; shift 2 ;;
 	--kube-proxy-ipvs) kube_proxy=1; shift ;;
+	--dual-stack) dual_stack=1; shift ;;
 	*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
 	esac
 done
@@ -55,7 +62,9 @@ fi
 if [[ -n $shard && ( -n $smoke || -n $focus || -n $skip ) ]]; then
 	die "--shard is a shard of the documented selection: not with --smoke, --focus or --skip"
 fi
-if [[ -z $skip ]]; then skip=$skip_all; fi
+if [[ -n $dual_stack && -n $kube_proxy ]]; then
+	die "--dual-stack runs ipvsproxy's DaemonSet: not with --kube-proxy-ipvs"
+fi
 # What the ledger records: the code's commit ("+dirty" when tracked files differ from it; the
 # ledger itself does not count) and which cluster the specs ran on.
 run_date=$(date -u +%FT%TZ)
@@ -63,6 +72,13 @@ commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 git -C "$repo" diff --quiet HEAD -- . ':!e2e/conformance/ledger.tsv' 2>/dev/null || commit+=+dirty
 cluster=ipv4
 [[ -z $kube_proxy ]] || cluster=kube-proxy-ipvs
+[[ -z $dual_stack ]] || cluster=dual-stack
+select_cluster "$cluster"
+if [[ -z $skip ]]; then skip=$selection_skip; fi
+# The second family of the dual-stack cluster (e2e/topology/topology.sh's addressing): the
+# bridge 2001:db8:1::1, node N 2001:db8:1::1N, its pods 2001:db8:244:N::/64.
+service_cidr=10.96.0.0/16
+[[ -z $dual_stack ]] || service_cidr=10.96.0.0/16,2001:db8:96::/112
 
 # ---- Debian packages the nodes use (the guests run this machine's binaries): runc, the CNI
 # plugins, and the tools images.sh copies into the agnhost image.
@@ -91,7 +107,7 @@ mkdir -p "$work/images" "$work/pki" "$work/logs" "$results"
 # exactly them (nothing more, nothing less) before any VM starts.
 if [[ -n $shard ]]; then
 	mkdir -p "$work/selection/all" "$work/selection/shard"
-	dry_run_specs "$bin" "$work/selection/all" "$proxy_focus" "$skip" >"$work/selection/all.txt"
+	dry_run_specs "$bin" "$work/selection/all" "$selection_focus" "$skip" >"$work/selection/all.txt"
 	"$bin/conformanceledger" shard -shard "$shard" "$work/selection/all/dry-run.xml" >"$work/selection/shard.txt"
 	focus=$("$bin/conformanceledger" shard -shard "$shard" -focus "$work/selection/all/dry-run.xml")
 	dry_run_specs "$bin" "$work/selection/shard" "$focus" "$skip" >"$work/selection/shard-dry-run.txt"
@@ -153,7 +169,7 @@ KC
 }
 kubeconfig "$work/admin.kubeconfig" admin
 for n in $(seq 1 "$nodes"); do
-	cert "node$n" "/O=system:nodes/CN=system:node:node$n" "IP:203.0.113.1$n,DNS:node$n"
+	cert "node$n" "/O=system:nodes/CN=system:node:node$n" "IP:203.0.113.1$n,${dual_stack:+IP:2001:db8:1::1$n,}DNS:node$n"
 	kubeconfig "$work/node$n.kubeconfig" "node$n"
 done
 chmod -R a+rX "$work"
@@ -167,11 +183,16 @@ nsx() { ip netns exec "$ns" "$@"; }
 ip -n "$ns" link set lo up
 ip -n "$ns" link add br0 type bridge
 ip -n "$ns" addr add 203.0.113.1/24 dev br0
+if [[ -n $dual_stack ]]; then
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.br0.accept_dad=0
+	ip -n "$ns" addr add 2001:db8:1::1/64 dev br0 nodad
+fi
 ip -n "$ns" link set br0 up
 for n in $(seq 1 "$nodes"); do
 	ip -n "$ns" tuntap add "tap$n" mode tap
 	ip -n "$ns" link set "tap$n" master br0 up
 	ip -n "$ns" route add "10.244.$n.0/24" via "203.0.113.1$n"
+	[[ -z $dual_stack ]] || ip -n "$ns" route add "2001:db8:244:$n::/64" via "2001:db8:1::1$n"
 done
 
 # ---- control plane, in the namespace
@@ -189,7 +210,7 @@ ip netns exec "$ns" "$cp_bin/kube-apiserver" --etcd-servers=http://127.0.0.1:237
 	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 	--service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
 	--authorization-mode=Node,RBAC --allow-privileged=true --enable-admission-plugins=NodeRestriction \
-	--service-cluster-ip-range=10.96.0.0/16 --profiling=false \
+	--service-cluster-ip-range="$service_cidr" --profiling=false \
 	>"$work/logs/kube-apiserver.log" 2>&1 &
 pids+=($!)
 kubectl() { nsx "$bin/kubectl" --kubeconfig "$work/admin.kubeconfig" "$@"; }
@@ -207,7 +228,7 @@ ip netns exec "$ns" "$bin/kube-controller-manager" --kubeconfig="$work/admin.kub
 	--service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
 	--use-service-account-credentials=true --leader-elect=false --bind-address=127.0.0.1 \
 	--cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
-	--service-cluster-ip-range=10.96.0.0/16 --profiling=false \
+	--service-cluster-ip-range="$service_cidr" --profiling=false \
 	>"$work/logs/kube-controller-manager.log" 2>&1 &
 pids+=($!)
 ip netns exec "$ns" "$bin/kube-scheduler" --kubeconfig="$work/admin.kubeconfig" \
@@ -221,14 +242,18 @@ pids+=($!)
 reference=()
 [[ -z $kube_proxy ]] || reference=(-e KUBE_PROXY_BIN="$cp_bin/kube-proxy")
 for n in $(seq 1 "$nodes"); do
-	routes=''
-	for m in $(seq 1 "$nodes"); do ((m == n)) || routes+="10.244.$m.0/24=203.0.113.1$m "; done
+	routes='' dual=()
+	for m in $(seq 1 "$nodes"); do
+		((m == n)) || routes+="10.244.$m.0/24=203.0.113.1$m "
+		((m == n)) || [[ -z $dual_stack ]] || routes+="2001:db8:244:$m::/64=2001:db8:1::1$m "
+	done
+	[[ -z $dual_stack ]] || dual=(-e NODE_IP6="2001:db8:1::1$n" -e NODE_GATEWAY6=2001:db8:1::1 -e POD_CIDR6="2001:db8:244:$n::/64")
 	mkdir -p "$work/node$n"
 	ip netns exec "$ns" env IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" --tap "tap$n=203.0.113.1$n/24" --mem "$node_mem" \
 		--timeout "$timeout" --results "$work/node$n" \
 		-e CONF_BIN="$bin" -e CONF_WORK="$work" -e NODE_NAME="node$n" -e NODE_IP="203.0.113.1$n" \
 		-e NODE_GATEWAY=203.0.113.1 -e POD_CIDR="10.244.$n.0/24" -e "POD_ROUTES=$routes" \
-		-e NODE_RESULTS="$work/node$n" "${reference[@]}" -- "$here/node.sh" >"$work/logs/vm-node$n.log" 2>&1 &
+		-e NODE_RESULTS="$work/node$n" "${reference[@]}" "${dual[@]}" -- "$here/node.sh" >"$work/logs/vm-node$n.log" 2>&1 &
 	vm_pids+=($!)
 done
 log "kube-controller-manager, kube-scheduler and $nodes node VMs started"
@@ -252,7 +277,9 @@ if [[ -n $kube_proxy ]]; then
 else
 	# ---- ipvsproxy as a user installs it: server-side apply of deploy/base plus an overlay
 	t_ds=$SECONDS
-	kubectl apply --server-side --field-manager=conformance -k "$here/overlay" >&2
+	overlay=$here/overlay
+	[[ -z $dual_stack ]] || overlay=$here/overlay-dual-stack
+	kubectl apply --server-side --field-manager=conformance -k "$overlay" >&2
 	until kubectl -n kube-system rollout status daemonset/ipvsproxy --timeout=10s >/dev/null 2>&1; do
 		((SECONDS - t0 < timeout)) || { kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2; die "ipvsproxy DaemonSet not Ready"; }
 	done
@@ -290,6 +317,8 @@ if [[ -n $shard ]]; then
 	run_suite shard "$focus"
 elif [[ -n $smoke || -n $focus ]]; then
 	run_suite focused "${focus}"
+elif [[ -n $dual_stack ]]; then
+	run_suite dual-stack "$dual_stack_focus"
 else
 	run_suite services-conformance "$default_focus"
 	run_suite proxy "$proxy_focus" "$default_focus"

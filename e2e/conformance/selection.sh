@@ -1,6 +1,8 @@
 # selection.sh — sourced by run.sh and status.sh: which upstream specs the conformance run
 # selects. The full run takes the Services [Conformance] specs first, then the rest of what
-# concerns a service proxy; together they are what proxy_focus selects less the skips.
+# concerns a service proxy; together they are what proxy_focus selects less the skips. The
+# dual-stack cluster (run.sh --dual-stack) selects dual_stack_focus less dual_stack_skip instead;
+# select_cluster sets selection_focus and selection_skip for either.
 
 # Tests that cannot run in this cluster, by name, each with its reason in docs/testing.md
 # ("Conformance: what is skipped and why"). Everything else that fails is a bug.
@@ -20,6 +22,29 @@ default_focus='\[sig-network\] Services .*\[Conformance\]'
 # [Conformance] specs ran in the first pass.
 proxy_focus='\[sig-network\] (Services|Conntrack|Networking|KubeProxy|EndpointSlice|Service endpoints latency|Topology Hints|Traffic Distribution)'
 skip_all=$(IFS='|'; echo "${skips[*]}")
+
+# The dual-stack cluster: upstream's dual-stack specs, all of them [Feature:IPv6DualStack] (so
+# the IPv4 run's '\[Feature:' skip cannot apply), less these, each with its reason in
+# docs/testing.md. "should provide Internet connection for containers [Feature:Networking-IPv6]"
+# does not match the focus: it needs the Internet.
+dual_stack_focus='\[sig-network\] .*(DualStack|IPv6DualStack|\[Feature:IPv6)'
+dual_stack_skips=(
+	'\[Feature:SCTPConnectivity\]'   # SCTP, opt-in upstream; the IPv4 run skips it too ('\[Feature:')
+	'\[Disruptive\]'                 # as in the IPv4 run (none of the selected specs today)
+	'LoadBalancer'                    # as in the IPv4 run (none of the selected specs today)
+	'\[Slow\]'                       # as in the IPv4 run (none of the selected specs today)
+)
+dual_stack_skip=$(IFS='|'; echo "${dual_stack_skips[*]}")
+
+# select_cluster CLUSTER: selection_focus and selection_skip of the specs a run on CLUSTER
+# (ipv4, kube-proxy-ipvs, dual-stack) selects; the shards are cut from them.
+select_cluster() {
+	case $1 in
+	dual-stack) selection_focus=$dual_stack_focus selection_skip=$dual_stack_skip ;;
+	ipv4 | kube-proxy-ipvs) selection_focus=$proxy_focus selection_skip=$skip_all ;;
+	*) echo "selection.sh: unknown cluster $1 (ipv4, dual-stack or kube-proxy-ipvs)" >&2; return 2 ;;
+	esac
+}
 
 # dry_run_specs BIN DIR FOCUS SKIP: the names of the specs e2e.test selects with FOCUS and SKIP,
 # sorted, one a line; ginkgo's dry run (nothing runs, no cluster needed) leaves its JUnit report

@@ -18,7 +18,9 @@ bin=$("$here/build.sh")
 tmp=$(mktemp -d)
 trap 'rm -rf -- "$tmp"' EXIT
 
-dry_run_specs "$bin" "$tmp" "$proxy_focus" "$skip_all" >"$tmp/selected.txt"
+cluster=${CONF_CLUSTER:-ipv4}
+select_cluster "$cluster"
+dry_run_specs "$bin" "$tmp" "$selection_focus" "$selection_skip" >"$tmp/selected.txt"
 
 since=${SINCE:-}
 if [[ -n $since ]]; then
@@ -35,5 +37,5 @@ else
 	version="the unreleased version (no version tag: all of HEAD's history)"
 	git -C "$repo" rev-list HEAD >"$tmp/commits.txt"
 fi
-"$bin/conformanceledger" status -ledger "$here/ledger.tsv" -cluster "${CONF_CLUSTER:-ipv4}" \
+"$bin/conformanceledger" status -ledger "$here/ledger.tsv" -cluster "$cluster" \
 	-selected "$tmp/selected.txt" -commits "$tmp/commits.txt" -version "$version"

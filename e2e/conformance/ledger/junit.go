@@ -65,10 +65,17 @@ func ReadJUnit(path string) ([]Result, error) {
 	if err := xml.Unmarshal(data, &report); err != nil {
 		return nil, fmt.Errorf("parse JUnit report %s: %w", path, err)
 	}
+	var names []string
+	for _, s := range report.Suites {
+		for _, c := range s.Cases {
+			names = append(names, c.Name)
+		}
+	}
+	labelled := HasLabelGroups(names)
 	var results []Result
 	for _, s := range report.Suites {
 		for _, c := range s.Cases {
-			if r, ok := classify(c); ok {
+			if r, ok := classify(c, labelled); ok {
 				results = append(results, r)
 			}
 		}
@@ -92,8 +99,8 @@ func Selected(path string) ([]string, error) {
 	return names, nil
 }
 
-func classify(c junitCase) (Result, bool) {
-	r := Result{Spec: SpecName(c.Name), Seconds: c.Time}
+func classify(c junitCase, labelled bool) (Result, bool) {
+	r := Result{Spec: SpecName(c.Name, labelled), Seconds: c.Time}
 	switch {
 	case c.Failure != nil || c.Error != nil || c.Status == "failed" || c.Status == "panicked" ||
 		c.Status == "interrupted" || c.Status == "timedout" || c.Status == "aborted":
@@ -135,28 +142,61 @@ func isSuiteNode(name string) bool {
 	return strings.HasPrefix(name, "[") && strings.HasSuffix(name, "]") && !strings.Contains(name, " ")
 }
 
-// SpecName is a JUnit test case's name as ginkgo's --focus sees the spec. Ginkgo names a case
-// "[It] TEXT [label, label]": the node type first and the spec's labels last. The focus matches
-// TEXT only, so a focus built from the whole name selects nothing. The Kubernetes framework puts
-// every label into TEXT as well ("[sig-network] ... [Serial]", labels sig-network and Serial), so
-// the trailing group is dropped only when each of its labels is in TEXT as "[label]"; a text
-// that merely ends in brackets keeps them.
-func SpecName(junitName string) string {
+// SpecName is a JUnit test case's name as ginkgo's --focus sees the spec. Ginkgo's own JUnit
+// reporter (a dry run's report) names a case "[It] TEXT [label, label]": the node type first and
+// the spec's labels last; the Kubernetes framework's report of a run omits the labels
+// (OmitSpecLabels). The focus matches TEXT only, so a focus built from the whole name selects
+// nothing. labelled says which kind of report the name is from (HasLabelGroups). The framework
+// puts every label into TEXT as well ("[sig-network] ... [Serial]", labels sig-network and
+// Serial), so even then the trailing group is dropped only when each of its labels is in TEXT as
+// "[label]"; a text that merely ends in brackets keeps them.
+func SpecName(junitName string, labelled bool) string {
 	name := strings.TrimPrefix(junitName, "[It] ")
-	if !strings.HasSuffix(name, "]") {
+	if !labelled {
 		return name
+	}
+	if text, ok := splitLabelGroup(name); ok {
+		return text
+	}
+	return name
+}
+
+// splitLabelGroup: name less its trailing "[label, label]" when each label is in the rest as
+// "[label]".
+func splitLabelGroup(name string) (string, bool) {
+	if !strings.HasSuffix(name, "]") {
+		return name, false
 	}
 	open := strings.LastIndex(name, " [")
 	if open < 0 {
-		return name
+		return name, false
 	}
 	text, group := name[:open], name[open+2:len(name)-1]
 	for _, label := range strings.Split(group, ", ") {
 		if label == "" || !strings.Contains(text, "["+label+"]") {
-			return name
+			return name, false
 		}
 	}
-	return text
+	return text, true
+}
+
+// HasLabelGroups says whether a report's case names end in ginkgo's label groups. One name
+// cannot tell: "... Secondary IP Family [LinuxOnly] should ... http [LinuxOnly]" from a run's
+// report looks like a group of one label, LinuxOnly, already in the text. A report can: with
+// labels every Kubernetes spec has at least its SIG's, so most of its specs' names end in such a
+// group; without them only the few whose text repeats its last tag do.
+func HasLabelGroups(junitNames []string) bool {
+	specs, grouped := 0, 0
+	for _, n := range junitNames {
+		if !strings.HasPrefix(n, "[It] ") {
+			continue
+		}
+		specs++
+		if _, ok := splitLabelGroup(strings.TrimPrefix(n, "[It] ")); ok {
+			grouped++
+		}
+	}
+	return 2*grouped > specs
 }
 
 // Excerpt is the start of a failure message on one line: tabs and line breaks become spaces

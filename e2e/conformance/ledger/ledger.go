@@ -17,6 +17,12 @@ const Header = "date\tcommit\tcluster\tnodes\tshard\tpass\tspec\tresult\tseconds
 // same IPv4 cluster with kube-proxy in IPVS mode instead (to tell our failures from the bed's).
 var Clusters = []string{"ipv4", "dual-stack", "kube-proxy-ipvs"}
 
+// SameSelection says whether two clusters run the same specs (selection.sh's select_cluster):
+// ipv4 and kube-proxy-ipvs do; dual-stack runs upstream's dual-stack specs alone.
+func SameSelection(a, b string) bool {
+	return (a == "dual-stack") == (b == "dual-stack")
+}
+
 // Line is one line of the ledger: one spec's result in one pass of one run, or a cause noted
 // for the failures of a spec before it.
 type Line struct {
@@ -25,7 +31,7 @@ type Line struct {
 	Cluster string  // one of Clusters
 	Nodes   string  // how many nodes the cluster had ("-" for a cause)
 	Shard   string  // "K/N", "all" for a whole run, "-" for a cause
-	Pass    string  // the pass of run.sh that ran it (shard, services-conformance, proxy, rerun-serial)
+	Pass    string  // the pass of run.sh that ran it (shard, services-conformance, proxy, dual-stack, rerun-serial)
 	Spec    string  // the spec's text as ginkgo's focus matches it
 	Outcome string  // Passed, Failed, Skipped or Cause
 	Seconds float64 // the spec's run time

@@ -58,9 +58,43 @@ func TestSpecName(t *testing.T) {
 		"[sig-network] Services plain":                       "[sig-network] Services plain",
 		"[SynchronizedBeforeSuite]":                          "[SynchronizedBeforeSuite]",
 	} {
-		if got := SpecName(in); got != want {
-			t.Errorf("SpecName(%q) = %q, want %q", in, got, want)
+		if got := SpecName(in, true); got != want {
+			t.Errorf("SpecName(%q, true) = %q, want %q", in, got, want)
 		}
+	}
+	// A run's report has no label groups: nothing is dropped.
+	const repeated = "[sig-network] X [LinuxOnly] should y [LinuxOnly]"
+	if got := SpecName("[It] "+repeated, false); got != repeated {
+		t.Errorf("SpecName(%q, false) = %q", repeated, got)
+	}
+}
+
+// A run's report (the Kubernetes framework writes it with OmitSpecLabels) has no label groups:
+// a name ending in a tag that its text also holds earlier keeps it. The dual-stack specs are
+// "... Secondary IP Family [LinuxOnly] should function for client IP based session affinity:
+// http [LinuxOnly]": read as a label group, the ledger lost the last "[LinuxOnly]" and the
+// status never matched the dry run's name.
+func TestReadJUnitKeepsARepeatedTagOfAReportWithoutLabels(t *testing.T) {
+	const affinity = "[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] should function for client IP based session affinity: http [LinuxOnly]"
+	dir := t.TempDir()
+	run := writeReport(t, dir, "run", `<testsuites><testsuite name="Kubernetes e2e suite">
+  <testcase name="[SynchronizedBeforeSuite]" status="passed" time="0"></testcase>
+  <testcase name="[It] `+affinity+`" status="skipped" time="34.5"><skipped message="skipped - Requires at least 2 nodes (not 1)"></skipped></testcase>
+  <testcase name="[It] [sig-network] [Feature:IPv6DualStack] should have at least one dual-stack node" status="passed" time="0.1"></testcase>
+  <testcase name="[It] [sig-network] Services should x [Conformance]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+</testsuite></testsuites>`)
+	got, err := ReadJUnit(run)
+	if err != nil || len(got) != 2 || got[0].Spec != affinity {
+		t.Errorf("ReadJUnit(run) = %+v, %v; want the first spec %q", got, err, affinity)
+	}
+	dry := writeReport(t, dir, "dry", `<testsuites><testsuite name="Kubernetes e2e suite">
+  <testcase name="[It] `+affinity+` [sig-network, Feature:IPv6DualStack]" status="passed" time="0"></testcase>
+  <testcase name="[It] [sig-network] [Feature:IPv6DualStack] should have at least one dual-stack node [sig-network, Feature:IPv6DualStack]" status="passed" time="0"></testcase>
+  <testcase name="[It] [sig-network] Services should x [Conformance] [sig-network, Conformance]" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+</testsuite></testsuites>`)
+	names, err := Selected(dry)
+	if err != nil || len(names) != 2 || names[0] != affinity {
+		t.Errorf("Selected(dry) = %q, %v; want the first spec %q", names, err, affinity)
 	}
 }
 
@@ -199,6 +233,28 @@ func TestStatus(t *testing.T) {
 	other := append(append([]Line(nil), lines...), Line{Date: "x", Commit: "c", Cluster: "kube-proxy-ipvs", Spec: fallbackSpec, Outcome: Cause, Note: "n"})
 	if st := Compute(other, selected, "ipv4", current); len(st.Unexplained) != 1 {
 		t.Errorf("a cause on another cluster: Unexplained = %+v, want the ipv4 failure", st.Unexplained)
+	}
+}
+
+// The dual-stack cluster selects other specs than the IPv4 clusters: its results are not "specs
+// the run no longer selects" when the status is asked for ipv4, nor theirs for dual-stack.
+func TestStatusUnselectedIsPerSelection(t *testing.T) {
+	const dualSpec = "[sig-network] [Feature:IPv6DualStack] should have at least one dual-stack node"
+	v4 := Run{Date: "2026-12-02T18:00:00Z", Commit: "bbbbbbbbbbbb", Cluster: "ipv4", Nodes: "1", Shard: "1/4"}
+	ref := Run{Date: "2026-12-02T18:00:00Z", Commit: "bbbbbbbbbbbb", Cluster: "kube-proxy-ipvs", Nodes: "1", Shard: "1/4"}
+	dual := Run{Date: "2026-12-03T09:00:00Z", Commit: "bbbbbbbbbbbb", Cluster: "dual-stack", Nodes: "1", Shard: "1/4"}
+	var lines []Line
+	lines = append(lines, v4.Lines("shard", []Result{{Spec: basicSpec, Outcome: Passed}, {Spec: neverSpec, Outcome: Passed}})...)
+	lines = append(lines, ref.Lines("shard", []Result{{Spec: fallbackSpec, Outcome: Passed}})...)
+	lines = append(lines, dual.Lines("shard", []Result{{Spec: dualSpec, Outcome: Passed}})...)
+	current := CommitIn([]string{"bbbbbbbbbbbb0000000000000000000000000000"})
+	// neverSpec is no longer selected on ipv4; fallbackSpec (kube-proxy-ipvs) is not selected either.
+	if st := Compute(lines, []string{basicSpec}, "ipv4", current); !reflect.DeepEqual(st.Unselected, []string{neverSpec, fallbackSpec}) &&
+		!reflect.DeepEqual(st.Unselected, []string{fallbackSpec, neverSpec}) {
+		t.Errorf("ipv4: Unselected = %q, want the two IPv4 selection's specs only", st.Unselected)
+	}
+	if st := Compute(lines, []string{dualSpec}, "dual-stack", current); len(st.Unselected) != 0 {
+		t.Errorf("dual-stack: Unselected = %q, want none", st.Unselected)
 	}
 }
 

@@ -23,7 +23,7 @@ type Status struct {
 	Missing     []string     // selected specs with no result on Cluster at the current version
 	Current     map[string]string
 	Unexplained []Line   // failures (any cluster) with no later cause for their spec and cluster
-	Unselected  []string // specs with results that the run no longer selects
+	Unselected  []string // specs with results, on a cluster of the same selection, that the run no longer selects
 }
 
 // Compute the status of the ledger's lines for the selected specs. atCurrentVersion says
@@ -83,7 +83,7 @@ func Compute(lines []Line, selected []string, cluster string, atCurrentVersion f
 	sort.Strings(st.Missing)
 	seen := map[string]bool{}
 	for _, s := range st.Specs {
-		if !isSelected[s.Spec] && !seen[s.Spec] && len(selected) > 0 {
+		if !isSelected[s.Spec] && !seen[s.Spec] && len(selected) > 0 && SameSelection(s.Cluster, cluster) {
 			seen[s.Spec] = true
 			st.Unselected = append(st.Unselected, s.Spec)
 		}

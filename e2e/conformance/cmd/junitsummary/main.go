@@ -84,10 +84,18 @@ func main() {
 			os.Exit(2)
 		}
 		rerun := filepath.Base(filepath.Dir(path)) == "rerun-serial"
+		var names []string
 		for _, s := range report.Suites {
 			for _, c := range s.Cases {
-				// ginkgo names a case "[It] TEXT [labels]"; focus matches TEXT alone.
-				c.Name = ledger.SpecName(c.Name)
+				names = append(names, c.Name)
+			}
+		}
+		labelled := ledger.HasLabelGroups(names)
+		for _, s := range report.Suites {
+			for _, c := range s.Cases {
+				// "[It] TEXT" or, from ginkgo's own reporter, "[It] TEXT [labels]"; focus
+				// matches TEXT alone.
+				c.Name = ledger.SpecName(c.Name, labelled)
 				o := classify(c)
 				switch {
 				case o == nil:
