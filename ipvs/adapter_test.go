@@ -150,6 +150,25 @@ var adapterCases = []adapterCase{
 		ok(t, a.DeleteRealServer(udp6, RealServerKey{Address: rip6, Port: 5353}))
 		wantRealServers(t, a, udp6)
 	}},
+	{"ListedRealServers lists as RealServers does, and a missing virtual server as empty", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		ok(t, a.AddRealServer(tcp80, rs(rip4b, 8080, 1)))
+		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 2)))
+		got, err := a.ListedRealServers(tcp80)
+		ok(t, err)
+		if want := []RealServer{rs(rip4a, 8080, 2), rs(rip4b, 8080, 1)}; !slices.EqualFunc(got, want, func(a, b RealServer) bool { return a.RealServerKey == b.RealServerKey && a.Weight == b.Weight }) {
+			t.Fatalf("ListedRealServers(%s) = %v, want %v", tcp80, got, want)
+		}
+		// The kernel's dump of a virtual server that does not exist is
+		// empty, not an error: RealServers is the one that can tell.
+		got, err = a.ListedRealServers(udp80)
+		ok(t, err)
+		if got == nil || len(got) != 0 {
+			t.Fatalf("ListedRealServers(missing %s) = %#v, want an empty slice", udp80, got)
+		}
+		_, err = a.RealServers(udp80)
+		wantErr(t, err, ErrNotFound)
+	}},
 	{"adding an existing real server fails with ErrExists", func(t *testing.T, a Interface) {
 		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
 		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 1)))

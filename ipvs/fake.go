@@ -1,6 +1,7 @@
 package ipvs
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -202,6 +203,14 @@ func (f *Fake) RealServers(key VirtualServerKey) ([]RealServer, error) {
 	}
 	sortRealServers(out)
 	return out, nil
+}
+
+func (f *Fake) ListedRealServers(key VirtualServerKey) ([]RealServer, error) {
+	rss, err := f.RealServers(key)
+	if errors.Is(err, ErrNotFound) {
+		return []RealServer{}, nil // as the kernel's dump of a missing one
+	}
+	return rss, err
 }
 
 func (f *Fake) AddRealServer(vs VirtualServerKey, rs RealServer) error {

@@ -166,6 +166,27 @@ func (k *kernel) RealServers(key VirtualServerKey) ([]RealServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 	}
+	return realServersOf(dests), nil
+}
+
+func (k *kernel) ListedRealServers(key VirtualServerKey) ([]RealServer, error) {
+	key, err := key.canonical()
+	if err != nil {
+		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
+	}
+	h, err := k.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer k.mu.Unlock()
+	dests, err := h.GetDestinations(toService(VirtualServer{VirtualServerKey: key}))
+	if err != nil {
+		return nil, fmt.Errorf("list real servers of %s: %w", key, destinationError(err))
+	}
+	return realServersOf(dests), nil
+}
+
+func realServersOf(dests []*mobyipvs.Destination) []RealServer {
 	out := make([]RealServer, 0, len(dests))
 	for _, d := range dests {
 		if rs, ok := fromDestination(d); ok {
@@ -173,7 +194,7 @@ func (k *kernel) RealServers(key VirtualServerKey) ([]RealServer, error) {
 		}
 	}
 	sortRealServers(out)
-	return out, nil
+	return out
 }
 
 func (k *kernel) AddRealServer(vs VirtualServerKey, rs RealServer) error {

@@ -103,6 +103,12 @@ type Interface interface {
 	// has none), sorted by address and port in a new slice the caller may
 	// keep; ErrNotFound when the virtual server does not exist.
 	RealServers(vs VirtualServerKey) ([]RealServer, error)
+	// ListedRealServers is RealServers without first asking whether the
+	// virtual server exists: one netlink request instead of two, for a
+	// caller that has just listed vs. The kernel answers the dump of a
+	// virtual server that is gone with an empty list, not an error, so an
+	// empty answer proves nothing: ask RealServers then.
+	ListedRealServers(vs VirtualServerKey) ([]RealServer, error)
 	// AddRealServer adds a masqueraded real server; ErrExists when present,
 	// ErrNotFound when the virtual server does not exist.
 	AddRealServer(vs VirtualServerKey, rs RealServer) error

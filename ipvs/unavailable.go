@@ -13,6 +13,9 @@ func (Unavailable) AddVirtualServer(VirtualServer) error               { return 
 func (Unavailable) UpdateVirtualServer(VirtualServer) error            { return ErrUnsupported }
 func (Unavailable) DeleteVirtualServer(VirtualServerKey) error         { return ErrUnsupported }
 func (Unavailable) RealServers(VirtualServerKey) ([]RealServer, error) { return nil, ErrUnsupported }
+func (Unavailable) ListedRealServers(VirtualServerKey) ([]RealServer, error) {
+	return nil, ErrUnsupported
+}
 func (Unavailable) AddRealServer(VirtualServerKey, RealServer) error   { return ErrUnsupported }
 func (Unavailable) UpdateRealServer(VirtualServerKey, RealServer) error {
 	return ErrUnsupported

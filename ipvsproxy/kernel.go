@@ -225,7 +225,7 @@ func readKernel(k Kernel, cfg Config, services serviceEvidence, previous *kernel
 			view.foreign[vs.VirtualServerKey] = true
 			continue
 		}
-		rss, err := k.IPVS.RealServers(vs.VirtualServerKey)
+		rss, err := listedRealServers(k, vs.VirtualServerKey)
 		if errors.Is(err, ipvs.ErrNotFound) {
 			continue // deleted meanwhile by someone else
 		}
@@ -235,6 +235,19 @@ func readKernel(k Kernel, cfg Config, services serviceEvidence, previous *kernel
 		view.virtualServers[vs.VirtualServerKey] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
 	}
 	return view, nil
+}
+
+// listedRealServers lists the real servers of a virtual server the caller
+// has just listed, with one netlink request (a full read makes one per
+// virtual server). Only an empty answer, which is also what the kernel says
+// of a virtual server deleted meanwhile, is asked again the way that tells
+// the two apart.
+func listedRealServers(k Kernel, key ipvs.VirtualServerKey) ([]ipvs.RealServer, error) {
+	rss, err := k.IPVS.ListedRealServers(key)
+	if err == nil && len(rss) == 0 {
+		return k.IPVS.RealServers(key)
+	}
+	return rss, err
 }
 
 // sameSetLayout: a set can hold what want holds (bitmap:port has no family

@@ -444,7 +444,7 @@ func (p *Proxier) refreshVirtualServers(keys []ipvs.VirtualServerKey) {
 			delete(p.view.virtualServers, k)
 			delete(p.view.foreign, k)
 		case p.view.isRecorded(k):
-			rss, err := p.kernel.IPVS.RealServers(k)
+			rss, err := listedRealServers(p.kernel, k)
 			if err != nil {
 				continue
 			}

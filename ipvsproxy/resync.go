@@ -94,7 +94,7 @@ func (p *Proxier) resyncShare(share int, t touched, now time.Time) int {
 		case !p.view.isRecorded(k):
 			// Not ours, new since the full sync, which decides.
 		default:
-			rss, err := p.kernel.IPVS.RealServers(k)
+			rss, err := listedRealServers(p.kernel, k)
 			if err != nil {
 				continue // gone meanwhile: the next list finds it missing
 			}

@@ -97,6 +97,10 @@ func (t timedIPVS) RealServers(k ipvs.VirtualServerKey) ([]ipvs.RealServer, erro
 	defer t.c.since("ipvs RealServers", time.Now())
 	return t.Interface.RealServers(k)
 }
+func (t timedIPVS) ListedRealServers(k ipvs.VirtualServerKey) ([]ipvs.RealServer, error) {
+	defer t.c.since("ipvs ListedRealServers", time.Now())
+	return t.Interface.ListedRealServers(k)
+}
 func (t timedIPVS) AddRealServer(k ipvs.VirtualServerKey, rs ipvs.RealServer) error {
 	defer t.c.since("ipvs AddRealServer", time.Now())
 	return t.Interface.AddRealServer(k, rs)
