@@ -17,7 +17,7 @@ import (
 // receive buffer at a time, each flow handed to the caller and dropped.
 // ti-mo/conntrack's Dump (like mdlayher/netlink's Receive under it) gathers
 // the whole multi-part answer before returning, about 470 MiB per million
-// flows (issue 8); here memory is one buffer and one batch, whatever the
+// flows; here memory is one buffer and one batch, whatever the
 // size of the table.
 
 // ctnetlink message and attribute numbers (linux/netfilter/nfnetlink.h,

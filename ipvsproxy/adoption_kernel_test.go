@@ -72,8 +72,8 @@ func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
 
 // A set of ours that is smaller than --ipset-max-elements (made by an older
 // run with a smaller flag) is replaced with the size asked for, on this
-// machine's kernel, without a window for the rule that references it (issue
-// 8 item 6): otherwise the kernel would refuse members the capacity check
+// machine's kernel, without a window for the rule that references it:
+// otherwise the kernel would refuse members the capacity check
 // admitted.
 func TestSmallerSetIsReplacedOnRealKernel(t *testing.T) {
 	sets, ipt, path := realSetsAndRules(t)

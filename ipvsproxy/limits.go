@@ -16,8 +16,7 @@ import (
 // kernel refuses the entry after the last that fits (IPSET_ERR_HASH_FULL),
 // and which entry that is depends on write order: one Service with 1,000
 // ports and 100 external IPs needed 100,000 KUBE-IPVS-SERVICES entries, so
-// other Services' entries failed and the filter rejected their VIPs (issue
-// 8). A Service whose entries would overflow a set is refused whole, with a
+// other Services' entries failed and the filter rejected their VIPs. A Service whose entries would overflow a set is refused whole, with a
 // ServiceTooLarge Event, before anything is written; every other Service
 // keeps its entries.
 //
