@@ -30,6 +30,14 @@
 # sync follow. Had an error reached the reflector, its backoff (800 ms doubling to 30 s, jitter
 # 1.0: [30, 60) s at the cap, tools/cache/reflector.go) would add to that: more than
 # outage62_recovery_max seconds fails.
+#
+# The three Services are dual-stack (RequireDualStack, each endpoint's IPv4 and IPv6 address), so
+# the outage is also measured over IPv6 (verdict 62v6): a stream through the IPv6 cluster IP from
+# c1 and one through node1's IPv6 node port from the client, a new connection each round (from c2
+# to the IPv6 cluster IP and from the client to node2's IPv6 node port in turn), and after the return
+# new62's IPv6 virtual server and moving62's IPv6 swap in each kernel, new62 answering over IPv6
+# and moving62's IPv6 cluster IP sending c2 to s3, each timed like their IPv4 twins. (The kernel
+# snapshots, verdict 62, hold both families' state.)
 
 readonly outage62_seconds=80 outage62_recovery_max=90 outage62_nodeport=30162
 readonly outage62_comment=e2e-outage-62
@@ -93,27 +101,32 @@ api62() {
 
 # hostname62 WHERE URL: the hostname= of one answer, empty when none came.
 hostname62() {
-	ip netns exec "$1" curl -s --max-time 2 "$2" | sed -n 's/^hostname=//p'
+	ip netns exec "$1" curl -gs --max-time 2 "$2" | sed -n 's/^hostname=//p'
 }
 
-# moved62 NODE VS: the endpoint change written during the outage is in NODE's kernel: s3 is a
-# real server at weight 1 and web, removed, is gone or at weight 0 (drained).
+# moved62 NODE VS [FAMILY]: the endpoint change written during the outage is in NODE's kernel: s3
+# is a real server at weight 1 and web, removed, is gone or at weight 0 (drained).
 moved62() {
-	local w_web w_s3
-	w_web=$(weight_of "$1" tcp "$2" "$(pod_ip web):8080")
-	w_s3=$(weight_of "$1" tcp "$2" "$(pod_ip s3):8080")
+	local w_web w_s3 fam=${3:-4}
+	w_web=$(weight_of "$1" tcp "$2" "$(bracketed "$(pod_addr $fam web)"):8080")
+	w_s3=$(weight_of "$1" tcp "$2" "$(bracketed "$(pod_addr $fam s3)"):8080")
 	[[ $w_s3 == 1 && (-z $w_web || $w_web == 0) ]]
 }
 
-# recovered62 COND NEW_IP MOVING_IP: one condition of the return. kernel-NODE: NODE's kernel has
-# new62 with s3 and moving62's swap; traffic-POD: new62 answers POD from s3; moved-c2: moving62
-# sends a new connection of c2 to s3, the added endpoint; readyz-NODE: NODE's /readyz is 200.
+# recovered62 COND NEW_IP MOVING_IP NEW_IP6 MOVING_IP6: one condition of the return. kernel-NODE:
+# NODE's kernel has new62 with s3 and moving62's swap; traffic-POD: new62 answers POD from s3;
+# moved-c2: moving62 sends a new connection of c2 to s3, the added endpoint; kernel6-NODE,
+# traffic6-POD, moved6-c2: the same on the IPv6 cluster IPs; readyz-NODE: NODE's /readyz is 200.
 recovered62() {
 	case $1 in
 	kernel-node*)
 		[[ "$(real_servers "${1#kernel-}" tcp "$2:8064" | tr -d '\n')" == "$(pod_ip s3):8080" ]] && moved62 "${1#kernel-}" "$3:8063" ;;
+	kernel6-node*)
+		[[ "$(real_servers "${1#kernel6-}" tcp "[$4]:8064" | tr -d '\n')" == "[$(pod_ip6 s3)]:8080" ]] && moved62 "${1#kernel6-}" "[$5]:8063" 6 ;;
 	traffic-*) [[ $(hostname62 "${1#traffic-}" "http://$2:8064/") == s3 ]] ;;
+	traffic6-*) [[ $(hostname62 "${1#traffic6-}" "http://[$4]:8064/") == s3 ]] ;;
 	moved-c2) [[ $(hostname62 c2 "http://$3:8063/") == s3 ]] ;;
+	moved6-c2) [[ $(hostname62 c2 "http://[$5]:8063/") == s3 ]] ;;
 	readyz-node*) [[ $(health62 "${1#readyz-}" /readyz) == 200 ]] ;;
 	*) return 1 ;;
 	esac
@@ -121,46 +134,58 @@ recovered62() {
 
 scenario_62() {
 	heading "The API server unreachable from the nodes for ${outage62_seconds}s: Services keep working, nothing is removed, changes follow its return"
-	local failures=() info steady_ip moving_ip new_ip
+	local failures=() failures6=() info steady_ip moving_ip new_ip steady_ip6 moving_ip6 new_ip6
 	info=$(kc apply-service - <<YAML
 apiVersion: v1
 kind: Service
 metadata: {name: steady62}
 spec:
   type: NodePort
+  ipFamilyPolicy: RequireDualStack
   ports: [{port: 8062, targetPort: 8080, nodePort: $outage62_nodeport, protocol: TCP}]
 YAML
 ) || { verdict 62 "API outage: Service" false; return; }
-	steady_ip=$(field CLUSTER_IP "$info")
+	steady_ip=$(cluster_ip_of 4 "$info") steady_ip6=$(cluster_ip_of 6 "$info")
 	info=$(kc apply-service - <<'YAML'
 apiVersion: v1
 kind: Service
 metadata: {name: moving62}
 spec:
+  ipFamilyPolicy: RequireDualStack
   ports: [{port: 8063, targetPort: 8080, protocol: TCP}]
 YAML
 ) || { verdict 62 "API outage: Service" false; return; }
-	moving_ip=$(field CLUSTER_IP "$info")
-	kc set-endpoints steady62 "$(pod_ip web)@node1" "$(pod_ip s2)@node2" &&
-		kc set-endpoints moving62 "$(pod_ip web)@node1" "$(pod_ip s2)@node2" ||
-		{ verdict 62 "API outage: endpoints" false; return; }
-	show - "e2ectl apply-service steady62.yaml (NodePort $outage62_nodeport) moving62.yaml; e2ectl set-endpoints steady62|moving62 web@node1 s2@node2" \
-		"steady62 $steady_ip, moving62 $moving_ip"
-	local want="$(pod_ip web):8080 $(pod_ip s2):8080" n
+	moving_ip=$(cluster_ip_of 4 "$info") moving_ip6=$(cluster_ip_of 6 "$info")
+	kc set-endpoints steady62 $(dual_endpoints web@node1 s2@node2) &&
+		kc set-endpoints moving62 $(dual_endpoints web@node1 s2@node2) ||
+		{ verdict 62 "API outage: endpoints" false; verdict 62v6 "API outage over IPv6: endpoints" false; return; }
+	show - "e2ectl apply-service steady62.yaml (NodePort $outage62_nodeport) moving62.yaml  # RequireDualStack; e2ectl set-endpoints steady62|moving62 web@node1 s2@node2  # IPv4 and IPv6" \
+		"steady62 $steady_ip [$steady_ip6], moving62 $moving_ip [$moving_ip6]"
+	local want="$(pod_ip web):8080 $(pod_ip s2):8080" want6="[$(pod_ip6 web)]:8080 [$(pod_ip6 s2)]:8080" n
 	for n in node1 node2; do
 		wait_real_servers "$n" tcp "$steady_ip:8062" "$want" || failures+=("$n: steady62 not programmed")
 		wait_real_servers "$n" tcp "$moving_ip:8063" "$want" || failures+=("$n: moving62 not programmed")
+		wait_real_servers "$n" tcp "[$steady_ip6]:8062" "$want6" || failures6+=("$n: steady62's IPv6 cluster IP not programmed")
+		wait_real_servers "$n" tcp "[$moving_ip6]:8063" "$want6" || failures6+=("$n: moving62's IPv6 cluster IP not programmed")
+		wait_real_servers "$n" tcp "[$(node_addr6_of $n)]:$outage62_nodeport" "$want6" || failures6+=("$n: steady62's IPv6 node port not programmed")
 		wait_until 30 bash -c "[[ \$(ip netns exec $n curl -s -o /dev/null -w '%{http_code}' --max-time 2 http://127.0.0.1:10256/readyz) == 200 ]]" ||
 			failures+=("$n: /readyz not 200 before the outage")
 	done
 
 	local log_c=$E2E_LOGS/stream-62-clusterip.log log_n=$E2E_LOGS/stream-62-nodeport.log pid_c pid_n
+	local log_c6=$E2E_LOGS/stream-62-clusterip6.log log_n6=$E2E_LOGS/stream-62-nodeport6.log pid_c6 pid_n6
 	stream_start c1 "$steady_ip" 8062 "$log_c"
 	pid_c=$stream_pid
 	stream_start client "$node1_addr" "$outage62_nodeport" "$log_n"
 	pid_n=$stream_pid
+	stream_start c1 "[$steady_ip6]" 8062 "$log_c6"
+	pid_c6=$stream_pid
+	stream_start client "[$node1_addr6]" "$outage62_nodeport" "$log_n6"
+	pid_n6=$stream_pid
 	wait_until 20 grep -q seq= "$log_c" || failures+=("no stream line through $steady_ip:8062")
 	wait_until 20 grep -q seq= "$log_n" || failures+=("no stream line through $node1_addr:$outage62_nodeport")
+	wait_until 20 grep -q seq= "$log_c6" || failures6+=("no stream line through [$steady_ip6]:8062")
+	wait_until 20 grep -q seq= "$log_n6" || failures6+=("no stream line through [$node1_addr6]:$outage62_nodeport")
 	ask node1 "curl -sk -o /dev/null -w '%{http_code}' --max-time 3 https://$E2E_HOST_ADDR:6443/livez  # the API from the node"
 	[[ $answer =~ ^[1-5][0-9][0-9]$ ]] || failures+=("the API server does not answer node1 before the outage: '$answer'")
 	local snap=$E2E_LOGS/scenario-62-kernel
@@ -168,7 +193,13 @@ YAML
 
 	# The outage.
 	local t_cut t_restore
-	outage62_rules -I || { outage62_end; stream_stop "$pid_c"; stream_stop "$pid_n"; verdict 62 "API outage: iptables in the VM's root namespace" false; return; }
+	outage62_rules -I || {
+		outage62_end
+		stream_stop "$pid_c"; stream_stop "$pid_n"; stream_stop "$pid_c6"; stream_stop "$pid_n6"
+		verdict 62 "API outage: iptables in the VM's root namespace" false
+		verdict 62v6 "API outage over IPv6: iptables in the VM's root namespace" false
+		return
+	}
 	t_cut=$(now)
 	show - "iptables -I FORWARD -s 198.51.100.0/24 -d $E2E_HOST_ADDR -p tcp --dport 6443 -j DROP; iptables -I FORWARD -s $E2E_HOST_ADDR -p tcp --sport 6443 -d 198.51.100.0/24 -j DROP" ""
 	ask node1 "curl -sk -o /dev/null -w '%{http_code}' --max-time 3 https://$E2E_HOST_ADDR:6443/livez  # the API from the node"
@@ -176,24 +207,25 @@ YAML
 
 	# Changes through the admin path, which the outage leaves alone.
 	local t_changed
-	kc set-endpoints moving62 "$(pod_ip s2)@node2" "$(pod_ip s3)@node1" || failures+=("set-endpoints moving62 during the outage failed")
+	kc set-endpoints moving62 $(dual_endpoints s2@node2 s3@node1) || failures+=("set-endpoints moving62 during the outage failed")
 	info=$(kc apply-service - <<'YAML'
 apiVersion: v1
 kind: Service
 metadata: {name: new62}
 spec:
+  ipFamilyPolicy: RequireDualStack
   ports: [{port: 8064, targetPort: 8080, protocol: TCP}]
 YAML
 ) || failures+=("apply-service new62 during the outage failed: $info")
-	new_ip=$(field CLUSTER_IP "$info")
-	kc set-endpoints new62 "$(pod_ip s3)@node1" || failures+=("set-endpoints new62 during the outage failed")
+	new_ip=$(cluster_ip_of 4 "$info") new_ip6=$(cluster_ip_of 6 "$info")
+	kc set-endpoints new62 $(dual_endpoints s3@node1) || failures+=("set-endpoints new62 during the outage failed")
 	t_changed=$(since "$t_cut")
 	show - "e2ectl set-endpoints moving62 s2@node2 s3@node1  # web removed, s3 added; e2ectl apply-service new62.yaml; e2ectl set-endpoints new62 s3@node1  (admin, from the VM's root namespace)" \
-		"new62 $new_ip; written ${t_changed}s into the outage"
+		"new62 $new_ip [$new_ip6]; written ${t_changed}s into the outage"
 
 	# Through the outage, in rounds a second apart: new connections, the health endpoints, the
 	# kernel once past the middle; the kernel again at the end, then the return.
-	local deadline tries=0 refused=() health_log=$E2E_LOGS/scenario-62-health.log mid_taken=
+	local deadline tries=0 refused=() refused6=() health_log=$E2E_LOGS/scenario-62-health.log mid_taken=
 	: >"$health_log"
 	rm -f "$E2E_LOGS"/scenario-62-readyz-node*.json
 	deadline=$(awk -v a="$t_cut" -v d="$((outage62_seconds - 10))" 'BEGIN { printf "%.3f", a + d }')
@@ -202,6 +234,12 @@ YAML
 		[[ -n $(hostname62 c2 "http://$steady_ip:8062/") ]] || refused+=("c2 -> $steady_ip:8062 at $(since "$t_cut")s")
 		[[ -n $(hostname62 client "http://$node1_addr:$outage62_nodeport/") ]] || refused+=("client -> node1:$outage62_nodeport at $(since "$t_cut")s")
 		[[ -n $(hostname62 client "http://$node2_addr:$outage62_nodeport/") ]] || refused+=("client -> node2:$outage62_nodeport at $(since "$t_cut")s")
+		# One IPv6 connection a round, the two paths in turn: a round costs seconds under emulation.
+		if ((tries % 2)); then
+			[[ -n $(hostname62 c2 "http://[$steady_ip6]:8062/") ]] || refused6+=("c2 -> [$steady_ip6]:8062 at $(since "$t_cut")s")
+		else
+			[[ -n $(hostname62 client "http://[$node2_addr6]:$outage62_nodeport/") ]] || refused6+=("client -> [$node2_addr6]:$outage62_nodeport at $(since "$t_cut")s")
+		fi
 		sample62_health "$t_cut" "$health_log"
 		if [[ -z $mid_taken ]] && awk -v a="$t_cut" -v t="$(now)" 'BEGIN { exit !(t - a >= 30) }'; then
 			for n in node1 node2; do kernel62 "$n" >"$snap-mid-$n.txt" 2>&1; done
@@ -224,11 +262,12 @@ YAML
 	local wall_restore wall_cut
 	wall_restore=$(date -u -d "@$t_restore" +%T.%N | cut -c1-12) wall_cut=$(date -u -d "@$t_cut" +%T.%N | cut -c1-12)
 	# Each condition polled by its own loop, so that a slow one does not delay another's time.
-	local conds="kernel-node1 kernel-node2 traffic-c1 traffic-c2 moved-c2 readyz-node1 readyz-node2" c pollers=() times
+	local conds="kernel-node1 kernel-node2 traffic-c1 traffic-c2 moved-c2 readyz-node1 readyz-node2" c pollers=() times times6
+	local conds6="kernel6-node1 kernel6-node2 traffic6-c1 traffic6-c2 moved6-c2"
 	rm -f "$E2E_LOGS"/scenario-62-recovered-*
-	for c in $conds; do
+	for c in $conds $conds6; do
 		(
-			until recovered62 "$c" "$new_ip" "$moving_ip"; do
+			until recovered62 "$c" "$new_ip" "$moving_ip" "$new_ip6" "$moving_ip6"; do
 				awk -v a="$t_restore" -v t="$(now)" -v m="$outage62_recovery_max" 'BEGIN { exit !(t - a < m) }' || exit 1
 				sleep 0.2
 			done
@@ -238,8 +277,12 @@ YAML
 	done
 	wait "${pollers[@]}"
 	times=$(for c in $conds; do printf '%s %s, ' "$c" "$(sed 's/$/s/' "$E2E_LOGS/scenario-62-recovered-$c" 2>/dev/null | grep . || echo never)"; done)
+	times6=$(for c in $conds6; do printf '%s %s, ' "$c" "$(sed 's/$/s/' "$E2E_LOGS/scenario-62-recovered-$c" 2>/dev/null | grep . || echo never)"; done)
 	for c in $conds; do
 		[[ -s $E2E_LOGS/scenario-62-recovered-$c ]] || failures+=("$c: not within ${outage62_recovery_max}s of the API's return")
+	done
+	for c in $conds6; do
+		[[ -s $E2E_LOGS/scenario-62-recovered-$c ]] || failures6+=("$c: not within ${outage62_recovery_max}s of the API's return")
 	done
 	show - "iptables -D FORWARD ... (both rules)  # at $wall_restore, $(awk -v a="$t_cut" -v b="$t_restore" 'BEGIN { printf "%.1f", b - a }')s after the cut at $wall_cut" \
 		"node1's sockets to :6443 then: ${sockets:-none}"
@@ -247,8 +290,11 @@ YAML
 	# The outage, as recorded.
 	[[ $api_end == 000* ]] || failures+=("node2 reached the API server at the outage's end: '$api_end'")
 	((${#refused[@]} == 0)) || failures+=("new connections failed during the outage: ${refused[*]}")
+	((${#refused6[@]} == 0)) || failures6+=("new IPv6 connections failed during the outage: ${refused6[*]}")
 	show - "# in rounds through the outage: c2 -> $steady_ip:8062, client -> node1:$outage62_nodeport and node2:$outage62_nodeport, then each proxier's /livez, /healthz, /readyz" \
 		"$tries rounds (one every $(awk -v d="$end_taken" -v n="$tries" 'BEGIN { printf "%.1f", d / n }')s), $((3 * tries - ${#refused[@]})) of $((3 * tries)) answered; node2 -> API at the end: $api_end"
+	show - "# in the same rounds, in turn: c2 -> [$steady_ip6]:8062, client -> [$node2_addr6]:$outage62_nodeport" \
+		"$((tries - ${#refused6[@]})) of $tries answered"
 	local diffs=""
 	for n in node1 node2; do
 		for when in mid end; do
@@ -266,6 +312,8 @@ YAML
 	for n in node1 node2; do
 		grep -qF "$new_ip:8064" "$snap-end-$n.txt" && failures+=("new62 reached $n's kernel during the outage")
 		grep -qF "$(pod_ip s3):8080" "$snap-end-$n.txt" && failures+=("moving62's added endpoint reached $n's kernel during the outage")
+		grep -qF "[$new_ip6]:8064" "$snap-end-$n.txt" && failures6+=("new62's IPv6 cluster IP reached $n's kernel during the outage")
+		grep -qF "[$(pod_ip6 s3)]:8080" "$snap-end-$n.txt" && failures6+=("moving62's added IPv6 endpoint reached $n's kernel during the outage")
 	done
 	local health_summary
 	health_summary=$(awk '{ k = $2 " " $3; c[k] = c[k] ? (index(c[k], $4) ? c[k] : c[k] "," $4) : $4 } END { for (k in c) print k "=" c[k] }' "$health_log" | sort | tr '\n' ' ')
@@ -287,19 +335,28 @@ YAML
 
 	show - "# after the API's return: each node's kernel has new62 (s3) and moving62 without web, with s3; new62 answers c1 and c2; moving62 sends c2 to s3; /readyz 200" \
 		"${times%, }"
+	show - "# the same over IPv6: new62 [$new_ip6] and moving62 [$moving_ip6] in each kernel, new62 answers c1 and c2, moving62 sends c2 to s3" \
+		"${times6%, }"
 	# And web, removed from moving62, gets no new connection.
-	local got=() i
+	local got=() got6=() i
 	for i in 1 2 3 4 5 6; do got+=("$(hostname62 c1 "http://$moving_ip:8063/")"); done
 	show c1 "for i in 1..6; do curl -s http://$moving_ip:8063/ | grep hostname=; done" "${got[*]}"
 	[[ " ${got[*]} " == *" web "* || " ${got[*]} " == *"  "* ]] && failures+=("moving62 after the outage answered from: ${got[*]}, want s2 and s3 only")
+	for i in 1 2 3 4 5 6; do got6+=("$(hostname62 c1 "http://[$moving_ip6]:8063/")"); done
+	show c1 "for i in 1..6; do curl -s http://[$moving_ip6]:8063/ | grep hostname=; done" "${got6[*]}"
+	[[ " ${got6[*]} " == *" web "* || " ${got6[*]} " == *"  "* ]] && failures6+=("moving62's IPv6 cluster IP after the outage answered from: ${got6[*]}, want s2 and s3 only")
 
 	# The streams: unbroken across the outage and the return.
-	local t_end gap_c gap_n after_c after_n
+	local t_end gap_c gap_n after_c after_n gap_c6 gap_n6 after_c6 after_n6
 	t_end=$(now)
 	after_c=$(stream_from "$log_c" "$t_restore") after_n=$(stream_from "$log_n" "$t_restore")
+	after_c6=$(stream_from "$log_c6" "$t_restore") after_n6=$(stream_from "$log_n6" "$t_restore")
 	stream_stop "$pid_c"
 	stream_stop "$pid_n"
+	stream_stop "$pid_c6"
+	stream_stop "$pid_n6"
 	gap_c=$(stream_gap "$log_c" "$t_cut" "$t_end") gap_n=$(stream_gap "$log_n" "$t_cut" "$t_end")
+	gap_c6=$(stream_gap "$log_c6" "$t_cut" "$t_end") gap_n6=$(stream_gap "$log_n6" "$t_cut" "$t_end")
 	show - "# the streams from the cut to now: largest gap between lines" \
 		"c1 -> $steady_ip:8062 $gap_c; client -> node1:$outage62_nodeport $gap_n"
 	[[ -n $after_c ]] || failures+=("the ClusterIP stream has no line after the API's return")
@@ -308,6 +365,13 @@ YAML
 	for g in "${gap_c%% *}" "${gap_n%% *}"; do
 		awk -v g="$g" -v m="$stream_line_gap_max" 'BEGIN { exit !(g < m) }' || failures+=("a stream's largest gap was $g s, want < $stream_line_gap_max s")
 	done
+	show - "# the IPv6 streams from the cut to now: largest gap between lines" \
+		"c1 -> [$steady_ip6]:8062 $gap_c6; client -> [$node1_addr6]:$outage62_nodeport $gap_n6"
+	[[ -n $after_c6 ]] || failures6+=("the IPv6 ClusterIP stream has no line after the API's return")
+	[[ -n $after_n6 ]] || failures6+=("the IPv6 NodePort stream has no line after the API's return")
+	for g in "${gap_c6%% *}" "${gap_n6%% *}"; do
+		awk -v g="$g" -v m="$stream_line_gap_max" 'BEGIN { exit !(g < m) }' || failures6+=("an IPv6 stream's largest gap was $g s, want < $stream_line_gap_max s")
+	done
 
 	kc delete-service steady62 >/dev/null
 	kc delete-service moving62 >/dev/null
@@ -315,7 +379,11 @@ YAML
 	for n in node1 node2; do
 		wait_until 60 vs_gone "$n" "$steady_ip" || failures+=("$n still has steady62's virtual servers")
 		[[ -z $new_ip ]] || wait_until 60 vs_gone "$n" "$new_ip" || failures+=("$n still has new62's virtual server")
+		wait_until 60 vs_gone "$n" "[$steady_ip6]" || failures6+=("$n still has steady62's IPv6 virtual servers")
+		[[ -z $new_ip6 ]] || wait_until 60 vs_gone "$n" "[$new_ip6]" || failures6+=("$n still has new62's IPv6 virtual server")
 	done
 	verdict 62 "API unreachable from the nodes for $(awk -v a="$t_cut" -v b="$t_restore" 'BEGIN { printf "%.0f", b - a }')s: streams flowed (largest gaps ${gap_c%% *}/${gap_n%% *} s), $((3 * tries - ${#refused[@]}))/$((3 * tries)) new connections answered, kernels ${diffs:+changed:}${diffs:-identical}, /livez and /healthz 200 (/readyz: $(awk '$3 == "/readyz" { c[$4]++ } END { for (k in c) { printf "%s%s x%d", s, k, c[k]; s = " " } }' "$health_log")); after the return: ${times%, }" \
 		no_failures "${failures[@]}"
+	verdict 62v6 "API outage over IPv6: streams through [$steady_ip6]:8062 and [$node1_addr6]:$outage62_nodeport flowed (largest gaps ${gap_c6%% *}/${gap_n6%% *} s), $((tries - ${#refused6[@]}))/$tries new IPv6 connections answered; after the return: ${times6%, }" \
+		no_failures "${failures6[@]}"
 }

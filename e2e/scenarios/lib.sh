@@ -128,6 +128,21 @@ set_lb_ingress() {
 		"https://$E2E_HOST_ADDR:6443/api/v1/namespaces/default/services/$1/status" >/dev/null
 }
 
+# set_lb_ingresses SVC IP[=IPMODE]...: set_lb_ingress with several ingress entries (a dual-stack
+# load balancer's, one IP of each family).
+set_lb_ingresses() {
+	local svc=$1 e items= sep=
+	shift
+	for e in "$@"; do
+		items+="$sep{\"ip\":\"${e%%=*}\"$([[ $e == *=* ]] && echo ",\"ipMode\":\"${e#*=}\"")}"
+		sep=,
+	done
+	curl -sS --fail --max-time 20 --cacert "$E2E_PKI/ca.crt" --cert "$E2E_PKI/admin.crt" \
+		--key "$E2E_PKI/admin.key" -X PATCH -H 'Content-Type: application/merge-patch+json' \
+		--data "{\"status\":{\"loadBalancer\":{\"ingress\":[$items]}}}" \
+		"https://$E2E_HOST_ADDR:6443/api/v1/namespaces/default/services/$svc/status" >/dev/null
+}
+
 # real_servers NODE PROTO VIP:PORT: the real servers IPVS has for a virtual server in NODE.
 real_servers() {
 	ip netns exec "$1" ipvsadm -Ln "--$2-service" "$3" 2>/dev/null | awk '$1 == "->" && $2 != "RemoteAddress:Port" { print $2 }' | sort
