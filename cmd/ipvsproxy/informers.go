@@ -36,6 +36,21 @@ func nodeListOptions(nodeName string) metav1.ListOptions {
 	return metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", nodeName).String()}
 }
 
+// informerSelections are the informers' tweaks of the list and watch
+// options: the selectors above, for Services, EndpointSlices and this Node.
+func informerSelections(nodeName string) (services, slices, node func(*metav1.ListOptions)) {
+	return selecting(serviceListOptions()), selecting(endpointSliceListOptions()), selecting(nodeListOptions(nodeName))
+}
+
+// selecting sets want's selectors on the options the reflector passes and
+// changes nothing else: those carry the resource version a watch resumes
+// from, the bookmarks, the watch-list's initial events and the paging.
+func selecting(want metav1.ListOptions) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) {
+		o.LabelSelector, o.FieldSelector = want.LabelSelector, want.FieldSelector
+	}
+}
+
 // withoutLabels selects the objects that have none of the labels.
 func withoutLabels(keys ...string) string {
 	s := labels.NewSelector()
@@ -148,9 +163,10 @@ func keepNodeAddresses(obj any) (any, error) {
 // ServiceCIDRs (optional, see watchServiceCIDRs). It returns what must have
 // synced before the first full sync.
 func startInformers(ctx context.Context, client kubernetes.Interface, nodeName string, tracker *ipvsproxy.ChangeTracker, clusterNodes *ipvsproxy.ClusterNodes, access *apiAccess) ([]cache.InformerSynced, error) {
-	factory := newInformerFactory(client, func(o *metav1.ListOptions) { *o = serviceListOptions() })
-	sliceFactory := newInformerFactory(client, func(o *metav1.ListOptions) { *o = endpointSliceListOptions() })
-	nodeFactory := newInformerFactory(client, func(o *metav1.ListOptions) { *o = nodeListOptions(nodeName) })
+	selectServices, selectSlices, selectNode := informerSelections(nodeName)
+	factory := newInformerFactory(client, selectServices)
+	sliceFactory := newInformerFactory(client, selectSlices)
+	nodeFactory := newInformerFactory(client, selectNode)
 	// Every Node's addresses, for the node guard: no external IP may take one.
 	clusterNodeFactory := newClusterNodeInformerFactory(client)
 	health := access.health

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -154,5 +155,34 @@ func TestListOptionsLeaveOutOtherProxiesAndHeadless(t *testing.T) {
 	}
 	if got := nodeListOptions("node1").FieldSelector; got != "metadata.name=node1" {
 		t.Errorf("node field selector %q", got)
+	}
+}
+
+// The reflector calls the tweak with the options of each list and watch it
+// makes (a resource version to resume from, bookmarks, the watch-list's
+// initial events, paging): the tweak sets the selectors and nothing else.
+// Replacing the options made every watch start over from nothing, and the
+// watch-list never received the bookmark that ends its initial events, so
+// the informers never synced (the dual-stack conformance cluster's
+// DaemonSet stayed unready).
+func TestInformerSelectionsKeepTheReflectorsOptions(t *testing.T) {
+	services, slices, node := informerSelections("node1")
+	for name, c := range map[string]struct {
+		tweak func(*metav1.ListOptions)
+		want  metav1.ListOptions
+	}{
+		"services":       {services, serviceListOptions()},
+		"endpointslices": {slices, endpointSliceListOptions()},
+		"node":           {node, nodeListOptions("node1")},
+	} {
+		initial, timeout := true, int64(300)
+		o := metav1.ListOptions{ResourceVersion: "42", ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan, Watch: true,
+			AllowWatchBookmarks: true, SendInitialEvents: &initial, TimeoutSeconds: &timeout, Limit: 500, Continue: "next"}
+		want := o
+		want.LabelSelector, want.FieldSelector = c.want.LabelSelector, c.want.FieldSelector
+		c.tweak(&o)
+		if !reflect.DeepEqual(o, want) {
+			t.Errorf("%s: the tweak made %+v of the reflector's options; want %+v", name, o, want)
+		}
 	}
 }
