@@ -16,7 +16,7 @@ func (Unavailable) RealServers(VirtualServerKey) ([]RealServer, error) { return 
 func (Unavailable) ListedRealServers(VirtualServerKey) ([]RealServer, error) {
 	return nil, ErrUnsupported
 }
-func (Unavailable) AddRealServer(VirtualServerKey, RealServer) error   { return ErrUnsupported }
+func (Unavailable) AddRealServer(VirtualServerKey, RealServer) error { return ErrUnsupported }
 func (Unavailable) UpdateRealServer(VirtualServerKey, RealServer) error {
 	return ErrUnsupported
 }
