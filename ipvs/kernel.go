@@ -153,23 +153,16 @@ func (k *kernel) DeleteVirtualServer(key VirtualServerKey) error {
 }
 
 func (k *kernel) RealServers(key VirtualServerKey) ([]RealServer, error) {
-	key, err := key.canonical()
-	if err != nil {
-		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
-	}
-	h, err := k.lock()
-	if err != nil {
-		return nil, err
-	}
-	defer k.mu.Unlock()
-	dests, err := destinations(h, key)
-	if err != nil {
-		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
-	}
-	return realServersOf(dests), nil
+	return k.listRealServers(key, destinations)
 }
 
 func (k *kernel) ListedRealServers(key VirtualServerKey) ([]RealServer, error) {
+	return k.listRealServers(key, dumpDestinations)
+}
+
+// listRealServers lists key's real servers with dump (destinations, or
+// dumpDestinations alone).
+func (k *kernel) listRealServers(key VirtualServerKey, dump func(*mobyipvs.Handle, VirtualServerKey) ([]*mobyipvs.Destination, error)) ([]RealServer, error) {
 	key, err := key.canonical()
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
@@ -179,9 +172,9 @@ func (k *kernel) ListedRealServers(key VirtualServerKey) ([]RealServer, error) {
 		return nil, err
 	}
 	defer k.mu.Unlock()
-	dests, err := h.GetDestinations(toService(VirtualServer{VirtualServerKey: key}))
+	dests, err := dump(h, key)
 	if err != nil {
-		return nil, fmt.Errorf("list real servers of %s: %w", key, destinationError(err))
+		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 	}
 	return realServersOf(dests), nil
 }
@@ -396,11 +389,16 @@ func fromDestination(d *mobyipvs.Destination) (RealServer, bool) {
 // answers an unknown service with an empty list, not an error, so the
 // service itself is asked for first (ESRCH becomes ErrNotFound).
 func destinations(h *mobyipvs.Handle, key VirtualServerKey) ([]*mobyipvs.Destination, error) {
-	svc := toService(VirtualServer{VirtualServerKey: key})
-	if _, err := h.GetService(svc); err != nil {
+	if _, err := h.GetService(toService(VirtualServer{VirtualServerKey: key})); err != nil {
 		return nil, serviceError(err)
 	}
-	dests, err := h.GetDestinations(svc)
+	return dumpDestinations(h, key)
+}
+
+// dumpDestinations is the kernel's destination dump alone: a virtual
+// server that does not exist answers an empty list.
+func dumpDestinations(h *mobyipvs.Handle, key VirtualServerKey) ([]*mobyipvs.Destination, error) {
+	dests, err := h.GetDestinations(toService(VirtualServer{VirtualServerKey: key}))
 	if err != nil {
 		return nil, destinationError(err)
 	}
