@@ -159,51 +159,67 @@ func (r refusingTable) Restore(data []byte) error {
 }
 
 // When the one restore of several tables fails, each is restored on its
-// own: the others are written and only the failing table is reported.
+// own: the others are written and only the failing table is reported. On a
+// dual-stack node, per family: the other family's one restore goes through.
 func TestTablesAreRestoredApartWhenTheirOneRestoreFails(t *testing.T) {
-	fk := newFakeKernel()
-	ipt := &countingIPTables{Interface: refusingTable{Interface: fk.ipt4, table: iptables.TableMangle}}
-	k := fk.kernel()
-	k.IPTables = map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}
-	p, err := New(testConfig(), thisNode, k, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Tracker().SetService(service("web", "10.96.0.10", nodePort(30080)))
-	res := p.Sync()
-	// nat and filter were committed before mangle failed: read again,
-	// only mangle is left, tried with its jump and then alone.
-	if ipt.saves != 2 || ipt.restores != 3 {
-		t.Errorf("%d saves, %d restores; want 2 and 3: all three tables, a save, mangle with its jump and mangle alone", ipt.saves, ipt.restores)
-	}
-	var failed []string
-	for _, o := range p.ReconcileStatus().Objects {
-		if o.Kind == ObjectRules && o.LastError != "" {
-			failed = append(failed, o.Object)
-		}
-	}
-	if len(failed) == 0 || slices.ContainsFunc(failed, func(o string) bool { return !strings.Contains(o, "IPv4 mangle") }) {
-		t.Errorf("failed rules objects %q (%v); want the IPv4 mangle table (and its jump) only", failed, res.WriteErrors)
-	}
-	// nat and filter were committed by the failed restore: restored
-	// again, their jumps must not be inserted twice.
-	for _, j := range jumpRules() {
-		if j.table == iptables.TableMangle {
-			continue
-		}
-		line := iptables.SavedLine(j.chain, j.rule)
-		if n := strings.Count(strings.Join(savedChain(t, fk.ipt4, j.table, j.chain), "\n")+"\n", line+"\n"); n != 1 {
-			t.Errorf("%s %s holds the jump %d times", j.table, j.chain, n)
-		}
-	}
-	for table, chain := range map[iptables.Table]string{iptables.TableNAT: chainServices, iptables.TableFilter: chainIPVSFilter} {
-		saved, err := fk.ipt4.Save(table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(string(saved), ":"+chain+" ") {
-			t.Errorf("%s has no chain %s after the restore of each table:\n%s", table, chain, saved)
-		}
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		t.Run(string(family), func(t *testing.T) {
+			fk := newFakeKernel()
+			fakes := map[v1.IPFamily]*iptables.Fake{v1.IPv4Protocol: fk.ipt4, v1.IPv6Protocol: fk.ipt6}
+			other := v1.IPv6Protocol
+			if family == v1.IPv6Protocol {
+				other = v1.IPv4Protocol
+			}
+			ipt := &countingIPTables{Interface: refusingTable{Interface: fakes[family], table: iptables.TableMangle}}
+			otherIPT := &countingIPTables{Interface: fakes[other]}
+			k := fk.kernel()
+			k.IPTables = map[v1.IPFamily]iptables.Interface{family: ipt, other: otherIPT}
+			cfg := testConfig()
+			cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+			p, err := New(cfg, thisNode, k, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Tracker().SetService(service("web", "10.96.0.10", nodePort(30080)))
+			res := p.Sync()
+			// nat and filter were committed before mangle failed: read again,
+			// only mangle is left, tried with its jump and then alone.
+			if ipt.saves != 2 || ipt.restores != 3 {
+				t.Errorf("%d saves, %d restores; want 2 and 3: all three tables, a save, mangle with its jump and mangle alone", ipt.saves, ipt.restores)
+			}
+			if otherIPT.saves != 1 || otherIPT.restores != 1 {
+				t.Errorf("%s: %d saves, %d restores; want 1 and 1", other, otherIPT.saves, otherIPT.restores)
+			}
+			var failed []string
+			for _, o := range p.ReconcileStatus().Objects {
+				if o.Kind == ObjectRules && o.LastError != "" {
+					failed = append(failed, o.Object)
+				}
+			}
+			if len(failed) == 0 || slices.ContainsFunc(failed, func(o string) bool { return !strings.Contains(o, string(family)+" mangle") }) {
+				t.Errorf("failed rules objects %q (%v); want the %s mangle table (and its jump) only", failed, res.WriteErrors, family)
+			}
+			// nat and filter were committed by the failed restore: restored
+			// again, their jumps must not be inserted twice.
+			for _, j := range jumpRules() {
+				if j.table == iptables.TableMangle {
+					continue
+				}
+				line := iptables.SavedLine(j.chain, j.rule)
+				if n := strings.Count(strings.Join(savedChain(t, fakes[family], j.table, j.chain), "\n")+"\n", line+"\n"); n != 1 {
+					t.Errorf("%s %s holds the jump %d times", j.table, j.chain, n)
+				}
+			}
+			for table, chain := range map[iptables.Table]string{iptables.TableNAT: chainServices, iptables.TableFilter: chainIPVSFilter} {
+				saved, err := fakes[family].Save(table)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(saved), ":"+chain+" ") {
+					t.Errorf("%s has no chain %s after the restore of each table:\n%s", table, chain, saved)
+				}
+			}
+		})
 	}
 }
 
