@@ -2,23 +2,22 @@ package conntrack
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
-	"syscall"
-	"time"
 
 	"github.com/mdlayher/netlink"
 	ct "github.com/ti-mo/conntrack"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
 )
 
-// This file streams the conntrack table: one dump request, then one
-// receive buffer at a time, each flow handed to the caller and dropped.
-// ti-mo/conntrack's Dump (like mdlayher/netlink's Receive under it) gathers
-// the whole multi-part answer before returning, about 470 MiB per million
-// flows; here memory is one buffer and one batch, whatever the
-// size of the table.
+// This file streams the conntrack table through internal/nldump: one dump
+// request, then one receive buffer at a time, each flow handed to the
+// caller and dropped. ti-mo/conntrack's Dump (like mdlayher/netlink's
+// Receive under it) gathers the whole multi-part answer before returning,
+// about 470 MiB per million flows; here memory is one buffer and one batch,
+// whatever the size of the table.
 
 // ctnetlink message and attribute numbers (linux/netfilter/nfnetlink.h,
 // nfnetlink_conntrack.h).
@@ -54,10 +53,6 @@ const (
 	// ctaFilterFlagProtoNum is CTA_FILTER_F_CTA_PROTO_NUM.
 	ctaFilterFlagProtoNum = 1 << 3
 )
-
-// receiveBufferSize holds one dump batch: the kernel fills at most 32 KiB
-// per multi-part message (netlink_dump); twice that leaves room.
-const receiveBufferSize = 64 << 10
 
 // kernelFlow is a dumped flow with what a delete needs.
 type kernelFlow struct {
@@ -113,132 +108,34 @@ func streamFlows(conn *netlink.Conn, family, protocol uint8, batch func([]kernel
 	if err != nil {
 		return err
 	}
-	sent, err := conn.Send(req)
-	if err != nil {
-		return fmt.Errorf("send dump request: %w", err)
-	}
-	// A kernel that stops answering must not hang the sync; the deadline
-	// is per receive, so a long dump is fine.
-	defer conn.SetReadDeadline(time.Time{})
-	raw, err := conn.SyscallConn()
+	reader, err := nldump.NewReader(conn)
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, receiveBufferSize)
 	flows := make([]kernelFlow, 0, 256)
-	for {
-		n, err := receive(conn, raw, buf)
-		if err != nil {
-			return fmt.Errorf("receive dump: %w", err)
+	return reader.Dump(req, func(payload []byte) error {
+		if len(payload) < 4 {
+			return nil
 		}
+		f, err := parseFlow(payload[4:]) // after struct nfgenmsg
+		if err != nil {
+			return fmt.Errorf("parse dumped flow: %w", err)
+		}
+		flows = append(flows, f)
+		return nil
+	}, func() error {
+		if len(flows) == 0 {
+			return nil
+		}
+		err := batch(flows)
 		flows = flows[:0]
-		done := false
-		err = messages(buf[:n], func(typ uint16, seq uint32, payload []byte) error {
-			if seq != sent.Header.Sequence {
-				return nil // left over from an abandoned dump
-			}
-			switch typ {
-			case unix.NLMSG_DONE:
-				done = true
-			case unix.NLMSG_ERROR:
-				done = true // an error ends the dump
-				if len(payload) < 4 {
-					return errors.New("dump: short error message")
-				}
-				if errno := -int32(binary.NativeEndian.Uint32(payload)); errno != 0 {
-					return syscall.Errno(errno)
-				}
-			default:
-				if len(payload) < 4 {
-					return nil
-				}
-				f, err := parseFlow(payload[4:]) // after struct nfgenmsg
-				if err != nil {
-					return fmt.Errorf("parse dumped flow: %w", err)
-				}
-				flows = append(flows, f)
-			}
-			return nil
-		})
-		if err == nil && len(flows) > 0 {
-			err = batch(flows)
-		}
-		if err != nil {
-			if !done {
-				drain(conn, raw, buf)
-			}
-			return err
-		}
-		if done {
-			return nil
-		}
-	}
-}
-
-// receiveTimeout bounds one receive of a dump.
-const receiveTimeout = 30 * time.Second
-
-// receive reads one datagram of the dump into buf.
-func receive(conn *netlink.Conn, raw syscall.RawConn, buf []byte) (int, error) {
-	if err := conn.SetReadDeadline(time.Now().Add(receiveTimeout)); err != nil {
-		return 0, err
-	}
-	var n int
-	var recvErr error
-	if err := raw.Read(func(fd uintptr) bool {
-		n, _, recvErr = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
-		return recvErr != unix.EAGAIN
-	}); err != nil {
-		return 0, err
-	}
-	return n, recvErr
-}
-
-// drain reads the rest of an abandoned dump (up to its end, or a receive
-// timing out), so the next dump starts on a quiet socket; messages of it
-// that still arrive later carry its sequence number and are skipped.
-func drain(conn *netlink.Conn, raw syscall.RawConn, buf []byte) {
-	for {
-		n, err := receive(conn, raw, buf)
-		if err != nil {
-			return
-		}
-		end := false
-		messages(buf[:n], func(typ uint16, _ uint32, _ []byte) error {
-			end = end || typ == unix.NLMSG_DONE || typ == unix.NLMSG_ERROR
-			return nil
-		})
-		if end {
-			return
-		}
-	}
-}
-
-// attributes calls fn for each netlink attribute in b (type without the
-// nested and byte-order flags, and its payload). Parsing by hand, without
-// an AttributeDecoder per level, keeps a clean-up at no allocation per flow.
-func attributes(b []byte, fn func(typ uint16, payload []byte) error) error {
-	for len(b) >= unix.SizeofNlAttr {
-		length := int(binary.NativeEndian.Uint16(b[0:2]))
-		typ := binary.NativeEndian.Uint16(b[2:4]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
-		if length < unix.SizeofNlAttr || length > len(b) {
-			return fmt.Errorf("netlink attribute of length %d in %d bytes", length, len(b))
-		}
-		if err := fn(typ, b[unix.SizeofNlAttr:length]); err != nil {
-			return err
-		}
-		aligned := (length + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
-		if aligned > len(b) {
-			break
-		}
-		b = b[aligned:]
-	}
-	return nil
+		return err
+	})
 }
 
 func parseFlow(b []byte) (kernelFlow, error) {
 	f := kernelFlow{tcpState: -1}
-	err := attributes(b, func(typ uint16, payload []byte) error {
+	err := nldump.Attributes(b, func(typ uint16, payload []byte) error {
 		switch typ {
 		case ctaTupleOrig:
 			return parseTuple(payload, &f.orig)
@@ -257,11 +154,11 @@ func parseFlow(b []byte) (kernelFlow, error) {
 				f.timeout = binary.BigEndian.Uint32(payload)
 			}
 		case ctaProtoInfo:
-			return attributes(payload, func(typ uint16, payload []byte) error {
+			return nldump.Attributes(payload, func(typ uint16, payload []byte) error {
 				if typ != ctaProtoInfoTCP {
 					return nil
 				}
-				return attributes(payload, func(typ uint16, payload []byte) error {
+				return nldump.Attributes(payload, func(typ uint16, payload []byte) error {
 					if typ == ctaProtoInfoTCPState && len(payload) >= 1 {
 						f.tcpState = int16(payload[0])
 					}
@@ -275,10 +172,10 @@ func parseFlow(b []byte) (kernelFlow, error) {
 }
 
 func parseTuple(b []byte, t *ct.Tuple) error {
-	return attributes(b, func(typ uint16, payload []byte) error {
+	return nldump.Attributes(b, func(typ uint16, payload []byte) error {
 		switch typ {
 		case ctaTupleIP:
-			return attributes(payload, func(typ uint16, payload []byte) error {
+			return nldump.Attributes(payload, func(typ uint16, payload []byte) error {
 				switch typ {
 				case ctaIPv4Src, ctaIPv6Src:
 					t.IP.SourceAddress = addrOf(payload)
@@ -288,7 +185,7 @@ func parseTuple(b []byte, t *ct.Tuple) error {
 				return nil
 			})
 		case ctaTupleProto:
-			return attributes(payload, func(typ uint16, payload []byte) error {
+			return nldump.Attributes(payload, func(typ uint16, payload []byte) error {
 				switch {
 				case typ == ctaProtoNum && len(payload) >= 1:
 					t.Proto.Protocol = payload[0]
@@ -302,28 +199,6 @@ func parseTuple(b []byte, t *ct.Tuple) error {
 		}
 		return nil
 	})
-}
-
-// messages calls fn for each netlink message in b (its type, sequence
-// number and payload).
-func messages(b []byte, fn func(typ uint16, seq uint32, payload []byte) error) error {
-	for len(b) >= unix.SizeofNlMsghdr {
-		length := int(binary.NativeEndian.Uint32(b[0:4]))
-		typ := binary.NativeEndian.Uint16(b[4:6])
-		seq := binary.NativeEndian.Uint32(b[8:12])
-		if length < unix.SizeofNlMsghdr || length > len(b) {
-			return fmt.Errorf("netlink message of length %d in %d bytes", length, len(b))
-		}
-		if err := fn(typ, seq, b[unix.SizeofNlMsghdr:length]); err != nil {
-			return err
-		}
-		aligned := (length + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
-		if aligned > len(b) {
-			break
-		}
-		b = b[aligned:]
-	}
-	return nil
 }
 
 func addrOf(b []byte) netip.Addr {

@@ -1,0 +1,187 @@
+// Package nldump streams netlink dumps: one request, then one reused receive
+// buffer at a time, each message handed to the caller and dropped.
+//
+// The libraries under the adapters (mdlayher/netlink's Execute, moby/ipvs,
+// vishvananda/netlink) gather a whole multi-part answer, copy it and parse
+// every attribute into its own slice before returning; at 10,000 IPVS
+// services or a million conntrack flows that is tens to hundreds of MB made
+// and dropped per read. Here a read costs one buffer, whatever the size of
+// the table, and parsing allocates nothing per attribute.
+package nldump
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// BufferSize holds one dump batch: the kernel fills at most 32 KiB per
+// multi-part message (netlink_dump caps the allocation at
+// SKB_WITH_OVERHEAD(32768)); twice that leaves room.
+const BufferSize = 64 << 10
+
+// receiveTimeout bounds one receive: a kernel that stops answering must not
+// hang the sync. The deadline is per receive, so a long dump is fine.
+const receiveTimeout = 30 * time.Second
+
+// Reader reads dumps on one netlink connection. It is not safe for
+// concurrent use; its buffer is reused by every dump.
+type Reader struct {
+	conn *netlink.Conn
+	raw  syscall.RawConn
+	buf  []byte
+}
+
+// NewReader reads dumps on conn, which stays the caller's to close.
+func NewReader(conn *netlink.Conn) (*Reader, error) {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{conn: conn, raw: raw, buf: make([]byte, BufferSize)}, nil
+}
+
+// Dump sends req (the Request and Dump flags are added) and calls message
+// with the payload of each answer, after the netlink header. payload points
+// into the receive buffer: message must not keep it. endOfBuffer, when not
+// nil, runs after each received buffer's messages (a point to hand over a
+// batch). An error from either stops the dump, drains the rest of it and is
+// returned; an error the kernel answers with is returned as its
+// syscall.Errno.
+func (r *Reader) Dump(req netlink.Message, message func(payload []byte) error, endOfBuffer func() error) error {
+	req.Header.Flags |= netlink.Request | netlink.Dump
+	sent, err := r.conn.Send(req)
+	if err != nil {
+		return fmt.Errorf("send dump request: %w", err)
+	}
+	defer r.conn.SetReadDeadline(time.Time{})
+	for {
+		n, err := r.receive()
+		if err != nil {
+			return fmt.Errorf("receive dump: %w", err)
+		}
+		done := false
+		err = Messages(r.buf[:n], func(typ uint16, seq uint32, payload []byte) error {
+			if seq != sent.Header.Sequence {
+				return nil // left over from an abandoned dump
+			}
+			switch typ {
+			case unix.NLMSG_DONE:
+				done = true
+			case unix.NLMSG_ERROR:
+				done = true // an error ends the dump
+				if len(payload) < 4 {
+					return errors.New("dump: short error message")
+				}
+				if errno := -int32(binary.NativeEndian.Uint32(payload)); errno != 0 {
+					return syscall.Errno(errno)
+				}
+			default:
+				return message(payload)
+			}
+			return nil
+		})
+		if err == nil && endOfBuffer != nil {
+			err = endOfBuffer()
+		}
+		if err != nil {
+			if !done {
+				r.drain()
+			}
+			return err
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// receive reads one datagram into the buffer. MSG_TRUNC makes the kernel
+// report a datagram's real length, so one larger than the buffer is an
+// error instead of a silently cut answer.
+func (r *Reader) receive() (int, error) {
+	if err := r.conn.SetReadDeadline(time.Now().Add(receiveTimeout)); err != nil {
+		return 0, err
+	}
+	var n int
+	var recvErr error
+	if err := r.raw.Read(func(fd uintptr) bool {
+		n, _, recvErr = unix.Recvfrom(int(fd), r.buf, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
+		return recvErr != unix.EAGAIN
+	}); err != nil {
+		return 0, err
+	}
+	if recvErr == nil && n > len(r.buf) {
+		return 0, fmt.Errorf("netlink datagram of %d bytes exceeds the %d-byte buffer", n, len(r.buf))
+	}
+	return n, recvErr
+}
+
+// drain reads the rest of an abandoned dump (up to its end, or a receive
+// failing), so the next dump starts on a quiet socket; messages of it that
+// still arrive later carry its sequence number and are skipped.
+func (r *Reader) drain() {
+	for {
+		n, err := r.receive()
+		if err != nil {
+			return
+		}
+		end := false
+		Messages(r.buf[:n], func(typ uint16, _ uint32, _ []byte) error {
+			end = end || typ == unix.NLMSG_DONE || typ == unix.NLMSG_ERROR
+			return nil
+		})
+		if end {
+			return
+		}
+	}
+}
+
+// Messages calls fn for each netlink message in b (its type, sequence
+// number and payload).
+func Messages(b []byte, fn func(typ uint16, seq uint32, payload []byte) error) error {
+	for len(b) >= unix.SizeofNlMsghdr {
+		length := int(binary.NativeEndian.Uint32(b[0:4]))
+		typ := binary.NativeEndian.Uint16(b[4:6])
+		seq := binary.NativeEndian.Uint32(b[8:12])
+		if length < unix.SizeofNlMsghdr || length > len(b) {
+			return fmt.Errorf("netlink message of length %d in %d bytes", length, len(b))
+		}
+		if err := fn(typ, seq, b[unix.SizeofNlMsghdr:length]); err != nil {
+			return err
+		}
+		aligned := (length + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
+		if aligned > len(b) {
+			break
+		}
+		b = b[aligned:]
+	}
+	return nil
+}
+
+// Attributes calls fn for each netlink attribute in b (its type without
+// the nested and byte-order flags, and its payload). Parsing by hand,
+// without an AttributeDecoder per level, allocates nothing.
+func Attributes(b []byte, fn func(typ uint16, payload []byte) error) error {
+	for len(b) >= unix.SizeofNlAttr {
+		length := int(binary.NativeEndian.Uint16(b[0:2]))
+		typ := binary.NativeEndian.Uint16(b[2:4]) &^ (unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+		if length < unix.SizeofNlAttr || length > len(b) {
+			return fmt.Errorf("netlink attribute of length %d in %d bytes", length, len(b))
+		}
+		if err := fn(typ, b[unix.SizeofNlAttr:length]); err != nil {
+			return err
+		}
+		aligned := (length + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
+		if aligned > len(b) {
+			break
+		}
+		b = b[aligned:]
+	}
+	return nil
+}
