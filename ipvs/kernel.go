@@ -3,7 +3,6 @@ package ipvs
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -27,50 +26,66 @@ type kernel struct {
 	// goroutines sharing the socket would eat each other's answers.
 	mu     sync.Mutex
 	handle *mobyipvs.Handle
+	// dump reads the table (dump.go); handle does every write.
+	dump *dumper
 }
 
 var _ Interface = (*kernel)(nil)
 
 // New opens the IPVS table of the current network namespace. It fails with
 // ErrUnsupported when the kernel has no IPVS (module ip_vs not loaded).
-func New() (Interface, error) { return open("") }
+func New() (Interface, error) { return open(0) }
 
 // NewInNamespace opens the IPVS table of the network namespace ns. The
 // handle may be closed once NewInNamespace returns.
 func NewInNamespace(ns netns.NsHandle) (Interface, error) {
-	return open(fmt.Sprintf("/proc/self/fd/%d", int(ns)))
+	return open(int(ns))
 }
 
-func open(nsPath string) (*kernel, error) {
+// open opens the table of the namespace whose file descriptor is nsFD, or
+// of the current one when nsFD is 0.
+func open(nsFD int) (*kernel, error) {
 	// Look the family up first: moby/ipvs resolves it once per process and,
 	// when that fails, keeps family 0 and sends every later request as a
 	// netlink no-op that the kernel acknowledges, so nothing would fail.
-	if err := checkAvailable(); err != nil {
+	family, err := ipvsFamily()
+	if err != nil {
 		return nil, err
 	}
 	routeLogrusToKlog()
+	nsPath := ""
+	if nsFD > 0 {
+		nsPath = fmt.Sprintf("/proc/self/fd/%d", nsFD)
+	}
 	h, err := mobyipvs.New(nsPath)
 	if err != nil {
 		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
 	}
-	return &kernel{handle: h}, nil
+	d, err := dialDumper(nsFD, family)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &kernel{handle: h, dump: d}, nil
 }
 
-// checkAvailable reports ErrUnsupported unless the generic netlink family
-// "IPVS" is registered (families are global, not per namespace).
-func checkAvailable() error {
+// ipvsFamily is the number of the generic netlink family "IPVS", or
+// ErrUnsupported when it is not registered (families are global, not per
+// namespace).
+func ipvsFamily() (uint16, error) {
 	h, err := netlink.NewHandle(unix.NETLINK_GENERIC)
 	if err != nil {
-		return fmt.Errorf("open generic netlink socket: %w", err)
+		return 0, fmt.Errorf("open generic netlink socket: %w", err)
 	}
 	defer h.Close()
-	if _, err := h.GenlFamilyGet("IPVS"); err != nil {
+	f, err := h.GenlFamilyGet("IPVS")
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("generic netlink family IPVS not registered (is module ip_vs loaded?): %w", ErrUnsupported)
+			return 0, fmt.Errorf("generic netlink family IPVS not registered (is module ip_vs loaded?): %w", ErrUnsupported)
 		}
-		return fmt.Errorf("look up generic netlink family IPVS: %w", err)
+		return 0, fmt.Errorf("look up generic netlink family IPVS: %w", err)
 	}
-	return nil
+	return f.ID, nil
 }
 
 var errClosed = errors.New("IPVS handle closed")
@@ -85,20 +100,13 @@ func (k *kernel) lock() (*mobyipvs.Handle, error) {
 }
 
 func (k *kernel) VirtualServers() ([]VirtualServer, error) {
-	h, err := k.lock()
-	if err != nil {
+	if _, err := k.lock(); err != nil {
 		return nil, err
 	}
 	defer k.mu.Unlock()
-	svcs, err := h.GetServices()
+	out, err := k.dump.virtualServers()
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
-	}
-	out := []VirtualServer{}
-	for _, s := range svcs {
-		if vs, ok := fromService(s); ok {
-			out = append(out, vs)
-		}
 	}
 	sortVirtualServers(out)
 	return out, nil
@@ -152,17 +160,20 @@ func (k *kernel) DeleteVirtualServer(key VirtualServerKey) error {
 	return nil
 }
 
+// RealServers asks for the virtual server first: the kernel's destination
+// dump answers an unknown one with an empty list, not an error, and
+// ErrNotFound must tell the two apart.
 func (k *kernel) RealServers(key VirtualServerKey) ([]RealServer, error) {
-	return k.listRealServers(key, destinations)
+	return k.listRealServers(key, true)
 }
 
+// ListedRealServers is the destination dump alone: a virtual server that
+// does not exist answers an empty list.
 func (k *kernel) ListedRealServers(key VirtualServerKey) ([]RealServer, error) {
-	return k.listRealServers(key, dumpDestinations)
+	return k.listRealServers(key, false)
 }
 
-// listRealServers lists key's real servers with dump (destinations, or
-// dumpDestinations alone).
-func (k *kernel) listRealServers(key VirtualServerKey, dump func(*mobyipvs.Handle, VirtualServerKey) ([]*mobyipvs.Destination, error)) ([]RealServer, error) {
+func (k *kernel) listRealServers(key VirtualServerKey, askServiceFirst bool) ([]RealServer, error) {
 	key, err := key.canonical()
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
@@ -172,22 +183,17 @@ func (k *kernel) listRealServers(key VirtualServerKey, dump func(*mobyipvs.Handl
 		return nil, err
 	}
 	defer k.mu.Unlock()
-	dests, err := dump(h, key)
-	if err != nil {
-		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
-	}
-	return realServersOf(dests), nil
-}
-
-func realServersOf(dests []*mobyipvs.Destination) []RealServer {
-	out := make([]RealServer, 0, len(dests))
-	for _, d := range dests {
-		if rs, ok := fromDestination(d); ok {
-			out = append(out, rs)
+	if askServiceFirst {
+		if _, err := h.GetService(toService(VirtualServer{VirtualServerKey: key})); err != nil {
+			return nil, fmt.Errorf("list real servers of %s: %w", key, serviceError(err))
 		}
 	}
+	out, err := k.dump.realServers(key)
+	if err != nil {
+		return nil, fmt.Errorf("list real servers of %s: %w", key, destinationError(err))
+	}
 	sortRealServers(out)
-	return out
+	return out, nil
 }
 
 func (k *kernel) AddRealServer(vs VirtualServerKey, rs RealServer) error {
@@ -278,6 +284,7 @@ func (k *kernel) Close() error {
 	defer k.mu.Unlock()
 	if k.handle != nil {
 		k.handle.Close()
+		k.dump.Close()
 		k.handle = nil
 	}
 	return nil
@@ -336,27 +343,6 @@ func toService(vs VirtualServer) *mobyipvs.Service {
 	return s
 }
 
-// fromService converts a dumped service. Firewall-mark services have no
-// address and port and cannot be represented; they are left out.
-func fromService(s *mobyipvs.Service) (VirtualServer, bool) {
-	if s.FWMark != 0 {
-		return VirtualServer{}, false
-	}
-	addr, ok := netip.AddrFromSlice(s.Address)
-	if !ok {
-		return VirtualServer{}, false
-	}
-	vs := VirtualServer{
-		VirtualServerKey: VirtualServerKey{Protocol: Protocol(s.Protocol), Address: addr.Unmap(), Port: s.Port},
-		Scheduler:        s.SchedName,
-	}
-	if s.Flags&flagPersistent != 0 {
-		vs.PersistenceTimeout = time.Duration(s.Timeout) * time.Second
-	}
-	vs.SchedulerFlags = SchedulerFlags(s.Flags) & schedulerFlagMask
-	return vs, true
-}
-
 // toDestination always asks for masquerading (NAT) forwarding.
 func toDestination(rs RealServer) *mobyipvs.Destination {
 	d := &mobyipvs.Destination{
@@ -370,37 +356,4 @@ func toDestination(rs RealServer) *mobyipvs.Destination {
 		d.AddressFamily = unix.AF_INET6
 	}
 	return d
-}
-
-func fromDestination(d *mobyipvs.Destination) (RealServer, bool) {
-	addr, ok := netip.AddrFromSlice(d.Address)
-	if !ok {
-		return RealServer{}, false
-	}
-	return RealServer{
-		RealServerKey:       RealServerKey{Address: addr.Unmap(), Port: d.Port},
-		Weight:              d.Weight,
-		ActiveConnections:   d.ActiveConnections,
-		InactiveConnections: d.InactiveConnections,
-	}, true
-}
-
-// destinations dumps the real servers of key. The kernel's destination dump
-// answers an unknown service with an empty list, not an error, so the
-// service itself is asked for first (ESRCH becomes ErrNotFound).
-func destinations(h *mobyipvs.Handle, key VirtualServerKey) ([]*mobyipvs.Destination, error) {
-	if _, err := h.GetService(toService(VirtualServer{VirtualServerKey: key})); err != nil {
-		return nil, serviceError(err)
-	}
-	return dumpDestinations(h, key)
-}
-
-// dumpDestinations is the kernel's destination dump alone: a virtual
-// server that does not exist answers an empty list.
-func dumpDestinations(h *mobyipvs.Handle, key VirtualServerKey) ([]*mobyipvs.Destination, error) {
-	dests, err := h.GetDestinations(toService(VirtualServer{VirtualServerKey: key}))
-	if err != nil {
-		return nil, destinationError(err)
-	}
-	return dests, nil
 }

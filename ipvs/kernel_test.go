@@ -2,16 +2,23 @@ package ipvs
 
 import (
 	"errors"
-	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
-	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	mobyipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
 var (
@@ -27,7 +34,7 @@ func skipUnlessKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel IPVS tests need root to create a network namespace")
 	}
-	err := checkAvailable()
+	_, err := ipvsFamily()
 	if errors.Is(err, ErrUnsupported) {
 		modprobeOnce.Do(func() {
 			out, err := exec.Command("modprobe", "ip_vs").CombinedOutput()
@@ -35,7 +42,7 @@ func skipUnlessKernel(t *testing.T) {
 				modprobeOut = strings.TrimSpace(string(out)) + ": " + err.Error()
 			}
 		})
-		err = checkAvailable()
+		_, err = ipvsFamily()
 	}
 	if errors.Is(err, ErrUnsupported) {
 		kerneltest.Skip(t, kerneltest.NoIPVS, "modprobe ip_vs: %s: %v", modprobeOut, err)
@@ -71,4 +78,131 @@ func TestKernelListsNoFirewallMarkServices(t *testing.T) {
 	}
 	ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
 	wantVirtualServers(t, a, VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"})
+}
+
+// The table is read by this package's own dump parser (dump.go) while
+// moby/ipvs does the writes; both must read the same table the same way.
+// This compares every field the parser fills, the counters after a
+// connection attempt included, with what moby/ipvs reads.
+func TestDumpAgreesWithMobyIPVS(t *testing.T) {
+	skipUnlessKernel(t)
+	ns := netnstest.New(t)
+	netnstest.LoopbackUp(t, ns, vip4)
+	a, err := NewInNamespace(ns)
+	if err != nil {
+		t.Fatalf("open IPVS in fresh namespace: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	k := a.(*kernel)
+
+	flags, err := ParseSchedulerFlags("sh", "sh-fallback,sh-port")
+	ok(t, err)
+	vss := []VirtualServer{
+		{VirtualServerKey: tcp80, Scheduler: "rr"},
+		{VirtualServerKey: udp80, Scheduler: "wrr", PersistenceTimeout: 3 * time.Hour},
+		{VirtualServerKey: tcp6, Scheduler: "sh", SchedulerFlags: flags},
+		{VirtualServerKey: udp6, Scheduler: "rr", PersistenceTimeout: 10 * time.Second},
+	}
+	for _, vs := range vss {
+		ok(t, a.AddVirtualServer(vs))
+	}
+	ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+	ok(t, a.AddRealServer(tcp80, rs(rip4b, 8081, 0)))
+	ok(t, a.AddRealServer(udp80, rs(rip4a, 53, 65535)))
+	ok(t, a.AddRealServer(tcp6, rs(rip6, 443, 7)))
+	// A connection attempt to tcp80 from inside the namespace: IPVS
+	// schedules it (counting a connection and a packet in) whether or not
+	// the real server, which has no route, ever answers.
+	inNamespace(t, ns, func() {
+		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(vip4, 80).String(), 300*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+	})
+
+	// The kernel's estimator copies the per-CPU counters into what a dump
+	// reports every 2 seconds: wait for the attempt to show.
+	var gotStats map[VirtualServerKey]Stats
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		gotStats, err = a.(StatsReader).VirtualServerStats()
+		ok(t, err)
+		if gotStats[tcp80].Connections > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if gotStats[tcp80].Connections == 0 || gotStats[tcp80].PacketsIn == 0 {
+		t.Errorf("counters of %s = %+v 15 s after a connection attempt, want a connection and a packet in", tcp80, gotStats[tcp80])
+	}
+
+	mobyServices, err := k.handle.GetServices()
+	ok(t, err)
+	wantVS := map[VirtualServerKey]VirtualServer{}
+	wantStats := map[VirtualServerKey]Stats{}
+	for _, s := range mobyServices {
+		addr, _ := netip.AddrFromSlice(s.Address)
+		vs := VirtualServer{
+			VirtualServerKey: VirtualServerKey{Protocol: Protocol(s.Protocol), Address: addr.Unmap(), Port: s.Port},
+			Scheduler:        s.SchedName,
+			SchedulerFlags:   SchedulerFlags(s.Flags) & schedulerFlagMask,
+		}
+		if s.Flags&flagPersistent != 0 {
+			vs.PersistenceTimeout = time.Duration(s.Timeout) * time.Second
+		}
+		wantVS[vs.VirtualServerKey] = vs
+		wantStats[vs.VirtualServerKey] = Stats{
+			Connections: uint64(s.Stats.Connections), PacketsIn: uint64(s.Stats.PacketsIn),
+			PacketsOut: uint64(s.Stats.PacketsOut), BytesIn: s.Stats.BytesIn, BytesOut: s.Stats.BytesOut,
+		}
+	}
+	got, err := a.VirtualServers()
+	ok(t, err)
+	if len(got) != len(vss) || len(wantVS) != len(vss) {
+		t.Fatalf("VirtualServers() = %v, moby/ipvs read %v, want %d", got, wantVS, len(vss))
+	}
+	for _, vs := range got {
+		if wantVS[vs.VirtualServerKey] != vs {
+			t.Errorf("VirtualServers() has %+v, moby/ipvs read %+v", vs, wantVS[vs.VirtualServerKey])
+		}
+	}
+	gotStats, err = a.(StatsReader).VirtualServerStats()
+	ok(t, err)
+	for key, s := range wantStats {
+		if gotStats[key] != s {
+			t.Errorf("counters of %s = %+v, moby/ipvs read %+v", key, gotStats[key], s)
+		}
+	}
+
+	for _, vs := range vss {
+		dests, err := k.handle.GetDestinations(toService(vs))
+		ok(t, err)
+		want := []RealServer{}
+		for _, d := range dests {
+			addr, _ := netip.AddrFromSlice(d.Address)
+			want = append(want, RealServer{
+				RealServerKey: RealServerKey{Address: addr.Unmap(), Port: d.Port},
+				Weight:        d.Weight, ActiveConnections: d.ActiveConnections, InactiveConnections: d.InactiveConnections,
+			})
+		}
+		sortRealServers(want)
+		for name, list := range map[string]func(VirtualServerKey) ([]RealServer, error){"RealServers": a.RealServers, "ListedRealServers": a.ListedRealServers} {
+			got, err := list(vs.VirtualServerKey)
+			ok(t, err)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s(%s) = %+v, moby/ipvs read %+v", name, vs.VirtualServerKey, got, want)
+			}
+		}
+	}
+}
+
+// inNamespace runs fn on a thread inside ns.
+func inNamespace(t *testing.T, ns netns.NsHandle, fn func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	ok(t, err)
+	defer orig.Close()
+	ok(t, netns.Set(ns))
+	defer netns.Set(orig)
+	fn()
 }

@@ -10,7 +10,7 @@ import (
 
 // moby/ipvs runs `modprobe -va ip_vs` once per process and logs its failure
 // through logrus, straight to stderr. Whether IPVS is there is decided by
-// checkAvailable; the DaemonSet has no /lib/modules, so that modprobe fails on
+// ipvsFamily; the DaemonSet has no /lib/modules, so that modprobe fails on
 // every start and `ipvsproxy inspect` printed a warning on every call. The
 // library's messages go to klog instead: errors as errors, the rest at V(2).
 var routeLogrusOnce sync.Once

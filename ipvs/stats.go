@@ -1,10 +1,6 @@
 package ipvs
 
-import (
-	"fmt"
-
-	mobyipvs "github.com/moby/ipvs"
-)
+import "fmt"
 
 // Stats are the traffic counters the kernel keeps for a virtual or a real
 // server since it was created (ip_vs_stats). A virtual server's counters
@@ -45,29 +41,15 @@ var (
 	_ StatsReader = (*Fake)(nil)
 )
 
-func fromKernelStats(s mobyipvs.SvcStats) Stats {
-	return Stats{
-		Connections: uint64(s.Connections),
-		PacketsIn:   uint64(s.PacketsIn), PacketsOut: uint64(s.PacketsOut),
-		BytesIn: s.BytesIn, BytesOut: s.BytesOut,
-	}
-}
-
 func (k *kernel) VirtualServerStats() (map[VirtualServerKey]Stats, error) {
-	h, err := k.lock()
-	if err != nil {
+	if _, err := k.lock(); err != nil {
 		return nil, err
 	}
 	defer k.mu.Unlock()
-	svcs, err := h.GetServices()
+	out := map[VirtualServerKey]Stats{}
+	err := k.dump.eachVirtualServer(func(vs VirtualServer, s Stats) { out[vs.VirtualServerKey] = s })
 	if err != nil {
 		return nil, fmt.Errorf("read virtual server stats: %w", err)
-	}
-	out := map[VirtualServerKey]Stats{}
-	for _, s := range svcs {
-		if vs, ok := fromService(s); ok {
-			out[vs.VirtualServerKey] = fromKernelStats(s.Stats)
-		}
 	}
 	return out, nil
 }
@@ -82,15 +64,14 @@ func (k *kernel) RealServerStats(key VirtualServerKey) (map[RealServerKey]Stats,
 		return nil, err
 	}
 	defer k.mu.Unlock()
-	dests, err := destinations(h, key)
-	if err != nil {
-		return nil, fmt.Errorf("read real server stats of %s: %w", key, err)
+	// The destination dump answers an unknown virtual server with nothing.
+	if _, err := h.GetService(toService(VirtualServer{VirtualServerKey: key})); err != nil {
+		return nil, fmt.Errorf("read real server stats of %s: %w", key, serviceError(err))
 	}
 	out := map[RealServerKey]Stats{}
-	for _, d := range dests {
-		if rs, ok := fromDestination(d); ok {
-			out[rs.RealServerKey] = fromKernelStats(mobyipvs.SvcStats(d.Stats))
-		}
+	err = k.dump.eachRealServer(key, func(rs RealServer, s Stats) { out[rs.RealServerKey] = s })
+	if err != nil {
+		return nil, fmt.Errorf("read real server stats of %s: %w", key, destinationError(err))
 	}
 	return out, nil
 }
