@@ -18,9 +18,9 @@ func kernelAnswer(cmd uint8, top uint16, attrs []byte) []byte {
 	return append(b, appendAttribute(nil, top|unix.NLA_F_NESTED, attrs)...)
 }
 
-func u16(v uint16) []byte { return binary.NativeEndian.AppendUint16(nil, v) }
-func u32(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
-func u64(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
+func u16(v uint16) []byte  { return binary.NativeEndian.AppendUint16(nil, v) }
+func u32(v uint32) []byte  { return binary.NativeEndian.AppendUint32(nil, v) }
+func u64(v uint64) []byte  { return binary.NativeEndian.AppendUint64(nil, v) }
 func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
 
 // unionAddr is union nf_inet_addr: an IPv4 address in the first 4 of 16.
