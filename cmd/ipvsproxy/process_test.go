@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"runtime/debug"
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/metrics"
@@ -66,5 +67,20 @@ func TestClientConnection(t *testing.T) {
 		if rc.ContentType != c.contentType || rc.AcceptContentTypes != c.accept || rc.QPS != c.qps || rc.Burst != c.burst {
 			t.Errorf("%s: content type %q accept %q qps %v burst %d", c.file, rc.ContentType, rc.AcceptContentTypes, rc.QPS, rc.Burst)
 		}
+	}
+}
+
+func TestGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
+	previous := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(previous) })
+
+	applyGCPercent(func(string) (string, bool) { return "", false })
+	if got := debug.SetGCPercent(100); got != defaultGCPercent {
+		t.Errorf("without GOGC the daemon's GC percent is %d, want %d", got, defaultGCPercent)
+	}
+	debug.SetGCPercent(200) // as GOGC=200 would have at start
+	applyGCPercent(func(name string) (string, bool) { return "200", name == "GOGC" })
+	if got := debug.SetGCPercent(100); got != 200 {
+		t.Errorf("with GOGC=200 in the environment the GC percent became %d, want it left at 200", got)
 	}
 }

@@ -45,6 +45,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	applyOOMScoreAdj(c.Int("oom-score-adj"))
+	applyGCPercent(os.LookupEnv)
 	nodeName, err := nodeNameOf(c.String("hostname-override"))
 	if err != nil {
 		return err

@@ -132,7 +132,7 @@ status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 run_side() {
 	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt
-	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0
+	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu
 	node_up
 	rm -f /run/bench-ready /run/bench-connect
 	t0=$(now)
@@ -206,6 +206,8 @@ run_side() {
 	# VmHWM counts the binary's text pages it touched as well as its heap: RssFile and RssAnon
 	# (at the end, not at the peak) tell them apart.
 	hwm=$(status_kb "$pid" VmHWM) rss=$(status_kb "$pid" VmRSS) anon=$(status_kb "$pid" RssAnon) file=$(status_kb "$pid" RssFile)
+	# The process's CPU time over the whole run (user + system): what a lower GOGC costs.
+	cpu=$(awk -v hz="$(getconf CLK_TCK 2>/dev/null || echo 100)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$pid/stat")
 	kill "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	node_down
@@ -213,18 +215,18 @@ run_side() {
 		local ready=null connect=null
 		[[ -f /run/bench-ready ]] && ready=$(awk -v a="$t0" -v b="$(</run/bench-ready)" 'BEGIN { printf "%.2f", b - a }')
 		[[ -f /run/bench-connect ]] && connect=$(awk -v a="$t0" -v b="$(</run/bench-connect)" 'BEGIN { printf "%.2f", b - a }')
-		printf '{"side":"%s","services":%d,"ok":false,"timed_out_after_s":%s,"peak_rss_mib":%s,"ready_s":%s,"connect_s":%s}\n' "$side" "$BENCH_N" \
-			"$( ((timed_out)) && echo "$timeout" || echo null)" "$(awk -v k="${hwm:-0}" 'BEGIN { printf "%.1f", k / 1024 }')" "$ready" "$connect" >>"$BENCH_OUT"
+		printf '{"side":"%s","services":%d,"ok":false,"timed_out_after_s":%s,"peak_rss_mib":%s,"ready_s":%s,"connect_s":%s,"cpu_s":%s}\n' "$side" "$BENCH_N" \
+			"$( ((timed_out)) && echo "$timeout" || echo null)" "$(awk -v k="${hwm:-0}" 'BEGIN { printf "%.1f", k / 1024 }')" "$ready" "$connect" "${cpu:-null}" >>"$BENCH_OUT"
 		tail -n1 "$BENCH_OUT" >&2
 		return 1
 	fi
 	awk -v side="$side" -v n="$BENCH_N" -v t0="$t0" -v tr="$t_ready" -v tc="$t_connect" -v tw="$t_write" -v tk="$t_kernel" \
 		-v hwm="$hwm" -v rss="$rss" -v anon="$anon" -v file="$file" -v vs="$vs" -v cold="$cold" -v resync="$resync" \
-		-v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" 'BEGIN {
+		-v cpu="${cpu:-null}" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" 'BEGIN {
 		np = (c1 > c0) ? sprintf("%.3f", (s1 - s0) / (c1 - c0)) : "null"
 		printf "{\"side\":\"%s\",\"services\":%d,\"ok\":true,\"peak_rss_mib\":%.1f,\"rss_end_mib\":%.1f,\"rss_anon_end_mib\":%.1f,\"rss_file_end_mib\":%.1f,", side, n, hwm / 1024, rss / 1024, anon / 1024, file / 1024
 		printf "\"ready_s\":%.2f,\"connect_s\":%.2f,\"endpoint_change_s\":%.2f,\"network_programming_s\":%s,", tr - t0, tc - t0, tk - tw, np
-		printf "\"cold_sync_s\":%s,\"full_resync_s\":%s,\"tcp_virtual_servers\":%d}\n", cold == "" ? "null" : cold, resync == "" ? "null" : resync, vs
+		printf "\"cold_sync_s\":%s,\"full_resync_s\":%s,\"tcp_virtual_servers\":%d,\"cpu_s\":%s}\n", cold == "" ? "null" : cold, resync == "" ? "null" : resync, vs, cpu
 	}' >>"$BENCH_OUT"
 	tail -n1 "$BENCH_OUT" >&2
 }

@@ -4,7 +4,8 @@
 # against the real kube-apiserver on this machine, with N Services × 10 endpoints created through
 # the API before either starts. Per side and N: peak RSS (VmHWM), start to ready, start to the
 # first hostNetwork connection through a cluster IP, one endpoint change from API write to the
-# kernel (and network_programming_duration_seconds), the cold sync and one periodic full re-check.
+# kernel (and network_programming_duration_seconds), the cold sync, one periodic full re-check, and the
+# process's CPU time over the run.
 #
 #   e2e/vm/bench-daemon.sh [--smoke] [N...]      (default 1000 10000)
 #
@@ -123,10 +124,10 @@ cat "$out"
 if [[ -z $smoke ]]; then
 	# The Markdown table beside the JSON: one row per side and N.
 	{
-		echo "| Services × 10 | side | peak RSS MiB | ready s | first connection s | endpoint change s | network programming s | cold sync s | full re-check s |"
-		echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+		echo "| Services × 10 | side | peak RSS MiB | ready s | first connection s | endpoint change s | network programming s | cold sync s | full re-check s | CPU s |"
+		echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 		jq -r 'def f: if . == null then "—" else tostring end;
-			"| \(.services) | \(.side)\(if .ok then "" else " (not ready after \(.timed_out_after_s // "?") s)" end) | \(.peak_rss_mib|f) | \(.ready_s|f) | \(.connect_s|f) | \(.endpoint_change_s|f) | \(.network_programming_s|f) | \(.cold_sync_s|f) | \(.full_resync_s|f) |"' "$out"
+			"| \(.services) | \(.side)\(if .ok then "" else " (not ready after \(.timed_out_after_s // "?") s)" end) | \(.peak_rss_mib|f) | \(.ready_s|f) | \(.connect_s|f) | \(.endpoint_change_s|f) | \(.network_programming_s|f) | \(.cold_sync_s|f) | \(.full_resync_s|f) | \(.cpu_s|f) |"' "$out"
 	} >"${out%.json}.md"
 	say "table in ${out%.json}.md"
 fi
