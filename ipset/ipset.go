@@ -20,6 +20,8 @@ import (
 type Kernel struct {
 	h   *netlink.Handle
 	raw *rawSocket // see request.go
+	// dump reads the sets (dump.go); h and raw write.
+	dump *dumper
 
 	// sets remembers each set's type and family: an add or delete names only
 	// the set, but the entry must be encoded (and checked) for its type.
@@ -62,32 +64,32 @@ func NewInNamespace(ns netns.NsHandle) (*Kernel, error) {
 		h.Close()
 		return nil, fmt.Errorf("open ipset netlink socket: %w", err)
 	}
-	return &Kernel{h: h, raw: raw, sets: map[string]Set{}}, nil
+	nsFD := 0
+	if ns != netns.None() {
+		nsFD = int(ns)
+	}
+	d, err := dialDumper(nsFD)
+	if err != nil {
+		h.Close()
+		raw.close()
+		return nil, fmt.Errorf("open ipset netlink socket: %w", err)
+	}
+	return &Kernel{h: h, raw: raw, dump: d, sets: map[string]Set{}}, nil
 }
 
 // Close releases the netlink sockets.
 func (k *Kernel) Close() error {
 	k.h.Close()
 	k.raw.close()
+	k.dump.close()
 	return nil
 }
 
+// Sets lists the sets' headers alone: the kernel leaves the entries out.
 func (k *Kernel) Sets() ([]Set, error) {
-	var results []netlink.IPSetResult
-	err := guard(func() (err error) { results, err = k.h.IpsetListAll(); return err })
-	if err != nil {
+	sets := []Set{}
+	if err := k.dump.list("", true, func(s Set) { sets = append(sets, s) }, nil); err != nil {
 		return nil, fmt.Errorf("list ip sets: %w", mapError(err, false))
-	}
-	// A dump splits a large set over several messages; the library returns
-	// one result per message, so the same set can appear more than once.
-	var sets []Set
-	seen := map[string]bool{}
-	for _, r := range results {
-		if seen[r.SetName] {
-			continue
-		}
-		seen[r.SetName] = true
-		sets = append(sets, setFromResult(&r))
 	}
 	k.mu.Lock()
 	for _, s := range sets {
@@ -127,14 +129,14 @@ func (k *Kernel) DestroySet(name string) error {
 }
 
 func (k *Kernel) Entries(name string) ([]Entry, error) {
-	r, err := k.list(name)
-	if err != nil {
-		return nil, fmt.Errorf("list entries of ip set %s: %w", name, err)
+	if name == "" {
+		return nil, fmt.Errorf("list entries of an ip set without a name: %w", ErrNotFound)
 	}
-	s := setFromResult(r)
-	entries := make([]Entry, 0, len(r.Entries))
-	for _, ne := range r.Entries {
-		entries = append(entries, entryFromNetlink(s.Type, ne))
+	entries := []Entry{}
+	err := k.dump.list(name, false, k.remember, func(e Entry) { entries = append(entries, e) })
+	if err != nil {
+		k.forget(name)
+		return nil, fmt.Errorf("list entries of ip set %s: %w", name, mapError(err, false))
 	}
 	return entries, nil
 }
@@ -176,18 +178,6 @@ func (k *Kernel) SwapSets(a, b string) error {
 	return nil
 }
 
-// list dumps one set, merging the messages a large set is split into.
-func (k *Kernel) list(name string) (*netlink.IPSetResult, error) {
-	var r *netlink.IPSetResult
-	err := guard(func() (err error) { r, err = k.h.IpsetList(name); return err })
-	if err != nil {
-		k.forget(name)
-		return nil, mapError(err, false)
-	}
-	k.remember(setFromResult(r))
-	return r, nil
-}
-
 // lookup returns the set's type and family, from memory or the kernel.
 func (k *Kernel) lookup(name string) (Set, error) {
 	k.mu.Lock()
@@ -196,11 +186,14 @@ func (k *Kernel) lookup(name string) (Set, error) {
 	if ok {
 		return s, nil
 	}
-	r, err := k.list(name)
+	var found Set
+	err := k.dump.list(name, true, func(s Set) { found = s }, nil)
 	if err != nil {
-		return Set{}, err
+		k.forget(name)
+		return Set{}, mapError(err, false)
 	}
-	return setFromResult(r), nil
+	k.remember(found)
+	return found, nil
 }
 
 func (k *Kernel) remember(s Set) {
@@ -285,17 +278,6 @@ func familyNumber(f Family) uint8 {
 	return unix.AF_INET
 }
 
-func setFromResult(r *netlink.IPSetResult) Set {
-	s := Set{Name: r.SetName, Type: Type(r.TypeName), MaxElem: r.MaxElements}
-	switch r.Family {
-	case unix.AF_INET:
-		s.Family = IPv4
-	case unix.AF_INET6:
-		s.Family = IPv6
-	}
-	return s
-}
-
 func ipBytes(a netip.Addr) net.IP {
 	return net.IP(a.AsSlice())
 }
@@ -322,34 +304,4 @@ func entryToNetlink(t Type, e Entry) *netlink.IPSetEntry {
 		ne.CIDR = uint8(e.Net.Bits())
 	}
 	return ne
-}
-
-func addrFrom(ip net.IP) netip.Addr {
-	a, _ := netip.AddrFromSlice(ip)
-	return a
-}
-
-func entryFromNetlink(t Type, ne netlink.IPSetEntry) Entry {
-	var e Entry
-	if ne.Port != nil {
-		e.Port = *ne.Port
-	}
-	switch t {
-	case HashIP:
-		e.IP = addrFrom(ne.IP)
-	case HashIPPort, HashIPPortIP, HashIPPortNet:
-		e.IP = addrFrom(ne.IP)
-		if ne.Protocol != nil {
-			e.Protocol = protocolName(*ne.Protocol)
-		}
-		switch t {
-		case HashIPPortIP:
-			e.IP2 = addrFrom(ne.IP2)
-		case HashIPPortNet:
-			e.Net = netip.PrefixFrom(addrFrom(ne.IP2), int(ne.CIDR2))
-		}
-	case HashNet:
-		e.Net = netip.PrefixFrom(addrFrom(ne.IP), int(ne.CIDR))
-	}
-	return e
 }

@@ -94,7 +94,7 @@ func (d *dumper) request(cmd uint8, attrs []byte) netlink.Message {
 func (d *dumper) eachVirtualServer(fn func(VirtualServer, Stats)) error {
 	// The kernel's service dump takes no attributes; an empty service
 	// attribute is what ipvsadm and moby/ipvs send.
-	attrs := appendAttribute(nil, ipvsCmdAttrService|unix.NLA_F_NESTED, nil)
+	attrs := nldump.AppendAttribute(nil, ipvsCmdAttrService|unix.NLA_F_NESTED, nil)
 	return d.reader.Dump(d.request(ipvsCmdGetService, attrs), func(payload []byte) error {
 		vs, stats, ok, err := parseServiceMessage(payload)
 		if err != nil {
@@ -144,23 +144,11 @@ func serviceKeyAttributes(key VirtualServerKey) []byte {
 		af = unix.AF_INET6
 	}
 	var inner []byte
-	inner = appendAttribute(inner, ipvsSvcAttrAF, binary.NativeEndian.AppendUint16(nil, af))
-	inner = appendAttribute(inner, ipvsSvcAttrProtocol, binary.NativeEndian.AppendUint16(nil, uint16(key.Protocol)))
-	inner = appendAttribute(inner, ipvsSvcAttrAddr, key.Address.AsSlice())
-	inner = appendAttribute(inner, ipvsSvcAttrPort, binary.BigEndian.AppendUint16(nil, key.Port))
-	return appendAttribute(nil, ipvsCmdAttrService|unix.NLA_F_NESTED, inner)
-}
-
-// appendAttribute appends one netlink attribute, padded to its alignment.
-func appendAttribute(b []byte, typ uint16, payload []byte) []byte {
-	length := unix.SizeofNlAttr + len(payload)
-	b = binary.NativeEndian.AppendUint16(b, uint16(length))
-	b = binary.NativeEndian.AppendUint16(b, typ)
-	b = append(b, payload...)
-	for pad := (length+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1) - length; pad > 0; pad-- {
-		b = append(b, 0)
-	}
-	return b
+	inner = nldump.AppendAttribute(inner, ipvsSvcAttrAF, binary.NativeEndian.AppendUint16(nil, af))
+	inner = nldump.AppendAttribute(inner, ipvsSvcAttrProtocol, binary.NativeEndian.AppendUint16(nil, uint16(key.Protocol)))
+	inner = nldump.AppendAttribute(inner, ipvsSvcAttrAddr, key.Address.AsSlice())
+	inner = nldump.AppendAttribute(inner, ipvsSvcAttrPort, binary.BigEndian.AppendUint16(nil, key.Port))
+	return nldump.AppendAttribute(nil, ipvsCmdAttrService|unix.NLA_F_NESTED, inner)
 }
 
 // parseServiceMessage parses one answer of the service dump (genlmsghdr,

@@ -15,7 +15,7 @@ import (
 // then the top-level attribute top nested around attrs.
 func kernelAnswer(cmd uint8, top uint16, attrs []byte) []byte {
 	b := []byte{cmd, ipvsGenlVersion, 0, 0}
-	return append(b, appendAttribute(nil, top|unix.NLA_F_NESTED, attrs)...)
+	return append(b, nldump.AppendAttribute(nil, top|unix.NLA_F_NESTED, attrs)...)
 }
 
 func u16(v uint16) []byte  { return binary.NativeEndian.AppendUint16(nil, v) }
@@ -37,25 +37,25 @@ func statsAttrs(wide bool, conns, in, out, bytesIn, bytesOut uint64) []byte {
 		if wide {
 			v = u64(n)
 		}
-		b = appendAttribute(b, uint16(i+1), v)
+		b = nldump.AppendAttribute(b, uint16(i+1), v)
 	}
-	b = appendAttribute(b, ipvsStatsInBytes, u64(bytesIn))
-	return appendAttribute(b, ipvsStatsOutBytes, u64(bytesOut))
+	b = nldump.AppendAttribute(b, ipvsStatsInBytes, u64(bytesIn))
+	return nldump.AppendAttribute(b, ipvsStatsOutBytes, u64(bytesOut))
 }
 
 func TestParseServiceAnswer(t *testing.T) {
 	flags := append(u32(flagPersistent|uint32(SchedulerFlag1)|0x2 /* hashed, masked away */), u32(^uint32(0))...)
 	var attrs []byte
-	attrs = appendAttribute(attrs, ipvsSvcAttrAF, u16(unix.AF_INET6))
-	attrs = appendAttribute(attrs, ipvsSvcAttrProtocol, u16(uint16(UDP)))
-	attrs = appendAttribute(attrs, ipvsSvcAttrAddr, unionAddr(vip6))
-	attrs = appendAttribute(attrs, ipvsSvcAttrPort, be16(53))
-	attrs = appendAttribute(attrs, ipvsSvcAttrSchedName, []byte("sh\x00"))
-	attrs = appendAttribute(attrs, ipvsSvcAttrFlags, flags)
-	attrs = appendAttribute(attrs, ipvsSvcAttrTimeout, u32(10800))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrAF, u16(unix.AF_INET6))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrProtocol, u16(uint16(UDP)))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrAddr, unionAddr(vip6))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrPort, be16(53))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrSchedName, []byte("sh\x00"))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrFlags, flags)
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrTimeout, u32(10800))
 	// STATS in 32 bits first, then STATS64 which wins (a counter past 2^32).
-	attrs = appendAttribute(attrs, ipvsSvcAttrStats|unix.NLA_F_NESTED, statsAttrs(false, 1, 2, 3, 4, 5))
-	attrs = appendAttribute(attrs, ipvsSvcAttrStats64|unix.NLA_F_NESTED, statsAttrs(true, 1<<33, 2, 3, 4, 5))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrStats|unix.NLA_F_NESTED, statsAttrs(false, 1, 2, 3, 4, 5))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrStats64|unix.NLA_F_NESTED, statsAttrs(true, 1<<33, 2, 3, 4, 5))
 
 	vs, stats, ok, err := parseServiceMessage(kernelAnswer(ipvsCmdGetService, ipvsCmdAttrService, attrs))
 	if err != nil || !ok {
@@ -72,9 +72,9 @@ func TestParseServiceAnswer(t *testing.T) {
 
 func TestParseServiceAnswerLeavesOutFirewallMarks(t *testing.T) {
 	var attrs []byte
-	attrs = appendAttribute(attrs, ipvsSvcAttrAF, u16(unix.AF_INET))
-	attrs = appendAttribute(attrs, ipvsSvcAttrFWMark, u32(7))
-	attrs = appendAttribute(attrs, ipvsSvcAttrSchedName, []byte("rr\x00"))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrAF, u16(unix.AF_INET))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrFWMark, u32(7))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrSchedName, []byte("rr\x00"))
 	if _, _, ok, err := parseServiceMessage(kernelAnswer(ipvsCmdGetService, ipvsCmdAttrService, attrs)); ok || err != nil {
 		t.Errorf("firewall-mark service: ok %v, err %v; want left out without an error", ok, err)
 	}
@@ -95,15 +95,15 @@ func TestParseDestinationAnswer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var attrs []byte
-			attrs = appendAttribute(attrs, ipvsDestAttrAddr, unionAddr(tc.addr))
-			attrs = appendAttribute(attrs, ipvsDestAttrPort, be16(8080))
-			attrs = appendAttribute(attrs, 3 /* forwarding method */, u32(0))
-			attrs = appendAttribute(attrs, ipvsDestAttrWeight, u32(65535))
-			attrs = appendAttribute(attrs, ipvsDestAttrActiveConns, u32(4))
-			attrs = appendAttribute(attrs, ipvsDestAttrInactConns, u32(9))
-			attrs = appendAttribute(attrs, ipvsDestAttrStats|unix.NLA_F_NESTED, statsAttrs(false, 6, 7, 8, 9, 10))
+			attrs = nldump.AppendAttribute(attrs, ipvsDestAttrAddr, unionAddr(tc.addr))
+			attrs = nldump.AppendAttribute(attrs, ipvsDestAttrPort, be16(8080))
+			attrs = nldump.AppendAttribute(attrs, 3 /* forwarding method */, u32(0))
+			attrs = nldump.AppendAttribute(attrs, ipvsDestAttrWeight, u32(65535))
+			attrs = nldump.AppendAttribute(attrs, ipvsDestAttrActiveConns, u32(4))
+			attrs = nldump.AppendAttribute(attrs, ipvsDestAttrInactConns, u32(9))
+			attrs = nldump.AppendAttribute(attrs, ipvsDestAttrStats|unix.NLA_F_NESTED, statsAttrs(false, 6, 7, 8, 9, 10))
 			if tc.family != nil {
-				attrs = appendAttribute(attrs, ipvsDestAttrAddrFamily, tc.family)
+				attrs = nldump.AppendAttribute(attrs, ipvsDestAttrAddrFamily, tc.family)
 			}
 			got, stats, ok, err := parseDestinationMessage(kernelAnswer(ipvsCmdGetDest, ipvsCmdAttrDest, attrs), tc.is6)
 			if err != nil || !ok {
@@ -122,7 +122,7 @@ func TestParseDestinationAnswer(t *testing.T) {
 
 // A malformed answer is an error, never a panic or a made-up entry.
 func TestParseMalformedAnswers(t *testing.T) {
-	good := kernelAnswer(ipvsCmdGetDest, ipvsCmdAttrDest, appendAttribute(appendAttribute(nil, ipvsDestAttrAddr, unionAddr(rip4a)), ipvsDestAttrPort, be16(80)))
+	good := kernelAnswer(ipvsCmdGetDest, ipvsCmdAttrDest, nldump.AppendAttribute(nldump.AppendAttribute(nil, ipvsDestAttrAddr, unionAddr(rip4a)), ipvsDestAttrPort, be16(80)))
 	for i := range good {
 		if _, _, ok, err := parseDestinationMessage(good[:i], false); ok && err == nil && i < len(good)-2 {
 			t.Errorf("answer cut to %d of %d bytes parsed as a real server", i, len(good))
@@ -137,7 +137,7 @@ func TestParseMalformedAnswers(t *testing.T) {
 		t.Errorf("an answer without its service attribute parsed without an error")
 	}
 	// A short family or address is no entry.
-	attrs := appendAttribute(appendAttribute(nil, ipvsSvcAttrAF, u16(unix.AF_INET6)), ipvsSvcAttrAddr, []byte{1, 2, 3, 4})
+	attrs := nldump.AppendAttribute(nldump.AppendAttribute(nil, ipvsSvcAttrAF, u16(unix.AF_INET6)), ipvsSvcAttrAddr, []byte{1, 2, 3, 4})
 	if _, _, ok, _ := parseServiceMessage(kernelAnswer(ipvsCmdGetService, ipvsCmdAttrService, attrs)); ok {
 		t.Errorf("an IPv6 service with a 4-byte address parsed as a virtual server")
 	}
@@ -166,18 +166,18 @@ func attributesInto(b []byte, m map[uint16][]byte) error {
 // 100,000 real servers allocates nothing per answer beyond the entry itself.
 func TestParsingAnAnswerAllocatesNothing(t *testing.T) {
 	var attrs []byte
-	attrs = appendAttribute(attrs, ipvsDestAttrAddr, unionAddr(rip6))
-	attrs = appendAttribute(attrs, ipvsDestAttrPort, be16(8080))
-	attrs = appendAttribute(attrs, ipvsDestAttrWeight, u32(1))
-	attrs = appendAttribute(attrs, ipvsDestAttrStats64|unix.NLA_F_NESTED, statsAttrs(true, 1, 2, 3, 4, 5))
-	attrs = appendAttribute(attrs, ipvsDestAttrAddrFamily, u16(unix.AF_INET6))
+	attrs = nldump.AppendAttribute(attrs, ipvsDestAttrAddr, unionAddr(rip6))
+	attrs = nldump.AppendAttribute(attrs, ipvsDestAttrPort, be16(8080))
+	attrs = nldump.AppendAttribute(attrs, ipvsDestAttrWeight, u32(1))
+	attrs = nldump.AppendAttribute(attrs, ipvsDestAttrStats64|unix.NLA_F_NESTED, statsAttrs(true, 1, 2, 3, 4, 5))
+	attrs = nldump.AppendAttribute(attrs, ipvsDestAttrAddrFamily, u16(unix.AF_INET6))
 	dest := kernelAnswer(ipvsCmdGetDest, ipvsCmdAttrDest, attrs)
 	attrs = nil
-	attrs = appendAttribute(attrs, ipvsSvcAttrAF, u16(unix.AF_INET))
-	attrs = appendAttribute(attrs, ipvsSvcAttrProtocol, u16(uint16(TCP)))
-	attrs = appendAttribute(attrs, ipvsSvcAttrAddr, unionAddr(vip4))
-	attrs = appendAttribute(attrs, ipvsSvcAttrPort, be16(80))
-	attrs = appendAttribute(attrs, ipvsSvcAttrSchedName, []byte("rr\x00"))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrAF, u16(unix.AF_INET))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrProtocol, u16(uint16(TCP)))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrAddr, unionAddr(vip4))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrPort, be16(80))
+	attrs = nldump.AppendAttribute(attrs, ipvsSvcAttrSchedName, []byte("rr\x00"))
 	svc := kernelAnswer(ipvsCmdGetService, ipvsCmdAttrService, attrs)
 	if n := testing.AllocsPerRun(100, func() { parseDestinationMessage(dest, true) }); n != 0 {
 		t.Errorf("parsing a real server allocates %v times, want 0", n)

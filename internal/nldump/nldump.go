@@ -185,3 +185,16 @@ func Attributes(b []byte, fn func(typ uint16, payload []byte) error) error {
 	}
 	return nil
 }
+
+// AppendAttribute appends one netlink attribute to b, padded to its
+// alignment.
+func AppendAttribute(b []byte, typ uint16, payload []byte) []byte {
+	length := unix.SizeofNlAttr + len(payload)
+	b = binary.NativeEndian.AppendUint16(b, uint16(length))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, payload...)
+	for pad := (length+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1) - length; pad > 0; pad-- {
+		b = append(b, 0)
+	}
+	return b
+}
