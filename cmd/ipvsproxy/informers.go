@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -138,6 +141,23 @@ func keepLabels(labels map[string]string, keep ...string) map[string]string {
 	return out
 }
 
+// unindexedServices and unindexedEndpointSlices are the factory's informers
+// without its namespace index: nothing here lists by namespace, and at
+// 10,000 Services the index held 4 MB (a set of keys per namespace, a key
+// string per object). The factory still sets its transform on them; tweak
+// must be the factory's own.
+func unindexedServices(f informers.SharedInformerFactory, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	return f.InformerFor(&v1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
+	})
+}
+
+func unindexedEndpointSlices(f informers.SharedInformerFactory, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	return f.InformerFor(&discovery.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
+	})
+}
+
 // newClusterNodeInformerFactory watches every Node for the node guard, which
 // reads only names and addresses: the cache keeps those alone (a Node's
 // status carries images, conditions and volumes, kilobytes each).
@@ -175,8 +195,8 @@ func startInformers(ctx context.Context, client kubernetes.Interface, nodeName s
 		resource schema.GroupResource
 		handlers []cache.ResourceEventHandler
 	}{
-		{factory.Core().V1().Services().Informer(), v1.Resource("services"), []cache.ResourceEventHandler{tracker.ServiceHandler()}},
-		{sliceFactory.Discovery().V1().EndpointSlices().Informer(), discovery.Resource("endpointslices"), []cache.ResourceEventHandler{tracker.EndpointSliceHandler()}},
+		{unindexedServices(factory, selectServices), v1.Resource("services"), []cache.ResourceEventHandler{tracker.ServiceHandler()}},
+		{unindexedEndpointSlices(sliceFactory, selectSlices), discovery.Resource("endpointslices"), []cache.ResourceEventHandler{tracker.EndpointSliceHandler()}},
 		{nodeFactory.Core().V1().Nodes().Informer(), v1.Resource("nodes"), []cache.ResourceEventHandler{tracker.NodeHandler(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { health.SyncNode(asNode(obj)) },
 			UpdateFunc: func(_, obj any) { health.SyncNode(asNode(obj)) },
