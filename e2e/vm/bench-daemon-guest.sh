@@ -86,7 +86,9 @@ first_at() {
 	local file=$1
 	shift
 	until "$@" >/dev/null 2>&1; do sleep 0.2; done
-	now >"$file"
+	# Written aside and renamed: the waiting loop reads the file as soon as it exists, and an
+	# empty read made one side's ready time the negative of its start.
+	now >"$file.tmp" && mv "$file.tmp" "$file"
 }
 
 is_ready() {
