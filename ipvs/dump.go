@@ -63,6 +63,11 @@ type dumper struct {
 	conn   *netlink.Conn
 	reader *nldump.Reader
 	family netlink.HeaderType
+	// scratch gathers one virtual server's real servers; the list handed
+	// out is a copy of exactly their length. Appending to a fresh slice
+	// left 10 real servers in room for 16: at 10,000 virtual servers a
+	// full read's view held 3.5 MB of slack.
+	scratch []RealServer
 }
 
 // dialDumper opens the socket in the namespace whose file descriptor is
@@ -130,9 +135,12 @@ func (d *dumper) virtualServers() ([]VirtualServer, error) {
 }
 
 func (d *dumper) realServers(key VirtualServerKey) ([]RealServer, error) {
-	out := []RealServer{}
-	err := d.eachRealServer(key, func(rs RealServer, _ Stats) { out = append(out, rs) })
-	return out, err
+	d.scratch = d.scratch[:0]
+	err := d.eachRealServer(key, func(rs RealServer, _ Stats) { d.scratch = append(d.scratch, rs) })
+	if err != nil {
+		return nil, err
+	}
+	return append(make([]RealServer, 0, len(d.scratch)), d.scratch...), nil
 }
 
 // serviceKeyAttributes is IPVS_CMD_ATTR_SERVICE naming key: the family,
