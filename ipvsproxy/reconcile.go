@@ -41,9 +41,6 @@ type reconciler struct {
 	now          time.Time
 	// full is set on a full sync: the view was just read.
 	full bool
-	// t is the sync's touched objects; a virtual server found foreign adds
-	// the objects its Service no longer gets.
-	t      touched
 	writes int
 	errs   []writeError
 	// newlyFailed are the objects that entered the error state in this
@@ -52,8 +49,6 @@ type reconciler struct {
 	// staleFlows selects the UDP flows of the real servers this sync
 	// deleted: their replies would come from an endpoint that is gone.
 	staleFlows []conntrack.Filter
-	// foundForeign are the keys found taken by someone else while writing.
-	foundForeign []ipvs.VirtualServerKey
 	// dummyEnsured: kube-ipvs0 was ensured in this sync already.
 	dummyEnsured bool
 	// setSizes are how many members each owned set is to hold (from the
@@ -96,7 +91,6 @@ func (r *reconciler) settle(id objectID, err error) {
 // members that new virtual servers need, then the virtual servers, removals
 // last.
 func (r *reconciler) apply(t touched) {
-	r.t = t
 	r.ensureSets()
 	r.ensureDummy()
 	for a := range t.addresses {
@@ -119,10 +113,17 @@ func (r *reconciler) apply(t touched) {
 			r.reconcileVirtualServer(k)
 		}
 	}
+	var foreign []ipvs.VirtualServerKey
 	for k := range t.virtualServers {
-		if r.desired.virtualServer(k) != nil {
-			r.reconcileVirtualServer(k)
+		if r.desired.virtualServer(k) != nil && r.reconcileVirtualServer(k) {
+			foreign = append(foreign, k)
 		}
+	}
+	// A virtual server someone else made in the way wins its key: the
+	// Service that wanted it loses it, and the members and addresses it
+	// counted for are removed below with the others nobody wants.
+	for _, k := range foreign {
+		r.desired.setForeign(k, true, t)
 	}
 	for k := range t.entries {
 		if r.desired.entryRefs[k] == 0 {
@@ -277,8 +278,10 @@ func (r *reconciler) unrecord(k ipvs.VirtualServerKey) error {
 }
 
 // reconcileVirtualServer makes the kernel's virtual server k match the
-// desired one (or removes it), with its ownership record.
-func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
+// desired one (or removes it), with its ownership record. It reports
+// whether it found someone else's virtual server at k instead (foreignFound);
+// the desired state is the caller's to change.
+func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) (foreign bool) {
 	id := vsID(k)
 	if r.view.foreign[k] {
 		// Someone else's: never adopted, rewritten or emptied. Its
@@ -332,7 +335,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 			if rss, err := r.k.IPVS.RealServers(k); err == nil {
 				if !recorded {
 					r.foreignFound(k)
-					return
+					return true
 				}
 				have = &kernelVirtualServer{vs: ipvs.VirtualServer{VirtualServerKey: k}, realServers: newRealServerList(rss)}
 				r.view.virtualServers[k] = have
@@ -350,7 +353,7 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 					r.fail(id, uerr)
 				}
 				r.foreignFound(k)
-				return
+				return true
 			}
 			r.fail(id, err)
 			return
@@ -419,15 +422,14 @@ func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
 		errs = append(errs, r.removeRealServers(have, gone, false)...)
 	}
 	r.settle(id, errors.Join(errs...))
+	return false
 }
 
 // foreignFound: the kernel holds someone else's virtual server at k. The
-// Service that wanted it loses it (and programs nothing for it).
+// view says so; the caller makes the Service that wanted it lose it.
 func (r *reconciler) foreignFound(k ipvs.VirtualServerKey) {
 	klog.InfoS("A virtual server ipvsproxy did not create is in the way; leaving it as it is", "virtualServer", k)
 	r.view.foreign[k] = true
-	r.desired.setForeign(k, true, r.t)
-	r.foundForeign = append(r.foundForeign, k)
 	r.status.done(vsID(k))
 }
 
