@@ -245,8 +245,9 @@ func (p *Proxier) Sync() SyncResult {
 
 	// A Service CIDR route whose retry is due is retried by a full sync:
 	// whether a range's cluster IPs are bound depends on it (routes.go).
+	retries := p.objects.retryQueue(now)
 	released := p.hold.update(p.tracker, now)
-	full := released || p.needFull || changes.nodeChanged || changes.serviceCIDRsChanged || p.view == nil || p.objects.dueKind(ObjectRoute, now)
+	full := released || p.needFull || changes.nodeChanged || changes.serviceCIDRsChanged || p.view == nil || retries.kindDue(ObjectRoute)
 	if full {
 		view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.currentServices()), p.view)
 		if err != nil {
@@ -266,7 +267,7 @@ func (p *Proxier) Sync() SyncResult {
 	}
 	res.Full = full
 	t := newTouched()
-	r := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold}
+	r := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold}
 	if full {
 		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), t)
 		r.addServiceRoutes()
@@ -344,15 +345,15 @@ func (p *Proxier) Sync() SyncResult {
 			entries:        make(map[setEntryKey]bool, len(p.desired.entryRefs)),
 		}
 		p.view.touchAll(p.desired, all)
-		t = t.mergeInto(all, p.objects.backingOffIDs(now))
+		t = t.mergeInto(all, retries.waiting())
 		adoptDraining(p.view, p.desired, p.draining, now.Add(p.cfg.DrainTimeout))
 		p.resync.due = 0
 	} else {
 		if p.resync.due > 0 {
-			res.ResyncedVirtualServers = p.resyncShare(p.resync.due, t, now)
+			res.ResyncedVirtualServers = p.resyncShare(p.resync.due, t, retries)
 			p.resync.due = 0
 		}
-		p.retryDue(t, now)
+		p.retryDue(t, retries)
 	}
 
 	// Apply: the difference only.
@@ -372,7 +373,7 @@ func (p *Proxier) Sync() SyncResult {
 
 	// Conntrack last, once the new real servers are in place.
 	filters := append(p.pendingFlows, staleFilters.filters...)
-	if len(staleFilters.filters) > 0 || !p.objects.backingOff(namedID(ObjectConntrack, "stale UDP flows"), now) {
+	if len(staleFilters.filters) > 0 || !retries.waits(namedID(ObjectConntrack, "stale UDP flows")) {
 		p.pendingFlows = r.flushConntrack(filters, &res)
 	}
 	// Periodically and after any failure, the UDP flows that point at no
@@ -403,10 +404,9 @@ func (p *Proxier) Sync() SyncResult {
 // retryDue adds the objects whose retry is due to a partial sync, after
 // reading back the virtual servers among them: the reason a write failed
 // (someone deleted or created it) is often a view gone stale.
-func (p *Proxier) retryDue(t touched, now time.Time) {
-	due := p.objects.due(now)
+func (p *Proxier) retryDue(t touched, retries retryQueue) {
 	var vss []ipvs.VirtualServerKey
-	for _, id := range due {
+	for _, id := range retries.due {
 		switch id.kind {
 		case ObjectVirtualServer:
 			t.virtualServers[id.vs] = true

@@ -38,9 +38,11 @@ type reconciler struct {
 	view         *kernelView
 	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
 	status       *statusTable
-	now          time.Time
+	// retries says which objects are due and which back off (objstatus.go).
+	retries retryQueue
+	now     time.Time
 	// full is set on a full sync: the view was just read.
-	full bool
+	full   bool
 	writes int
 	errs   []writeError
 	// newlyFailed are the objects that entered the error state in this
@@ -174,7 +176,7 @@ func (r *reconciler) addAddress(a netip.Addr) {
 // ensureDummy creates kube-ipvs0 when the view was just read (creating an
 // existing link is no write).
 func (r *reconciler) ensureDummy() {
-	if r.dummyEnsured || !r.full && !r.status.dueKind(ObjectAddress, r.now) {
+	if r.dummyEnsured || !r.full && !r.retries.kindDue(ObjectAddress) {
 		return
 	}
 	r.dummyEnsured = true

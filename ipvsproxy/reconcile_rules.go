@@ -28,7 +28,7 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 	for _, family := range r.cfg.Families {
 		ipt := r.k.IPTables[family]
 		text := r.rulesText(family)
-		if !r.full && applied[family] == text && !r.rulesDue(family) {
+		if !r.full && applied[family] == text && !r.retries.rulesDue(family) {
 			continue
 		}
 		ok := true
@@ -176,14 +176,4 @@ func withJumps(table string, jumps []jumpRule, inserts []int) string {
 	}
 	b.WriteString("COMMIT\n")
 	return b.String()
-}
-
-// rulesDue reports whether a rules object of family waits for a retry.
-func (r *reconciler) rulesDue(family v1.IPFamily) bool {
-	for id, st := range r.status.objects {
-		if id.kind == ObjectRules && len(id.name) > len(family) && id.name[:len(family)] == string(family) && !r.now.Before(st.nextRetry) {
-			return true
-		}
-	}
-	return false
 }

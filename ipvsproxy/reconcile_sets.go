@@ -15,7 +15,7 @@ import (
 // with the wrong type (an older layout). It runs when the view was just read
 // and when a set's retry is due.
 func (r *reconciler) ensureSets() {
-	if !r.full && !r.status.dueKind(ObjectSetEntry, r.now) {
+	if !r.full && !r.retries.kindDue(ObjectSetEntry) {
 		return
 	}
 	// Missing sets first: replacing one restores rules that reference

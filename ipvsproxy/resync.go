@@ -1,8 +1,6 @@
 package ipvsproxy
 
 import (
-	"time"
-
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"k8s.io/klog/v2"
 )
@@ -57,7 +55,7 @@ func (p *Proxier) PeriodElapsed() (full bool) {
 // the kernel no longer lists, and those of the due share with their real
 // servers. It marks them touched so the sync compares them, except those
 // still backing off. It returns how many it re-read.
-func (p *Proxier) resyncShare(share int, t touched, now time.Time) int {
+func (p *Proxier) resyncShare(share int, t touched, retries retryQueue) int {
 	shares := max(p.cfg.ResyncShares, 1)
 	all, err := p.kernel.IPVS.VirtualServers()
 	if err != nil {
@@ -70,7 +68,7 @@ func (p *Proxier) resyncShare(share int, t touched, now time.Time) int {
 		present[vs.VirtualServerKey] = vs
 	}
 	touch := func(k ipvs.VirtualServerKey) {
-		if !p.objects.backingOff(vsID(k), now) {
+		if !retries.waits(vsID(k)) {
 			t.virtualServers[k] = true
 		}
 	}

@@ -192,7 +192,7 @@ func (r *reconciler) removeServiceRoutes() {
 			continue
 		}
 		id := routeID(p)
-		if !r.full && r.status.backingOff(id, r.now) {
+		if !r.full && r.retries.waits(id) {
 			continue
 		}
 		r.writes++
