@@ -148,7 +148,7 @@ func (r *reconciler) addServiceRoutes() {
 	}
 	for _, p := range r.desired.routes {
 		if a, ok := anchorAddress(p); ok {
-			r.addAddress(a)
+			r.settle(addrID(a), r.addAddress(a))
 		}
 	}
 	// The kernel flushed the IPv4 routes if the link lost its last IPv4
@@ -161,26 +161,27 @@ func (r *reconciler) addServiceRoutes() {
 		}
 	}
 	for _, p := range r.desired.routes {
-		id := routeID(p)
-		if r.view.routes[p] {
-			r.status.done(id)
-			continue
-		}
-		r.writes++
-		err := r.k.Netif.AddServiceRoute(p)
-		switch {
-		case errors.Is(err, netif.ErrExists):
-			// Someone else's route to the same range: not ours to list
-			// or delete, so the range's cluster IPs stay bound.
-			r.status.done(id)
-			continue
-		case err != nil:
-			r.fail(id, err)
-			continue
-		}
-		r.view.routes[p] = true
-		r.status.done(id)
+		r.settle(routeID(p), r.addRoute(p))
 	}
+}
+
+// addRoute makes range p local on kube-ipvs0 unless the view has our route.
+func (r *reconciler) addRoute(p netip.Prefix) error {
+	if r.view.routes[p] {
+		return nil
+	}
+	r.writes++
+	err := r.k.Netif.AddServiceRoute(p)
+	switch {
+	case errors.Is(err, netif.ErrExists):
+		// Someone else's route to the same range: not ours to list or
+		// delete, so the range's cluster IPs stay bound.
+		return nil
+	case err != nil:
+		return err
+	}
+	r.view.routes[p] = true
+	return nil
 }
 
 // removeServiceRoutes deletes our routes nobody wants. apply calls it last,
@@ -195,14 +196,18 @@ func (r *reconciler) removeServiceRoutes() {
 		if !r.full && r.retries.waits(id) {
 			continue
 		}
-		r.writes++
-		if err := r.k.Netif.DeleteServiceRoute(p); err != nil && !errors.Is(err, netif.ErrNotFound) {
-			r.fail(id, err)
-			continue
-		}
-		delete(r.view.routes, p)
-		r.status.done(id)
+		r.settle(id, r.deleteRoute(p))
 	}
+}
+
+// deleteRoute removes our route to range p.
+func (r *reconciler) deleteRoute(p netip.Prefix) error {
+	r.writes++
+	if err := r.k.Netif.DeleteServiceRoute(p); err != nil && !errors.Is(err, netif.ErrNotFound) {
+		return err
+	}
+	delete(r.view.routes, p)
+	return nil
 }
 
 // routedInKernel are the wanted Service CIDRs whose route is in place: the
