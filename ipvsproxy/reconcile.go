@@ -40,9 +40,11 @@ type reconciler struct {
 	retries retryQueue
 	now     time.Time
 	// full is set on a full sync: the view was just read.
-	full   bool
-	writes int
-	errs   []writeError
+	full bool
+	// touched are the objects this sync compares; run owns the set.
+	touched touched
+	writes  int
+	errs    []writeError
 	// newlyFailed are the objects that entered the error state in this
 	// sync: their Services get an Event.
 	newlyFailed []objectID
@@ -56,6 +58,9 @@ type reconciler struct {
 	setSizes map[string]int
 	// hold, while on, keeps what no Service wants (emptyworld.go).
 	hold *deletionHold
+	// appliedRules remembers, per family, the rules text last written whole
+	// (reconcile_rules.go).
+	appliedRules map[v1.IPFamily]string
 }
 
 // rulesText is the iptables-restore input of family as this sync wants it.
@@ -89,6 +94,46 @@ func (r *reconciler) settle(id objectID, err error) {
 	default:
 		r.fail(id, err)
 	}
+}
+
+// run is one sync's writer loop. The touched set starts as what the build
+// changed; the loop adds what is its own to decide. On a full sync (the
+// view was just read) that is every object, except those still backing off
+// that no change touched (a failing object costs one write per backoff),
+// and the keys someone else's virtual servers took or freed. On a partial
+// sync it is the objects whose retry is due and, every period with
+// --ipvs-resync-shares, the share due for its re-check, their virtual
+// servers read back first (refresh, resync.go). Then it applies, restores
+// the rules and drains. It returns how many virtual servers the re-check
+// read back.
+func (r *reconciler) run(t touched, share int) (resynced int) {
+	if r.full {
+		// Someone else's virtual servers win their keys; ones that went
+		// away free theirs.
+		for k := range r.desired.foreign {
+			if !r.view.foreign[k] {
+				r.desired.setForeign(k, false, t)
+			}
+		}
+		for k := range r.view.foreign {
+			r.desired.setForeign(k, true, t)
+		}
+		all := touched{
+			virtualServers: make(map[ipvs.VirtualServerKey]bool, len(r.desired.claims)),
+			addresses:      make(map[netip.Addr]bool, len(r.desired.addrRefs)),
+			entries:        make(map[setEntryKey]bool, len(r.desired.entryRefs)),
+		}
+		r.view.touchAll(r.desired, all)
+		t = t.mergeInto(all, r.retries.waiting())
+		adoptDraining(r.view, r.desired, r.draining, r.now.Add(r.cfg.DrainTimeout))
+	} else {
+		resynced = r.refresh(t, share)
+	}
+	r.touched = t
+	r.apply(t)
+	r.syncRules()
+	r.drain()
+	return resynced
 }
 
 // apply is the writer loop of a sync: it runs each object kind's

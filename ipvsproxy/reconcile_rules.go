@@ -23,7 +23,8 @@ import (
 // unchanged one 1).
 // Any other case, or a restore that fails, goes through EnsureRule
 // (iptables -C, then -I), which never adds a second jump.
-func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
+func (r *reconciler) syncRules() {
+	applied := r.appliedRules
 	jumps := jumpRules()
 	for _, family := range r.cfg.Families {
 		ipt := r.k.IPTables[family]
