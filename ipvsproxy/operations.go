@@ -175,7 +175,7 @@ func (r *reconciler) deleteEntry(k setEntryKey) error {
 // sync and its members re-added.
 func (r *reconciler) setVanished(name string) {
 	delete(r.view.sets, name)
-	r.status.pending(namedID(ObjectSetEntry, name), fmt.Errorf("ipset %s vanished", name), r.now)
+	r.settle(namedID(ObjectSetEntry, name), pendingError{fmt.Errorf("ipset %s vanished", name)})
 }
 
 // record writes the ownership record of k, before its virtual server is

@@ -21,11 +21,13 @@ type writeError struct {
 	family v1.IPFamily
 }
 
-// reconciler is the only writer of kernel objects. It writes the
-// difference between the desired state and the kernel view for the touched
-// objects, keeps the view in step with what it wrote, and keeps a status per
-// object (status.go). It never stops at a failure: every other object is
-// still written, and the failed one is retried on its own backoff.
+// reconciler is the only writer of kernel objects. Its loop (run) writes
+// the difference between the desired state and the kernel view for the
+// touched objects through each kind's operations (operations.go), which
+// keep the view in step with what they wrote; every outcome goes through
+// settle, the one writer of the per-object status (objstatus.go). It never
+// stops at a failure: every other object is still written, and the failed
+// one is retried on its own backoff.
 type reconciler struct {
 	k   Kernel
 	cfg Config
@@ -164,7 +166,7 @@ func (r *reconciler) apply(t touched) {
 		if f.undo != nil {
 			r.fail(vsID(found.key), f.undo)
 		}
-		r.status.done(vsID(found.key)) // someone else's: nothing of ours to retry
+		r.settle(vsID(found.key), nil) // someone else's: nothing of ours to retry
 		r.desired.setForeign(found.key, true, t)
 	}
 	deleteAll(r, entries, t.entries)
@@ -344,7 +346,7 @@ func (r *reconciler) flushConntrack(filters []conntrack.Filter, res *SyncResult)
 		slices.SortFunc(retry, compareFilters)
 		return slices.Compact(retry)
 	}
-	r.status.done(id)
+	r.settle(id, nil)
 	return nil
 }
 
@@ -363,7 +365,7 @@ func (r *reconciler) reconcileConntrack(c *conntrackReconciler, res *SyncResult)
 		r.fail(id, err)
 		return
 	}
-	r.status.done(id)
+	r.settle(id, nil)
 }
 
 // drainingCount is the number of real servers at weight 0 waiting.

@@ -63,7 +63,7 @@ func (r *reconciler) syncRules() {
 				continue
 			}
 			if w.matched {
-				r.status.done(w.id)
+				r.settle(w.id, nil)
 				continue // the jumps are left to EnsureRule below
 			}
 			if err := ipt.Restore([]byte(w.want)); err != nil {
@@ -72,12 +72,12 @@ func (r *reconciler) syncRules() {
 				continue
 			}
 			r.writes++
-			r.status.done(w.id)
+			r.settle(w.id, nil)
 		}
 		for i, j := range jumps {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.table, j.chain))
 			if jumped[i] {
-				r.status.done(id)
+				r.settle(id, nil)
 				continue
 			}
 			existed, err := ipt.EnsureRule(iptables.Prepend, j.table, j.chain, j.rule...)
@@ -86,7 +86,7 @@ func (r *reconciler) syncRules() {
 				ok = false
 				continue
 			}
-			r.status.done(id)
+			r.settle(id, nil)
 			if !existed {
 				r.writes++
 			}
@@ -122,7 +122,7 @@ func (r *reconciler) tablesToWrite(ipt iptables.Interface, family v1.IPFamily, t
 			}
 		}
 		if w.matched && len(w.inserts) == 0 {
-			r.status.done(w.id)
+			r.settle(w.id, nil)
 			continue
 		}
 		pending = append(pending, w)
@@ -163,7 +163,7 @@ func (r *reconciler) wrote(w tableWrite, jumped []bool) {
 	for _, i := range w.inserts {
 		jumped[i] = true
 	}
-	r.status.done(w.id)
+	r.settle(w.id, nil)
 }
 
 // withJumps adds to a table's restore text, before its COMMIT, the jumps
