@@ -234,10 +234,7 @@ func (p *Proxier) Run(ctx context.Context) {
 // Sync runs one sync now, in four steps: read the kernel (a full sync
 // only), build the Services that changed (all of them when what they are
 // built against changed), apply the difference (the writer loop:
-// reconciler.run, then conntrack), and report. A full sync's Service CIDR
-// routes are written between the read and the build: whether a range's
-// cluster IPs are bound depends on whether its route is in place
-// (routes.go).
+// reconciler.run, then conntrack), and report.
 func (p *Proxier) Sync() SyncResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -254,18 +251,14 @@ func (p *Proxier) Sync() SyncResult {
 		return res
 	}
 	res.Full = full
-	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold, appliedRules: p.appliedRules}
-	t := newTouched()
-	if full {
-		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), t)
-		w.addServiceRoutes()
-	}
 
 	// Build.
+	t := newTouched()
 	names, stale := p.build(changes, full, &t)
 	res.Services = len(names)
 
 	// Apply.
+	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold, appliedRules: p.appliedRules}
 	share := p.resync.due
 	p.resync.due = 0
 	res.ResyncedVirtualServers = w.run(t, share)
@@ -317,6 +310,12 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 // UDP flows of their changes; t is a pointer because a first build sizes
 // its maps for every Service (reserveFor).
 func (p *Proxier) build(changes pendingChanges, full bool, t *touched) (map[types.NamespacedName]bool, staleFiltersCollector) {
+	if full {
+		// Which Service CIDRs are routed depends on the ranges and the
+		// node's addresses alone; the writer loop finds whether each
+		// route is in place.
+		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), *t)
+	}
 	node := p.nodeInfo()
 	names := changes.services
 	if full && !p.built.same(node) {
@@ -450,7 +449,7 @@ func (p *Proxier) nodeInfo() NodeInfo {
 	_, apiSlices := p.tracker.input(kubernetesService)
 	info.APIServers = apiServerAddresses(apiSlices)
 	info.ServiceCIDRs = p.tracker.ServiceCIDRRanges()
-	info.RoutedServiceCIDRs = p.routedInKernel()
+	info.RoutedServiceCIDRs = p.desired.routes
 	return info
 }
 

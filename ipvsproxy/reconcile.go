@@ -142,13 +142,17 @@ func (r *reconciler) run(t touched, share int) (resynced int) {
 // operations (operations.go) over the touched objects, settles every
 // object's status, and is the one place that changes the touched set and
 // the desired state while writing. The order never leaves traffic without a
-// path: the sets and the link first, then addresses and set members that
+// path: the sets and the link first, on a full sync the Service CIDR
+// routes (routes.go), then addresses and set members that
 // new virtual servers need, then the virtual servers (those that go first),
 // removals last.
 func (r *reconciler) apply(t touched) {
 	addresses, entries, virtualServers := r.addressOps(), r.entryOps(), r.virtualServerOps()
 	r.ensureSets()
 	r.ensureDummy()
+	if r.full {
+		r.addServiceRoutes(t)
+	}
 	updateAll(r, addresses, t.addresses)
 	// A set at its maxelem takes a new member only once the members this
 	// sync removes are gone (the admission keeps the total within it): such

@@ -72,18 +72,14 @@ func unroutable(r netip.Prefix, cfg Config, host []netip.Addr) string {
 	return ""
 }
 
-// routed reports whether addr lies in a routed Service CIDR.
-func (n NodeInfo) routed(addr netip.Addr) bool {
-	return inPrefixes(n.RoutedServiceCIDRs, addr)
-}
-
-func inPrefixes(ps []netip.Prefix, addr netip.Addr) bool {
-	for _, p := range ps {
+// routedBy is the routed Service CIDR that holds addr, if any.
+func (n NodeInfo) routedBy(addr netip.Addr) (netip.Prefix, bool) {
+	for _, p := range n.RoutedServiceCIDRs {
 		if p.Contains(addr) {
-			return true
+			return p, true
 		}
 	}
-	return false
+	return netip.Prefix{}, false
 }
 
 // anchorAddress is the address bound on kube-ipvs0 for an IPv4 range while
@@ -136,13 +132,14 @@ func (d *desiredState) setServiceRoutes(ranges []netip.Prefix, t touched) {
 	}
 }
 
-// addServiceRoutes adds the wanted routes the kernel lacks, each after its
-// range's anchor address. A full sync calls it before building the
-// Services: a range is built as routed (its cluster IPs not bound) only
-// once its route is in place (Proxier.routedInKernel), so a route the
-// kernel refuses leaves the cluster IPs bound one by one, and a range is
-// local before its cluster IPs are unbound.
-func (r *reconciler) addServiceRoutes() {
+// addServiceRoutes is the writer loop's first pass on a full sync: it adds
+// the wanted routes the kernel lacks, each after its range's anchor
+// address, and then tells the desired state which ranges' routes are in
+// place. A range whose route is not (the kernel refused it, or another
+// owner's route holds the range) gets its cluster IPs bound one by one in
+// the same sync, and a range is local before its cluster IPs are unbound:
+// the addresses pass comes after this one.
+func (r *reconciler) addServiceRoutes(t touched) {
 	if len(r.desired.routes) > 0 {
 		r.ensureDummy()
 	}
@@ -162,6 +159,14 @@ func (r *reconciler) addServiceRoutes() {
 	}
 	for _, p := range r.desired.routes {
 		r.settle(routeID(p), r.addRoute(p))
+	}
+	for _, p := range r.desired.routes {
+		r.desired.setRouted(p, r.view.routes[p], t)
+	}
+	for p := range r.desired.unrouted {
+		if !slices.Contains(r.desired.routes, p) {
+			r.desired.setRouted(p, true, t) // no longer wanted: nothing to bind for it
+		}
 	}
 }
 
@@ -208,23 +213,6 @@ func (r *reconciler) deleteRoute(p netip.Prefix) error {
 	}
 	delete(r.view.routes, p)
 	return nil
-}
-
-// routedInKernel are the wanted Service CIDRs whose route is in place: the
-// ranges whose cluster IPs the builder leaves unbound. They change only at
-// a full sync (addServiceRoutes), so partial syncs build as the last full
-// one did.
-func (p *Proxier) routedInKernel() []netip.Prefix {
-	if p.view == nil {
-		return nil
-	}
-	var out []netip.Prefix
-	for _, r := range p.desired.routes {
-		if p.view.routes[r] {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func hasIPv4(addrs map[netip.Addr]bool) bool {
