@@ -87,15 +87,17 @@ func (r *reconciler) failIn(family v1.IPFamily, id objectID, err error) {
 // settle records the outcome of an object's operation: done (nil),
 // pending (it waits for something it needs), or failed.
 func (r *reconciler) settle(id objectID, err error) {
-	var waiting pendingError
-	switch {
-	case err == nil:
+	if err == nil {
+		// The common case, without the allocation errors.As costs.
 		r.status.done(id)
-	case errors.As(err, &waiting):
-		r.status.pending(id, waiting.why, r.now)
-	default:
-		r.fail(id, err)
+		return
 	}
+	var waiting pendingError
+	if errors.As(err, &waiting) {
+		r.status.pending(id, waiting.why, r.now)
+		return
+	}
+	r.fail(id, err)
 }
 
 // run is one sync's writer loop. The touched set starts as what the build
