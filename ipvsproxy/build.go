@@ -38,8 +38,9 @@ type NodeInfo struct {
 	// objects (Config.ServiceCIDRs adds the flag's): no external IP may lie
 	// in them.
 	ServiceCIDRs []netip.Prefix
-	// RoutedServiceCIDRs are made local by one route each on kube-ipvs0:
-	// a cluster IP inside one is not bound (routes.go).
+	// RoutedServiceCIDRs are to be made local by one route each on
+	// kube-ipvs0: a cluster IP inside one is not bound while its route is
+	// in place (routes.go).
 	RoutedServiceCIDRs []netip.Prefix
 	// Listening are this node's listening sockets, OtherNodes the addresses
 	// of every other Node (to its name), APIServers the endpoint addresses
@@ -71,6 +72,11 @@ type VirtualServerState struct {
 	LocalOnly bool
 	// Bound is true when the address is bound on kube-ipvs0 for it.
 	Bound bool
+	// RoutedBy is the routed Service CIDR that makes a cluster IP local
+	// instead. While that route is not in place (the kernel refused it, or
+	// another owner's route holds the range) the desired state binds the
+	// address, with its KUBE-IPVS-IPS member, as if Bound (desired.go).
+	RoutedBy netip.Prefix
 	// SetEntries are the set members that exist for this virtual server,
 	// sorted. One member may exist for several (a node port's port, a
 	// hairpin endpoint, an address's KUBE-IPVS-IPS member); the desired
@@ -197,8 +203,13 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 
 			if vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
 				// One route makes a routed Service CIDR local: its cluster
-				// IPs are not bound one by one (routes.go).
-				if !node.routed(clusterIP) {
+				// IPs are not bound one by one while the route is in place
+				// (routes.go; the desired state binds them while it is not).
+				if r, ok := node.routedBy(clusterIP); ok {
+					for _, i := range scope {
+						st.VirtualServers[i].RoutedBy = r
+					}
+				} else {
 					bind()
 				}
 				entry(setClusterIP, ipPort(clusterIP))

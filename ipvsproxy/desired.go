@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,6 +34,10 @@ type desiredState struct {
 	entryRefs map[setEntryKey]int
 	// routes are the Service CIDRs routed local on kube-ipvs0 (routes.go).
 	routes []netip.Prefix
+	// unrouted are ranges whose route is not in place, as the writer loop
+	// last found: the cluster IPs routed by them are bound one by one
+	// meanwhile (setRouted).
+	unrouted map[netip.Prefix]bool
 	// summary is what every sync reports about all Services (summary.go).
 	summary serviceSummary
 }
@@ -109,6 +114,7 @@ func newDesiredState() *desiredState {
 		foreign:   map[ipvs.VirtualServerKey]bool{},
 		addrRefs:  map[netip.Addr]int{},
 		entryRefs: map[setEntryKey]int{},
+		unrouted:  map[netip.Prefix]bool{},
 		summary:   newServiceSummary(),
 	}
 }
@@ -160,6 +166,45 @@ func (d *desiredState) setForeign(k ipvs.VirtualServerKey, foreign bool, t touch
 	d.rewin(k, before, t)
 }
 
+// setRouted records whether range r's route is in place (the writer loop
+// says so after writing it); while it is not, the cluster IPs it routes
+// are bound one by one, each with its KUBE-IPVS-IPS member, as the builder
+// binds an address outside every routed range.
+func (d *desiredState) setRouted(r netip.Prefix, inPlace bool, t touched) {
+	if d.unrouted[r] == !inPlace {
+		return
+	}
+	n := 1
+	if inPlace {
+		n = -1
+	}
+	for k := range d.claims {
+		if vs := d.winner(k); vs != nil && vs.RoutedBy == r {
+			d.bindUnrouted(vs, n, t)
+		}
+	}
+	if inPlace {
+		delete(d.unrouted, r)
+	} else {
+		d.unrouted[r] = true
+	}
+}
+
+// bindUnrouted counts (n = 1) or uncounts (n = -1) the address of a routed
+// cluster IP whose route is not in place, and its KUBE-IPVS-IPS member.
+func (d *desiredState) bindUnrouted(vs *VirtualServerState, n int, t touched) {
+	a := vs.Address
+	if d.addrRefs[a] += n; d.addrRefs[a] <= 0 {
+		delete(d.addrRefs, a)
+	}
+	t.addresses[a] = true
+	k := setEntryKey{set: setName(setIPVSIPs, familyOf(a)), entry: ipset.Entry{IP: a}}
+	if d.entryRefs[k] += n; d.entryRefs[k] <= 0 {
+		delete(d.entryRefs, k)
+	}
+	t.entries[k] = true
+}
+
 // winner is the desired state of k that counts, or nil.
 func (d *desiredState) winner(k ipvs.VirtualServerKey) *VirtualServerState {
 	if c := d.claims[k]; len(c) > 0 && !d.foreign[k] {
@@ -192,6 +237,9 @@ func (d *desiredState) contribute(vs *VirtualServerState, n int, t touched) {
 			delete(d.addrRefs, a)
 		}
 		t.addresses[a] = true
+	}
+	if vs.RoutedBy.IsValid() && d.unrouted[vs.RoutedBy] {
+		d.bindUnrouted(vs, n, t)
 	}
 	for _, e := range vs.SetEntries {
 		k := e.key()

@@ -47,15 +47,13 @@ func (h *deletionHold) update(tracker *ChangeTracker, now time.Time) (released b
 	return false
 }
 
-// holds reports whether the reconciler must leave the object id in the
-// kernel instead of deleting it; a held one is pending, with the reason.
-func (r *reconciler) holds(id objectID) bool {
-	if r.hold == nil || !r.hold.held {
-		return false
-	}
-	r.status.pending(id, errDeletionHeld, r.now)
-	return true
-}
+// deletionsHeld reports whether the reconciler must leave objects nobody
+// wants in the kernel; a delete operation then returns errHeld, and the
+// object is pending with the reason.
+func (r *reconciler) deletionsHeld() bool { return r.hold != nil && r.hold.held }
+
+// errHeld is the outcome of a held deletion.
+var errHeld = pendingError{errDeletionHeld}
 
 // heldDeletions counts the kernel objects whose deletion is held.
 func (s *statusTable) heldDeletions() int {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -139,30 +140,53 @@ func (s *statusTable) pending(id objectID, why error, now time.Time) {
 // done forgets an object: it is as wanted.
 func (s *statusTable) done(id objectID) { delete(s.objects, id) }
 
-// backingOff reports whether id failed and its retry is not due.
-func (s *statusTable) backingOff(id objectID, now time.Time) bool {
-	st := s.objects[id]
-	return st != nil && st.state == StateError && now.Before(st.nextRetry)
+// retryQueue is the table's answer, taken once at the start of a sync, to
+// "which objects are due for another write, and which still back off?".
+// Every such question of the sync asks it, so it has one answer: writes of
+// the sync itself (which settle objects, or schedule their next retry) do
+// not change it.
+type retryQueue struct {
+	// due are the objects whose retry time has come, pending or in error.
+	due []objectID
+	// backingOff are the objects in error whose retry is not due.
+	backingOff map[objectID]bool
 }
 
-// backingOffIDs lists the objects for which backingOff holds.
-func (s *statusTable) backingOffIDs(now time.Time) []objectID {
-	var out []objectID
-	for id := range s.objects {
-		if s.backingOff(id, now) {
-			out = append(out, id)
+// retryQueue reads the table at now.
+func (s *statusTable) retryQueue(now time.Time) retryQueue {
+	q := retryQueue{backingOff: map[objectID]bool{}}
+	for id, st := range s.objects {
+		switch {
+		case !now.Before(st.nextRetry):
+			q.due = append(q.due, id)
+		case st.state == StateError:
+			q.backingOff[id] = true
 		}
 	}
-	return out
+	return q
 }
 
-// due lists the objects whose retry time has come.
-func (s *statusTable) due(now time.Time) []objectID {
-	var out []objectID
-	for id, st := range s.objects {
-		if !now.Before(st.nextRetry) {
-			out = append(out, id)
-		}
+// waits reports whether id failed and its retry is not due.
+func (q retryQueue) waits(id objectID) bool { return q.backingOff[id] }
+
+// kindDue reports whether some object of kind is due.
+func (q retryQueue) kindDue(kind ObjectKind) bool {
+	return slices.ContainsFunc(q.due, func(id objectID) bool { return id.kind == kind })
+}
+
+// rulesDue reports whether a rules object of family (a table or a jump) is
+// due.
+func (q retryQueue) rulesDue(family v1.IPFamily) bool {
+	return slices.ContainsFunc(q.due, func(id objectID) bool {
+		return id.kind == ObjectRules && strings.HasPrefix(id.name, string(family)+" ")
+	})
+}
+
+// waiting lists the objects that back off.
+func (q retryQueue) waiting() []objectID {
+	out := make([]objectID, 0, len(q.backingOff))
+	for id := range q.backingOff {
+		out = append(out, id)
 	}
 	return out
 }
@@ -253,16 +277,6 @@ func stateOrder(s SyncState) int {
 // String is one line per object, for logs and tests.
 func (o KernelObjectStatus) String() string {
 	return fmt.Sprintf("%s %s %v: %s", o.State, o.Object, o.Services, o.LastError)
-}
-
-// dueKind reports whether some object of kind waits for a retry now.
-func (s *statusTable) dueKind(kind ObjectKind, now time.Time) bool {
-	for id, st := range s.objects {
-		if id.kind == kind && !now.Before(st.nextRetry) {
-			return true
-		}
-	}
-	return false
 }
 
 // ReconcileStatus returns a copy of the per-object status as the last sync

@@ -231,10 +231,10 @@ func (p *Proxier) Run(ctx context.Context) {
 	}
 }
 
-// Sync runs one sync now: drain the changes, build the Services that
-// changed (all of them on a full sync), and let the reconciler write the
-// difference to the kernel, retry the objects whose backoff is over, clean
-// up stale conntrack flows and drain real servers.
+// Sync runs one sync now, in four steps: read the kernel (a full sync
+// only), build the Services that changed (all of them when what they are
+// built against changed), apply the difference (the writer loop:
+// reconciler.run, then conntrack), and report.
 func (p *Proxier) Sync() SyncResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -242,43 +242,81 @@ func (p *Proxier) Sync() SyncResult {
 	res := SyncResult{Start: now, WriteErrors: map[string]int{}, IPTablesFailures: map[v1.IPFamily]int{}, Conntrack: map[v1.IPFamily]ConntrackPass{}}
 	changes := p.tracker.drain()
 	res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.serviceChanges, changes.endpointChanges, changes.triggerTimes
+	retries := p.objects.retryQueue(now)
+	full := p.fullSyncDue(changes, retries, now)
 
-	// A Service CIDR route whose retry is due is retried by a full sync:
-	// whether a range's cluster IPs are bound depends on it (routes.go).
-	released := p.hold.update(p.tracker, now)
-	full := released || p.needFull || changes.nodeChanged || changes.serviceCIDRsChanged || p.view == nil || p.objects.dueKind(ObjectRoute, now)
-	if full {
-		view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.currentServices()), p.view)
-		if err != nil {
-			// Nothing can be compared: retry the whole read at the next
-			// sync (the only failure that keeps syncs full).
-			klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
-			res.WriteErrors[string(ObjectRead)]++
-			p.needFull = true
-			p.objects.failed(namedID(ObjectRead, "kernel state"), err, now)
-			p.status.recordWrites([]writeError{{object: string(ObjectRead), err: err}}, res.Start)
-			p.finish(&res)
-			return res
-		}
-		p.objects.done(namedID(ObjectRead, "kernel state"))
-		p.view = view
-		p.needFull = false
+	// Read.
+	if full && !p.readKernel(&res) {
+		p.finish(&res)
+		return res
 	}
 	res.Full = full
+
+	// Build.
 	t := newTouched()
-	r := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold}
+	names, stale := p.build(changes, full, &t)
+	res.Services = len(names)
+
+	// Apply.
+	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: podCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold, appliedRules: p.appliedRules}
+	share := p.resync.due
+	p.resync.due = 0
+	res.ResyncedVirtualServers = w.run(t, share)
+	p.cleanConntrack(w, full, stale, &res)
+
+	// Report.
+	p.reportSync(w, names, &res)
+	p.finish(&res)
+	return res
+}
+
+// fullSyncDue decides whether this sync reads the whole kernel and compares
+// everything: at start-up, every --ipvs-sync-period (or every N-th with
+// --ipvs-resync-shares), after a failed read, when what the Services are
+// built against changed, when the Service list is believed again
+// (emptyworld.go), and when a Service CIDR route's retry is due (whether
+// the range's cluster IPs are bound depends on it; routes.go).
+func (p *Proxier) fullSyncDue(changes pendingChanges, retries retryQueue, now time.Time) bool {
+	released := p.hold.update(p.tracker, now)
+	return released || p.needFull || changes.nodeChanged || changes.serviceCIDRsChanged || p.view == nil || retries.kindDue(ObjectRoute)
+}
+
+// readKernel reads the whole kernel view. A failed read is the one failure
+// that keeps syncs full: nothing can be compared until it succeeds.
+func (p *Proxier) readKernel(res *SyncResult) bool {
+	view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.currentServices()), p.view)
+	if err != nil {
+		klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
+		res.WriteErrors[string(ObjectRead)]++
+		p.needFull = true
+		p.objects.failed(namedID(ObjectRead, "kernel state"), err, res.Start)
+		p.status.recordWrites([]writeError{{object: string(ObjectRead), err: err}}, res.Start)
+		return false
+	}
+	p.objects.done(namedID(ObjectRead, "kernel state"))
+	p.view = view
+	p.needFull = false
+	return true
+}
+
+// build rebuilds the Services that may have changed and puts them into the
+// desired state, recording in t what may have changed. On a full sync that
+// may build them differently (the node or the ranges changed, or nothing
+// was built yet) that is every Service, else only the changed ones: a full
+// sync with nothing new only compares the kernel with the desired state
+// (rebuilding all made the periodic resync of 10,000 Services slow).
+// Services with a problem are rebuilt on every full sync: a refusal may
+// have gone (room in a set). It returns the Services rebuilt and the stale
+// UDP flows of their changes; t is a pointer because a first build sizes
+// its maps for every Service (reserveFor).
+func (p *Proxier) build(changes pendingChanges, full bool, t *touched) (map[types.NamespacedName]bool, staleFiltersCollector) {
 	if full {
-		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), t)
-		r.addServiceRoutes()
+		// Which Service CIDRs are routed depends on the ranges and the
+		// node's addresses alone; the writer loop finds whether each
+		// route is in place.
+		p.desired.setServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), *t)
 	}
 	node := p.nodeInfo()
-
-	// Build: every Service on a full sync that may build them differently
-	// (the node or the ranges changed, or nothing was built yet), else only
-	// the changed ones. A full sync with nothing new only compares the
-	// kernel with the desired state (rebuilding all made the periodic resync of 10,000
-	// Services slow). Services with a problem are rebuilt on
-	// every full sync: a refusal may have gone (room in a set).
 	names := changes.services
 	if full && !p.built.same(node) {
 		p.built = builtFrom(node)
@@ -306,89 +344,64 @@ func (p *Proxier) Sync() SyncResult {
 	for _, name := range dependents {
 		names[name] = true
 	}
-	var staleFilters = staleFiltersCollector{}
+	var stale staleFiltersCollector
 	built := p.buildServices(names, node)
 	if len(p.desired.services) == 0 {
-		reserveFor(built, p.desired, &t, p.view)
+		reserveFor(built, p.desired, t, p.view)
 	}
 	slices.SortFunc(built, admissionOrder)
 	for _, b := range built {
 		name, st := b.name, p.capacity.admit(p.desired, b.name, b.state)
 		if p.started {
-			staleFilters.add(staleUDPFlows(p.desired.services[name], st))
+			stale.add(staleUDPFlows(p.desired.services[name], st))
 		}
-		p.desired.set(name, st, t)
+		p.desired.set(name, st, *t)
 	}
 	if p.capacity.underPressure() && (len(built) > 0 || full) {
-		for _, name := range p.readmit(node, t, &staleFilters) {
+		for _, name := range p.readmit(node, *t, &stale) {
 			names[name] = true
 		}
 	}
-	res.Services = len(names)
-	if full {
-		// Someone else's virtual servers win their keys; ones that went
-		// away free theirs.
-		for k := range p.desired.foreign {
-			if !p.view.foreign[k] {
-				p.desired.setForeign(k, false, t)
-			}
-		}
-		for k := range p.view.foreign {
-			p.desired.setForeign(k, true, t)
-		}
-		// Compare everything, except objects still backing off that no
-		// change touched: a failing object costs one write per backoff.
-		all := touched{
-			virtualServers: make(map[ipvs.VirtualServerKey]bool, len(p.desired.claims)),
-			addresses:      make(map[netip.Addr]bool, len(p.desired.addrRefs)),
-			entries:        make(map[setEntryKey]bool, len(p.desired.entryRefs)),
-		}
-		p.view.touchAll(p.desired, all)
-		t = t.mergeInto(all, p.objects.backingOffIDs(now))
-		adoptDraining(p.view, p.desired, p.draining, now.Add(p.cfg.DrainTimeout))
-		p.resync.due = 0
-	} else {
-		if p.resync.due > 0 {
-			res.ResyncedVirtualServers = p.resyncShare(p.resync.due, t, now)
-			p.resync.due = 0
-		}
-		p.retryDue(t, now)
-	}
+	return names, stale
+}
 
-	// Apply: the difference only.
-	r.apply(t)
-	r.syncRules(p.appliedRules)
-	r.drain()
-	staleFilters.add(r.staleFlows)
-	conflicts := p.desired.conflicts(t.virtualServers)
+// cleanConntrack deletes the stale UDP flows of this sync's changes (and of
+// earlier deletes that failed), once the new real servers are in place;
+// periodically and after any failure, also the flows that point at no
+// serving endpoint (kubernetes#112604), through the same writer.
+func (p *Proxier) cleanConntrack(w *reconciler, full bool, stale staleFiltersCollector, res *SyncResult) {
+	stale.add(w.staleFlows)
+	filters := append(p.pendingFlows, stale.filters...)
+	if len(stale.filters) > 0 || !w.retries.waits(namedID(ObjectConntrack, "stale UDP flows")) {
+		p.pendingFlows = w.flushConntrack(filters, res)
+	}
+	if p.conntrack.due(full, len(w.errs) > 0) {
+		w.reconcileConntrack(&p.conntrack, res)
+	}
+}
+
+// reportSync tells every Service rebuilt, and every one that lost a virtual
+// server, its problems (Events), and the Services of objects that started
+// failing; it fills in what the writer did.
+func (p *Proxier) reportSync(w *reconciler, names map[types.NamespacedName]bool, res *SyncResult) {
+	conflicts := p.desired.conflicts(w.touched.virtualServers)
 	for name := range names {
-		p.report(name, conflicts[name])
+		p.reportProblems(name, conflicts[name])
 	}
 	for name, problems := range conflicts {
 		if !names[name] {
-			p.report(name, problems)
+			p.reportProblems(name, problems)
 		}
 	}
-
-	// Conntrack last, once the new real servers are in place.
-	filters := append(p.pendingFlows, staleFilters.filters...)
-	if len(staleFilters.filters) > 0 || !p.objects.backingOff(namedID(ObjectConntrack, "stale UDP flows"), now) {
-		p.pendingFlows = r.flushConntrack(filters, &res)
-	}
-	// Periodically and after any failure, the UDP flows that point at no
-	// serving endpoint go too (kubernetes#112604), through the same writer.
-	if p.conntrack.due(full, len(r.errs) > 0) {
-		r.reconcileConntrack(&p.conntrack, &res)
-	}
-	res.Writes = r.writes
-	for _, e := range r.errs {
+	res.Writes = w.writes
+	for _, e := range w.errs {
 		res.WriteErrors[e.object]++
 		if e.object == string(ObjectRules) && e.family != "" {
 			res.IPTablesFailures[e.family]++
 		}
 	}
-	p.status.recordWrites(r.errs, res.Start)
-	p.reportFailures(r.newlyFailed)
+	p.status.recordWrites(w.errs, res.Start)
+	p.reportFailures(w.newlyFailed)
 	res.Draining = drainingCount(p.draining)
 	res.DeletionsHeld, res.HeldDeletions = p.hold.held, p.objects.heldDeletions()
 	// The desired state now holds every Service: from here on a Service
@@ -396,61 +409,6 @@ func (p *Proxier) Sync() SyncResult {
 	// failed.
 	p.started = true
 	res.Completed = true
-	p.finish(&res)
-	return res
-}
-
-// retryDue adds the objects whose retry is due to a partial sync, after
-// reading back the virtual servers among them: the reason a write failed
-// (someone deleted or created it) is often a view gone stale.
-func (p *Proxier) retryDue(t touched, now time.Time) {
-	due := p.objects.due(now)
-	var vss []ipvs.VirtualServerKey
-	for _, id := range due {
-		switch id.kind {
-		case ObjectVirtualServer:
-			t.virtualServers[id.vs] = true
-			vss = append(vss, id.vs)
-		case ObjectAddress:
-			if id.addr.IsValid() {
-				t.addresses[id.addr] = true
-			}
-		case ObjectSetEntry:
-			if id.name == "" {
-				t.entries[id.entry] = true
-			}
-		}
-	}
-	if len(vss) > 0 {
-		p.refreshVirtualServers(vss)
-	}
-}
-
-// refreshVirtualServers reads the given virtual servers back into the view.
-func (p *Proxier) refreshVirtualServers(keys []ipvs.VirtualServerKey) {
-	all, err := p.kernel.IPVS.VirtualServers()
-	if err != nil {
-		klog.ErrorS(err, "Reading virtual servers to retry failed writes")
-		return
-	}
-	present := map[ipvs.VirtualServerKey]ipvs.VirtualServer{}
-	for _, vs := range all {
-		present[vs.VirtualServerKey] = vs
-	}
-	for _, k := range keys {
-		vs, ok := present[k]
-		switch {
-		case !ok:
-			delete(p.view.virtualServers, k)
-			delete(p.view.foreign, k)
-		case p.view.isRecorded(k):
-			rss, err := listedRealServers(p.kernel, k)
-			if err != nil {
-				continue
-			}
-			p.view.virtualServers[k] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
-		}
-	}
 }
 
 // finish records the outcome and tells the observer.
@@ -491,7 +449,7 @@ func (p *Proxier) nodeInfo() NodeInfo {
 	_, apiSlices := p.tracker.input(kubernetesService)
 	info.APIServers = apiServerAddresses(apiSlices)
 	info.ServiceCIDRs = p.tracker.ServiceCIDRRanges()
-	info.RoutedServiceCIDRs = p.routedInKernel()
+	info.RoutedServiceCIDRs = p.desired.routes
 	return info
 }
 

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
-	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
@@ -23,11 +21,13 @@ type writeError struct {
 	family v1.IPFamily
 }
 
-// reconciler is the only writer of kernel objects. It writes the
-// difference between the desired state and the kernel view for the touched
-// objects, keeps the view in step with what it wrote, and keeps a status per
-// object (status.go). It never stops at a failure: every other object is
-// still written, and the failed one is retried on its own backoff.
+// reconciler is the only writer of kernel objects. Its loop (run) writes
+// the difference between the desired state and the kernel view for the
+// touched objects through each kind's operations (operations.go), which
+// keep the view in step with what they wrote; every outcome goes through
+// settle, the one writer of the per-object status (objstatus.go). It never
+// stops at a failure: every other object is still written, and the failed
+// one is retried on its own backoff.
 type reconciler struct {
 	k   Kernel
 	cfg Config
@@ -38,22 +38,21 @@ type reconciler struct {
 	view         *kernelView
 	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
 	status       *statusTable
-	now          time.Time
+	// retries says which objects are due and which back off (objstatus.go).
+	retries retryQueue
+	now     time.Time
 	// full is set on a full sync: the view was just read.
 	full bool
-	// t is the sync's touched objects; a virtual server found foreign adds
-	// the objects its Service no longer gets.
-	t      touched
-	writes int
-	errs   []writeError
+	// touched are the objects this sync compares; run owns the set.
+	touched touched
+	writes  int
+	errs    []writeError
 	// newlyFailed are the objects that entered the error state in this
 	// sync: their Services get an Event.
 	newlyFailed []objectID
 	// staleFlows selects the UDP flows of the real servers this sync
 	// deleted: their replies would come from an endpoint that is gone.
 	staleFlows []conntrack.Filter
-	// foundForeign are the keys found taken by someone else while writing.
-	foundForeign []ipvs.VirtualServerKey
 	// dummyEnsured: kube-ipvs0 was ensured in this sync already.
 	dummyEnsured bool
 	// setSizes are how many members each owned set is to hold (from the
@@ -61,6 +60,9 @@ type reconciler struct {
 	setSizes map[string]int
 	// hold, while on, keeps what no Service wants (emptyworld.go).
 	hold *deletionHold
+	// appliedRules remembers, per family, the rules text last written whole
+	// (reconcile_rules.go).
+	appliedRules map[v1.IPFamily]string
 }
 
 // rulesText is the iptables-restore input of family as this sync wants it.
@@ -82,353 +84,118 @@ func (r *reconciler) failIn(family v1.IPFamily, id objectID, err error) {
 	}
 }
 
-// settle records the outcome of an object's writes.
+// settle records the outcome of an object's operation: done (nil),
+// pending (it waits for something it needs), or failed.
 func (r *reconciler) settle(id objectID, err error) {
-	if err != nil {
-		r.fail(id, err)
+	if err == nil {
+		// The common case, without the allocation errors.As costs.
+		r.status.done(id)
 		return
 	}
-	r.status.done(id)
+	var waiting pendingError
+	if errors.As(err, &waiting) {
+		r.status.pending(id, waiting.why, r.now)
+		return
+	}
+	r.fail(id, err)
 }
 
-// apply writes in an order that never leaves traffic without a path: the
-// sets and the link first, then addresses, Service CIDR routes and set
-// members that new virtual servers need, then the virtual servers, removals
-// last.
+// run is one sync's writer loop. The touched set starts as what the build
+// changed; the loop adds what is its own to decide. On a full sync (the
+// view was just read) that is every object, except those still backing off
+// that no change touched (a failing object costs one write per backoff),
+// and the keys someone else's virtual servers took or freed. On a partial
+// sync it is the objects whose retry is due and, every period with
+// --ipvs-resync-shares, the share due for its re-check, their virtual
+// servers read back first (refresh, resync.go). Then it applies, restores
+// the rules and drains. It returns how many virtual servers the re-check
+// read back.
+func (r *reconciler) run(t touched, share int) (resynced int) {
+	if r.full {
+		// Someone else's virtual servers win their keys; ones that went
+		// away free theirs.
+		for k := range r.desired.foreign {
+			if !r.view.foreign[k] {
+				r.desired.setForeign(k, false, t)
+			}
+		}
+		for k := range r.view.foreign {
+			r.desired.setForeign(k, true, t)
+		}
+		all := touched{
+			virtualServers: make(map[ipvs.VirtualServerKey]bool, len(r.desired.claims)),
+			addresses:      make(map[netip.Addr]bool, len(r.desired.addrRefs)),
+			entries:        make(map[setEntryKey]bool, len(r.desired.entryRefs)),
+		}
+		r.view.touchAll(r.desired, all)
+		t = t.mergeInto(all, r.retries.waiting())
+		adoptDraining(r.view, r.desired, r.draining, r.now.Add(r.cfg.DrainTimeout))
+	} else {
+		resynced = r.refresh(t, share)
+	}
+	r.touched = t
+	r.apply(t)
+	r.syncRules()
+	r.drain()
+	return resynced
+}
+
+// apply is the writer loop of a sync: it runs each object kind's
+// operations (operations.go) over the touched objects, settles every
+// object's status, and is the one place that changes the touched set and
+// the desired state while writing. The order never leaves traffic without a
+// path: the sets and the link first, on a full sync the Service CIDR
+// routes (routes.go), then addresses and set members that
+// new virtual servers need, then the virtual servers (those that go first),
+// removals last.
 func (r *reconciler) apply(t touched) {
-	r.t = t
+	addresses, entries, virtualServers := r.addressOps(), r.entryOps(), r.virtualServerOps()
 	r.ensureSets()
 	r.ensureDummy()
-	for a := range t.addresses {
-		if r.desired.addrRefs[a] > 0 {
-			r.addAddress(a)
-		}
+	if r.full {
+		r.addServiceRoutes(t)
 	}
+	updateAll(r, addresses, t.addresses)
 	// A set at its maxelem takes a new member only once the members this
 	// sync removes are gone (the admission keeps the total within it): such
 	// an add waits for the deletions below, and virtual servers that go are
 	// removed first, with their ownership records.
-	var waitForRoom []setEntryKey
-	for k := range t.entries {
-		if r.desired.entryRefs[k] > 0 && !r.addEntry(k, true) {
-			waitForRoom = append(waitForRoom, k)
+	waitForRoom := updateAll(r, entries, t.entries)
+	deleteAll(r, virtualServers, t.virtualServers)
+	foreign := updateAll(r, virtualServers, t.virtualServers)
+	// A virtual server someone else made in the way wins its key: the
+	// Service that wanted it loses it, and the members and addresses it
+	// counted for are removed below with the others nobody wants.
+	for _, found := range foreign {
+		var f foreignError
+		errors.As(found.err, &f)
+		if f.undo != nil {
+			r.fail(vsID(found.key), f.undo)
 		}
+		r.settle(vsID(found.key), nil) // someone else's: nothing of ours to retry
+		r.desired.setForeign(found.key, true, t)
 	}
-	for k := range t.virtualServers {
-		if r.desired.virtualServer(k) == nil {
-			r.reconcileVirtualServer(k)
-		}
-	}
-	for k := range t.virtualServers {
-		if r.desired.virtualServer(k) != nil {
-			r.reconcileVirtualServer(k)
-		}
-	}
-	for k := range t.entries {
-		if r.desired.entryRefs[k] == 0 {
-			r.deleteEntry(k)
-		}
-	}
+	deleteAll(r, entries, t.entries)
 	for _, k := range waitForRoom {
-		r.addEntry(k, false)
+		r.settle(entries.id(k.key), entries.update(k.key))
 	}
-	for a := range t.addresses {
-		if r.desired.addrRefs[a] == 0 {
-			// Nothing in --ipvs-exclude-cidrs is removed, wanted or not.
-			if !r.view.addresses[a] || r.cfg.excluded(a) {
-				r.status.done(addrID(a))
-				continue
-			}
-			if r.holds(addrID(a)) {
-				continue
-			}
-			r.writes++
-			err := r.k.Netif.DeleteDummyAddress(a)
-			if err == nil || errors.Is(err, netif.ErrNotFound) {
-				delete(r.view.addresses, a)
-				err = nil
-			}
-			r.settle(addrID(a), err)
-		}
-	}
+	deleteAll(r, addresses, t.addresses)
 	// A Service CIDR stops being local once its cluster IPs are bound.
 	r.removeServiceRoutes()
 }
 
-// addAddress binds a on kube-ipvs0 unless the view has it.
-func (r *reconciler) addAddress(a netip.Addr) {
-	if r.view.addresses[a] {
-		r.status.done(addrID(a))
-		return
-	}
-	r.writes++
-	err := r.k.Netif.AddDummyAddress(a)
-	if err == nil || errors.Is(err, netif.ErrExists) {
-		r.view.addresses[a] = true
-		err = nil
-	}
-	r.settle(addrID(a), err)
-}
-
-// ensureDummy creates kube-ipvs0 when the view was just read (creating an
-// existing link is no write).
+// ensureDummy creates kube-ipvs0 when the view was just read or an address
+// is due for a retry (creating an existing link is no write).
 func (r *reconciler) ensureDummy() {
-	if r.dummyEnsured || !r.full && !r.status.dueKind(ObjectAddress, r.now) {
+	if r.dummyEnsured || !r.full && !r.retries.kindDue(ObjectAddress) {
 		return
 	}
 	r.dummyEnsured = true
-	id := namedID(ObjectAddress, DummyInterface)
-	if err := r.k.Netif.EnsureDummy(); err != nil {
-		r.fail(id, fmt.Errorf("ensure %s: %w", DummyInterface, err))
-		return
+	var err error
+	if e := r.k.Netif.EnsureDummy(); e != nil {
+		err = fmt.Errorf("ensure %s: %w", DummyInterface, e)
 	}
-	r.status.done(id)
-}
-
-// addEntry adds k unless the view has it. With waitIfFull, a set found full
-// is not an error yet: it returns false, and the caller adds k again once
-// this sync's deletions made room.
-func (r *reconciler) addEntry(k setEntryKey, waitIfFull bool) bool {
-	id := entryID(k)
-	members, ok := r.view.sets[k.set]
-	if !ok {
-		r.status.pending(id, fmt.Errorf("ipset %s is not present", k.set), r.now)
-		return true
-	}
-	if members[k.entry] {
-		r.status.done(id)
-		return true
-	}
-	r.writes++
-	err := r.k.IPSet.AddEntry(k.set, k.entry)
-	switch {
-	case err == nil || errors.Is(err, ipset.ErrExists):
-		members[k.entry] = true
-		err = nil
-	case errors.Is(err, ipset.ErrNotFound):
-		r.setVanished(k.set)
-	case errors.Is(err, ipset.ErrFull) && waitIfFull:
-		return false
-	}
-	r.settle(id, err)
-	return true
-}
-
-func (r *reconciler) deleteEntry(k setEntryKey) {
-	id := entryID(k)
-	if !r.view.sets[k.set][k.entry] {
-		r.status.done(id)
-		return
-	}
-	if r.holds(id) {
-		return
-	}
-	r.writes++
-	err := r.k.IPSet.DeleteEntry(k.set, k.entry)
-	if err == nil || errors.Is(err, ipset.ErrNotFound) {
-		delete(r.view.sets[k.set], k.entry)
-		err = nil
-	}
-	r.settle(id, err)
-}
-
-// setVanished: someone destroyed an owned set; it is re-created at the next
-// sync and its members re-added.
-func (r *reconciler) setVanished(name string) {
-	delete(r.view.sets, name)
-	r.status.pending(namedID(ObjectSetEntry, name), fmt.Errorf("ipset %s vanished", name), r.now)
-}
-
-// record writes the ownership record of k, before its virtual server is
-// created (ownership.go).
-func (r *reconciler) record(k ipvs.VirtualServerKey) error {
-	e := recordEntry(k)
-	members, ok := r.view.sets[e.Set]
-	if !ok {
-		return fmt.Errorf("record %s as ours: ipset %s is not present", k, e.Set)
-	}
-	if members[e.Entry] {
-		return nil
-	}
-	r.writes++
-	if err := r.k.IPSet.AddEntry(e.Set, e.Entry); err != nil && !errors.Is(err, ipset.ErrExists) {
-		if errors.Is(err, ipset.ErrNotFound) {
-			r.setVanished(e.Set)
-		}
-		return fmt.Errorf("record %s as ours: %w", k, err)
-	}
-	members[e.Entry] = true
-	return nil
-}
-
-// unrecord removes the ownership record of k, after its virtual server is
-// gone.
-func (r *reconciler) unrecord(k ipvs.VirtualServerKey) error {
-	e := recordEntry(k)
-	if !r.view.sets[e.Set][e.Entry] {
-		return nil
-	}
-	r.writes++
-	if err := r.k.IPSet.DeleteEntry(e.Set, e.Entry); err != nil && !errors.Is(err, ipset.ErrNotFound) {
-		return fmt.Errorf("remove the record of %s: %w", k, err)
-	}
-	delete(r.view.sets[e.Set], e.Entry)
-	return nil
-}
-
-// reconcileVirtualServer makes the kernel's virtual server k match the
-// desired one (or removes it), with its ownership record.
-func (r *reconciler) reconcileVirtualServer(k ipvs.VirtualServerKey) {
-	id := vsID(k)
-	if r.view.foreign[k] {
-		// Someone else's: never adopted, rewritten or emptied. Its
-		// Service has a PortConflict problem instead.
-		r.status.done(id)
-		return
-	}
-	want := r.desired.virtualServer(k)
-	have := r.view.virtualServers[k]
-	var errs []error
-	switch {
-	case want == nil && have == nil:
-		// A record without a virtual server: a crash between the two
-		// steps, or a virtual server someone deleted.
-		r.settle(id, r.unrecord(k))
-		return
-	case want == nil && r.cfg.excluded(k.Address):
-		// --ipvs-exclude-cidrs: never cleaned up, whoever made it. Nothing
-		// is wanted of it any more, so a failure of an earlier write to it
-		// is over too.
-		r.status.done(id)
-		return
-	case want == nil && r.holds(id):
-		// Kept, with its real servers and its record, until the Service
-		// list is believed again.
-		return
-	case want == nil && r.drainsVirtualServer(have, &errs):
-		// The Service (port) is gone but TCP connections are open: they
-		// finish at weight 0 instead of being cut (kube-proxy cuts them,
-		// kubernetes#71894); drain deletes it once they end or time is up.
-		r.settle(id, errors.Join(errs...))
-		return
-	case want == nil:
-		// The Service (port) is gone and nothing is left to drain.
-		r.writes++
-		if err := r.k.IPVS.DeleteVirtualServer(k); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
-			r.fail(id, err)
-			return
-		}
-		delete(r.view.virtualServers, k)
-		delete(r.draining, k)
-		r.settle(id, r.unrecord(k))
-		return
-	case have == nil:
-		// Between a full read and now someone may have created it: look
-		// before recording, so a foreign one is never recorded as ours.
-		// One that is recorded is ours (our create went through, or the
-		// view lost it): take it back into the view.
-		recorded := r.view.isRecorded(k)
-		if !r.full || recorded {
-			if rss, err := r.k.IPVS.RealServers(k); err == nil {
-				if !recorded {
-					r.foreignFound(k)
-					return
-				}
-				have = &kernelVirtualServer{vs: ipvs.VirtualServer{VirtualServerKey: k}, realServers: newRealServerList(rss)}
-				r.view.virtualServers[k] = have
-				break
-			}
-		}
-		if err := r.record(k); err != nil {
-			r.fail(id, err)
-			return
-		}
-		r.writes++
-		if err := r.k.IPVS.AddVirtualServer(want.VirtualServer); err != nil {
-			if errors.Is(err, ipvs.ErrExists) {
-				if uerr := r.unrecord(k); uerr != nil {
-					r.fail(id, uerr)
-				}
-				r.foreignFound(k)
-				return
-			}
-			r.fail(id, err)
-			return
-		}
-		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(realServerList, 0, len(want.RealServers))}
-		r.view.virtualServers[k] = have
-	}
-	if !r.view.isRecorded(k) {
-		// Adopted from an older version (ownership.go: legacy).
-		if err := r.record(k); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(VirtualServerChanges(have.vs, want.VirtualServer)) != 0 {
-		r.writes++
-		if err := r.k.IPVS.UpdateVirtualServer(want.VirtualServer); err != nil {
-			r.fail(id, err)
-			return
-		}
-		have.vs = want.VirtualServer
-	}
-	// want.RealServers has no repeats: when have holds only wanted ones,
-	// nothing is to be removed and no set of them is needed (a full sync
-	// compares every virtual server).
-	if sameRealServers(have.realServers, want.RealServers) {
-		// The common case of a full sync: nothing to write.
-		if d := r.draining[k]; d != nil {
-			for _, rs := range want.RealServers {
-				delete(d, rs.RealServerKey)
-			}
-		}
-		r.settle(id, errors.Join(errs...))
-		return
-	}
-	present := 0
-	for _, rs := range want.RealServers {
-		cur, ok := have.realServers.get(rs.RealServerKey)
-		switch {
-		case !ok:
-			r.writes++
-			if err := r.k.IPVS.AddRealServer(k, rs); err != nil && !errors.Is(err, ipvs.ErrExists) {
-				errs = append(errs, err)
-				continue
-			}
-		case cur.Weight != rs.Weight:
-			// Also revives an endpoint that was draining and came back.
-			r.writes++
-			if err := r.k.IPVS.UpdateRealServer(k, rs); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-		}
-		present++ // now in have
-		have.realServers.put(rs)
-		if d := r.draining[k]; d != nil {
-			delete(d, rs.RealServerKey)
-		}
-	}
-	if present != len(have.realServers) {
-		var gone []ipvs.RealServerKey
-		for _, rs := range have.realServers {
-			if !wants(want.RealServers, rs.RealServerKey) {
-				gone = append(gone, rs.RealServerKey)
-			}
-		}
-		errs = append(errs, r.removeRealServers(have, gone, false)...)
-	}
-	r.settle(id, errors.Join(errs...))
-}
-
-// foreignFound: the kernel holds someone else's virtual server at k. The
-// Service that wanted it loses it (and programs nothing for it).
-func (r *reconciler) foreignFound(k ipvs.VirtualServerKey) {
-	klog.InfoS("A virtual server ipvsproxy did not create is in the way; leaving it as it is", "virtualServer", k)
-	r.view.foreign[k] = true
-	r.desired.setForeign(k, true, r.t)
-	r.foundForeign = append(r.foundForeign, k)
-	r.status.done(vsID(k))
+	r.settle(namedID(ObjectAddress, DummyInterface), err)
 }
 
 // removeRealServers deletes real servers that no endpoint backs any more.
@@ -552,7 +319,7 @@ func (r *reconciler) drain() {
 		if r.draining[k] == nil && serviceGone {
 			// The last connection of a deleted Service's virtual server
 			// ended (or its time is up): the virtual server goes too.
-			r.reconcileVirtualServer(k)
+			r.settle(vsID(k), r.deleteVirtualServer(k))
 		}
 	}
 }
@@ -585,7 +352,7 @@ func (r *reconciler) flushConntrack(filters []conntrack.Filter, res *SyncResult)
 		slices.SortFunc(retry, compareFilters)
 		return slices.Compact(retry)
 	}
-	r.status.done(id)
+	r.settle(id, nil)
 	return nil
 }
 
@@ -604,7 +371,7 @@ func (r *reconciler) reconcileConntrack(c *conntrackReconciler, res *SyncResult)
 		r.fail(id, err)
 		return
 	}
-	r.status.done(id)
+	r.settle(id, nil)
 }
 
 // drainingCount is the number of real servers at weight 0 waiting.

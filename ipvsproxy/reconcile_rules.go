@@ -23,12 +23,13 @@ import (
 // unchanged one 1).
 // Any other case, or a restore that fails, goes through EnsureRule
 // (iptables -C, then -I), which never adds a second jump.
-func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
+func (r *reconciler) syncRules() {
+	applied := r.appliedRules
 	jumps := jumpRules()
 	for _, family := range r.cfg.Families {
 		ipt := r.k.IPTables[family]
 		text := r.rulesText(family)
-		if !r.full && applied[family] == text && !r.rulesDue(family) {
+		if !r.full && applied[family] == text && !r.retries.rulesDue(family) {
 			continue
 		}
 		ok := true
@@ -62,7 +63,7 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 				continue
 			}
 			if w.matched {
-				r.status.done(w.id)
+				r.settle(w.id, nil)
 				continue // the jumps are left to EnsureRule below
 			}
 			if err := ipt.Restore([]byte(w.want)); err != nil {
@@ -71,12 +72,12 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 				continue
 			}
 			r.writes++
-			r.status.done(w.id)
+			r.settle(w.id, nil)
 		}
 		for i, j := range jumps {
 			id := namedID(ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.table, j.chain))
 			if jumped[i] {
-				r.status.done(id)
+				r.settle(id, nil)
 				continue
 			}
 			existed, err := ipt.EnsureRule(iptables.Prepend, j.table, j.chain, j.rule...)
@@ -85,7 +86,7 @@ func (r *reconciler) syncRules(applied map[v1.IPFamily]string) {
 				ok = false
 				continue
 			}
-			r.status.done(id)
+			r.settle(id, nil)
 			if !existed {
 				r.writes++
 			}
@@ -121,7 +122,7 @@ func (r *reconciler) tablesToWrite(ipt iptables.Interface, family v1.IPFamily, t
 			}
 		}
 		if w.matched && len(w.inserts) == 0 {
-			r.status.done(w.id)
+			r.settle(w.id, nil)
 			continue
 		}
 		pending = append(pending, w)
@@ -162,7 +163,7 @@ func (r *reconciler) wrote(w tableWrite, jumped []bool) {
 	for _, i := range w.inserts {
 		jumped[i] = true
 	}
-	r.status.done(w.id)
+	r.settle(w.id, nil)
 }
 
 // withJumps adds to a table's restore text, before its COMMIT, the jumps
@@ -176,14 +177,4 @@ func withJumps(table string, jumps []jumpRule, inserts []int) string {
 	}
 	b.WriteString("COMMIT\n")
 	return b.String()
-}
-
-// rulesDue reports whether a rules object of family waits for a retry.
-func (r *reconciler) rulesDue(family v1.IPFamily) bool {
-	for id, st := range r.status.objects {
-		if id.kind == ObjectRules && len(id.name) > len(family) && id.name[:len(family)] == string(family) && !r.now.Before(st.nextRetry) {
-			return true
-		}
-	}
-	return false
 }

@@ -15,7 +15,7 @@ import (
 // with the wrong type (an older layout). It runs when the view was just read
 // and when a set's retry is due.
 func (r *reconciler) ensureSets() {
-	if !r.full && !r.status.dueKind(ObjectSetEntry, r.now) {
+	if !r.full && !r.retries.kindDue(ObjectSetEntry) {
 		return
 	}
 	// Missing sets first: replacing one restores rules that reference
@@ -38,7 +38,7 @@ func (r *reconciler) ensureSets() {
 		for _, want := range sets {
 			id := namedID(ObjectSetEntry, want.Name)
 			if _, ok := r.view.sets[want.Name]; ok {
-				r.status.done(id)
+				r.settle(id, nil)
 				continue
 			}
 			if have, ok := r.view.wrongSets[want.Name]; ok {
@@ -47,7 +47,7 @@ func (r *reconciler) ensureSets() {
 			}
 			_, recorded := r.view.sets[recordName]
 			if _, wrong := r.view.wrongSets[recordName]; want.Name != recordName && !recorded && !wrong {
-				r.status.pending(id, fmt.Errorf("ipset %s waits for the ownership record set %s", want.Name, recordName), r.now)
+				r.settle(id, pendingError{fmt.Errorf("ipset %s waits for the ownership record set %s", want.Name, recordName)})
 				continue
 			}
 			r.writes++

@@ -16,12 +16,12 @@ import (
 // on 100 nodes are 2,000 Events, not 100,000.
 const clusterReporters = 2
 
-// report logs and posts an Event for each problem of a Service that was not
+// reportProblems logs and posts an Event for each problem of a Service that was not
 // reported at its last report: a problem is posted once while it lasts, and
 // again only after it went away and came back. Cluster-wide problems are
 // posted by the designated nodes only (reportsClusterProblems); node facts
 // by this node; legal input is only logged.
-func (p *Proxier) report(name types.NamespacedName, conflicts []Problem) {
+func (p *Proxier) reportProblems(name types.NamespacedName, conflicts []Problem) {
 	var problems []Problem
 	if st := p.desired.services[name]; st != nil {
 		problems = append(append(problems, st.Problems...), conflicts...)

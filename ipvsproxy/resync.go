@@ -1,8 +1,6 @@
 package ipvsproxy
 
 import (
-	"time"
-
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"k8s.io/klog/v2"
 )
@@ -53,52 +51,99 @@ func (p *Proxier) PeriodElapsed() (full bool) {
 	return false
 }
 
-// resyncShare reads the virtual servers back into the view: every owned one
-// the kernel no longer lists, and those of the due share with their real
-// servers. It marks them touched so the sync compares them, except those
-// still backing off. It returns how many it re-read.
-func (p *Proxier) resyncShare(share int, t touched, now time.Time) int {
-	shares := max(p.cfg.ResyncShares, 1)
-	all, err := p.kernel.IPVS.VirtualServers()
+// refresh reads back, on a partial sync, what the writer loop compares
+// beyond what the build changed, and marks it touched: the objects whose
+// retry is due, their virtual servers read back first (the reason a write
+// failed, someone deleting or creating it, is often a view gone stale), and
+// the share due for its periodic re-check (0: none). One listing of the
+// virtual servers serves both. It returns how many virtual servers the
+// re-check read.
+func (r *reconciler) refresh(t touched, share int) (resynced int) {
+	var due []ipvs.VirtualServerKey
+	for _, id := range r.retries.due {
+		switch id.kind {
+		case ObjectVirtualServer:
+			t.virtualServers[id.vs] = true
+			due = append(due, id.vs)
+		case ObjectAddress:
+			if id.addr.IsValid() {
+				t.addresses[id.addr] = true
+			}
+		case ObjectSetEntry:
+			if id.name == "" {
+				t.entries[id.entry] = true
+			}
+		}
+	}
+	if share == 0 && len(due) == 0 {
+		return 0
+	}
+	all, err := r.k.IPVS.VirtualServers()
 	if err != nil {
 		// The next full sync reads everything again.
-		klog.ErrorS(err, "Listing virtual servers for the periodic re-check failed")
+		klog.ErrorS(err, "Listing virtual servers to re-check them or to retry failed writes failed")
 		return 0
 	}
 	present := make(map[ipvs.VirtualServerKey]ipvs.VirtualServer, len(all))
 	for _, vs := range all {
 		present[vs.VirtualServerKey] = vs
 	}
+	if share > 0 {
+		resynced = r.resyncShare(share, present, t)
+	}
+	for _, k := range due {
+		vs, ok := present[k]
+		switch {
+		case !ok:
+			delete(r.view.virtualServers, k)
+			delete(r.view.foreign, k)
+		case r.view.isRecorded(k):
+			rss, err := listedRealServers(r.k, k)
+			if err != nil {
+				continue
+			}
+			r.view.virtualServers[k] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
+		}
+	}
+	return resynced
+}
+
+// resyncShare reads the virtual servers back into the view: every owned one
+// the kernel (present) no longer lists, and those of the due share with
+// their real servers. It marks them touched so the sync compares them,
+// except those still backing off. It returns how many it re-read.
+func (r *reconciler) resyncShare(share int, present map[ipvs.VirtualServerKey]ipvs.VirtualServer, t touched) int {
+	shares := max(r.cfg.ResyncShares, 1)
 	touch := func(k ipvs.VirtualServerKey) {
-		if !p.objects.backingOff(vsID(k), now) {
+		if !r.retries.waits(vsID(k)) {
 			t.virtualServers[k] = true
 		}
 	}
-	for k := range p.view.virtualServers {
+	for k := range r.view.virtualServers {
 		if _, ok := present[k]; !ok {
-			delete(p.view.virtualServers, k)
+			delete(r.view.virtualServers, k)
 			touch(k)
 		}
 	}
 	read := 0
-	for k := range p.desired.claims {
+	for k := range r.desired.claims {
 		if shareOf(k, shares) != share {
 			continue
 		}
 		vs, ok := present[k]
 		switch {
-		case p.view.foreign[k]:
+		case r.view.foreign[k]:
 			// Someone else's: whether it went is the full sync's to say.
 		case !ok:
 			touch(k) // created again
-		case !p.view.isRecorded(k):
+		case !r.view.isRecorded(k):
 			// Not ours, new since the full sync, which decides.
 		default:
-			rss, err := listedRealServers(p.kernel, k)
+			rss, err := listedRealServers(r.k, k)
 			if err != nil {
 				continue // gone meanwhile: the next list finds it missing
 			}
-			p.view.virtualServers[k] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
+			r.view.virtualServers[k] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
 			read++
 			touch(k)
 		}

@@ -72,18 +72,14 @@ func unroutable(r netip.Prefix, cfg Config, host []netip.Addr) string {
 	return ""
 }
 
-// routed reports whether addr lies in a routed Service CIDR.
-func (n NodeInfo) routed(addr netip.Addr) bool {
-	return inPrefixes(n.RoutedServiceCIDRs, addr)
-}
-
-func inPrefixes(ps []netip.Prefix, addr netip.Addr) bool {
-	for _, p := range ps {
+// routedBy is the routed Service CIDR that holds addr, if any.
+func (n NodeInfo) routedBy(addr netip.Addr) (netip.Prefix, bool) {
+	for _, p := range n.RoutedServiceCIDRs {
 		if p.Contains(addr) {
-			return true
+			return p, true
 		}
 	}
-	return false
+	return netip.Prefix{}, false
 }
 
 // anchorAddress is the address bound on kube-ipvs0 for an IPv4 range while
@@ -136,19 +132,20 @@ func (d *desiredState) setServiceRoutes(ranges []netip.Prefix, t touched) {
 	}
 }
 
-// addServiceRoutes adds the wanted routes the kernel lacks, each after its
-// range's anchor address. A full sync calls it before building the
-// Services: a range is built as routed (its cluster IPs not bound) only
-// once its route is in place (Proxier.routedInKernel), so a route the
-// kernel refuses leaves the cluster IPs bound one by one, and a range is
-// local before its cluster IPs are unbound.
-func (r *reconciler) addServiceRoutes() {
+// addServiceRoutes is the writer loop's first pass on a full sync: it adds
+// the wanted routes the kernel lacks, each after its range's anchor
+// address, and then tells the desired state which ranges' routes are in
+// place. A range whose route is not (the kernel refused it, or another
+// owner's route holds the range) gets its cluster IPs bound one by one in
+// the same sync, and a range is local before its cluster IPs are unbound:
+// the addresses pass comes after this one.
+func (r *reconciler) addServiceRoutes(t touched) {
 	if len(r.desired.routes) > 0 {
 		r.ensureDummy()
 	}
 	for _, p := range r.desired.routes {
 		if a, ok := anchorAddress(p); ok {
-			r.addAddress(a)
+			r.settle(addrID(a), r.addAddress(a))
 		}
 	}
 	// The kernel flushed the IPv4 routes if the link lost its last IPv4
@@ -161,26 +158,35 @@ func (r *reconciler) addServiceRoutes() {
 		}
 	}
 	for _, p := range r.desired.routes {
-		id := routeID(p)
-		if r.view.routes[p] {
-			r.status.done(id)
-			continue
-		}
-		r.writes++
-		err := r.k.Netif.AddServiceRoute(p)
-		switch {
-		case errors.Is(err, netif.ErrExists):
-			// Someone else's route to the same range: not ours to list
-			// or delete, so the range's cluster IPs stay bound.
-			r.status.done(id)
-			continue
-		case err != nil:
-			r.fail(id, err)
-			continue
-		}
-		r.view.routes[p] = true
-		r.status.done(id)
+		r.settle(routeID(p), r.addRoute(p))
 	}
+	for _, p := range r.desired.routes {
+		r.desired.setRouted(p, r.view.routes[p], t)
+	}
+	for p := range r.desired.unrouted {
+		if !slices.Contains(r.desired.routes, p) {
+			r.desired.setRouted(p, true, t) // no longer wanted: nothing to bind for it
+		}
+	}
+}
+
+// addRoute makes range p local on kube-ipvs0 unless the view has our route.
+func (r *reconciler) addRoute(p netip.Prefix) error {
+	if r.view.routes[p] {
+		return nil
+	}
+	r.writes++
+	err := r.k.Netif.AddServiceRoute(p)
+	switch {
+	case errors.Is(err, netif.ErrExists):
+		// Someone else's route to the same range: not ours to list or
+		// delete, so the range's cluster IPs stay bound.
+		return nil
+	case err != nil:
+		return err
+	}
+	r.view.routes[p] = true
+	return nil
 }
 
 // removeServiceRoutes deletes our routes nobody wants. apply calls it last,
@@ -192,34 +198,21 @@ func (r *reconciler) removeServiceRoutes() {
 			continue
 		}
 		id := routeID(p)
-		if !r.full && r.status.backingOff(id, r.now) {
+		if !r.full && r.retries.waits(id) {
 			continue
 		}
-		r.writes++
-		if err := r.k.Netif.DeleteServiceRoute(p); err != nil && !errors.Is(err, netif.ErrNotFound) {
-			r.fail(id, err)
-			continue
-		}
-		delete(r.view.routes, p)
-		r.status.done(id)
+		r.settle(id, r.deleteRoute(p))
 	}
 }
 
-// routedInKernel are the wanted Service CIDRs whose route is in place: the
-// ranges whose cluster IPs the builder leaves unbound. They change only at
-// a full sync (addServiceRoutes), so partial syncs build as the last full
-// one did.
-func (p *Proxier) routedInKernel() []netip.Prefix {
-	if p.view == nil {
-		return nil
+// deleteRoute removes our route to range p.
+func (r *reconciler) deleteRoute(p netip.Prefix) error {
+	r.writes++
+	if err := r.k.Netif.DeleteServiceRoute(p); err != nil && !errors.Is(err, netif.ErrNotFound) {
+		return err
 	}
-	var out []netip.Prefix
-	for _, r := range p.desired.routes {
-		if p.view.routes[r] {
-			out = append(out, r)
-		}
-	}
-	return out
+	delete(r.view.routes, p)
+	return nil
 }
 
 func hasIPv4(addrs map[netip.Addr]bool) bool {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
@@ -328,5 +329,40 @@ func TestServiceCIDRObjectsGuardExternalIPs(t *testing.T) {
 	mustSync(t, p)
 	if got := realServers(t, fk, ext); len(got) != 1 {
 		t.Fatalf("external IP not served again once the range is gone: %v", got)
+	}
+}
+
+// Another owner's route to the range makes the kernel refuse ours without
+// an error: the range is not ours to route, so its cluster IPs are bound one
+// by one, each with its KUBE-IPVS-IPS member, in the sync that found it,
+// and so are those of a Service added by a later partial sync.
+func TestServiceCIDRHeldByAnotherRouteKeepsClusterIPsBound(t *testing.T) {
+	fk := newFakeKernel()
+	fk.netif.SetForeignRoute(serviceRange)
+	p, err := New(routedConfig(), thisNode, fk.kernel(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Tracker().SetService(apiServerService())
+	bound := func(ip string) bool {
+		addrs, _ := fk.netif.DummyAddresses()
+		members, _ := fk.ipset.Entries("KUBE-IPVS-IPS")
+		a := netip.MustParseAddr(ip)
+		return slices.Contains(addrs, a) && slices.Contains(members, ipset.Entry{IP: a})
+	}
+	web := service("web", "10.96.0.10")
+	p.Tracker().SetService(web)
+	p.Tracker().SetEndpointSlice(slice(web, "web-a", 8080, "10.244.1.5@node1"))
+	if res := mustSync(t, p); !res.Full || !bound("10.96.0.10") {
+		t.Fatalf("full=%v, cluster IP bound with its KUBE-IPVS-IPS member %v:\n%s", res.Full, bound("10.96.0.10"), fk.ipset.Dump())
+	}
+	if routes, _ := fk.netif.ServiceRoutes(); len(routes) != 0 {
+		t.Fatalf("our routes: %v, want none", routes)
+	}
+	api := service("api", "10.96.0.20")
+	p.Tracker().SetService(api)
+	p.Tracker().SetEndpointSlice(slice(api, "api-a", 8080, "10.244.1.6@node1"))
+	if res := mustSync(t, p); res.Full || !bound("10.96.0.20") || !bound("10.96.0.10") {
+		t.Fatalf("partial sync: full=%v, bound %v %v", res.Full, bound("10.96.0.10"), bound("10.96.0.20"))
 	}
 }
