@@ -134,8 +134,10 @@ func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
 // reconciler is the only writer. Which virtual servers are owned is
 // ownership.owns; the others are foreign. Owned objects inside
 // --ipvs-exclude-cidrs are read too, so that a Service's can be kept up to
-// date; the reconciler never deletes one nobody wants there.
-func readKernel(k Kernel, cfg Config, services serviceEvidence, previous *kernelView) (*kernelView, error) {
+// date; the reconciler never deletes one nobody wants there. wasOurs are
+// the virtual servers the previous view held (nil at the first read): one of
+// them stays ours without its record (ownership.recovered).
+func readKernel(k Kernel, cfg Config, services serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool) (*kernelView, error) {
 	view := &kernelView{
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
 		foreign:        map[ipvs.VirtualServerKey]bool{},
@@ -200,13 +202,6 @@ func readKernel(k Kernel, cfg Config, services serviceEvidence, previous *kernel
 			members[e] = true
 		}
 		view.sets[want.Name] = members
-	}
-	var wasOurs map[ipvs.VirtualServerKey]bool
-	if previous != nil {
-		wasOurs = make(map[ipvs.VirtualServerKey]bool, len(previous.virtualServers))
-		for key := range previous.virtualServers {
-			wasOurs[key] = true
-		}
 	}
 	owner := readOwnership(cfg, present, view.sets, routes, addrs, services, wasOurs)
 	for _, entries := range oldRecords {

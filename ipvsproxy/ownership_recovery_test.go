@@ -1,10 +1,13 @@
 package ipvsproxy
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/tools/record"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -135,4 +138,56 @@ func TestOwnershipEvidenceLeavesOthersAlone(t *testing.T) {
 	if !strings.Contains(fk.ipvs.Dump(), "10.96.0.99") {
 		t.Error("the operator's virtual server was deleted")
 	}
+}
+
+// unreadableIPVS fails the listing of the virtual servers while failing is
+// set: a full read that breaks half-way.
+type unreadableIPVS struct {
+	ipvs.Interface
+	failing *bool
+}
+
+func (u unreadableIPVS) VirtualServers() ([]ipvs.VirtualServer, error) {
+	if *u.failing {
+		return nil, errors.New("netlink: no buffer space available")
+	}
+	return u.Interface.VirtualServers()
+}
+
+// The view is let go before each full read; when the read fails, what the
+// view held must still count as ours at the next one. With the record
+// flushed, the external IP and the node port have no other evidence: losing
+// that memory would make them foreign, each with a PortConflict Event.
+func TestOwnershipSurvivesAFlushedRecordAndAFailedRead(t *testing.T) {
+	fk := newFakeKernel()
+	failing := false
+	k := fk.kernel()
+	k.IPVS = unreadableIPVS{k.IPVS, &failing}
+	p, err := New(routedConfig(), thisNode, k, record.NewFakeRecorder(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Tracker().SetService(apiServerService())
+	svc := service("dns", "10.96.0.10", withExternalIPs("203.0.113.10"), nodePort(30053))
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice(svc, "dns-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	keys := []ipvs.VirtualServerKey{
+		{Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80},
+		{Protocol: ipvs.TCP, Address: netip.MustParseAddr("203.0.113.10"), Port: 80},
+		{Protocol: ipvs.TCP, Address: node1IP, Port: 30053},
+	}
+	entries, _ := fk.ipset.Entries(setOwned)
+	for _, e := range entries {
+		if err := fk.ipset.DeleteEntry(setOwned, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failing = true
+	p.RequestFullSync()
+	if res := p.Sync(); res.WriteErrors[string(ObjectRead)] == 0 {
+		t.Fatalf("the full read did not fail: %+v", res.WriteErrors)
+	}
+	failing = false
+	checkRecovered(t, fk, p, keys, "a flushed record and a failed full read")
 }

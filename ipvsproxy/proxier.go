@@ -91,17 +91,21 @@ type Proxier struct {
 	// OnQueued, when set, is called whenever a change is queued.
 	OnQueued func()
 
-	mu           sync.Mutex // one sync at a time; guards what follows
-	desired      *desiredState
-	clusterIPs   *clusterIPIndex
-	view         *kernelView
-	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
-	needFull     bool
-	resync       resyncRotation
-	reported     map[types.NamespacedName]map[string]bool // problems last reported per Service (report.go)
-	appliedRules map[v1.IPFamily]string
-	lastSync     time.Time
-	now          func() time.Time
+	mu         sync.Mutex // one sync at a time; guards what follows
+	desired    *desiredState
+	clusterIPs *clusterIPIndex
+	view       *kernelView
+	// ownedBeforeFailedRead are the virtual servers the last read view held
+	// (and the syncs after it added), kept when a full read fails: the view
+	// itself is let go before each read (readKernel).
+	ownedBeforeFailedRead map[ipvs.VirtualServerKey]bool
+	draining              map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
+	needFull              bool
+	resync                resyncRotation
+	reported              map[types.NamespacedName]map[string]bool // problems last reported per Service (report.go)
+	appliedRules          map[v1.IPFamily]string
+	lastSync              time.Time
+	now                   func() time.Time
 	// started is set by the first successful sync. Before it the desired
 	// state is empty, so every Service would look new: its UDP flows must
 	// not be flushed as if it had just gained endpoints (a restart drops
@@ -284,8 +288,24 @@ func (p *Proxier) fullSyncDue(changes pendingChanges, retries retryQueue, now ti
 // readKernel reads the whole kernel view. A failed read is the one failure
 // that keeps syncs full: nothing can be compared until it succeeds.
 func (p *Proxier) readKernel(res *SyncResult) bool {
-	view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.currentServices()), p.view)
+	wasOurs := p.ownedBeforeFailedRead
+	if previous := p.view; previous != nil {
+		if wasOurs == nil {
+			wasOurs = make(map[ipvs.VirtualServerKey]bool, len(previous.virtualServers))
+			for key := range previous.virtualServers {
+				wasOurs[key] = true
+			}
+		}
+		// The previous view goes before the read: at 10,000 Services it
+		// holds every real server, and the new one is built beside it.
+		// What the node's description reads (nodeInfo, the inspect
+		// snapshot) stays until the read succeeds; a failed read makes
+		// the next sync full, which reads first.
+		p.view = &kernelView{hostAddresses: previous.hostAddresses, listening: previous.listening}
+	}
+	view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.currentServices()), wasOurs)
 	if err != nil {
+		p.ownedBeforeFailedRead = wasOurs
 		klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
 		res.WriteErrors[string(ObjectRead)]++
 		p.needFull = true
@@ -294,6 +314,7 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 		return false
 	}
 	p.objects.done(namedID(ObjectRead, "kernel state"))
+	p.ownedBeforeFailedRead = nil
 	p.view = view
 	p.needFull = false
 	return true
