@@ -20,7 +20,10 @@ type ChangeTracker struct {
 	mu       sync.Mutex
 	nodeName string
 	services map[types.NamespacedName]*v1.Service
-	slices   map[types.NamespacedName]map[string]*discovery.EndpointSlice
+	// slices are each Service's EndpointSlices, in a plain slice: a
+	// Service has one or a few, and with a map per Service the tracker held
+	// 531 bytes per slice, with this 310 (BenchmarkTrackerHeldMemory).
+	slices map[types.NamespacedName][]*discovery.EndpointSlice
 	// sliceOwner is the Service each recorded slice is filed under, by the
 	// slice's namespace/name: a slice's kubernetes.io/service-name label can
 	// change or go, and then it must leave the Service it was filed under,
@@ -62,7 +65,7 @@ func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
 	t := &ChangeTracker{
 		nodeName: nodeName,
 		services: map[types.NamespacedName]*v1.Service{},
-		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		slices:   map[types.NamespacedName][]*discovery.EndpointSlice{},
 		notify:   notify,
 		start:    time.Now(),
 
@@ -127,10 +130,12 @@ func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
 		}
 		return
 	}
-	if t.slices[name] == nil {
-		t.slices[name] = map[string]*discovery.EndpointSlice{}
+	filed := t.slices[name]
+	if i := slices.IndexFunc(filed, func(s *discovery.EndpointSlice) bool { return s.Name == slice.Name }); i >= 0 {
+		filed[i] = slice
+	} else {
+		t.slices[name] = append(filed, slice)
 	}
-	t.slices[name][slice.Name] = slice
 	t.sliceOwner[id] = name
 	t.changed(name, true)
 	if ts, ok, _ := metrics.NetworkProgrammingTrigger(slice, false, t.start); ok {
@@ -166,11 +171,10 @@ func (t *ChangeTracker) unfileSlice(id, keep types.NamespacedName, keeping bool)
 		return false
 	}
 	delete(t.sliceOwner, id)
-	if m := t.slices[owner]; m != nil {
-		delete(m, id.Name)
-		if len(m) == 0 {
-			delete(t.slices, owner)
-		}
+	if filed := slices.DeleteFunc(t.slices[owner], func(s *discovery.EndpointSlice) bool { return s.Name == id.Name }); len(filed) == 0 {
+		delete(t.slices, owner)
+	} else {
+		t.slices[owner] = filed
 	}
 	t.changed(owner, true)
 	return true

@@ -1,6 +1,8 @@
 package ipvsproxy
 
 import (
+	"fmt"
+	"runtime"
 	"testing"
 
 	discovery "k8s.io/api/discovery/v1"
@@ -102,4 +104,31 @@ func TestRelabelledSliceLeavesTheOldServicesRealServers(t *testing.T) {
 	if got := realServers(t, fk, apiVS); len(got) != 0 {
 		t.Fatalf("api real servers after the slice lost its label: %v, want none", got)
 	}
+}
+
+// BenchmarkTrackerHeldMemory reports what the tracker holds for 10,000
+// Services of one EndpointSlice each, beyond the objects themselves
+// (which the informer caches share with it).
+func BenchmarkTrackerHeldMemory(b *testing.B) {
+	const n = 10000
+	objs := make([]*discovery.EndpointSlice, n)
+	for i := range objs {
+		svc := service(fmt.Sprintf("svc-%d", i), "10.96.0.1")
+		objs[i] = slice(svc, fmt.Sprintf("svc-%d-abcde", i), 8080, "10.244.1.5@node1")
+	}
+	var held float64
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		t := NewChangeTracker("node1", func() {})
+		for _, s := range objs {
+			t.SetEndpointSlice(s)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		held = float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		runtime.KeepAlive(t)
+	}
+	b.ReportMetric(held/n, "held-B/slice")
 }
