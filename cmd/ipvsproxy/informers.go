@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -19,6 +20,7 @@ import (
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // What the daemon watches, written once: `inspect --kubeconfig` lists with
@@ -117,7 +119,57 @@ func trimSlice(s *discovery.EndpointSlice) {
 	for i := range s.Endpoints {
 		e := &s.Endpoints[i]
 		e.TargetRef, e.Hostname, e.Zone, e.DeprecatedTopology = nil, nil, nil, nil
+		e.NodeName = nodeNames.intern(e.NodeName)
+		c := &e.Conditions
+		c.Ready, c.Serving, c.Terminating = sharedBool(c.Ready), sharedBool(c.Serving), sharedBool(c.Terminating)
 	}
+}
+
+// Cached endpoints share one copy of the values that repeat across them:
+// each decoded endpoint carries its own node name and three condition
+// booleans behind pointers. Nothing writes to a cached object (client-go's
+// rule, which the proxier keeps), so sharing is safe.
+var (
+	nodeNames               = &interner{max: 100_000}
+	sharedTrue, sharedFalse = ptr.To(true), ptr.To(false)
+)
+
+func sharedBool(p *bool) *bool {
+	switch {
+	case p == nil:
+		return nil
+	case *p:
+		return sharedTrue
+	}
+	return sharedFalse
+}
+
+// interner hands out one *string per distinct value, for up to max values
+// (a cluster has one per node; the bound keeps hostile slices naming
+// endless nodes from growing it without limit: past it values stay as
+// decoded).
+type interner struct {
+	mu     sync.Mutex
+	max    int
+	values map[string]*string
+}
+
+func (in *interner) intern(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if q, ok := in.values[*p]; ok {
+		return q
+	}
+	if in.values == nil {
+		in.values = map[string]*string{}
+	}
+	if len(in.values) < in.max {
+		in.values[*p] = p
+	}
+	return p
 }
 
 // trimService drops the selector (the EndpointSlices say which pods serve)

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -223,5 +225,78 @@ func TestServiceAndSliceCachesHaveNoIndexAndStillTrim(t *testing.T) {
 	}
 	if obj, ok, _ := slices.GetStore().GetByKey("default/web-abcde"); !ok || obj.(*discovery.EndpointSlice).Endpoints[0].TargetRef != nil {
 		t.Errorf("the cached EndpointSlice is missing or keeps its pod reference: %v", obj)
+	}
+}
+
+// BenchmarkCachedSliceMemory reports the heap a cached EndpointSlice of 10
+// endpoints holds after trimCached, decoded from protobuf as the informer
+// decodes it (every pointer its own allocation), per endpoint.
+func BenchmarkCachedSliceMemory(b *testing.B) {
+	const slices, perSlice = 2000, 10
+	encoded := make([][]byte, slices)
+	for i := range encoded {
+		s := &discovery.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("svc-%d-abcde", i),
+				Labels: map[string]string{discovery.LabelServiceName: fmt.Sprintf("svc-%d", i)}},
+			AddressType: discovery.AddressTypeIPv4,
+		}
+		for j := range perSlice {
+			s.Endpoints = append(s.Endpoints, discovery.Endpoint{
+				Addresses:  []string{fmt.Sprintf("10.244.%d.%d", i%250, j)},
+				Conditions: discovery.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+				NodeName:   ptr.To(fmt.Sprintf("node-%d", (i*perSlice+j)%100)), Zone: ptr.To("zone-a"),
+				TargetRef: &v1.ObjectReference{Kind: "Pod", Namespace: "bench", Name: fmt.Sprintf("pod-%d-%d", i, j)},
+			})
+		}
+		data, err := s.Marshal()
+		if err != nil {
+			b.Fatal(err)
+		}
+		encoded[i] = data
+	}
+	var held float64
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		cached := make([]any, slices)
+		for i, data := range encoded {
+			s := &discovery.EndpointSlice{}
+			if err := s.Unmarshal(data); err != nil {
+				b.Fatal(err)
+			}
+			cached[i], _ = trimCached(s)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		held = float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		runtime.KeepAlive(cached)
+	}
+	b.ReportMetric(held/(slices*perSlice), "held-B/endpoint")
+}
+
+// Cached endpoints share their node name and conditions; the values stay
+// what was decoded, and the table of names stops growing at its bound.
+func TestCachedEndpointsShareNodeNamesAndConditions(t *testing.T) {
+	mk := func(name, node string, ready bool) *discovery.EndpointSlice {
+		return &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Endpoints: []discovery.Endpoint{{Addresses: []string{"10.244.1.5"}, NodeName: ptr.To(node),
+				Conditions: discovery.EndpointConditions{Ready: ptr.To(ready), Serving: ptr.To(ready)}}}}
+	}
+	a, _ := trimCached(mk("a", "node-shared-1", true))
+	b, _ := trimCached(mk("b", "node-shared-1", false))
+	ea, eb := a.(*discovery.EndpointSlice).Endpoints[0], b.(*discovery.EndpointSlice).Endpoints[0]
+	if ea.NodeName != eb.NodeName || *ea.NodeName != "node-shared-1" {
+		t.Errorf("node names not shared or changed: %p %q, %p %q", ea.NodeName, *ea.NodeName, eb.NodeName, *eb.NodeName)
+	}
+	if !*ea.Conditions.Ready || *eb.Conditions.Ready || !*ea.Conditions.Serving || *eb.Conditions.Serving || ea.Conditions.Terminating != nil {
+		t.Errorf("conditions changed: %+v, %+v", ea.Conditions, eb.Conditions)
+	}
+	in := &interner{max: 2}
+	for _, v := range []string{"n1", "n2", "n3", "n4"} {
+		in.intern(ptr.To(v))
+	}
+	if len(in.values) != 2 {
+		t.Errorf("the interner holds %d names, want its bound of 2", len(in.values))
 	}
 }
