@@ -295,8 +295,10 @@ t_tests=$SECONDS
 # Under emulation a spec spends most of its time waiting for pods, so the full run spreads specs
 # over CONF_PROCS ginkgo processes; one process runs e2e.test directly.
 procs=${CONF_PROCS:-$([[ -n $smoke || -n $focus ]] && echo 1 || echo 4)}
+passes=() # in the order they ran: the ledger's order is the order of events
 run_suite() { # NAME FOCUS [EXTRA_SKIP]
 	log "e2e.test $1 ($procs processes): focus $2"
+	passes+=("$1")
 	mkdir -p "$report/$1"
 	local args=(--kubeconfig="$work/admin.kubeconfig" --kubectl-path="$bin/kubectl"
 		--report-dir="$report/$1" --e2e-output-dir="$report/$1" --dump-logs-on-failure=false --minStartupPods=0
@@ -342,8 +344,13 @@ done
 kubectl -n kube-system logs -l app.kubernetes.io/name=ipvsproxy --tail=-1 --prefix >"$report/ipvsproxy.log" 2>&1 || true
 # The ledger: a shard's or a full run's results, appended (never rewritten); commit it.
 if [[ -n $shard || ( -z $smoke && -z $focus ) ]]; then
-	reports=("$report"/*/junit_01.xml)
-	if [[ -e ${reports[0]} ]]; then
+	# In run order, not the glob's: rerun-serial sorts before shard and proxy, and a spec's
+	# latest line must be its rerun's.
+	reports=()
+	for pass in "${passes[@]}"; do
+		[[ ! -e $report/$pass/junit_01.xml ]] || reports+=("$report/$pass/junit_01.xml")
+	done
+	if ((${#reports[@]})); then
 		"$bin/conformanceledger" append -ledger "$here/ledger.tsv" -date "$run_date" -commit "$commit" \
 			-cluster "$cluster" -nodes "$nodes" -shard "${shard:-all}" "${reports[@]}" >&2 || log "FAILED to append to the ledger"
 	else
