@@ -17,6 +17,12 @@ import (
 // kube-ipvs0) and a node port, and returns their keys.
 func setupOwnershipLoss(t *testing.T, fk *fakeKernel, cfg Config) (*Proxier, []ipvs.VirtualServerKey) {
 	p, _ := newTestProxier(t, fk, cfg)
+	return p, programOwnedObjects(t, fk, p)
+}
+
+// programOwnedObjects is setupOwnershipLoss on a proxier built by the caller
+// (over fk's objects, through whatever kernel wrapper it needs).
+func programOwnedObjects(t *testing.T, fk *fakeKernel, p *Proxier) []ipvs.VirtualServerKey {
 	svc := service("dns", "10.96.0.10", withExternalIPs("203.0.113.10"), nodePort(30053))
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(slice(svc, "dns-a", 8080, "10.244.1.5@node1"))
@@ -31,7 +37,7 @@ func setupOwnershipLoss(t *testing.T, fk *fakeKernel, cfg Config) (*Proxier, []i
 			t.Fatalf("%s before the loss: %v", k, got)
 		}
 	}
-	return p, keys
+	return keys
 }
 
 func checkRecovered(t *testing.T, fk *fakeKernel, p *Proxier, keys []ipvs.VirtualServerKey, how string) {
@@ -168,15 +174,7 @@ func TestOwnershipSurvivesAFlushedRecordAndAFailedRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Tracker().SetService(apiServerService())
-	svc := service("dns", "10.96.0.10", withExternalIPs("203.0.113.10"), nodePort(30053))
-	p.Tracker().SetService(svc)
-	p.Tracker().SetEndpointSlice(slice(svc, "dns-a", 8080, "10.244.1.5@node1"))
-	mustSync(t, p)
-	keys := []ipvs.VirtualServerKey{
-		{Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80},
-		{Protocol: ipvs.TCP, Address: netip.MustParseAddr("203.0.113.10"), Port: 80},
-		{Protocol: ipvs.TCP, Address: node1IP, Port: 30053},
-	}
+	keys := programOwnedObjects(t, fk, p)
 	entries, _ := fk.ipset.Entries(setOwned)
 	for _, e := range entries {
 		if err := fk.ipset.DeleteEntry(setOwned, e); err != nil {
