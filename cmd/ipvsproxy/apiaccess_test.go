@@ -129,16 +129,33 @@ func (d *daemonUnderTest) start(t *testing.T, ctx context.Context, client *fake.
 	return synced
 }
 
-func (d *daemonUnderTest) events() string {
-	var out []string
+// eventsWhen returns the events recorded until one holds every part, or
+// all of them after 5 s: the reflector's error handler marks health and the
+// metric before it records the Event, so a test that saw those has not yet
+// necessarily seen the Event.
+func (d *daemonUnderTest) eventsWhen(parts ...string) string {
+	var seen []string
+	deadline := time.After(5 * time.Second)
 	for {
 		select {
 		case e := <-d.recorder.Events:
-			out = append(out, e)
-		default:
-			return strings.Join(out, "\n")
+			seen = append(seen, e)
+			if containsAll(e, parts) {
+				return strings.Join(seen, "\n")
+			}
+		case <-deadline:
+			return strings.Join(seen, "\n")
 		}
 	}
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // A ClusterRole without the servicecidrs rows (one older than the daemon,
@@ -178,7 +195,7 @@ func TestForbiddenServiceCIDRsFallBackAndProxy(t *testing.T) {
 	if addrs, _ := d.links.DummyAddresses(); !containsAddr(addrs, "10.96.0.10") {
 		t.Errorf("cluster IP not bound on its own without ServiceCIDRs: %v", addrs)
 	}
-	events := d.events()
+	events := d.eventsWhen("Warning "+EventAPIPermissionMissing, "servicecidrs.networking.k8s.io")
 	if !strings.Contains(events, "Warning "+EventAPIPermissionMissing) || !strings.Contains(events, "servicecidrs.networking.k8s.io") ||
 		!strings.Contains(events, "apiGroups: [networking.k8s.io], resources: [servicecidrs], verbs: [list, watch]") {
 		t.Errorf("events %q, want a Warning naming the missing servicecidrs rule", events)
@@ -252,7 +269,7 @@ func TestForbiddenServicesListShowsOnHealth(t *testing.T) {
 	if got := testutil.ToFloat64(d.metrics.APIPermissionMissing.WithLabelValues("", "services", "list")); got != 1 {
 		t.Errorf("ipvsproxy_api_permission_missing{services,list} = %v, want 1", got)
 	}
-	if events := d.events(); !strings.Contains(events, "apiGroups: [\"\"], resources: [services]") {
+	if events := d.eventsWhen("apiGroups: [\"\"], resources: [services]"); !strings.Contains(events, "apiGroups: [\"\"], resources: [services]") {
 		t.Errorf("events %q, want one naming the missing services rule", events)
 	}
 
