@@ -9,7 +9,9 @@
 # --kube-proxy-leftovers` (the init container; exits 0, and 0 again), ipvsproxy started. Checked:
 # no stream broke, no pause of its own of 1 s or more, the virtual servers adopted (their connection
 # counters in `ipvsadm -Ln --stats` kept, the scheduler rewritten to ipvsproxy's), new connections
-# served. A control stream between two pods, crossing no proxy, tells the loaded VM's stalls
+# served. The Services are RequireDualStack and kube-proxy runs dual-stack, so the same three
+# streams run over IPv6 too (the IPv6 cluster IPs, node1's IPv6 node port), checked the same way
+# (44v6). A control stream between two pods, crossing no proxy, tells the loaded VM's stalls
 # (every stream pauses at once) from the switch's. Then the rollback the docs give for kube-proxy's
 # IPVS mode (ipvsproxy stopped, kube-proxy started on its state: `ipvsproxy cleanup` would delete
 # the virtual servers and reset their connections), measured the same way (44rollback).
@@ -106,30 +108,44 @@ kpm44_stream_ok() {
 		{ echo "$name: a pause of ${own}s the control did not share: $report; control: $control"; return 1; }
 }
 
-# kpm44_streams_start: the three streams through node1, and the control (c1 to web's pod IP).
+# The streams through node1 per family (the control, c1 to web's pod IP, is shared).
+readonly kpm44_streams4="c1-tcp client-nodeport c1-udp" kpm44_streams6="c1-tcp6 client-nodeport6 c1-udp6"
+
+# kpm44_streams_start: the three streams through node1 over each family, and the control.
 kpm44_streams_start() {
 	kpm44_stream_start c1-tcp c1 tcp "$kpm44_ip:80"
 	kpm44_stream_start client-nodeport client tcp "$node1_addr:$kpm44_port"
 	kpm44_stream_start c1-udp c1 udp "$kpm44_udp_ip:$kpm44_udp_port"
+	kpm44_stream_start c1-tcp6 c1 tcp "[$kpm44_ip6]:80"
+	kpm44_stream_start client-nodeport6 client tcp "[$node1_addr6]:$kpm44_port"
+	kpm44_stream_start c1-udp6 c1 udp "[$kpm44_udp_ip6]:$kpm44_udp_port"
 	kpm44_stream_start control c1 tcp "$(pod_ip web):8080"
 }
 
-# kpm44_streams_end WHAT: stop the streams, show their reports, check them (appends to failures).
+# kpm44_streams_end WHAT: stop the streams, show their reports, check them (the IPv4 ones append
+# to failures, the IPv6 ones to failures6); kpm44_gaps and kpm44_gaps6 say each stream's gaps.
 kpm44_streams_end() {
 	local what=$1 name report control why reports
-	kpm44_gaps=
-	reports=$(kpm44_stream_end control c1-tcp client-nodeport c1-udp)
+	kpm44_gaps= kpm44_gaps6=
+	# shellcheck disable=SC2086 # the lists are words
+	reports=$(kpm44_stream_end control $kpm44_streams4 $kpm44_streams6)
 	control=$(sed -n 1p <<<"$reports")
 	local i=1
-	for name in c1-tcp client-nodeport c1-udp; do
+	for name in $kpm44_streams4 $kpm44_streams6; do
 		i=$((i + 1))
 		report=$(sed -n "${i}p" <<<"$reports")
 		show - "stream $name $what" "$report"
-		kpm44_gaps+="${kpm44_gaps:+, }$name $(kpm44_gap "$report") s (own $(kpm44_own_gap "$report" "$control") s)"
-		why=$(kpm44_stream_ok "$name" "$report" "$control") || failures+=("$why")
+		if [[ $name == *6 ]]; then
+			kpm44_gaps6+="${kpm44_gaps6:+, }$name $(kpm44_gap "$report") s (own $(kpm44_own_gap "$report" "$control") s)"
+			why=$(kpm44_stream_ok "$name" "$report" "$control") || failures6+=("$why")
+		else
+			kpm44_gaps+="${kpm44_gaps:+, }$name $(kpm44_gap "$report") s (own $(kpm44_own_gap "$report" "$control") s)"
+			why=$(kpm44_stream_ok "$name" "$report" "$control") || failures+=("$why")
+		fi
 	done
 	show - "stream control (c1 -> web's pod IP, no proxy) $what" "$control"
 	kpm44_gaps+=", control $(kpm44_gap "$control") s"
+	kpm44_gaps6+=", control $(kpm44_gap "$control") s"
 }
 
 # kpm44_vs_scheduler NODE PROTO VIP:PORT: the scheduler of one virtual server.
@@ -166,8 +182,9 @@ kpm44_programmed() {
 	done
 }
 
-# kpm44_services: the TCP NodePort (web on node1) and the UDP ClusterIP (u1 on node1); sets
-# kpm44_ip and kpm44_udp_ip.
+# kpm44_services: the TCP NodePort (web on node1) and the UDP ClusterIP (u1 on node1), both
+# RequireDualStack with each pod's two addresses; sets kpm44_ip, kpm44_udp_ip and their IPv6
+# twins kpm44_ip6, kpm44_udp_ip6.
 kpm44_services() {
 	local info
 	info=$(kc apply-service - <<YAML
@@ -176,25 +193,41 @@ kind: Service
 metadata: {name: kpm44}
 spec:
   type: NodePort
+  ipFamilyPolicy: RequireDualStack
   ports: [{port: 80, targetPort: 8080, nodePort: $kpm44_port, protocol: TCP}]
 YAML
 ) || return 1
-	kpm44_ip=$(field CLUSTER_IP "$info")
-	kc set-endpoints kpm44 "$(pod_ip web)@node1" || return 1
+	kpm44_ip=$(cluster_ip_of 4 "$info") kpm44_ip6=$(cluster_ip_of 6 "$info")
+	# shellcheck disable=SC2046 # one argument a line
+	kc set-endpoints kpm44 $(dual_endpoints web@node1) || return 1
 	info=$(kc apply-service - <<YAML
 apiVersion: v1
 kind: Service
 metadata: {name: kpm44-udp}
 spec:
+  ipFamilyPolicy: RequireDualStack
   ports: [{port: $kpm44_udp_port, targetPort: 8081, protocol: UDP}]
 YAML
 ) || return 1
-	kpm44_udp_ip=$(field CLUSTER_IP "$info")
-	kc set-endpoints kpm44-udp "$(pod_ip u1)@node1" || return 1
+	kpm44_udp_ip=$(cluster_ip_of 4 "$info") kpm44_udp_ip6=$(cluster_ip_of 6 "$info")
+	# shellcheck disable=SC2046
+	kc set-endpoints kpm44-udp $(dual_endpoints u1@node1) || return 1
+	[[ -n $kpm44_ip && -n $kpm44_ip6 && -n $kpm44_udp_ip && -n $kpm44_udp_ip6 ]]
 }
 
-# kpm44_new_connections: fresh connections through node1 answer (c1 to the ClusterIP, the client
-# to the NodePort, a new UDP socket of c1); appends to failures.
+# kpm44_vs_lists: the virtual servers of kpm44_services through node1, for kpm44_programmed
+# (vs_list, vs_list6: "tcp VIP:PORT") and kpm44_vs_conns (vs_stats, vs_stats6: "TCP VIP:PORT"),
+# set in the caller's locals.
+kpm44_vs_lists() {
+	vs_list=("tcp $kpm44_ip:80" "tcp $node1_addr:$kpm44_port" "udp $kpm44_udp_ip:$kpm44_udp_port")
+	vs_stats=("TCP $kpm44_ip:80" "TCP $node1_addr:$kpm44_port" "UDP $kpm44_udp_ip:$kpm44_udp_port")
+	vs_list6=("tcp [$kpm44_ip6]:80" "tcp [$node1_addr6]:$kpm44_port" "udp [$kpm44_udp_ip6]:$kpm44_udp_port")
+	vs_stats6=("TCP [$kpm44_ip6]:80" "TCP [$node1_addr6]:$kpm44_port" "UDP [$kpm44_udp_ip6]:$kpm44_udp_port")
+}
+
+# kpm44_new_connections WHEN: fresh connections through node1 answer over each family (c1 to
+# the ClusterIP, the client to the NodePort, a new UDP socket of c1); appends to failures and
+# failures6.
 kpm44_new_connections() {
 	local when=$1
 	ask c1 "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://$kpm44_ip/  # a new connection $when"
@@ -203,6 +236,12 @@ kpm44_new_connections() {
 	[[ $answer == 200 ]] || failures+=("client -> NodePort $when: $answer")
 	ask c1 "echo ping | timeout 8 socat -t 5 - UDP:$kpm44_udp_ip:$kpm44_udp_port | grep hostname=  # a new UDP socket $when"
 	[[ $answer == hostname=u1 ]] || failures+=("c1 -> UDP cluster IP $when: $answer")
+	ask c1 "curl -s -o /dev/null -w '%{http_code}' --max-time 5 'http://[$kpm44_ip6]/'  # a new IPv6 connection $when"
+	[[ $answer == 200 ]] || failures6+=("c1 -> IPv6 cluster IP $when: $answer")
+	ask client "curl -s -o /dev/null -w '%{http_code}' --max-time 5 'http://[$node1_addr6]:$kpm44_port/'  # a new IPv6 connection $when"
+	[[ $answer == 200 ]] || failures6+=("client -> IPv6 NodePort $when: $answer")
+	ask c1 "echo ping | timeout 8 socat -t 5 - 'UDP6:[$kpm44_udp_ip6]:$kpm44_udp_port' | grep hostname=  # a new IPv6 UDP socket $when"
+	[[ $answer == hostname=u1 ]] || failures6+=("c1 -> IPv6 UDP cluster IP $when: $answer")
 }
 
 # kpm44_to_ipvsproxy: the documented switch: kube-proxy stopped, the init container's clean-up
@@ -226,10 +265,10 @@ kpm44_to_ipvsproxy() {
 
 scenario_44() {
 	heading "migration from the real kube-proxy in IPVS mode with live connections, and back"
-	local failures=() t before after why
-	kpm44_services || { verdict 44 "migration from kube-proxy IPVS mode" false; return; }
-	local vs_list=("tcp $kpm44_ip:80" "tcp $node1_addr:$kpm44_port" "udp $kpm44_udp_ip:$kpm44_udp_port")
-	local vs_stats=("TCP $kpm44_ip:80" "TCP $node1_addr:$kpm44_port" "UDP $kpm44_udp_ip:$kpm44_udp_port")
+	local failures=() failures6=() t before after why before6 after6
+	kpm44_services || { verdict 44 "migration from kube-proxy IPVS mode" false; verdict 44v6 "migration from kube-proxy IPVS mode over IPv6" false; return; }
+	local vs_list vs_stats vs_list6 vs_stats6
+	kpm44_vs_lists
 
 	# node1 as kube-proxy runs it: ipvsproxy gone with its state (the rollback pod's clean-up),
 	# then kube-proxy in IPVS mode, which programs the Services with its own scheduler, rr.
@@ -239,6 +278,7 @@ scenario_44() {
 	kpm44_kube_proxy_start node1 ipvs
 	show node1 "kube-proxy --proxy-mode ipvs --hostname-override node1 --cluster-cidr $cluster_cidrs --conntrack-max-per-core 0 &" ""
 	wait_until 180 kpm44_programmed node1 rr "${vs_list[@]}" || failures+=("kube-proxy did not program the Services within 180 s")
+	wait_until 60 kpm44_programmed node1 rr "${vs_list6[@]}" || failures6+=("kube-proxy did not program the IPv6 Services within 60 s of the IPv4 ones")
 	show node1 "ipvsadm -Ln  # kube-proxy's, $(since "$t") s after its start" "$(ip netns exec node1 ipvsadm -Ln)"
 	kpm44_new_connections "under kube-proxy"
 	ask node1 "ipset list -n | grep -cE '^KUBE-(6-)?(NODE-PORT-LOCAL-|EXTERNAL-IP-LOCAL|LOAD-BALANCER-LOCAL|LOAD-BALANCER-SOURCE-)'  # kube-proxy's own sets"
@@ -246,14 +286,16 @@ scenario_44() {
 
 	kpm44_streams_start
 	sleep 3
-	before=$(kpm44_vs_conns node1 "${vs_stats[@]}")
-	show node1 "ipvsadm -Ln --stats --exact  # connections per virtual server, streams open" "$before"
+	before=$(kpm44_vs_conns node1 "${vs_stats[@]}") before6=$(kpm44_vs_conns node1 "${vs_stats6[@]}")
+	show node1 "ipvsadm -Ln --stats --exact  # connections per virtual server, streams open" "$before"$'\n'"$before6"
 	kpm44_to_ipvsproxy
 	sleep 3
-	after=$(kpm44_vs_conns node1 "${vs_stats[@]}")
-	show node1 "ipvsadm -Ln --stats --exact  # after the switch" "$after"
+	after=$(kpm44_vs_conns node1 "${vs_stats[@]}") after6=$(kpm44_vs_conns node1 "${vs_stats6[@]}")
+	show node1 "ipvsadm -Ln --stats --exact  # after the switch" "$after"$'\n'"$after6"
 	why=$(kpm44_counters_kept "$before" "$after") || failures+=("virtual servers recreated: $(oneline "$why")")
+	why=$(kpm44_counters_kept "$before6" "$after6") || failures6+=("IPv6 virtual servers recreated: $(oneline "$why")")
 	[[ $(kpm44_vs_scheduler node1 tcp "$kpm44_ip:80") == twos ]] || failures+=("the cluster IP's virtual server does not have ipvsproxy's scheduler: not adopted")
+	[[ $(kpm44_vs_scheduler node1 tcp "[$kpm44_ip6]:80") == twos ]] || failures6+=("the IPv6 cluster IP's virtual server does not have ipvsproxy's scheduler: not adopted")
 	kpm44_new_connections "under ipvsproxy"
 	kpm44_streams_end "across the switch"
 	ask node1 "ipset list -n | grep -cE '^KUBE-(6-)?(NODE-PORT-LOCAL-|EXTERNAL-IP-LOCAL|LOAD-BALANCER-LOCAL|LOAD-BALANCER-SOURCE-)'  # after the clean-up"
@@ -261,6 +303,8 @@ scenario_44() {
 	[[ $answer == 0 ]] || failures+=("$answer of kube-proxy's own sets left")
 	verdict 44 "migration from the real kube-proxy in IPVS mode with live connections (gaps: $kpm44_gaps; switch $kpm44_switched s): TCP from a pod, TCP to a NodePort from outside, UDP from one port: none broke, no pause of its own (beyond the control stream's) >= 1 s, virtual servers adopted (counters kept, scheduler rewritten), the clean-up exits 0 twice, kube-proxy's own sets gone, new connections served" \
 		no_failures "${failures[@]}"
+	verdict 44v6 "the same switch over IPv6 (gaps: $kpm44_gaps6): TCP from a pod to the IPv6 cluster IP, TCP to node1's IPv6 NodePort from outside, UDP from one port to the IPv6 cluster IP: none broke, no pause of its own >= 1 s, the IPv6 virtual servers adopted (counters kept, scheduler rewritten), new IPv6 connections served under both proxies" \
+		no_failures "${failures6[@]}"
 
 	# node1 is on ipvsproxy now, as the other scenarios expect it.
 	kc delete-service kpm44 >/dev/null || true
@@ -284,10 +328,11 @@ kpm44_back_to_ipvsproxy() {
 
 scenario_44rollback() {
 	heading "rollback from ipvsproxy to the real kube-proxy in IPVS mode with live connections"
-	local failures=() t before after why
+	local failures=() failures6=() t before after why
 	kpm44_services || { verdict 44rollback "rollback to kube-proxy IPVS mode" false; return; }
-	local vs_list=("tcp $kpm44_ip:80" "tcp $node1_addr:$kpm44_port" "udp $kpm44_udp_ip:$kpm44_udp_port")
-	local vs_stats=("TCP $kpm44_ip:80" "TCP $node1_addr:$kpm44_port" "UDP $kpm44_udp_ip:$kpm44_udp_port")
+	local vs_list vs_stats vs_list6 vs_stats6
+	kpm44_vs_lists
+	vs_list+=("${vs_list6[@]}") vs_stats+=("${vs_stats6[@]}")
 	wait_until 60 kpm44_programmed node1 twos "${vs_list[@]}" || failures+=("ipvsproxy did not program the Services within 60 s")
 	kpm44_streams_start
 	sleep 3
@@ -313,7 +358,7 @@ scenario_44rollback() {
 	ask node1 "ipset list -n | grep -cE 'IPVS-OWNED|SERVICE-CIDRS|NO-NODE|IPVS-SERVICES'; ip route show table local dev kube-ipvs0 proto 233 | wc -l; iptables-save -t mangle | grep -c OUT-FILTER  # ipvsproxy's own sets, routes, mangle filter after it"
 	[[ $(tr -s ' \n' ' ' <<<"$answer") == "0 0 0 " ]] || failures+=("left after cleanup --after-kube-proxy-ipvs: $(oneline "$answer")")
 	ask node1 "ipvsadm -Ln | grep -c '^[TU]'; ip -br link show kube-ipvs0 | wc -l  # the virtual servers and kube-ipvs0 stay, kube-proxy's"
-	[[ $(head -n1 <<<"$answer") -ge 3 && $(tail -n1 <<<"$answer") == 1 ]] || failures+=("virtual servers or kube-ipvs0 gone: $(oneline "$answer")")
+	[[ $(head -n1 <<<"$answer") -ge 6 && $(tail -n1 <<<"$answer") == 1 ]] || failures+=("virtual servers or kube-ipvs0 gone: $(oneline "$answer")")
 	after=$(kpm44_vs_conns node1 "${vs_stats[@]}")
 	show node1 "ipvsadm -Ln --stats --exact  # after the rollback and the clean-up" "$after"
 	why=$(kpm44_counters_kept "$before" "$after") || failures+=("virtual servers recreated: $(oneline "$why")")
@@ -321,7 +366,8 @@ scenario_44rollback() {
 	kpm44_streams_end "across the rollback"
 
 	kpm44_back_to_ipvsproxy
-	verdict 44rollback "rollback to the real kube-proxy in IPVS mode (gaps: $kpm44_gaps; switch $switched s): the three streams kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing" \
+	failures+=("${failures6[@]/#/IPv6: }")
+	verdict 44rollback "rollback to the real kube-proxy in IPVS mode (gaps: $kpm44_gaps; IPv6: $kpm44_gaps6; switch $switched s): the three streams over each family kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing" \
 		no_failures "${failures[@]}"
 }
 
