@@ -149,10 +149,11 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 maxPods: 60
 YAML
-# Each node is a zone of its own, so the topology specs that need two zones run (Topology
-# Hints); those that need three skip by themselves.
+# NODE_ZONE (run.sh's CONF_NODES_PER_ZONE): by default each node is a zone of its own, so the
+# topology specs that need two zones run (Topology Hints); those that need three zones of two
+# nodes each run on six nodes in pairs.
 kubelet --config=/var/lib/kubelet/config.yaml --kubeconfig="$work/$NODE_NAME.kubeconfig" \
-	--node-ip="$NODE_IP${NODE_IP6:+,$NODE_IP6}" --hostname-override="$NODE_NAME" --node-labels="topology.kubernetes.io/zone=zone-${NODE_NAME#node}" \
+	--node-ip="$NODE_IP${NODE_IP6:+,$NODE_IP6}" --hostname-override="$NODE_NAME" --node-labels="topology.kubernetes.io/zone=${NODE_ZONE:-zone-${NODE_NAME#node}}" \
 	--v=2 >"$out/kubelet.log" 2>&1 &
 kubelet_pid=$!
 log "kubelet started"

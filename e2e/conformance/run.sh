@@ -23,7 +23,8 @@
 #             upstream's dual-stack specs (selection.sh) and its ledger cluster dual-stack
 #   --focus   ginkgo focus (default: the Services [Conformance] tests, then the proxy tests; see below)
 #   --keep    keep the work dir (logs of every component) under /var/tmp
-# Env: CONF_NODES (2), CONF_NODE_MEM (3072 MiB), CONF_TIMEOUT (seconds for the whole run, 9000),
+# Env: CONF_NODES (2), CONF_NODES_PER_ZONE (1: node N in zone-N; 2: nodes 1-2 in zone-1, 3-4 in
+#      zone-2, ...), CONF_NODE_MEM (3072 MiB), CONF_TIMEOUT (seconds for the whole run, 9000),
 #      CONF_GINKGO_TIMEOUT (each e2e.test pass, 2h), CONF_PROCS (parallel ginkgo processes for
 #      the full run, 4; the smoke, --focus and --shard runs use 1 unless set; [Serial] specs run
 #      alone last)
@@ -49,6 +50,11 @@ while (($#)); do
 	esac
 done
 node_mem=${CONF_NODE_MEM:-3072}
+# Each node a zone of its own by default (the specs that need two zones run); the Traffic
+# Distribution specs that need three zones of two nodes each run with CONF_NODES=6
+# CONF_NODES_PER_ZONE=2.
+nodes_per_zone=${CONF_NODES_PER_ZONE:-1}
+[[ $nodes_per_zone =~ ^[1-9]$ ]] || { echo "run.sh: CONF_NODES_PER_ZONE=$nodes_per_zone: 1 to 9" >&2; exit 2; }
 timeout=${CONF_TIMEOUT:-9000}
 
 t0=$SECONDS
@@ -253,6 +259,7 @@ for n in $(seq 1 "$nodes"); do
 		--timeout "$timeout" --results "$work/node$n" \
 		-e CONF_BIN="$bin" -e CONF_WORK="$work" -e NODE_NAME="node$n" -e NODE_IP="203.0.113.1$n" \
 		-e NODE_GATEWAY=203.0.113.1 -e POD_CIDR="10.244.$n.0/24" -e "POD_ROUTES=$routes" \
+		-e NODE_ZONE="zone-$(((n - 1) / nodes_per_zone + 1))" \
 		-e NODE_RESULTS="$work/node$n" "${reference[@]}" "${dual[@]}" -- "$here/node.sh" >"$work/logs/vm-node$n.log" 2>&1 &
 	vm_pids+=($!)
 done
