@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -162,12 +163,12 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 	}
 	for _, a := range snap.Addresses {
 		if !bound[a] {
-			diff(DiffMissing, "address "+a.String()+" on "+ipvsproxy.DummyInterface, "", "bound", "")
+			diff(DiffMissing, "address "+a.String()+" on "+owned.DummyInterface, "", "bound", "")
 		}
 		delete(bound, a)
 	}
 	for _, a := range slices.SortedFunc(maps.Keys(bound), netip.Addr.Compare) {
-		diff(DiffExtra, "address "+a.String()+" on "+ipvsproxy.DummyInterface, "", "", "bound")
+		diff(DiffExtra, "address "+a.String()+" on "+owned.DummyInterface, "", "", "bound")
 	}
 	// Service CIDR routes on kube-ipvs0 (only ours are listed: proto 233).
 	routed := map[netip.Prefix]bool{}
@@ -176,12 +177,12 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 	}
 	for _, p := range snap.Routes {
 		if !routed[p] {
-			diff(DiffMissing, "local route "+p.String()+" on "+ipvsproxy.DummyInterface, "", "routed", "")
+			diff(DiffMissing, "local route "+p.String()+" on "+owned.DummyInterface, "", "routed", "")
 		}
 		delete(routed, p)
 	}
 	for _, p := range slices.SortedFunc(maps.Keys(routed), func(a, b netip.Prefix) int { return comparePrefixes(a, b) }) {
-		diff(DiffExtra, "local route "+p.String()+" on "+ipvsproxy.DummyInterface, "", "", "routed")
+		diff(DiffExtra, "local route "+p.String()+" on "+owned.DummyInterface, "", "", "routed")
 	}
 	// Members of the owned sets.
 	wantSets := map[string]map[ipset.Entry]bool{}
@@ -193,7 +194,7 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 	}
 	// The ownership record holds one member per virtual server of ours.
 	for _, d := range snap.VirtualServers {
-		set, e := ipvsproxy.OwnershipRecord(d.VirtualServerKey)
+		set, e := owned.Record(d.VirtualServerKey)
 		if wantSets[set] == nil {
 			wantSets[set] = map[ipset.Entry]bool{}
 		}
@@ -204,7 +205,7 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 		if _, ok := desired[key]; ok {
 			continue
 		}
-		set, e := ipvsproxy.OwnershipRecord(key)
+		set, e := owned.Record(key)
 		if wantSets[set] == nil {
 			wantSets[set] = map[ipset.Entry]bool{}
 		}

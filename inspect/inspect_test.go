@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -51,7 +52,7 @@ func newNode(t *testing.T) *node {
 // newNodeWith is newNode with the configuration changed by edit.
 func newNodeWith(t *testing.T, edit func(*ipvsproxy.Config)) *node {
 	t.Helper()
-	n := &node{ipvs: ipvs.NewFake(), netif: netif.NewFake(ipvsproxy.DummyInterface), ipset: ipset.NewFake(), conntrack: conntrack.NewFake()}
+	n := &node{ipvs: ipvs.NewFake(), netif: netif.NewFake(owned.DummyInterface), ipset: ipset.NewFake(), conntrack: conntrack.NewFake()}
 	n.netif.SetHostAddresses(netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("198.51.100.1"))
 	cfg := ipvsproxy.DefaultConfig()
 	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}

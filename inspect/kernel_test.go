@@ -10,6 +10,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -37,7 +38,7 @@ func TestCheckOnRealKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	nif, err := netif.NewInNamespace(ipvsproxy.DummyInterface, ns)
+	nif, err := netif.NewInNamespace(owned.DummyInterface, ns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"sigs.k8s.io/yaml"
 )
@@ -150,7 +151,7 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 			desired++
 		}
 	}
-	fmt.Fprintf(w, "\n%s: %d addresses bound", ipvsproxy.DummyInterface, inKernel)
+	fmt.Fprintf(w, "\n%s: %d addresses bound", owned.DummyInterface, inKernel)
 	if r.NamesFrom != "" {
 		fmt.Fprintf(w, ", %d desired", desired)
 	}

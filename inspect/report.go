@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -132,7 +133,7 @@ func NewReport(k KernelState, snap *ipvsproxy.Snapshot, namesFrom string, now ti
 	r := Report{APIVersion: APIVersion, Kind: KindReport, Time: now, NamesFrom: namesFrom,
 		Warnings: append([]string{}, k.Warnings...), VirtualServers: []VirtualServer{}, Addresses: []Address{}, Routes: []Route{}, Sets: []Set{}}
 	if k.DummyMissing {
-		r.Warnings = append(r.Warnings, ipvsproxy.DummyInterface+" does not exist: the proxier has not run here, or was cleaned up")
+		r.Warnings = append(r.Warnings, owned.DummyInterface+" does not exist: the proxier has not run here, or was cleaned up")
 	}
 	desired := map[ipvs.VirtualServerKey]*ipvsproxy.DesiredVirtualServer{}
 	draining := map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time{}
@@ -245,7 +246,7 @@ func NewReport(k KernelState, snap *ipvsproxy.Snapshot, namesFrom string, now ti
 			wantMembers[e.Set]++
 		}
 		for _, d := range snap.VirtualServers {
-			set, _ := ipvsproxy.OwnershipRecord(d.VirtualServerKey)
+			set, _ := owned.Record(d.VirtualServerKey)
 			wantMembers[set]++
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
@@ -58,7 +59,7 @@ func FetchSnapshot(ctx context.Context, addr string) (ipvsproxy.Snapshot, string
 // proxier's own sync against in-memory fakes, so nothing is computed a
 // second way. hostAddresses are the node's, as the daemon would read them.
 func SnapshotFromObjects(cfg ipvsproxy.Config, nodeName string, node *v1.Node, hostAddresses []netip.Addr, services []*v1.Service, slices []*discovery.EndpointSlice) (ipvsproxy.Snapshot, error) {
-	nif := netif.NewFake(ipvsproxy.DummyInterface)
+	nif := netif.NewFake(owned.DummyInterface)
 	nif.SetHostAddresses(hostAddresses...)
 	k, _, err := adapters.Open(adapters.Options{Fake: true, Families: adapters.BothFamilies, Links: nif})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -25,16 +26,16 @@ import (
 func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
 	sets, ipt, path := realSetsAndRules(t)
 	// The older layout, referenced by a rule of ours.
-	if err := sets.CreateSet(ipset.Set{Name: setLoopBack, Type: ipset.HashIP, Family: ipset.IPv4}); err != nil {
+	if err := sets.CreateSet(ipset.Set{Name: owned.SetLoopBack, Type: ipset.HashIP, Family: ipset.IPv4}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ipt.Restore([]byte("*nat\n:KUBE-POSTROUTING - [0:0]\n-A KUBE-POSTROUTING -m set --match-set KUBE-LOOP-BACK dst -j MASQUERADE\nCOMMIT\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := sets.DestroySet(setLoopBack); err == nil {
+	if err := sets.DestroySet(owned.SetLoopBack); err == nil {
 		t.Fatal("the kernel destroyed a referenced set; this test would prove nothing")
 	}
-	links := netif.NewFake(DummyInterface)
+	links := netif.NewFake(owned.DummyInterface)
 	k := Kernel{IPVS: ipvs.NewFake(), Netif: links, IPSet: sets, IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
 	p, err := New(testConfig(), thisNode, k, nil)
 	if err != nil {
@@ -44,7 +45,7 @@ func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
 	mustSync(t, p)
-	out, err := exec.Command("ip", "netns", "exec", strings.TrimPrefix(path, "/run/netns/"), "ipset", "list", setLoopBack).CombinedOutput()
+	out, err := exec.Command("ip", "netns", "exec", strings.TrimPrefix(path, "/run/netns/"), "ipset", "list", owned.SetLoopBack).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ipset list: %v %s", err, out)
 	}
@@ -77,7 +78,7 @@ func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
 // admitted.
 func TestSmallerSetIsReplacedOnRealKernel(t *testing.T) {
 	sets, ipt, path := realSetsAndRules(t)
-	if err := sets.CreateSet(ipset.Set{Name: setLoopBack, Type: ipset.HashIPPortIP, Family: ipset.IPv4, MaxElem: 16}); err != nil {
+	if err := sets.CreateSet(ipset.Set{Name: owned.SetLoopBack, Type: ipset.HashIPPortIP, Family: ipset.IPv4, MaxElem: 16}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ipt.Restore([]byte("*nat\n:KUBE-POSTROUTING - [0:0]\n-A KUBE-POSTROUTING -m set --match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE\nCOMMIT\n")); err != nil {
@@ -85,7 +86,7 @@ func TestSmallerSetIsReplacedOnRealKernel(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.IPSetMaxElements = 131072
-	k := Kernel{IPVS: ipvs.NewFake(), Netif: netif.NewFake(DummyInterface), IPSet: sets, IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
+	k := Kernel{IPVS: ipvs.NewFake(), Netif: netif.NewFake(owned.DummyInterface), IPSet: sets, IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
 	p, err := New(cfg, thisNode, k, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestSmallerSetIsReplacedOnRealKernel(t *testing.T) {
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
 	mustSync(t, p)
-	out, err := exec.Command("ip", "netns", "exec", strings.TrimPrefix(path, "/run/netns/"), "ipset", "list", setLoopBack).CombinedOutput()
+	out, err := exec.Command("ip", "netns", "exec", strings.TrimPrefix(path, "/run/netns/"), "ipset", "list", owned.SetLoopBack).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ipset list: %v %s", err, out)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/listeners"
@@ -191,7 +192,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			}
 			entry := func(set string, e ipset.Entry) {
 				for _, i := range scope {
-					st.VirtualServers[i].SetEntries = append(st.VirtualServers[i].SetEntries, SetEntry{Set: setName(set, family), Entry: e})
+					st.VirtualServers[i].SetEntries = append(st.VirtualServers[i].SetEntries, SetEntry{Set: owned.SetName(set, family), Entry: e})
 				}
 			}
 			bind := func() {
@@ -212,8 +213,8 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				} else {
 					bind()
 				}
-				entry(setClusterIP, ipPort(clusterIP))
-				entry(setIPVSServices, ipPort(clusterIP))
+				entry(owned.SetClusterIP, ipPort(clusterIP))
+				entry(owned.SetIPVSServices, ipPort(clusterIP))
 			}
 			// An address another interface of the node already holds (k3s
 			// ServiceLB, kube-vip) is served but never bound on kube-ipvs0,
@@ -223,9 +224,9 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				if !slices.ContainsFunc(node.Addresses, func(a netip.Addr) bool { return a.Unmap() == ip }) {
 					bind()
 				}
-				entry(setIPVSServices, ipPort(ip))
+				entry(owned.SetIPVSServices, ipPort(ip))
 				if inClusterOnly {
-					entry(setLocalNoEndpoints, ipPort(ip))
+					entry(owned.SetLocalNoEndpoints, ipPort(ip))
 				}
 			}
 			for _, ip := range externalIPs {
@@ -239,7 +240,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				}
 				serveExternal(ip)
 				if !externalLocal {
-					entry(setExternalIP, ipPort(ip))
+					entry(owned.SetExternalIP, ipPort(ip))
 				}
 			}
 			for _, ip := range lbIPs {
@@ -248,17 +249,17 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				}
 				serveExternal(ip)
 				if !externalLocal {
-					entry(setLoadBalancer, ipPort(ip))
+					entry(owned.SetLoadBalancer, ipPort(ip))
 				}
 				if firewalled {
-					entry(setLBFirewall, ipPort(ip))
+					entry(owned.SetLBFirewall, ipPort(ip))
 					for _, r := range sourceRanges {
 						e := ipPort(ip)
 						e.Net = r
-						entry(setLBSourceCIDR, e)
+						entry(owned.SetLBSourceCIDR, e)
 					}
 					if !nodeAllowed {
-						entry(setLBNoNodeAccess, ipPort(ip))
+						entry(owned.SetLBNoNodeAccess, ipPort(ip))
 					}
 				}
 			}
@@ -270,20 +271,20 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 					}
 					nodePortScope = append(nodePortScope, scope...)
 					e := ipset.Entry{IP: addr, Protocol: proto, Port: np}
-					entry(setNodePorts, e)
+					entry(owned.SetNodePorts, e)
 					if inClusterOnly {
-						entry(setLocalNoEndpoints, e)
+						entry(owned.SetLocalNoEndpoints, e)
 					}
 					if port.Protocol == v1.ProtocolSCTP && !externalLocal {
-						entry(setNodePortSCTP, e)
+						entry(owned.SetNodePortSCTP, e)
 					}
 				}
 				if scope = nodePortScope; !externalLocal && len(nodeAddrs) > 0 {
 					switch port.Protocol {
 					case v1.ProtocolTCP:
-						entry(setNodePortTCP, ipset.Entry{Port: np})
+						entry(owned.SetNodePortTCP, ipset.Entry{Port: np})
 					case v1.ProtocolUDP:
-						entry(setNodePortUDP, ipset.Entry{Port: np})
+						entry(owned.SetNodePortUDP, ipset.Entry{Port: np})
 					}
 				}
 			}
@@ -292,7 +293,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			scope = portScope
 			for _, e := range union(internal, external) {
 				if e.NodeName == node.Name {
-					entry(setLoopBack, ipset.Entry{IP: e.Addr, Protocol: proto, Port: e.Port, IP2: e.Addr})
+					entry(owned.SetLoopBack, ipset.Entry{IP: e.Addr, Protocol: proto, Port: e.Port, IP2: e.Addr})
 				}
 			}
 		}
@@ -308,14 +309,14 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			// exists while the Service wins one (desired.go).
 			for i := range st.VirtualServers {
 				vs := &st.VirtualServers[i]
-				vs.SetEntries = append(vs.SetEntries, SetEntry{Set: setName(setHealthCheckPorts, familyOf(vs.Address)), Entry: ipset.Entry{Port: st.HealthCheckNodePort}})
+				vs.SetEntries = append(vs.SetEntries, SetEntry{Set: owned.SetName(owned.SetHealthCheckPorts, familyOf(vs.Address)), Entry: ipset.Entry{Port: st.HealthCheckNodePort}})
 			}
 		}
 	}
 	st.LocalReadyEndpoints = len(localReady)
 	for i := range st.VirtualServers {
 		if vs := &st.VirtualServers[i]; vs.Bound {
-			vs.SetEntries = append(vs.SetEntries, SetEntry{Set: setName(setIPVSIPs, familyOf(vs.Address)), Entry: ipset.Entry{IP: vs.Address}})
+			vs.SetEntries = append(vs.SetEntries, SetEntry{Set: owned.SetName(owned.SetIPVSIPs, familyOf(vs.Address)), Entry: ipset.Entry{IP: vs.Address}})
 		}
 	}
 	st.normalize()
@@ -610,14 +611,4 @@ func compareVSKey(a, b ipvs.VirtualServerKey) int {
 		return int(a.Port) - int(b.Port)
 	}
 	return int(a.Protocol) - int(b.Protocol)
-}
-
-// setTypeOf finds the type of an owned set by its full name.
-func setTypeOf(name string) ipset.Type {
-	for _, s := range setSpecs {
-		if name == s.name || name == setName(s.name, v1.IPv6Protocol) {
-			return s.typ
-		}
-	}
-	return ""
 }

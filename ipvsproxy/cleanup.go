@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -30,7 +31,7 @@ func Cleanup(k Kernel, cfg Config) error {
 	}
 	members := map[string]map[ipset.Entry]bool{}
 	for _, s := range sets {
-		if baseName(s.Name) != setOwned || s.Type != ipset.HashIPPort {
+		if owned.BaseName(s.Name) != owned.SetOwned || s.Type != ipset.HashIPPort {
 			continue
 		}
 		entries, err := k.IPSet.Entries(s.Name)
@@ -74,7 +75,7 @@ func Cleanup(k Kernel, cfg Config) error {
 		if ipt == nil {
 			continue
 		}
-		for _, table := range ownedTables {
+		for _, table := range owned.Tables {
 			save, err := ipt.Save(table)
 			if err != nil {
 				fail(fmt.Errorf("read %s %s table: %w", family, table, err))
@@ -83,16 +84,16 @@ func Cleanup(k Kernel, cfg Config) error {
 			present := iptables.SavedRules(save)
 			// Jumps first; a jump to a chain that is gone cannot even be
 			// looked up (iptables: "Couldn't load target").
-			for _, j := range jumpRules() {
-				if _, ok := present[j.rule[len(j.rule)-1]]; !ok || j.table != table {
+			for _, j := range owned.JumpRules() {
+				if _, ok := present[j.Rule[len(j.Rule)-1]]; !ok || j.Table != table {
 					continue
 				}
-				if err := ipt.DeleteRule(j.table, j.chain, j.rule...); err != nil {
-					fail(fmt.Errorf("delete %s jump from %s %s: %w", family, j.table, j.chain, err))
+				if err := ipt.DeleteRule(j.Table, j.Chain, j.Rule...); err != nil {
+					fail(fmt.Errorf("delete %s jump from %s %s: %w", family, j.Table, j.Chain, err))
 				}
 			}
 			var flush, remove strings.Builder
-			for _, c := range ownedChains[table] {
+			for _, c := range owned.Chains[table] {
 				if _, ok := present[c]; ok {
 					fmt.Fprintf(&flush, ":%s - [0:0]\n", c)
 					fmt.Fprintf(&remove, "-X %s\n", c)
@@ -109,22 +110,22 @@ func Cleanup(k Kernel, cfg Config) error {
 		}
 	}
 
-	owned := map[string]bool{}
-	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
+	ours := map[string]bool{}
+	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
 		// The record goes last, and only once every virtual server it
 		// names is gone: a cleanup that failed can be run again.
-		owned[s.Name] = baseName(s.Name) != setOwned || !vsFailed
-		owned[tempSetName(s.Name)] = true
+		ours[s.Name] = owned.BaseName(s.Name) != owned.SetOwned || !vsFailed
+		ours[tempSetName(s.Name)] = true
 	}
 	for _, s := range sets {
-		if owned[s.Name] && baseName(s.Name) != setOwned {
+		if ours[s.Name] && owned.BaseName(s.Name) != owned.SetOwned {
 			if err := k.IPSet.DestroySet(s.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
 				fail(fmt.Errorf("destroy ipset %s: %w", s.Name, err))
 			}
 		}
 	}
 	for _, s := range sets {
-		if owned[s.Name] && baseName(s.Name) == setOwned {
+		if ours[s.Name] && owned.BaseName(s.Name) == owned.SetOwned {
 			if err := k.IPSet.DestroySet(s.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
 				fail(fmt.Errorf("destroy ipset %s: %w", s.Name, err))
 			}
@@ -139,7 +140,7 @@ func Cleanup(k Kernel, cfg Config) error {
 		}
 	}
 	if err := k.Netif.DeleteDummy(); err != nil && !errors.Is(err, netif.ErrNotFound) {
-		fail(fmt.Errorf("delete %s: %w", DummyInterface, err))
+		fail(fmt.Errorf("delete %s: %w", owned.DummyInterface, err))
 	}
 	return errors.Join(errs...)
 }

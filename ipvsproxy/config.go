@@ -12,10 +12,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// DummyInterface is the link that holds service addresses so the kernel
-// accepts packets for them (kube-proxy uses the same name).
-const DummyInterface = "kube-ipvs0"
-
 // Config is what the daemon's flags decide; BuildService reads it, never
 // changes it.
 type Config struct {

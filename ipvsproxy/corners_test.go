@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -99,7 +100,7 @@ func TestNodeAddressAsServiceAddressIsServedButNeverBoundNorRejected(t *testing.
 
 	bound, _ := fk.netif.DummyAddresses()
 	if slices.Contains(bound, node1IP) {
-		t.Errorf("node address bound on %s: %v", DummyInterface, bound)
+		t.Errorf("node address bound on %s: %v", owned.DummyInterface, bound)
 	}
 	if ips, _ := fk.ipset.Entries("KUBE-IPVS-IPS"); slices.Contains(ips, ipset.Entry{IP: node1IP}) {
 		t.Errorf("node address in KUBE-IPVS-IPS: %v", ips)
@@ -233,10 +234,10 @@ COMMIT
 		p.Tracker().SetEndpointSlice(slice(s, s.Name+"-a", 8080, "10.244.2.7@node2"))
 	}
 	mustSync(t, p)
-	for _, j := range jumpRules() {
-		save, _ := fk.ipt4.Save(j.table)
-		if first := iptables.SavedRules(save)[j.chain][0]; !strings.HasSuffix(first, "-j "+j.rule[len(j.rule)-1]) {
-			t.Errorf("%s %s starts with %q, want the jump to %s", j.table, j.chain, first, j.rule[len(j.rule)-1])
+	for _, j := range owned.JumpRules() {
+		save, _ := fk.ipt4.Save(j.Table)
+		if first := iptables.SavedRules(save)[j.Chain][0]; !strings.HasSuffix(first, "-j "+j.Rule[len(j.Rule)-1]) {
+			t.Errorf("%s %s starts with %q, want the jump to %s", j.Table, j.Chain, first, j.Rule[len(j.Rule)-1])
 		}
 	}
 	tr := newTracer(t, fk)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
@@ -198,7 +199,7 @@ func (d *desiredState) bindUnrouted(vs *VirtualServerState, n int, t touched) {
 		delete(d.addrRefs, a)
 	}
 	t.addresses[a] = true
-	k := setEntryKey{set: setName(setIPVSIPs, familyOf(a)), entry: ipset.Entry{IP: a}}
+	k := setEntryKey{set: owned.SetName(owned.SetIPVSIPs, familyOf(a)), entry: ipset.Entry{IP: a}}
 	if d.entryRefs[k] += n; d.entryRefs[k] <= 0 {
 		delete(d.entryRefs, k)
 	}
@@ -307,7 +308,7 @@ func (d *desiredState) Dump() string {
 			writeVirtualServer(&b, vs)
 		}
 	}
-	b.WriteString("addresses on " + DummyInterface + ":\n")
+	b.WriteString("addresses on " + owned.DummyInterface + ":\n")
 	addrs := make([]netip.Addr, 0, len(d.addrRefs))
 	for a := range d.addrRefs {
 		addrs = append(addrs, a)
@@ -317,7 +318,7 @@ func (d *desiredState) Dump() string {
 		fmt.Fprintf(&b, "  %s\n", a)
 	}
 	if len(d.routes) > 0 {
-		b.WriteString("local routes on " + DummyInterface + ":\n")
+		b.WriteString("local routes on " + owned.DummyInterface + ":\n")
 		for _, r := range d.routes {
 			fmt.Fprintf(&b, "  %s\n", r)
 		}
@@ -325,7 +326,7 @@ func (d *desiredState) Dump() string {
 	b.WriteString("ipset entries:\n")
 	entries := make([]string, 0, len(d.entryRefs))
 	for k := range d.entryRefs {
-		entries = append(entries, k.set+" "+k.entry.String(setTypeOf(k.set)))
+		entries = append(entries, k.set+" "+k.entry.String(owned.SetType(k.set)))
 	}
 	slices.Sort(entries)
 	for _, e := range entries {

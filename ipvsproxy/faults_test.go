@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -116,13 +117,13 @@ func (w faultyIPSet) DestroySet(name string) error {
 	return w.Interface.DestroySet(name)
 }
 func (w faultyIPSet) AddEntry(name string, e ipset.Entry) error {
-	if err := w.f.check("ipset-add", name+" "+e.String(setTypeOf(name))); err != nil {
+	if err := w.f.check("ipset-add", name+" "+e.String(owned.SetType(name))); err != nil {
 		return err
 	}
 	return w.Interface.AddEntry(name, e)
 }
 func (w faultyIPSet) DeleteEntry(name string, e ipset.Entry) error {
-	if err := w.f.check("ipset-del", name+" "+e.String(setTypeOf(name))); err != nil {
+	if err := w.f.check("ipset-del", name+" "+e.String(owned.SetType(name))); err != nil {
 		return err
 	}
 	return w.Interface.DeleteEntry(name, e)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -46,7 +47,7 @@ type fakeKernel struct {
 func newFakeKernel() *fakeKernel {
 	fk := &fakeKernel{
 		ipvs:      ipvs.NewFake(),
-		netif:     netif.NewFake(DummyInterface),
+		netif:     netif.NewFake(owned.DummyInterface),
 		ipset:     ipset.NewFake(),
 		ipt4:      iptables.NewFake(iptables.IPv4),
 		ipt6:      iptables.NewFake(iptables.IPv6),

@@ -3,11 +3,13 @@ package ipvsproxy
 import (
 	"errors"
 	"fmt"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
 
 	"github.com/go-logr/logr"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -334,7 +336,7 @@ func withoutExcludedLeftovers(got, want string, cfg Config) string {
 			var ap netip.AddrPort
 			ap, err = netip.ParseAddrPort(strings.Fields(l)[1])
 			addr, droppingRealServers = ap.Addr(), true
-		case strings.HasPrefix(section, "set "+setOwned+" ") && l != section:
+		case strings.HasPrefix(section, "set "+owned.SetOwned+" ") && l != section:
 			addr, err = netip.ParseAddr(strings.Split(field, ",")[0])
 		case strings.HasPrefix(section, "dummy ") && l != section:
 			var pfx netip.Prefix

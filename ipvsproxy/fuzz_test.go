@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
@@ -69,7 +70,7 @@ func FuzzBuildService(f *testing.F) {
 // applyToFakes writes st into fresh kernel fakes and fails on any refusal.
 func applyToFakes(t *testing.T, st *ServiceState, cfg Config) {
 	t.Helper()
-	h, links, sets := ipvs.NewFake(), netif.NewFake(DummyInterface), ipset.NewFake()
+	h, links, sets := ipvs.NewFake(), netif.NewFake(owned.DummyInterface), ipset.NewFake()
 	for _, vs := range st.VirtualServers {
 		if err := h.AddVirtualServer(vs.VirtualServer); err != nil {
 			t.Fatalf("kernel would refuse: %v", err)
@@ -88,7 +89,7 @@ func applyToFakes(t *testing.T, st *ServiceState, cfg Config) {
 			t.Fatalf("kernel would refuse: %v", err)
 		}
 	}
-	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
+	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
 		if err := sets.CreateSet(s); err != nil {
 			t.Fatalf("kernel would refuse set %s: %v", s.Name, err)
 		}

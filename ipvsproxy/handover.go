@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/netif"
@@ -65,23 +66,23 @@ func CleanupAfterKubeProxyIPVS(k Kernel, cfg Config) ([]string, error) {
 			continue
 		}
 		present := iptables.SavedRules(save)
-		if _, ok := present[chainIPVSOutFilter]; !ok {
+		if _, ok := present[owned.ChainIPVSOutFilter]; !ok {
 			continue
 		}
-		for _, j := range jumpRules() {
-			if j.table != iptables.TableMangle {
+		for _, j := range owned.JumpRules() {
+			if j.Table != iptables.TableMangle {
 				continue
 			}
-			if err := ipt.DeleteRule(j.table, j.chain, j.rule...); err != nil && !errors.Is(err, iptables.ErrNotFound) {
-				errs = append(errs, fmt.Errorf("delete %s jump from mangle %s: %w", family, j.chain, err))
+			if err := ipt.DeleteRule(j.Table, j.Chain, j.Rule...); err != nil && !errors.Is(err, iptables.ErrNotFound) {
+				errs = append(errs, fmt.Errorf("delete %s jump from mangle %s: %w", family, j.Chain, err))
 			}
 		}
-		text := fmt.Sprintf("*mangle\n:%[1]s - [0:0]\n-X %[1]s\nCOMMIT\n", chainIPVSOutFilter)
+		text := fmt.Sprintf("*mangle\n:%[1]s - [0:0]\n-X %[1]s\nCOMMIT\n", owned.ChainIPVSOutFilter)
 		if err := ipt.Restore([]byte(text)); err != nil {
-			errs = append(errs, fmt.Errorf("delete %s mangle %s: %w", family, chainIPVSOutFilter, err))
+			errs = append(errs, fmt.Errorf("delete %s mangle %s: %w", family, owned.ChainIPVSOutFilter, err))
 			continue
 		}
-		removed = append(removed, fmt.Sprintf("%s iptables mangle %s and its OUTPUT jump", family, chainIPVSOutFilter))
+		removed = append(removed, fmt.Sprintf("%s iptables mangle %s and its OUTPUT jump", family, owned.ChainIPVSOutFilter))
 	}
 
 	sets, err := k.IPSet.Sets()
@@ -111,7 +112,7 @@ func CleanupAfterKubeProxyIPVS(k Kernel, cfg Config) ([]string, error) {
 			errs = append(errs, fmt.Errorf("delete service route %s: %w", r, err))
 			continue
 		}
-		removed = append(removed, fmt.Sprintf("route local %s dev %s", r, DummyInterface))
+		removed = append(removed, fmt.Sprintf("route local %s dev %s", r, owned.DummyInterface))
 	}
 	return removed, errors.Join(errs...)
 }
@@ -124,7 +125,7 @@ func oursAloneSets(families []v1.IPFamily) map[string]bool {
 		theirs[name], theirs[kubeProxyIPv6SetName(name)] = true, true
 	}
 	out := map[string]bool{}
-	for _, s := range ownedSets(families, 0) {
+	for _, s := range owned.Sets(families, 0) {
 		if !theirs[s.Name] {
 			out[s.Name], out[tempSetName(s.Name)] = true, true
 		}

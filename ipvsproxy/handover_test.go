@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	v1 "k8s.io/api/core/v1"
 )
@@ -50,7 +51,7 @@ func TestCleanupAfterKubeProxyIPVS(t *testing.T) {
 	p.Tracker().SetEndpointSlice(slice(lb, "lb-1", 8080, "10.244.1.11"))
 	mustSync(t, p)
 	virtualServers, _ := fk.ipvs.VirtualServers()
-	if len(virtualServers) < 3 || !strings.Contains(fk.ipt4.Dump(), chainIPVSOutFilter) {
+	if len(virtualServers) < 3 || !strings.Contains(fk.ipt4.Dump(), owned.ChainIPVSOutFilter) {
 		t.Fatalf("the state to hand over is not there: %d virtual servers,\n%s", len(virtualServers), fk.ipt4.Dump())
 	}
 
@@ -83,8 +84,8 @@ func TestCleanupAfterKubeProxyIPVS(t *testing.T) {
 	}
 	t.Logf("removed:\n%s", strings.Join(removed, "\n"))
 	for _, rules := range []string{fk.ipt4.Dump(), fk.ipt6.Dump()} {
-		if strings.Contains(rules, chainIPVSOutFilter) && strings.Contains(rules, "*mangle") && strings.Contains(rules[strings.Index(rules, "*mangle"):], chainIPVSOutFilter) {
-			t.Errorf("mangle %s left:\n%s", chainIPVSOutFilter, rules)
+		if strings.Contains(rules, owned.ChainIPVSOutFilter) && strings.Contains(rules, "*mangle") && strings.Contains(rules[strings.Index(rules, "*mangle"):], owned.ChainIPVSOutFilter) {
+			t.Errorf("mangle %s left:\n%s", owned.ChainIPVSOutFilter, rules)
 		}
 		if !strings.Contains(rules, "CLUSTER-IP dst,dst -j ACCEPT") {
 			t.Errorf("kube-proxy's rule removed:\n%s", rules)
@@ -107,8 +108,8 @@ func TestCleanupAfterKubeProxyIPVS(t *testing.T) {
 	if routes, err := fk.netif.ServiceRoutes(); err != nil || len(routes) != 0 {
 		t.Errorf("Service CIDR routes left: %v (%v)", routes, err)
 	}
-	if !strings.HasPrefix(fk.netif.Dump(), "dummy "+DummyInterface) {
-		t.Errorf("%s removed:\n%s", DummyInterface, fk.netif.Dump())
+	if !strings.HasPrefix(fk.netif.Dump(), "dummy "+owned.DummyInterface) {
+		t.Errorf("%s removed:\n%s", owned.DummyInterface, fk.netif.Dump())
 	}
 	if again, err := CleanupAfterKubeProxyIPVS(fk.faultyKernel(f), cfg); err != nil || len(again) != 0 {
 		t.Errorf("second run removed %v (%v), want nothing", again, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
@@ -218,7 +219,7 @@ func TestFailedRulesRestoreIsRetried(t *testing.T) {
 func TestWrongTypeSetReferencedByIPTablesIsReplacedWithoutAWindow(t *testing.T) {
 	fk := newFakeKernel()
 	// An older layout: KUBE-LOOP-BACK as hash:ip, referenced by our rules.
-	fk.ipset.CreateSet(ipset.Set{Name: setLoopBack, Type: ipset.HashIP, Family: ipset.IPv4})
+	fk.ipset.CreateSet(ipset.Set{Name: owned.SetLoopBack, Type: ipset.HashIP, Family: ipset.IPv4})
 	fk.ipt4.Restore([]byte("*nat\n:KUBE-POSTROUTING - [0:0]\n-A KUBE-POSTROUTING -m set --match-set KUBE-LOOP-BACK dst -j MASQUERADE\nCOMMIT\n"))
 	f := &faults{}
 	var windows []string
@@ -234,7 +235,7 @@ func TestWrongTypeSetReferencedByIPTablesIsReplacedWithoutAWindow(t *testing.T) 
 	})
 	k := fk.faultyKernel(f)
 	k.IPTables[v1.IPv4Protocol] = restoreWatcher{k.IPTables[v1.IPv4Protocol], func(data []byte) {
-		for _, name := range []string{setLoopBack, setLoopBack + "-T"} {
+		for _, name := range []string{owned.SetLoopBack, owned.SetLoopBack + "-T"} {
 			if !strings.Contains(string(data), "--match-set "+name+" dst,dst,src") {
 				continue
 			}
@@ -256,7 +257,7 @@ func TestWrongTypeSetReferencedByIPTablesIsReplacedWithoutAWindow(t *testing.T) 
 		t.Fatalf("rules referenced a set without the member: %v", windows)
 	}
 	dump := fk.ipset.Dump()
-	if !strings.Contains(dump, "set KUBE-LOOP-BACK hash:ip,port,ip inet\n  10.244.1.5,tcp:8080,10.244.1.5\n") || strings.Contains(dump, setLoopBack+"-T") {
+	if !strings.Contains(dump, "set KUBE-LOOP-BACK hash:ip,port,ip inet\n  10.244.1.5,tcp:8080,10.244.1.5\n") || strings.Contains(dump, owned.SetLoopBack+"-T") {
 		t.Fatalf("sets:\n%s", dump)
 	}
 	if !strings.Contains(fk.ipt4.Dump(), "--match-set KUBE-LOOP-BACK dst,dst,src -j MASQUERADE") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
@@ -111,8 +112,8 @@ func TestJumpsAreCheckedInTheSaveAndInsertedByTheRestore(t *testing.T) {
 
 			// Someone deletes two jumps and writes one to our chain
 			// without our comment where the second was.
-			for _, j := range jumpRules()[:2] {
-				if err := ipt.DeleteRule(j.table, j.chain, j.rule...); err != nil {
+			for _, j := range owned.JumpRules()[:2] {
+				if err := ipt.DeleteRule(j.Table, j.Chain, j.Rule...); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -201,16 +202,16 @@ func TestTablesAreRestoredApartWhenTheirOneRestoreFails(t *testing.T) {
 			}
 			// nat and filter were committed by the failed restore: restored
 			// again, their jumps must not be inserted twice.
-			for _, j := range jumpRules() {
-				if j.table == iptables.TableMangle {
+			for _, j := range owned.JumpRules() {
+				if j.Table == iptables.TableMangle {
 					continue
 				}
-				line := iptables.SavedLine(j.chain, j.rule)
-				if n := strings.Count(strings.Join(savedChain(t, fakes[family], j.table, j.chain), "\n")+"\n", line+"\n"); n != 1 {
-					t.Errorf("%s %s holds the jump %d times", j.table, j.chain, n)
+				line := iptables.SavedLine(j.Chain, j.Rule)
+				if n := strings.Count(strings.Join(savedChain(t, fakes[family], j.Table, j.Chain), "\n")+"\n", line+"\n"); n != 1 {
+					t.Errorf("%s %s holds the jump %d times", j.Table, j.Chain, n)
 				}
 			}
-			for table, chain := range map[iptables.Table]string{iptables.TableNAT: chainServices, iptables.TableFilter: chainIPVSFilter} {
+			for table, chain := range map[iptables.Table]string{iptables.TableNAT: owned.ChainServices, iptables.TableFilter: owned.ChainIPVSFilter} {
 				saved, err := fakes[family].Save(table)
 				if err != nil {
 					t.Fatal(err)
@@ -236,11 +237,11 @@ func savedChain(t *testing.T, ipt iptables.Interface, table iptables.Table, chai
 // that is not ours.
 func checkJumpsOnce(t *testing.T, ipt iptables.Interface) {
 	t.Helper()
-	for _, j := range jumpRules() {
-		rules := savedChain(t, ipt, j.table, j.chain)
-		line := iptables.SavedLine(j.chain, j.rule)
-		if n := strings.Count(strings.Join(rules, "\n")+"\n", line+"\n"); n != 1 || !strings.HasPrefix(rules[0], "-A "+j.chain+" -m comment --comment \"kubernetes") {
-			t.Errorf("%s %s holds the jump %d times, first %q:\n%s", j.table, j.chain, n, rules[0], strings.Join(rules, "\n"))
+	for _, j := range owned.JumpRules() {
+		rules := savedChain(t, ipt, j.Table, j.Chain)
+		line := iptables.SavedLine(j.Chain, j.Rule)
+		if n := strings.Count(strings.Join(rules, "\n")+"\n", line+"\n"); n != 1 || !strings.HasPrefix(rules[0], "-A "+j.Chain+" -m comment --comment \"kubernetes") {
+			t.Errorf("%s %s holds the jump %d times, first %q:\n%s", j.Table, j.Chain, n, rules[0], strings.Join(rules, "\n"))
 		}
 	}
 }

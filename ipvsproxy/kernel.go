@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -175,14 +176,14 @@ func readKernel(k Kernel, cfg Config, services serviceEvidence, wasOurs map[ipvs
 		exists[s.Name] = s
 	}
 	oldRecords := map[string][]ipset.Entry{}
-	for _, want := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
+	for _, want := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
 		have, ok := exists[want.Name]
 		switch {
 		case !ok:
 			continue // the reconciler creates it
 		case !sameSetLayout(have, want):
 			view.wrongSets[want.Name] = have
-			if baseName(want.Name) == setOwned && have.Type == want.Type {
+			if owned.BaseName(want.Name) == owned.SetOwned && have.Type == want.Type {
 				// Replaced below (a larger --ipset-max-elements): its
 				// records still say what is ours until then.
 				entries, err := k.IPSet.Entries(want.Name)
@@ -206,7 +207,7 @@ func readKernel(k Kernel, cfg Config, services serviceEvidence, wasOurs map[ipvs
 	owner := readOwnership(cfg, present, view.sets, routes, addrs, services, wasOurs)
 	for _, entries := range oldRecords {
 		for _, e := range entries {
-			if key, ok := recordKey(e); ok {
+			if key, ok := owned.RecordKey(e); ok {
 				owner.recorded[key] = true
 			}
 		}
@@ -284,11 +285,11 @@ func (v *kernelView) touchAll(d *desiredState, t touched) {
 		t.addresses[a] = true
 	}
 	for set, members := range v.sets {
-		if baseName(set) == setOwned {
+		if owned.BaseName(set) == owned.SetOwned {
 			// Records are written with their virtual servers: touch
 			// those, so a record without one is removed.
 			for e := range members {
-				if k, ok := recordKey(e); ok {
+				if k, ok := owned.RecordKey(e); ok {
 					t.virtualServers[k] = true
 				}
 			}

@@ -2,13 +2,15 @@ package ipvsproxy
 
 import (
 	"errors"
-	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
-	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -42,7 +44,7 @@ func realKernelInNamespace(t *testing.T) Kernel {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { k.IPVS.Close() })
-	if k.Netif, err = netif.NewInNamespace(DummyInterface, ns); err != nil {
+	if k.Netif, err = netif.NewInNamespace(owned.DummyInterface, ns); err != nil {
 		t.Fatal(err)
 	}
 	if err := k.Netif.EnsureDummy(); errors.Is(err, netif.ErrUnsupported) {
@@ -190,14 +192,14 @@ func proxierOnRealKernel(t *testing.T, cfg Config) {
 			t.Fatalf("set left: %s", s.Name)
 		}
 	}
-	for _, table := range ownedTables {
+	for _, table := range owned.Tables {
 		save, _ := k.IPTables[v1.IPv4Protocol].Save(table)
 		if strings.Contains(string(save), "KUBE-") {
 			t.Fatalf("rules left in %s:\n%s", table, save)
 		}
 	}
 	if _, err := k.Netif.DummyAddresses(); !errors.Is(err, netif.ErrNotFound) {
-		t.Fatalf("%s left: %v", DummyInterface, err)
+		t.Fatalf("%s left: %v", owned.DummyInterface, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/nftables"
@@ -104,7 +105,7 @@ const ipsetMaxNameLen = 31
 // rules it removes first.
 var kubeProxyOnlySets = func() []string {
 	ours := map[string]bool{}
-	for _, s := range ownedSets([]v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, 0) {
+	for _, s := range owned.Sets([]v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, 0) {
 		ours[s.Name] = true
 	}
 	var out []string
@@ -138,8 +139,8 @@ func CleanupKubeProxyLeftovers(k Kernel, nft nftables.Interface, cfg Config) ([]
 		errs = append(errs, err)
 	}
 	ours := map[string]bool{}
-	for _, j := range jumpRules() {
-		ours[jumpKey(j.table, j.chain, j.rule)] = true
+	for _, j := range owned.JumpRules() {
+		ours[jumpKey(j.Table, j.Chain, j.Rule)] = true
 	}
 	for _, family := range cfg.Families {
 		ipt := k.IPTables[family]
@@ -187,7 +188,7 @@ func CleanupKubeProxyLeftovers(k Kernel, nft nftables.Interface, cfg Config) ([]
 			}
 			var deletes []string
 			var shared []string
-			for _, c := range ownedChains[table] {
+			for _, c := range owned.Chains[table] {
 				n := 0
 				for _, line := range present[c] {
 					if referencesAny(line, theirs) {
@@ -264,7 +265,7 @@ func CleanupKubeProxyLeftovers(k Kernel, nft nftables.Interface, cfg Config) ([]
 // isKubeProxyChain reports whether name in table is kube-proxy's and not
 // ipvsproxy's.
 func isKubeProxyChain(table iptables.Table, name string) bool {
-	for _, c := range ownedChains[table] {
+	for _, c := range owned.Chains[table] {
 		if c == name {
 			return false
 		}

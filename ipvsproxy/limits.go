@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,7 +86,7 @@ func (c *setCapacity) admit(d *desiredState, name types.NamespacedName, st *Serv
 		// In name order, so the Event names the same set every time.
 		for _, set := range slices.Sorted(maps.Keys(delta)) {
 			n := delta[set]
-			if setTypeOf(set) == ipset.BitmapPort {
+			if owned.SetType(set) == ipset.BitmapPort {
 				continue // holds every port; cannot overflow
 			}
 			if have := c.counts[set]; n > 0 && have+n > c.maxElem {

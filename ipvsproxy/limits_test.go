@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -66,9 +67,9 @@ func TestServiceOverflowingASetIsRefusedAndOthersKeepWorking(t *testing.T) {
 		if rss, err := fk.ipvs.RealServers(key); err != nil || len(rss) != 1 {
 			t.Errorf("%s: real servers %v, %v; want its one endpoint", key, rss, err)
 		}
-		entries, _ := fk.ipset.Entries(setIPVSServices)
+		entries, _ := fk.ipset.Entries(owned.SetIPVSServices)
 		if !strings.Contains(fmt.Sprint(entries), name) {
-			t.Errorf("%s missing from %s", name, setIPVSServices)
+			t.Errorf("%s missing from %s", name, owned.SetIPVSServices)
 		}
 	}
 	// A full sync keeps it that way, and shrinking the Service admits it.
@@ -113,8 +114,8 @@ func TestServiceWithTwentyThousandEndpoints(t *testing.T) {
 		}
 	}
 	// Local endpoints reaching themselves are masqueraded: 10,000 hairpin entries.
-	if entries, _ := fk.ipset.Entries(setLoopBack); len(entries) != 10000 {
-		t.Errorf("%s holds %d entries, want 10000", setLoopBack, len(entries))
+	if entries, _ := fk.ipset.Entries(owned.SetLoopBack); len(entries) != 10000 {
+		t.Errorf("%s holds %d entries, want 10000", owned.SetLoopBack, len(entries))
 	}
 }
 
@@ -223,7 +224,7 @@ func TestOwnershipRecordIsCounted(t *testing.T) {
 	if got := fmt.Sprint(refusedServices(p)); got != "[default/np5]" {
 		t.Errorf("refused %s, want the newest, [default/np5]", got)
 	}
-	if ev := drainEvents(rec); !strings.Contains(ev, "ServiceTooLarge") || !strings.Contains(ev, setOwned) {
-		t.Errorf("events %q, want ServiceTooLarge naming %s", ev, setOwned)
+	if ev := drainEvents(rec); !strings.Contains(ev, "ServiceTooLarge") || !strings.Contains(ev, owned.SetOwned) {
+		t.Errorf("events %q, want ServiceTooLarge naming %s", ev, owned.SetOwned)
 	}
 }

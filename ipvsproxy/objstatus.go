@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -74,11 +75,11 @@ func (id objectID) String() string {
 	case id.kind == ObjectVirtualServer:
 		return "virtual server " + id.vs.String()
 	case id.kind == ObjectAddress:
-		return "address " + id.addr.String() + " on " + DummyInterface
+		return "address " + id.addr.String() + " on " + owned.DummyInterface
 	case id.kind == ObjectRoute:
-		return "local route " + id.route.String() + " on " + DummyInterface
+		return "local route " + id.route.String() + " on " + owned.DummyInterface
 	case id.kind == ObjectSetEntry && id.name == "":
-		return "ipset " + id.entry.set + " member " + id.entry.entry.String(setTypeOf(id.entry.set))
+		return "ipset " + id.entry.set + " member " + id.entry.entry.String(owned.SetType(id.entry.set))
 	case id.kind == ObjectSetEntry:
 		return "ipset " + id.name
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
@@ -25,7 +25,8 @@ import (
 
 // recordEntry is the KUBE-IPVS-OWNED member of a virtual server.
 func recordEntry(k ipvs.VirtualServerKey) SetEntry {
-	return SetEntry{Set: setName(setOwned, familyOf(k.Address)), Entry: ipset.Entry{IP: k.Address, Protocol: strings.ToLower(k.Protocol.String()), Port: k.Port}}
+	set, entry := owned.Record(k)
+	return SetEntry{Set: set, Entry: entry}
 }
 
 // ownership is what decides which virtual servers are the proxier's.
@@ -110,7 +111,7 @@ type kernelAddresses struct {
 func readAddresses(k Kernel) (kernelAddresses, error) {
 	bound, host, err := k.Netif.Addresses()
 	if err != nil {
-		return kernelAddresses{}, fmt.Errorf("list the addresses of %s and of the node: %w", DummyInterface, err)
+		return kernelAddresses{}, fmt.Errorf("list the addresses of %s and of the node: %w", owned.DummyInterface, err)
 	}
 	return kernelAddresses{bound: bound, host: host}, nil
 }
@@ -121,18 +122,18 @@ func readAddresses(k Kernel) (kernelAddresses, error) {
 // read of the addresses serves the view and the ownership alike.
 func readOwnership(cfg Config, present []ipset.Set, sets map[string]map[ipset.Entry]bool, routes []netip.Prefix, addrs kernelAddresses, services serviceEvidence, previous map[ipvs.VirtualServerKey]bool) ownership {
 	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, services: services, previous: previous}
-	owned := map[string]bool{}
-	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
-		owned[s.Name] = true
+	ours := map[string]bool{}
+	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
+		ours[s.Name] = true
 	}
 	anyRecord, anyOurs := false, false
 	for _, s := range present {
-		if !owned[s.Name] {
+		if !ours[s.Name] {
 			continue
 		}
 		anyOurs = true
 		members, ok := sets[s.Name]
-		if baseName(s.Name) != setOwned || !ok {
+		if owned.BaseName(s.Name) != owned.SetOwned || !ok {
 			// A record set of another type holds no record we can
 			// read: as with none, the old rule adopts, and the
 			// reconciler records again once the set is replaced.
@@ -140,7 +141,7 @@ func readOwnership(cfg Config, present []ipset.Set, sets map[string]map[ipset.En
 		}
 		anyRecord = true
 		for e := range members {
-			if key, ok := recordKey(e); ok {
+			if key, ok := owned.RecordKey(e); ok {
 				o.recorded[key] = true
 			}
 		}
@@ -164,40 +165,24 @@ func (v *kernelView) isRecorded(k ipvs.VirtualServerKey) bool {
 	return v.sets[e.Set][e.Entry]
 }
 
-// recordKey turns a KUBE-IPVS-OWNED member back into a virtual server key.
-func recordKey(e ipset.Entry) (ipvs.VirtualServerKey, bool) {
-	var p ipvs.Protocol
-	switch e.Protocol {
-	case "tcp":
-		p = ipvs.TCP
-	case "udp":
-		p = ipvs.UDP
-	case "sctp":
-		p = ipvs.SCTP
-	default:
-		return ipvs.VirtualServerKey{}, false
-	}
-	return ipvs.VirtualServerKey{Protocol: p, Address: e.IP.Unmap(), Port: e.Port}, true
-}
-
 // OwnerOf decides ownership, with the same rule as readKernel, from kernel
 // state someone else read (inspect): the members of the owned sets present,
 // keyed by set name, and the addresses on kube-ipvs0 and of the node.
 func OwnerOf(cfg Config, sets map[string][]ipset.Entry, dummy, host []netip.Addr) func(ipvs.VirtualServerKey) bool {
 	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}}
 	anyRecord, anyOurs := false, false
-	for _, s := range ownedSets(cfg.Families, 0) {
+	for _, s := range owned.Sets(cfg.Families, 0) {
 		members, ok := sets[s.Name]
 		if !ok {
 			continue
 		}
 		anyOurs = true
-		if baseName(s.Name) != setOwned {
+		if owned.BaseName(s.Name) != owned.SetOwned {
 			continue
 		}
 		anyRecord = true
 		for _, e := range members {
-			if key, ok := recordKey(e); ok {
+			if key, ok := owned.RecordKey(e); ok {
 				o.recorded[key] = true
 			}
 		}
@@ -210,14 +195,6 @@ func OwnerOf(cfg Config, sets map[string][]ipset.Entry, dummy, host []netip.Addr
 		o.host[a.Unmap()] = true
 	}
 	return func(k ipvs.VirtualServerKey) bool { return o.owns(k, cfg) }
-}
-
-// OwnershipRecord is the member of KUBE-IPVS-OWNED (or its IPv6 twin) that
-// records the virtual server k as the proxier's (inspect --check expects one
-// per desired virtual server).
-func OwnershipRecord(k ipvs.VirtualServerKey) (set string, entry ipset.Entry) {
-	e := recordEntry(k)
-	return e.Set, e.Entry
 }
 
 // Excluded reports whether addr lies in --ipvs-exclude-cidrs.
@@ -236,7 +213,7 @@ func ownRoutes(k Kernel) ([]netip.Prefix, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list service routes on %s: %w", DummyInterface, err)
+		return nil, fmt.Errorf("list service routes on %s: %w", owned.DummyInterface, err)
 	}
 	return routes, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
@@ -47,15 +48,15 @@ func checkRecovered(t *testing.T, fk *fakeKernel, p *Proxier, keys []ipvs.Virtua
 		if got := realServers(t, fk, k); len(got) != 1 {
 			t.Errorf("after %s: %s has %v, want its endpoint (it must stay ours)", how, k, got)
 		}
-		set, e := OwnershipRecord(k)
+		set, e := owned.Record(k)
 		entries, _ := fk.ipset.Entries(set)
 		if !slices.Contains(entries, e) {
 			t.Errorf("after %s: the record of %s was not written again: %v", how, k, entries)
 		}
 	}
-	members, _ := fk.ipset.Entries(setClusterIP)
+	members, _ := fk.ipset.Entries(owned.SetClusterIP)
 	if !slices.Contains(members, ipset.Entry{IP: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", Port: 80}) {
-		t.Errorf("after %s: the cluster IP left %s: %v", how, setClusterIP, members)
+		t.Errorf("after %s: the cluster IP left %s: %v", how, owned.SetClusterIP, members)
 	}
 	if res.WriteErrors["ipvs"] != 0 {
 		t.Errorf("after %s: virtual server writes failed: %v", how, res.WriteErrors)
@@ -68,14 +69,14 @@ func checkRecovered(t *testing.T, fk *fakeKernel, p *Proxier, keys []ipvs.Virtua
 func TestOwnershipSurvivesAFlushedRecord(t *testing.T) {
 	fk := newFakeKernel()
 	p, keys := setupOwnershipLoss(t, fk, routedConfig())
-	entries, _ := fk.ipset.Entries(setOwned)
+	entries, _ := fk.ipset.Entries(owned.SetOwned)
 	for _, e := range entries {
-		if err := fk.ipset.DeleteEntry(setOwned, e); err != nil {
+		if err := fk.ipset.DeleteEntry(owned.SetOwned, e); err != nil {
 			t.Fatal(err)
 		}
 	}
 	p.RequestFullSync()
-	checkRecovered(t, fk, p, keys, "ipset flush "+setOwned)
+	checkRecovered(t, fk, p, keys, "ipset flush "+owned.SetOwned)
 }
 
 // A restart with a larger --ipset-max-elements replaces every owned set,
@@ -94,8 +95,8 @@ func TestOwnershipSurvivesRaisingMaxElements(t *testing.T) {
 	checkRecovered(t, fk, restarted, keys, "a restart with a larger --ipset-max-elements")
 	sets, _ := fk.ipset.Sets()
 	for _, s := range sets {
-		if s.Name == setOwned && s.MaxElem != 65536 {
-			t.Errorf("%s kept maxelem %d", setOwned, s.MaxElem)
+		if s.Name == owned.SetOwned && s.MaxElem != 65536 {
+			t.Errorf("%s kept maxelem %d", owned.SetOwned, s.MaxElem)
 		}
 	}
 }
@@ -107,10 +108,10 @@ func TestOwnershipOfClusterIPsSurvivesALostRecord(t *testing.T) {
 	fk := newFakeKernel()
 	cfg := routedConfig()
 	_, keys := setupOwnershipLoss(t, fk, cfg)
-	if err := fk.ipset.DestroySet(setOwned); err != nil {
+	if err := fk.ipset.DestroySet(owned.SetOwned); err != nil {
 		t.Fatal(err)
 	}
-	if err := fk.ipset.CreateSet(ipset.Set{Name: setOwned, Type: ipset.HashIPPort, Family: ipset.IPv4, MaxElem: 65536}); err != nil {
+	if err := fk.ipset.CreateSet(ipset.Set{Name: owned.SetOwned, Type: ipset.HashIPPort, Family: ipset.IPv4, MaxElem: 65536}); err != nil {
 		t.Fatal(err)
 	}
 	restarted, _ := newTestProxier(t, fk, cfg)
@@ -129,9 +130,9 @@ func TestOwnershipEvidenceLeavesOthersAlone(t *testing.T) {
 	if err := fk.ipvs.AddVirtualServer(theirs); err != nil {
 		t.Fatal(err)
 	}
-	entries, _ := fk.ipset.Entries(setOwned)
+	entries, _ := fk.ipset.Entries(owned.SetOwned)
 	for _, e := range entries {
-		fk.ipset.DeleteEntry(setOwned, e)
+		fk.ipset.DeleteEntry(owned.SetOwned, e)
 	}
 	p.RequestFullSync()
 	mustSync(t, p)
@@ -175,9 +176,9 @@ func TestOwnershipSurvivesAFlushedRecordAndAFailedRead(t *testing.T) {
 	}
 	p.Tracker().SetService(apiServerService())
 	keys := programOwnedObjects(t, fk, p)
-	entries, _ := fk.ipset.Entries(setOwned)
+	entries, _ := fk.ipset.Entries(owned.SetOwned)
 	for _, e := range entries {
-		if err := fk.ipset.DeleteEntry(setOwned, e); err != nil {
+		if err := fk.ipset.DeleteEntry(owned.SetOwned, e); err != nil {
 			t.Fatal(err)
 		}
 	}

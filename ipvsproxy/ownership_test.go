@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
@@ -159,7 +160,7 @@ func TestNodePortOnVanishedNodeAddressIsRemoved(t *testing.T) {
 // the old rule would not have owned stays foreign.
 func TestLegacyInstallIsAdoptedAndRecordedOnce(t *testing.T) {
 	fk := newFakeKernel()
-	fk.ipset.CreateSet(ipset.Set{Name: setClusterIP, Type: ipset.HashIPPort, Family: ipset.IPv4})
+	fk.ipset.CreateSet(ipset.Set{Name: owned.SetClusterIP, Type: ipset.HashIPPort, Family: ipset.IPv4})
 	fk.netif.EnsureDummy()
 	fk.netif.AddDummyAddress(webVS.Address)
 	fk.ipvs.AddVirtualServer(ipvs.VirtualServer{VirtualServerKey: webVS, Scheduler: "twos"})
@@ -215,10 +216,10 @@ func TestWrongTypeRecordSetIsReplacedAndOwnershipKept(t *testing.T) {
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))
 	mustSync(t, p)
-	if err := fk.ipset.DestroySet(setOwned); err != nil {
+	if err := fk.ipset.DestroySet(owned.SetOwned); err != nil {
 		t.Fatal(err)
 	}
-	fk.ipset.CreateSet(ipset.Set{Name: setOwned, Type: ipset.HashIP, Family: ipset.IPv4})
+	fk.ipset.CreateSet(ipset.Set{Name: owned.SetOwned, Type: ipset.HashIP, Family: ipset.IPv4})
 	p2, _ := newTestProxier(t, fk, testConfig())
 	p2.Tracker().SetService(svc)
 	p2.Tracker().SetEndpointSlice(slice(svc, "web-a", 8080, "10.244.1.5@node1"))

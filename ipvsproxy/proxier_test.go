@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
@@ -734,7 +735,7 @@ func TestExcludeCIDRsLimitCleanUpOnly(t *testing.T) {
 	}
 	addrs, _ := fk.netif.DummyAddresses()
 	if !slices.Contains(addrs, clusterVS.Address) || !slices.Contains(addrs, foreign.Address) || slices.Contains(addrs, lbVS.Address) {
-		t.Fatalf("addresses on %s: %v", DummyInterface, addrs)
+		t.Fatalf("addresses on %s: %v", owned.DummyInterface, addrs)
 	}
 	if !strings.Contains(fk.ipvs.Dump(), strings.TrimSpace(foreignBefore)) {
 		t.Fatalf("the foreign virtual server changed:\n%s\nwas\n%s", fk.ipvs.Dump(), foreignBefore)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -193,9 +194,9 @@ func (r *reconciler) ensureDummy() {
 	r.dummyEnsured = true
 	var err error
 	if e := r.k.Netif.EnsureDummy(); e != nil {
-		err = fmt.Errorf("ensure %s: %w", DummyInterface, e)
+		err = fmt.Errorf("ensure %s: %w", owned.DummyInterface, e)
 	}
-	r.settle(namedID(ObjectAddress, DummyInterface), err)
+	r.settle(namedID(ObjectAddress, owned.DummyInterface), err)
 }
 
 // removeRealServers deletes real servers that no endpoint backs any more.

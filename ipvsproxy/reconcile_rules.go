@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
 )
@@ -25,7 +26,7 @@ import (
 // (iptables -C, then -I), which never adds a second jump.
 func (r *reconciler) syncRules() {
 	applied := r.appliedRules
-	jumps := jumpRules()
+	jumps := owned.JumpRules()
 	for _, family := range r.cfg.Families {
 		ipt := r.k.IPTables[family]
 		text := r.rulesText(family)
@@ -75,14 +76,14 @@ func (r *reconciler) syncRules() {
 			r.settle(w.id, nil)
 		}
 		for i, j := range jumps {
-			id := namedID(ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.table, j.chain))
+			id := namedID(ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.Table, j.Chain))
 			if jumped[i] {
 				r.settle(id, nil)
 				continue
 			}
-			existed, err := ipt.EnsureRule(iptables.Prepend, j.table, j.chain, j.rule...)
+			existed, err := ipt.EnsureRule(iptables.Prepend, j.Table, j.Chain, j.Rule...)
 			if err != nil {
-				r.failIn(family, id, fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.table, j.chain, j.rule[len(j.rule)-1], err))
+				r.failIn(family, id, fmt.Errorf("ensure %s jump from %s %s to %s: %w", family, j.Table, j.Chain, j.Rule[len(j.Rule)-1], err))
 				ok = false
 				continue
 			}
@@ -103,20 +104,20 @@ func (r *reconciler) syncRules() {
 // those whose text or jumps differ from text; the others are done, and the
 // jumps found as written are marked in jumped. A failed save leaves every
 // table to write whole.
-func (r *reconciler) tablesToWrite(ipt iptables.Interface, family v1.IPFamily, text string, jumps []jumpRule, jumped []bool) []tableWrite {
-	saves, err := ipt.SaveTables(ownedTables...)
+func (r *reconciler) tablesToWrite(ipt iptables.Interface, family v1.IPFamily, text string, jumps []owned.JumpRule, jumped []bool) []tableWrite {
+	saves, err := ipt.SaveTables(owned.Tables...)
 	var pending []tableWrite
-	for _, table := range ownedTables {
+	for _, table := range owned.Tables {
 		w := tableWrite{id: namedID(ObjectRules, fmt.Sprintf("%s %s", family, table)), want: tableText(text, table), table: table}
 		if err == nil {
 			saved := iptables.SavedRules(saves[table])
 			w.matched = savedMatch(saved, w.want, table)
 			for i, j := range jumps {
 				switch {
-				case j.table != table:
-				case slices.Contains(saved[j.chain], iptables.SavedLine(j.chain, j.rule)):
+				case j.Table != table:
+				case slices.Contains(saved[j.Chain], iptables.SavedLine(j.Chain, j.Rule)):
 					jumped[i] = true
-				case !iptables.JumpsTo(saved[j.chain], j.rule[len(j.rule)-1]):
+				case !iptables.JumpsTo(saved[j.Chain], j.Rule[len(j.Rule)-1]):
 					w.inserts = append(w.inserts, i)
 				}
 			}
@@ -142,7 +143,7 @@ type tableWrite struct {
 
 // payload is the table's restore text: want (or only the table's header,
 // when the save holds it) with the missing jumps inserted.
-func (w tableWrite) payload(jumps []jumpRule) string {
+func (w tableWrite) payload(jumps []owned.JumpRule) string {
 	text := w.want
 	if w.matched {
 		text = "*" + string(w.table) + "\nCOMMIT\n"
@@ -168,12 +169,12 @@ func (r *reconciler) wrote(w tableWrite, jumped []bool) {
 
 // withJumps adds to a table's restore text, before its COMMIT, the jumps
 // inserts names, each as the first rule of its chain.
-func withJumps(table string, jumps []jumpRule, inserts []int) string {
+func withJumps(table string, jumps []owned.JumpRule, inserts []int) string {
 	var b strings.Builder
 	b.WriteString(strings.TrimSuffix(table, "COMMIT\n"))
 	for _, i := range inserts {
 		j := jumps[i]
-		b.WriteString("-I " + j.chain + " 1 " + iptables.RuleText(j.rule) + "\n")
+		b.WriteString("-I " + j.Chain + " 1 " + iptables.RuleText(j.Rule) + "\n")
 	}
 	b.WriteString("COMMIT\n")
 	return b.String()

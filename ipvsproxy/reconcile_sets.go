@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	v1 "k8s.io/api/core/v1"
 )
@@ -32,9 +33,9 @@ func (r *reconciler) ensureSets() {
 		// (ownership.go: legacy), which could take someone else's virtual
 		// server on a node address. A record set that failed to be created
 		// must not leave that picture behind.
-		sets := ownedSets([]v1.IPFamily{family}, r.cfg.IPSetMaxElements)
+		sets := owned.Sets([]v1.IPFamily{family}, r.cfg.IPSetMaxElements)
 		slices.SortStableFunc(sets, func(a, b ipset.Set) int { return cmp.Compare(recordFirst(a), recordFirst(b)) })
-		recordName := setName(setOwned, family)
+		recordName := owned.SetName(owned.SetOwned, family)
 		for _, want := range sets {
 			id := namedID(ObjectSetEntry, want.Name)
 			if _, ok := r.view.sets[want.Name]; ok {
@@ -141,7 +142,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 // restoreRules writes both tables of one family's rules text.
 func (r *reconciler) restoreRules(family v1.IPFamily, text string) error {
 	ipt := r.k.IPTables[family]
-	for _, table := range ownedTables {
+	for _, table := range owned.Tables {
 		r.writes++
 		if err := ipt.Restore([]byte(tableText(text, table))); err != nil {
 			return fmt.Errorf("restore %s %s rules: %w", family, table, err)
@@ -163,7 +164,7 @@ func renameSet(text, old, new string) string {
 
 // recordFirst orders the ownership record set before the other owned sets.
 func recordFirst(s ipset.Set) int {
-	if baseName(s.Name) == setOwned {
+	if owned.BaseName(s.Name) == owned.SetOwned {
 		return 0
 	}
 	return 1

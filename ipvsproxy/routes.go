@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"k8s.io/klog/v2"
@@ -97,7 +98,7 @@ func anchorAddress(r netip.Prefix) (netip.Addr, bool) {
 func (d *desiredState) setServiceRoutes(ranges []netip.Prefix, t touched) {
 	contribution := func(r netip.Prefix) (netip.Addr, bool, setEntryKey) {
 		a, anchored := anchorAddress(r)
-		return a, anchored, setEntryKey{set: setName(setServiceCIDRs, familyOf(r.Addr())), entry: ipset.Entry{Net: r}}
+		return a, anchored, setEntryKey{set: owned.SetName(owned.SetServiceCIDRs, familyOf(r.Addr())), entry: ipset.Entry{Net: r}}
 	}
 	for _, r := range d.routes {
 		a, anchored, e := contribution(r)
@@ -106,7 +107,7 @@ func (d *desiredState) setServiceRoutes(ranges []netip.Prefix, t touched) {
 				delete(d.addrRefs, a)
 			}
 			t.addresses[a] = true
-			k := setEntryKey{set: setName(setIPVSIPs, familyOf(a)), entry: ipset.Entry{IP: a}}
+			k := setEntryKey{set: owned.SetName(owned.SetIPVSIPs, familyOf(a)), entry: ipset.Entry{IP: a}}
 			if d.entryRefs[k]--; d.entryRefs[k] <= 0 {
 				delete(d.entryRefs, k)
 			}
@@ -123,7 +124,7 @@ func (d *desiredState) setServiceRoutes(ranges []netip.Prefix, t touched) {
 		if anchored {
 			d.addrRefs[a]++
 			t.addresses[a] = true
-			k := setEntryKey{set: setName(setIPVSIPs, familyOf(a)), entry: ipset.Entry{IP: a}}
+			k := setEntryKey{set: owned.SetName(owned.SetIPVSIPs, familyOf(a)), entry: ipset.Entry{IP: a}}
 			d.entryRefs[k]++
 			t.entries[k] = true
 		}

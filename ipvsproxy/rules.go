@@ -5,134 +5,81 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
 )
-
-// The chains the proxier owns. Their content depends only on the
-// configuration (and, with --detect-local-mode NodeCIDR, on this Node's pod
-// CIDR): which traffic is marked, dropped or accepted is decided by ipset
-// membership, so Service changes never rewrite iptables.
-const (
-	chainServices    = "KUBE-SERVICES"    // nat: mark service traffic for masquerade, accept it
-	chainNodePort    = "KUBE-NODE-PORT"   // nat: mark Cluster-policy node port traffic
-	chainMarkMasq    = "KUBE-MARK-MASQ"   // nat: set the masquerade bit
-	chainPostrouting = "KUBE-POSTROUTING" // nat: masquerade marked and hairpin traffic
-	chainIPVSFilter  = "KUBE-IPVS-FILTER" // filter: source ranges, Local without local endpoints, accept service traffic, no host ports on service IPs
-	chainForward     = "KUBE-FORWARD"     // filter: let IPVS replies through a DROP policy
-	// mangle: source ranges for the node's own traffic. Not filter OUTPUT
-	// as in kube-proxy: IPVS takes locally sent packets at LOCAL_OUT
-	// priority -98, before filter OUTPUT (0), which then sees the real
-	// server as destination; mangle OUTPUT (-150) still sees the LB IP.
-	chainIPVSOutFilter = "KUBE-IPVS-OUT-FILTER"
-)
-
-// jumpRule is a rule the proxier adds to a built-in chain.
-type jumpRule struct {
-	table iptables.Table
-	chain string
-	rule  []string
-}
-
-// jumpRules are inserted first in their built-in chains, as kube-proxy does,
-// so that a host firewall's earlier rules (a trailing REJECT, Docker's
-// DOCKER or CNI portmap's CNI-HOSTPORT-DNAT, which match --dst-type LOCAL
-// and so every service address) do not decide service traffic first.
-func jumpRules() []jumpRule {
-	j := func(table iptables.Table, chain, target, comment string) jumpRule {
-		return jumpRule{table, chain, []string{"-m", "comment", "--comment", comment, "-j", target}}
-	}
-	return []jumpRule{
-		j(iptables.TableNAT, "PREROUTING", chainServices, "kubernetes service portals"),
-		j(iptables.TableNAT, "OUTPUT", chainServices, "kubernetes service portals"),
-		j(iptables.TableNAT, "POSTROUTING", chainPostrouting, "kubernetes postrouting rules"),
-		j(iptables.TableFilter, "INPUT", chainIPVSFilter, "kubernetes ipvs access filter"),
-		j(iptables.TableFilter, "FORWARD", chainForward, "kubernetes forwarding rules"),
-		j(iptables.TableMangle, "OUTPUT", chainIPVSOutFilter, "kubernetes ipvs access filter"),
-	}
-}
-
-// ownedTables are the tables holding owned chains, in the order they are
-// restored.
-var ownedTables = []iptables.Table{iptables.TableNAT, iptables.TableFilter, iptables.TableMangle}
-
-// ownedChains lists the chains per table, in the order they are declared.
-var ownedChains = map[iptables.Table][]string{
-	iptables.TableNAT:    {chainServices, chainNodePort, chainMarkMasq, chainPostrouting},
-	iptables.TableFilter: {chainIPVSFilter, chainForward},
-	iptables.TableMangle: {chainIPVSOutFilter},
-}
 
 // iptablesRules is the iptables-restore input for one family; local is the
 // family's local-traffic detector. Rules are written in iptables-save's
 // canonical form so that what Save returns can be compared with it to skip
 // writes that would change nothing.
 func iptablesRules(cfg Config, family v1.IPFamily, local localDetector) string {
-	set := func(base string) string { return setName(base, family) }
+	set := func(base string) string { return owned.SetName(base, family) }
 	mark := fmt.Sprintf("%#x", cfg.MasqueradeMark)
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 
 	w("*nat")
-	for _, c := range ownedChains[iptables.TableNAT] {
+	for _, c := range owned.Chains[iptables.TableNAT] {
 		w(":%s - [0:0]", c)
 	}
 	switch {
 	case cfg.MasqueradeAll:
-		w("-A %s -m set --match-set %s dst,dst -j %s", chainServices, set(setClusterIP), chainMarkMasq)
+		w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainServices, set(owned.SetClusterIP), owned.ChainMarkMasq)
 	case local.implemented():
 		// Pods keep their source address to cluster IPs; anything else (the
 		// node itself, hostNetwork pods) is masqueraded so replies return
 		// through this node.
-		w("-A %s %s-m set --match-set %s dst,dst -j %s", chainServices, ruleMatch(local.ifNotLocal), set(setClusterIP), chainMarkMasq)
+		w("-A %s %s-m set --match-set %s dst,dst -j %s", owned.ChainServices, ruleMatch(local.ifNotLocal), set(owned.SetClusterIP), owned.ChainMarkMasq)
 	default:
 		// No way to tell pods apart: kube-proxy's fallback masquerades what
 		// the node sends from a service address (the kernel picks the
 		// destination itself as source for a local address) to a service
 		// port, so the node and hostNetwork pods still reach endpoints on
 		// other nodes.
-		w("-A %s -m set --match-set %s src,dst -j %s", chainServices, set(setClusterIP), chainMarkMasq)
+		w("-A %s -m set --match-set %s src,dst -j %s", owned.ChainServices, set(owned.SetClusterIP), owned.ChainMarkMasq)
 	}
 	// ACCEPT, not RETURN (kube-proxy's acceptIPVSTraffic): a later
 	// --dst-type LOCAL DNAT of the host's (DOCKER, CNI-HOSTPORT-DNAT) must
 	// not take service traffic from IPVS.
-	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", chainServices, set(setClusterIP))
-	w("-A %s -m set --match-set %s dst,dst -j %s", chainServices, set(setExternalIP), chainMarkMasq)
-	w("-A %s -m set --match-set %s dst,dst -j %s", chainServices, set(setLoadBalancer), chainMarkMasq)
+	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", owned.ChainServices, set(owned.SetClusterIP))
+	w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainServices, set(owned.SetExternalIP), owned.ChainMarkMasq)
+	w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainServices, set(owned.SetLoadBalancer), owned.ChainMarkMasq)
 	// Local policy without a local endpoint sends in-cluster sources to
 	// other nodes' endpoints: masquerade so the reply comes back here.
-	w("-A %s -m set --match-set %s dst,dst -j %s", chainServices, set(setLocalNoEndpoints), chainMarkMasq)
-	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", chainServices, set(setIPVSServices))
-	w("-A %s -m addrtype --dst-type LOCAL -j %s", chainServices, chainNodePort)
-	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", chainServices, set(setNodePorts))
-	w("-A %s -p tcp -m set --match-set %s dst -j %s", chainNodePort, set(setNodePortTCP), chainMarkMasq)
-	w("-A %s -p udp -m set --match-set %s dst -j %s", chainNodePort, set(setNodePortUDP), chainMarkMasq)
-	w("-A %s -p sctp -m set --match-set %s dst,dst -j %s", chainNodePort, set(setNodePortSCTP), chainMarkMasq)
-	w("-A %s -j MARK --set-xmark %s/%s", chainMarkMasq, mark, mark)
-	w("-A %s -m set --match-set %s dst,dst,src -j MASQUERADE", chainPostrouting, set(setLoopBack))
-	w("-A %s -m mark ! --mark %s/%s -j RETURN", chainPostrouting, mark, mark)
+	w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainServices, set(owned.SetLocalNoEndpoints), owned.ChainMarkMasq)
+	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", owned.ChainServices, set(owned.SetIPVSServices))
+	w("-A %s -m addrtype --dst-type LOCAL -j %s", owned.ChainServices, owned.ChainNodePort)
+	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", owned.ChainServices, set(owned.SetNodePorts))
+	w("-A %s -p tcp -m set --match-set %s dst -j %s", owned.ChainNodePort, set(owned.SetNodePortTCP), owned.ChainMarkMasq)
+	w("-A %s -p udp -m set --match-set %s dst -j %s", owned.ChainNodePort, set(owned.SetNodePortUDP), owned.ChainMarkMasq)
+	w("-A %s -p sctp -m set --match-set %s dst,dst -j %s", owned.ChainNodePort, set(owned.SetNodePortSCTP), owned.ChainMarkMasq)
+	w("-A %s -j MARK --set-xmark %s/%s", owned.ChainMarkMasq, mark, mark)
+	w("-A %s -m set --match-set %s dst,dst,src -j MASQUERADE", owned.ChainPostrouting, set(owned.SetLoopBack))
+	w("-A %s -m mark ! --mark %s/%s -j RETURN", owned.ChainPostrouting, mark, mark)
 	// Clear the bit (an xor, as iptables-save prints it) so a packet that is
 	// processed again is not masqueraded twice.
-	w("-A %s -j MARK --set-xmark %s/0x0", chainPostrouting, mark)
-	w("-A %s -j MASQUERADE --random-fully", chainPostrouting)
+	w("-A %s -j MARK --set-xmark %s/0x0", owned.ChainPostrouting, mark)
+	w("-A %s -j MASQUERADE --random-fully", owned.ChainPostrouting)
 	w("COMMIT")
 
 	// filter INPUT runs before IPVS takes a packet (LOCAL_IN priority 98):
 	// what is dropped here never reaches a virtual server, and what is
 	// accepted here is safe from a host firewall's later REJECT or DROP.
 	w("*filter")
-	for _, c := range ownedChains[iptables.TableFilter] {
+	for _, c := range owned.Chains[iptables.TableFilter] {
 		w(":%s - [0:0]", c)
 	}
-	w("-A %s -m set --match-set %s dst,dst -m set ! --match-set %s dst,dst,src -j DROP", chainIPVSFilter, set(setLBFirewall), set(setLBSourceCIDR))
+	w("-A %s -m set --match-set %s dst,dst -m set ! --match-set %s dst,dst,src -j DROP", owned.ChainIPVSFilter, set(owned.SetLBFirewall), set(owned.SetLBSourceCIDR))
 	// Silently: no reply, no RST, no ICMP. Without a detector nothing is
 	// known to be in-cluster; the node's own traffic is taken by IPVS at
 	// LOCAL_OUT and never comes here.
-	w("-A %s %s-m set --match-set %s dst,dst -j DROP", chainIPVSFilter, ruleMatch(local.ifNotLocal), set(setLocalNoEndpoints))
-	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", chainIPVSFilter, set(setIPVSServices))
-	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", chainIPVSFilter, set(setNodePorts))
+	w("-A %s %s-m set --match-set %s dst,dst -j DROP", owned.ChainIPVSFilter, ruleMatch(local.ifNotLocal), set(owned.SetLocalNoEndpoints))
+	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", owned.ChainIPVSFilter, set(owned.SetIPVSServices))
+	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", owned.ChainIPVSFilter, set(owned.SetNodePorts))
 	// Load balancer probes to LB-IP:healthCheckNodePort (kubernetes#117723).
-	w("-A %s -p tcp -m set --match-set %s dst -j ACCEPT", chainIPVSFilter, set(setHealthCheckPorts))
+	w("-A %s -p tcp -m set --match-set %s dst -j ACCEPT", owned.ChainIPVSFilter, set(owned.SetHealthCheckPorts))
 	// A host port listening on 0.0.0.0 must not answer on service
 	// addresses (kubernetes#72236). Every virtual server, Local policy
 	// included, was accepted above (kubespray#10572).
@@ -140,21 +87,21 @@ func iptablesRules(cfg Config, family v1.IPFamily, local localDetector) string {
 	if family == v1.IPv6Protocol {
 		reject = "icmp6-port-unreachable"
 	}
-	w("-A %s -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", chainIPVSFilter, set(setIPVSIPs), reject)
+	w("-A %s -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", owned.ChainIPVSFilter, set(owned.SetIPVSIPs), reject)
 	// The same for every address of a routed Service CIDR, used or not:
 	// the route makes them all local.
-	w("-A %s -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", chainIPVSFilter, set(setServiceCIDRs), reject)
-	w("-A %s -m mark --mark %s/%s -j ACCEPT", chainForward, mark, mark)
-	w("-A %s -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT", chainForward)
+	w("-A %s -m conntrack --ctstate NEW -m set --match-set %s dst -j REJECT --reject-with %s", owned.ChainIPVSFilter, set(owned.SetServiceCIDRs), reject)
+	w("-A %s -m mark --mark %s/%s -j ACCEPT", owned.ChainForward, mark, mark)
+	w("-A %s -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT", owned.ChainForward)
 	w("COMMIT")
 
 	w("*mangle")
-	for _, c := range ownedChains[iptables.TableMangle] {
+	for _, c := range owned.Chains[iptables.TableMangle] {
 		w(":%s - [0:0]", c)
 	}
 	// The node's own traffic to a source-ranged LB IP: allowed only when
 	// one of the node's addresses is in range (kubernetes#119656).
-	w("-A %s -m set --match-set %s dst,dst -j DROP", chainIPVSOutFilter, set(setLBNoNodeAccess))
+	w("-A %s -m set --match-set %s dst,dst -j DROP", owned.ChainIPVSOutFilter, set(owned.SetLBNoNodeAccess))
 	w("COMMIT")
 	return b.String()
 }
@@ -189,7 +136,7 @@ func rulesMatch(save []byte, want string, table iptables.Table) bool {
 // savedMatch is rulesMatch on a save already split by iptables.SavedRules.
 func savedMatch(have map[string][]string, want string, table iptables.Table) bool {
 	wanted := iptables.SavedRules([]byte(want))
-	for _, c := range ownedChains[table] {
+	for _, c := range owned.Chains[table] {
 		h, ok := have[c]
 		if !ok || !slices.Equal(h, wanted[c]) {
 			return false

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
@@ -131,7 +132,7 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, s := range ownedSets([]v1.IPFamily{family}, cfg.IPSetMaxElements) {
+				for _, s := range owned.Sets([]v1.IPFamily{family}, cfg.IPSetMaxElements) {
 					if err := sets.CreateSet(s); err != nil {
 						t.Fatal(err)
 					}
@@ -148,7 +149,7 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 					t.Fatal(err)
 				}
 				text := iptablesRules(cfg, family, newLocalDetector(cfg, family, podCIDRs))
-				for _, table := range ownedTables {
+				for _, table := range owned.Tables {
 					want := tableText(text, table)
 					if err := ipt.Restore([]byte(want)); err != nil {
 						t.Fatalf("restore %s: %v\n%s", table, err, want)

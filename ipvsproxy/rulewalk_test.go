@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -260,7 +261,7 @@ func (tr *tracer) inSet(name, dirs string, p packet) bool {
 	d := strings.Split(dirs, ",")
 	for _, e := range entries {
 		var ok bool
-		switch setTypeOf(name) {
+		switch owned.SetType(name) {
 		case ipset.HashIP:
 			ok = e.IP == addr(d[0])
 		case ipset.BitmapPort:

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -289,7 +290,7 @@ func protocolName(p ipvs.Protocol) string { return strings.ToLower(p.String()) }
 // the families (inspect --check compares their members).
 func OwnedSetNames(families []v1.IPFamily) []string {
 	var out []string
-	for _, s := range ownedSets(families, 0) { // names only; maxelem does not matter
+	for _, s := range owned.Sets(families, 0) { // names only; maxelem does not matter
 		out = append(out, s.Name)
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
@@ -105,13 +106,13 @@ func (s Snapshot) Trace(pkt Packet) Trace {
 	t.FromNode = tc.isNodeAddress(pkt.Source)
 
 	if t.FromNode {
-		if target := tc.walk(&t, st, iptablesTableMangle, chainIPVSOutFilter); target == "DROP" {
-			t.Verdict, t.Reason = VerdictDropped, chainIPVSOutFilter+" drops it: "+t.Steps[len(t.Steps)-1].Effect
+		if target := tc.walk(&t, st, iptablesTableMangle, owned.ChainIPVSOutFilter); target == "DROP" {
+			t.Verdict, t.Reason = VerdictDropped, owned.ChainIPVSOutFilter+" drops it: "+t.Steps[len(t.Steps)-1].Effect
 			return t
 		}
 	}
 	// nat PREROUTING or OUTPUT → KUBE-SERVICES.
-	tc.walk(&t, st, iptablesTableNAT, chainServices)
+	tc.walk(&t, st, iptablesTableNAT, owned.ChainServices)
 	local := tc.isLocal(pkt.Destination.Addr())
 	vs := tc.virtualServers[ipvs.VirtualServerKey{Protocol: pkt.Protocol, Address: pkt.Destination.Addr(), Port: pkt.Destination.Port()}]
 	if !local {
@@ -121,10 +122,10 @@ func (s Snapshot) Trace(pkt Packet) Trace {
 	// IPVS sees a packet from this node at LOCAL_OUT, before it loops back
 	// to INPUT: KUBE-IPVS-FILTER only sees it when no virtual server does.
 	if !t.FromNode || vs == nil {
-		if target := tc.walk(&t, st, iptablesTableFilter, chainIPVSFilter); target == "DROP" || target == "REJECT" {
-			t.Verdict, t.Reason = VerdictDropped, chainIPVSFilter+" drops it: "+t.Steps[len(t.Steps)-1].Effect
+		if target := tc.walk(&t, st, iptablesTableFilter, owned.ChainIPVSFilter); target == "DROP" || target == "REJECT" {
+			t.Verdict, t.Reason = VerdictDropped, owned.ChainIPVSFilter+" drops it: "+t.Steps[len(t.Steps)-1].Effect
 			if target == "REJECT" {
-				t.Verdict, t.Reason = VerdictRejected, chainIPVSFilter+" rejects it: "+t.Steps[len(t.Steps)-1].Effect
+				t.Verdict, t.Reason = VerdictRejected, owned.ChainIPVSFilter+" rejects it: "+t.Steps[len(t.Steps)-1].Effect
 			}
 			return t
 		}
@@ -163,7 +164,7 @@ func (s Snapshot) Trace(pkt Packet) Trace {
 		after := *st
 		after.dst = netip.AddrPortFrom(rs.Address, rs.Port)
 		var steps Trace
-		target := tc.walk(&steps, &after, iptablesTableNAT, chainPostrouting)
+		target := tc.walk(&steps, &after, iptablesTableNAT, owned.ChainPostrouting)
 		trs := TraceRealServer{DesiredRealServer: rs, Masquerade: target == "MASQUERADE"}
 		switch {
 		case trs.Masquerade:
@@ -229,11 +230,11 @@ func (tc *traceContext) isNodeAddress(a netip.Addr) bool {
 // every address bound on kube-ipvs0, or an address of a Service CIDR that
 // one route makes local, KUBE-SERVICE-CIDRS).
 func (tc *traceContext) isLocal(a netip.Addr) bool {
-	return tc.isNodeAddress(a) || tc.inSet(setIPVSIPs, ipset.Entry{IP: a}) || tc.inServiceCIDR(a)
+	return tc.isNodeAddress(a) || tc.inSet(owned.SetIPVSIPs, ipset.Entry{IP: a}) || tc.inServiceCIDR(a)
 }
 
 func (tc *traceContext) inSet(base string, e ipset.Entry) bool {
-	return tc.sets[setName(base, tc.family)][e]
+	return tc.sets[owned.SetName(base, tc.family)][e]
 }
 
 // ipPort is the hash:ip,port member "dst,dst" looks up.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
@@ -45,8 +46,8 @@ func TestTracerModelsEveryRule(t *testing.T) {
 			local := newLocalDetector(c.cfg, c.family, podCIDRs)
 			text := iptablesRules(c.cfg, c.family, local)
 			traced := traceRules(c.cfg, c.family, local)
-			for _, table := range ownedTables {
-				for _, chain := range ownedChains[table] {
+			for _, table := range owned.Tables {
+				for _, chain := range owned.Chains[table] {
 					var want, got []string
 					for _, line := range strings.Split(tableText(text, table), "\n") {
 						if strings.HasPrefix(line, "-A "+chain+" ") {

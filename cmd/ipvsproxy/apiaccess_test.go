@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -95,7 +96,7 @@ type daemonUnderTest struct {
 
 func newDaemonUnderTest(t *testing.T) *daemonUnderTest {
 	t.Helper()
-	d := &daemonUnderTest{links: netif.NewFake(ipvsproxy.DummyInterface), ipvs: ipvs.NewFake(),
+	d := &daemonUnderTest{links: netif.NewFake(owned.DummyInterface), ipvs: ipvs.NewFake(),
 		metrics: metrics.New(), recorder: record.NewFakeRecorder(20), synced: make(chan ipvsproxy.SyncResult, 16)}
 	d.links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"))
 	k := ipvsproxy.Kernel{IPVS: d.ipvs, Netif: d.links, IPSet: ipset.NewFake(),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/inspect"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -115,7 +116,7 @@ func openKernelReaders() (inspect.Kernel, func()) {
 			k.IPVS = r
 		}
 	}
-	if n, err := netif.New(ipvsproxy.DummyInterface); err != nil {
+	if n, err := netif.New(owned.DummyInterface); err != nil {
 		k.Warnings = append(k.Warnings, inspect.Explain("open rtnetlink", err).Error())
 	} else {
 		k.Addresses = n

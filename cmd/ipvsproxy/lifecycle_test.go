@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -38,7 +39,7 @@ func (s *slowIPVS) AddVirtualServer(vs ipvs.VirtualServer) error {
 
 func TestStopLetsTheSyncInFlightFinishAndLeavesTheKernelState(t *testing.T) {
 	fakeIPVS := &slowIPVS{Fake: ipvs.NewFake(), entered: make(chan struct{}), release: make(chan struct{})}
-	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"))
 	k := ipvsproxy.Kernel{
 		IPVS: fakeIPVS, Netif: links, IPSet: ipset.NewFake(),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -135,7 +136,7 @@ func TestObserveSyncLabelsByFamily(t *testing.T) {
 // series per family. The one-label metric once got both family names as
 // values and panicked at the first queued change, before any sync.
 func TestDualStackNodeRunsThroughTheRunWiring(t *testing.T) {
-	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8::1"))
 	k := ipvsproxy.Kernel{
 		IPVS: ipvs.NewFake(), Netif: links, IPSet: ipset.NewFake(),

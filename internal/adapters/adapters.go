@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -60,7 +61,7 @@ func Open(o Options) (k ipvsproxy.Kernel, close func(), err error) {
 	if o.Fake {
 		k.IPVS, k.IPSet, k.Conntrack, k.Sysctl = ipvs.NewFake(), ipset.NewFake(), conntrack.NewFake(), sysctl.NewFake(nil)
 		if k.Netif == nil {
-			k.Netif = netif.NewFake(ipvsproxy.DummyInterface)
+			k.Netif = netif.NewFake(owned.DummyInterface)
 		}
 		for _, f := range o.Families {
 			k.IPTables[f] = iptables.NewFake(iptablesFamily(f))
@@ -79,7 +80,7 @@ func Open(o Options) (k ipvsproxy.Kernel, close func(), err error) {
 	k.IPVS = h
 	closers = append(closers, func() { h.Close() })
 	if k.Netif == nil {
-		if k.Netif, err = netif.New(ipvsproxy.DummyInterface); err != nil {
+		if k.Netif, err = netif.New(owned.DummyInterface); err != nil {
 			return fail(fmt.Errorf("open rtnetlink: %w", err))
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
@@ -105,7 +106,7 @@ var oursHostAddress = shape.NodeIP
 // Each reports the SyncResult's deleted count (which must agree with its
 // IPv4 pass) and the pass's own Duration. add re-writes flows into tbl.
 func oursOps(tbl conntrack.Interface, add injector, n int) ([]op, error) {
-	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(oursHostAddress)
 	k := ours.FakeKernel(links)
 	seen := &observed{Interface: tbl}

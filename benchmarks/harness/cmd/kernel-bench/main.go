@@ -24,6 +24,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -82,7 +83,7 @@ func realKernel() (ipvsproxy.Kernel, error) {
 // in the Fakes.
 func floor(s shape.Shape, k ipvsproxy.Kernel) (shape.Result, error) {
 	res := shape.Result{Side: "floor (kernel)", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
-	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(shape.NodeIP) // as in the namespace: NodePorts on it
 	fk := ours.FakeKernel(links)
 	p, err := ipvsproxy.New(ours.Config(s), shape.NodeName, fk, nil)
