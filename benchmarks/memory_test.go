@@ -8,6 +8,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
@@ -42,7 +43,7 @@ func BenchmarkFullSyncLiveHeap(b *testing.B) {
 				objects := shapeObjects(s)
 				withInputs := heap()
 				k := ours.FakeKernel(netif.NewFake(owned.DummyInterface))
-				p, err := ipvsproxy.New(ours.Config(s), shape.NodeName, k, nil)
+				p, err := proxier.New(ours.Config(s), shape.NodeName, k, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

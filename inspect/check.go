@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -87,13 +88,13 @@ func (c CheckResult) ExitCode() int {
 // (weights; a draining one at weight 0 is expected), addresses on
 // kube-ipvs0 and members of the owned sets. Ownership is the proxier's own
 // rule, so a foreign virtual server is listed, never counted.
-func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
+func Check(k KernelState, snap proxier.Snapshot) CheckResult {
 	res := CheckResult{APIVersion: APIVersion, Kind: "CheckResult", Differences: []Difference{}, Foreign: []Difference{}}
 	diff := func(kind, object, service, want, have string) {
 		res.Differences = append(res.Differences, Difference{Kind: kind, Object: object, Service: service, Want: want, Have: have})
 	}
 	owner := ownerFunc(k, &snap.Config)
-	desired := map[ipvs.VirtualServerKey]ipvsproxy.DesiredVirtualServer{}
+	desired := map[ipvs.VirtualServerKey]proxier.DesiredVirtualServer{}
 	for _, d := range snap.VirtualServers {
 		desired[d.VirtualServerKey] = d
 	}
@@ -211,7 +212,7 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 		}
 		wantSets[set][e] = true
 	}
-	for _, name := range ipvsproxy.OwnedSetNames(snap.Config.Families) {
+	for _, name := range proxier.OwnedSetNames(snap.Config.Families) {
 		ks, ok := k.Sets[name]
 		if !ok {
 			diff(DiffMissing, "ipset "+name, "", "present", "")

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"sigs.k8s.io/yaml"
 )
 
@@ -127,7 +127,7 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 			if !rs.DrainingUntil.IsZero() {
 				endpoint += " until " + rs.DrainingUntil.UTC().Format(time.RFC3339)
 			}
-			if s := presence(rs.InKernel, rs.Desired, r.NamesFrom != "" && v.Owner == "ipvsproxy" && rs.Condition != ipvsproxy.ConditionDraining); s != "" {
+			if s := presence(rs.InKernel, rs.Desired, r.NamesFrom != "" && v.Owner == "ipvsproxy" && rs.Condition != proxier.ConditionDraining); s != "" {
 				endpoint += " " + s
 			}
 			weight := strconv.Itoa(rs.Weight)
@@ -230,7 +230,7 @@ type TraceReport struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Packet     string `json:"packet"`
-	ipvsproxy.Trace
+	proxier.Trace
 	// Kernel says whether the kernel holds what the trace relied on.
 	Kernel []string `json:"kernel"`
 }

@@ -10,12 +10,12 @@ type SetEntry struct {
 	Entry ipset.Entry
 }
 
-// key is a comparable identity of the entry within its set.
-func (e SetEntry) key() setEntryKey {
-	return setEntryKey{set: e.Set, entry: e.Entry}
+// Key is a comparable identity of the entry within its set.
+func (e SetEntry) Key() SetEntryKey {
+	return SetEntryKey{Set: e.Set, Entry: e.Entry}
 }
 
-type setEntryKey struct {
-	set   string
-	entry ipset.Entry
+type SetEntryKey struct {
+	Set   string
+	Entry ipset.Entry
 }
