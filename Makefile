@@ -71,7 +71,7 @@ fresh-check:
 	e2e/fresh-check.sh test
 
 # A time-boxed pass of each fuzz target (make test runs it); a failure fails make and leaves the
-# input under ipvsproxy/testdata/fuzz/ to commit as a regression case. FUZZTIME=10s for a quick look.
+# input under the package's testdata/fuzz/ (ipvsproxy, internal/proxier) to commit as a regression case. FUZZTIME=10s for a quick look.
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test ./ipvsproxy -run XXX -fuzz '^FuzzBuildService$$' -fuzztime $(FUZZTIME)
