@@ -8,7 +8,7 @@ VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/ipvsproxy
 # Packages whose real-kernel half needs IPVS or the dummy driver: they run in the VM.
-VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./inspect
+VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./internal/proxier ./inspect
 
 .PHONY: all build test unit vm-test e2e demo deps fuzz bench image release rootfs clean fresh-check
 
@@ -71,11 +71,11 @@ fresh-check:
 	e2e/fresh-check.sh test
 
 # A time-boxed pass of each fuzz target (make test runs it); a failure fails make and leaves the
-# input under ipvsproxy/testdata/fuzz/ to commit as a regression case. FUZZTIME=10s for a quick look.
+# input under the package's testdata/fuzz/ (ipvsproxy, internal/proxier) to commit as a regression case. FUZZTIME=10s for a quick look.
 FUZZTIME ?= 60s
 fuzz:
 	$(GO) test ./ipvsproxy -run XXX -fuzz '^FuzzBuildService$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./ipvsproxy -run XXX -fuzz '^FuzzSync$$' -fuzztime $(FUZZTIME) -parallel 2
+	$(GO) test ./internal/proxier -run XXX -fuzz '^FuzzSync$$' -fuzztime $(FUZZTIME) -parallel 2
 
 bench:
 	$(GO) test ./benchmarks/... -run XXX -bench . -benchmem

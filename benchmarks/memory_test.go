@@ -7,6 +7,8 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
@@ -40,8 +42,8 @@ func BenchmarkFullSyncLiveHeap(b *testing.B) {
 				s := shape.Shape{Services: n, Endpoints: 10}
 				objects := shapeObjects(s)
 				withInputs := heap()
-				k := ours.FakeKernel(netif.NewFake(ipvsproxy.DummyInterface))
-				p, err := ipvsproxy.New(ours.Config(s), shape.NodeName, k, nil)
+				k := ours.FakeKernel(netif.NewFake(owned.DummyInterface))
+				p, err := proxier.New(ours.Config(s), shape.NodeName, k, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -10,17 +10,18 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"k8s.io/klog/v2"
 )
 
 var sizes = []int{100, 1000, 10000}
 
-func synced(b *testing.B, s shape.Shape) (*ipvsproxy.Proxier, ipvsproxy.Kernel) {
+func synced(b *testing.B, s shape.Shape) (*proxier.Proxier, proxier.Kernel) {
 	b.Helper()
-	k := ours.FakeKernel(netif.NewFake(ipvsproxy.DummyInterface))
-	p, err := ipvsproxy.New(ours.Config(s), shape.NodeName, k, nil)
+	k := ours.FakeKernel(netif.NewFake(owned.DummyInterface))
+	p, err := proxier.New(ours.Config(s), shape.NodeName, k, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -31,7 +32,7 @@ func synced(b *testing.B, s shape.Shape) (*ipvsproxy.Proxier, ipvsproxy.Kernel) 
 	return p, k
 }
 
-func load(p *ipvsproxy.Proxier, s shape.Shape) {
+func load(p *proxier.Proxier, s shape.Shape) {
 	for _, o := range shapeObjects(s) {
 		o.apply(p.Tracker())
 	}
@@ -45,7 +46,7 @@ func BenchmarkColdSync(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
-				p, err := ipvsproxy.New(ours.Config(s), shape.NodeName, ours.FakeKernel(netif.NewFake(ipvsproxy.DummyInterface)), nil)
+				p, err := proxier.New(ours.Config(s), shape.NodeName, ours.FakeKernel(netif.NewFake(owned.DummyInterface)), nil)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -86,13 +88,13 @@ func (c CheckResult) ExitCode() int {
 // (weights; a draining one at weight 0 is expected), addresses on
 // kube-ipvs0 and members of the owned sets. Ownership is the proxier's own
 // rule, so a foreign virtual server is listed, never counted.
-func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
+func Check(k KernelState, snap proxier.Snapshot) CheckResult {
 	res := CheckResult{APIVersion: APIVersion, Kind: "CheckResult", Differences: []Difference{}, Foreign: []Difference{}}
 	diff := func(kind, object, service, want, have string) {
 		res.Differences = append(res.Differences, Difference{Kind: kind, Object: object, Service: service, Want: want, Have: have})
 	}
 	owner := ownerFunc(k, &snap.Config)
-	desired := map[ipvs.VirtualServerKey]ipvsproxy.DesiredVirtualServer{}
+	desired := map[ipvs.VirtualServerKey]proxier.DesiredVirtualServer{}
 	for _, d := range snap.VirtualServers {
 		desired[d.VirtualServerKey] = d
 	}
@@ -162,12 +164,12 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 	}
 	for _, a := range snap.Addresses {
 		if !bound[a] {
-			diff(DiffMissing, "address "+a.String()+" on "+ipvsproxy.DummyInterface, "", "bound", "")
+			diff(DiffMissing, "address "+a.String()+" on "+owned.DummyInterface, "", "bound", "")
 		}
 		delete(bound, a)
 	}
 	for _, a := range slices.SortedFunc(maps.Keys(bound), netip.Addr.Compare) {
-		diff(DiffExtra, "address "+a.String()+" on "+ipvsproxy.DummyInterface, "", "", "bound")
+		diff(DiffExtra, "address "+a.String()+" on "+owned.DummyInterface, "", "", "bound")
 	}
 	// Service CIDR routes on kube-ipvs0 (only ours are listed: proto 233).
 	routed := map[netip.Prefix]bool{}
@@ -176,12 +178,12 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 	}
 	for _, p := range snap.Routes {
 		if !routed[p] {
-			diff(DiffMissing, "local route "+p.String()+" on "+ipvsproxy.DummyInterface, "", "routed", "")
+			diff(DiffMissing, "local route "+p.String()+" on "+owned.DummyInterface, "", "routed", "")
 		}
 		delete(routed, p)
 	}
 	for _, p := range slices.SortedFunc(maps.Keys(routed), func(a, b netip.Prefix) int { return comparePrefixes(a, b) }) {
-		diff(DiffExtra, "local route "+p.String()+" on "+ipvsproxy.DummyInterface, "", "", "routed")
+		diff(DiffExtra, "local route "+p.String()+" on "+owned.DummyInterface, "", "", "routed")
 	}
 	// Members of the owned sets.
 	wantSets := map[string]map[ipset.Entry]bool{}
@@ -193,7 +195,7 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 	}
 	// The ownership record holds one member per virtual server of ours.
 	for _, d := range snap.VirtualServers {
-		set, e := ipvsproxy.OwnershipRecord(d.VirtualServerKey)
+		set, e := owned.Record(d.VirtualServerKey)
 		if wantSets[set] == nil {
 			wantSets[set] = map[ipset.Entry]bool{}
 		}
@@ -204,13 +206,13 @@ func Check(k KernelState, snap ipvsproxy.Snapshot) CheckResult {
 		if _, ok := desired[key]; ok {
 			continue
 		}
-		set, e := ipvsproxy.OwnershipRecord(key)
+		set, e := owned.Record(key)
 		if wantSets[set] == nil {
 			wantSets[set] = map[ipset.Entry]bool{}
 		}
 		wantSets[set][e] = true
 	}
-	for _, name := range ipvsproxy.OwnedSetNames(snap.Config.Families) {
+	for _, name := range proxier.OwnedSetNames(snap.Config.Families) {
 		ks, ok := k.Sets[name]
 		if !ok {
 			diff(DiffMissing, "ipset "+name, "", "present", "")

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -32,7 +34,7 @@ type node struct {
 	netif     *netif.Fake
 	ipset     *ipset.Fake
 	conntrack *conntrack.Fake
-	proxier   *ipvsproxy.Proxier
+	proxier   *proxier.Proxier
 	objects   []any
 }
 
@@ -51,12 +53,12 @@ func newNode(t *testing.T) *node {
 // newNodeWith is newNode with the configuration changed by edit.
 func newNodeWith(t *testing.T, edit func(*ipvsproxy.Config)) *node {
 	t.Helper()
-	n := &node{ipvs: ipvs.NewFake(), netif: netif.NewFake(ipvsproxy.DummyInterface), ipset: ipset.NewFake(), conntrack: conntrack.NewFake()}
+	n := &node{ipvs: ipvs.NewFake(), netif: netif.NewFake(owned.DummyInterface), ipset: ipset.NewFake(), conntrack: conntrack.NewFake()}
 	n.netif.SetHostAddresses(netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("198.51.100.1"))
 	cfg := ipvsproxy.DefaultConfig()
 	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
 	edit(&cfg)
-	p, err := ipvsproxy.New(cfg, "node1", ipvsproxy.Kernel{
+	p, err := proxier.New(cfg, "node1", proxier.Kernel{
 		IPVS: n.ipvs, Netif: n.netif, IPSet: n.ipset, Conntrack: n.conntrack, Sysctl: sysctl.NewFake(nil),
 		IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: iptables.NewFake(iptables.IPv4)},
 	}, nil)
@@ -87,7 +89,7 @@ func newNodeWith(t *testing.T, edit func(*ipvsproxy.Config)) *node {
 }
 
 // start feeds the objects to a proxier on the node's fakes and syncs it.
-func (n *node) start(t *testing.T, p *ipvsproxy.Proxier) {
+func (n *node) start(t *testing.T, p *proxier.Proxier) {
 	t.Helper()
 	n.proxier = p
 	// Present in every live cluster; without it the proxier deletes
@@ -109,7 +111,7 @@ func (n *node) start(t *testing.T, p *ipvsproxy.Proxier) {
 // restart starts a new proxier on the same fakes: its first sync is full.
 func (n *node) restart(t *testing.T) {
 	t.Helper()
-	p, err := ipvsproxy.New(n.proxier.Config(), "node1", ipvsproxy.Kernel{
+	p, err := proxier.New(n.proxier.Config(), "node1", proxier.Kernel{
 		IPVS: n.ipvs, Netif: n.netif, IPSet: n.ipset, Conntrack: n.conntrack, Sysctl: sysctl.NewFake(nil),
 		IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: iptables.NewFake(iptables.IPv4)},
 	}, nil)
@@ -360,7 +362,7 @@ func TestTraceReportChecksTheKernel(t *testing.T) {
 	}
 	k := n.read(t)
 	r := NewTraceReport(n.proxier.Snapshot(), &k, pkt)
-	if r.Verdict != ipvsproxy.VerdictLoadBalanced || len(r.RealServers) != 2 || !strings.Contains(strings.Join(r.Kernel, "\n"), "same real servers") {
+	if r.Verdict != proxier.VerdictLoadBalanced || len(r.RealServers) != 2 || !strings.Contains(strings.Join(r.Kernel, "\n"), "same real servers") {
 		t.Fatalf("trace: %+v", r)
 	}
 	if err := n.ipvs.DeleteRealServer(webVS, web2); err != nil {
@@ -375,7 +377,7 @@ func TestTraceReportChecksTheKernel(t *testing.T) {
 	// kernel check is of the destination's virtual server.
 	nodePortPkt, _ := ParsePacket("192.0.2.7", "198.51.100.1:30080")
 	r = NewTraceReport(n.proxier.Snapshot(), &k, nodePortPkt)
-	if r.Verdict != ipvsproxy.VerdictLoadBalanced || !strings.Contains(strings.Join(r.Kernel, "\n"), "virtual server TCP 198.51.100.1:30080 is in the kernel with the same real servers") {
+	if r.Verdict != proxier.VerdictLoadBalanced || !strings.Contains(strings.Join(r.Kernel, "\n"), "virtual server TCP 198.51.100.1:30080 is in the kernel with the same real servers") {
 		t.Fatalf("node port trace: %s %v", r.Verdict, r.Kernel)
 	}
 	// A packet a filter drops before IPVS: the kernel check is still of the
@@ -384,7 +386,7 @@ func TestTraceReportChecksTheKernel(t *testing.T) {
 	snap := n.proxier.Snapshot()
 	snap.SetEntries = append(snap.SetEntries, ipvsproxy.SetEntry{Set: "KUBE-LOAD-BALANCER-FW", Entry: ipset.Entry{IP: webVS.Address, Protocol: "tcp", Port: 80}})
 	r = NewTraceReport(snap, &k, pkt)
-	if r.Verdict != ipvsproxy.VerdictDropped || !strings.Contains(strings.Join(r.Kernel, "\n"), "DIFFERS: virtual server TCP 10.96.0.10:80: real server 10.244.2.7:8080 missing") {
+	if r.Verdict != proxier.VerdictDropped || !strings.Contains(strings.Join(r.Kernel, "\n"), "DIFFERS: virtual server TCP 10.96.0.10:80: real server 10.244.2.7:8080 missing") {
 		t.Fatalf("filtered trace: %s %v", r.Verdict, r.Kernel)
 	}
 	for _, bad := range [][2]string{{"x", "10.96.0.10:80"}, {"10.0.0.1", "10.96.0.10"}, {"10.0.0.1", "10.96.0.10:80/icmp"}} {

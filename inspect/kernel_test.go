@@ -10,6 +10,8 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -37,7 +39,7 @@ func TestCheckOnRealKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	nif, err := netif.NewInNamespace(ipvsproxy.DummyInterface, ns)
+	nif, err := netif.NewInNamespace(owned.DummyInterface, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,14 +62,14 @@ func TestCheckOnRealKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := ipvsproxy.Kernel{IPVS: h, Netif: nif, IPSet: sets, Conntrack: ct, Sysctl: sysctl.NewFake(nil),
+	k := proxier.Kernel{IPVS: h, Netif: nif, IPSet: sets, Conntrack: ct, Sysctl: sysctl.NewFake(nil),
 		IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
-	t.Cleanup(func() { ipvsproxy.Cleanup(k, ipvsproxy.DefaultConfig()) })
+	t.Cleanup(func() { proxier.Cleanup(k, ipvsproxy.DefaultConfig()) })
 
 	onFakes := newNode(t) // the same Services and configuration, on the fakes
 	n := &node{objects: onFakes.objects}
-	newProxier := func() *ipvsproxy.Proxier {
-		p, err := ipvsproxy.New(onFakes.proxier.Config(), "node1", k, nil)
+	newProxier := func() *proxier.Proxier {
+		p, err := proxier.New(onFakes.proxier.Config(), "node1", k, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

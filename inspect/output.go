@@ -9,7 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"sigs.k8s.io/yaml"
 )
 
@@ -126,7 +127,7 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 			if !rs.DrainingUntil.IsZero() {
 				endpoint += " until " + rs.DrainingUntil.UTC().Format(time.RFC3339)
 			}
-			if s := presence(rs.InKernel, rs.Desired, r.NamesFrom != "" && v.Owner == "ipvsproxy" && rs.Condition != ipvsproxy.ConditionDraining); s != "" {
+			if s := presence(rs.InKernel, rs.Desired, r.NamesFrom != "" && v.Owner == "ipvsproxy" && rs.Condition != proxier.ConditionDraining); s != "" {
 				endpoint += " " + s
 			}
 			weight := strconv.Itoa(rs.Weight)
@@ -150,7 +151,7 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 			desired++
 		}
 	}
-	fmt.Fprintf(w, "\n%s: %d addresses bound", ipvsproxy.DummyInterface, inKernel)
+	fmt.Fprintf(w, "\n%s: %d addresses bound", owned.DummyInterface, inKernel)
 	if r.NamesFrom != "" {
 		fmt.Fprintf(w, ", %d desired", desired)
 	}
@@ -229,7 +230,7 @@ type TraceReport struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Packet     string `json:"packet"`
-	ipvsproxy.Trace
+	proxier.Trace
 	// Kernel says whether the kernel holds what the trace relied on.
 	Kernel []string `json:"kernel"`
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -39,7 +41,7 @@ type Report struct {
 	Routes []Route `json:"routes"`
 	Sets   []Set   `json:"sets"`
 	// Status is the proxier's sync status (only from the daemon).
-	Status *ipvsproxy.SyncStatus `json:"status,omitempty"`
+	Status *proxier.SyncStatus `json:"status,omitempty"`
 }
 
 // VirtualServer is one virtual server, in the kernel, desired, or both.
@@ -128,13 +130,13 @@ type Set struct {
 }
 
 // NewReport joins the kernel view with the snapshot (nil: unnamed).
-func NewReport(k KernelState, snap *ipvsproxy.Snapshot, namesFrom string, now time.Time) Report {
+func NewReport(k KernelState, snap *proxier.Snapshot, namesFrom string, now time.Time) Report {
 	r := Report{APIVersion: APIVersion, Kind: KindReport, Time: now, NamesFrom: namesFrom,
 		Warnings: append([]string{}, k.Warnings...), VirtualServers: []VirtualServer{}, Addresses: []Address{}, Routes: []Route{}, Sets: []Set{}}
 	if k.DummyMissing {
-		r.Warnings = append(r.Warnings, ipvsproxy.DummyInterface+" does not exist: the proxier has not run here, or was cleaned up")
+		r.Warnings = append(r.Warnings, owned.DummyInterface+" does not exist: the proxier has not run here, or was cleaned up")
 	}
-	desired := map[ipvs.VirtualServerKey]*ipvsproxy.DesiredVirtualServer{}
+	desired := map[ipvs.VirtualServerKey]*proxier.DesiredVirtualServer{}
 	draining := map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time{}
 	var cfg *ipvsproxy.Config
 	if snap != nil {
@@ -166,7 +168,7 @@ func NewReport(k KernelState, snap *ipvsproxy.Snapshot, namesFrom string, now ti
 			v.Desired = true
 			name(&v, d)
 		}
-		want := map[ipvs.RealServerKey]ipvsproxy.DesiredRealServer{}
+		want := map[ipvs.RealServerKey]proxier.DesiredRealServer{}
 		if d != nil {
 			for _, rs := range d.RealServers {
 				want[rs.RealServerKey] = rs
@@ -184,7 +186,7 @@ func NewReport(k KernelState, snap *ipvsproxy.Snapshot, namesFrom string, now ti
 				}
 				delete(want, krs.RealServerKey)
 			} else if deadline, ok := draining[key][krs.RealServerKey]; ok {
-				rs.Condition, rs.DrainingUntil = ipvsproxy.ConditionDraining, deadline
+				rs.Condition, rs.DrainingUntil = proxier.ConditionDraining, deadline
 			}
 			v.RealServers = append(v.RealServers, rs)
 		}
@@ -245,7 +247,7 @@ func NewReport(k KernelState, snap *ipvsproxy.Snapshot, namesFrom string, now ti
 			wantMembers[e.Set]++
 		}
 		for _, d := range snap.VirtualServers {
-			set, _ := ipvsproxy.OwnershipRecord(d.VirtualServerKey)
+			set, _ := owned.Record(d.VirtualServerKey)
 			wantMembers[set]++
 		}
 	}
@@ -264,11 +266,11 @@ func newVirtualServer(vs ipvs.VirtualServer) VirtualServer {
 		Scheduler: vs.Scheduler, PersistenceSeconds: int(vs.PersistenceTimeout / time.Second), RealServers: []RealServer{}}
 }
 
-func name(v *VirtualServer, d *ipvsproxy.DesiredVirtualServer) {
+func name(v *VirtualServer, d *proxier.DesiredVirtualServer) {
 	v.Service, v.PortName, v.Type, v.LocalOnly, v.TopologyHints = d.Service, d.PortName, d.Kind, d.LocalOnly, d.TopologyHints
 }
 
-func desiredRealServer(w ipvsproxy.DesiredRealServer) RealServer {
+func desiredRealServer(w proxier.DesiredRealServer) RealServer {
 	return RealServer{Address: w.Address.String(), Port: w.Port, Weight: w.Weight, Node: w.NodeName, Condition: w.Condition, Desired: true}
 }
 
@@ -277,7 +279,7 @@ func statsOf(s ipvs.Stats) Stats {
 }
 
 // ownerFunc decides ownership with the proxier's own rule
-// (ipvsproxy.OwnerOf: the KUBE-IPVS-OWNED record); without a configuration
+// (proxier.OwnerOf: the KUBE-IPVS-OWNED record); without a configuration
 // it cannot tell.
 func ownerFunc(k KernelState, cfg *ipvsproxy.Config) func(ipvs.VirtualServerKey) string {
 	if cfg == nil {
@@ -287,7 +289,7 @@ func ownerFunc(k KernelState, cfg *ipvsproxy.Config) func(ipvs.VirtualServerKey)
 	for name, s := range k.Sets {
 		sets[name] = s.Entries
 	}
-	owns := ipvsproxy.OwnerOf(*cfg, sets, k.DummyAddresses, k.HostAddresses)
+	owns := proxier.OwnerOf(*cfg, sets, k.DummyAddresses, k.HostAddresses)
 	return func(key ipvs.VirtualServerKey) string {
 		if owns(key) {
 			return "ipvsproxy"

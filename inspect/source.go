@@ -12,6 +12,8 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
@@ -22,8 +24,8 @@ import (
 
 // FetchSnapshot asks the daemon's read-only endpoint at addr (host:port,
 // the daemon's --metrics-bind-address) for its Snapshot.
-func FetchSnapshot(ctx context.Context, addr string) (ipvsproxy.Snapshot, string, error) {
-	var snap ipvsproxy.Snapshot
+func FetchSnapshot(ctx context.Context, addr string) (proxier.Snapshot, string, error) {
+	var snap proxier.Snapshot
 	base := addr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
@@ -57,16 +59,16 @@ func FetchSnapshot(ctx context.Context, addr string) (ipvsproxy.Snapshot, string
 // on this node for the given objects (inspect --kubeconfig): it runs the
 // proxier's own sync against in-memory fakes, so nothing is computed a
 // second way. hostAddresses are the node's, as the daemon would read them.
-func SnapshotFromObjects(cfg ipvsproxy.Config, nodeName string, node *v1.Node, hostAddresses []netip.Addr, services []*v1.Service, slices []*discovery.EndpointSlice) (ipvsproxy.Snapshot, error) {
-	nif := netif.NewFake(ipvsproxy.DummyInterface)
+func SnapshotFromObjects(cfg ipvsproxy.Config, nodeName string, node *v1.Node, hostAddresses []netip.Addr, services []*v1.Service, slices []*discovery.EndpointSlice) (proxier.Snapshot, error) {
+	nif := netif.NewFake(owned.DummyInterface)
 	nif.SetHostAddresses(hostAddresses...)
 	k, _, err := adapters.Open(adapters.Options{Fake: true, Families: adapters.BothFamilies, Links: nif})
 	if err != nil {
-		return ipvsproxy.Snapshot{}, err
+		return proxier.Snapshot{}, err
 	}
-	p, err := ipvsproxy.New(cfg, nodeName, k, nil)
+	p, err := proxier.New(cfg, nodeName, k, nil)
 	if err != nil {
-		return ipvsproxy.Snapshot{}, err
+		return proxier.Snapshot{}, err
 	}
 	tr := p.Tracker()
 	if node != nil {
@@ -79,10 +81,10 @@ func SnapshotFromObjects(cfg ipvsproxy.Config, nodeName string, node *v1.Node, h
 		tr.SetEndpointSlice(s)
 	}
 	if res := p.Sync(); res.Err() != nil {
-		return ipvsproxy.Snapshot{}, fmt.Errorf("compute the desired state: %w", res.Err())
+		return proxier.Snapshot{}, fmt.Errorf("compute the desired state: %w", res.Err())
 	}
 	snap := p.Snapshot()
 	// The status is of this computation, not of the daemon: leave it out.
-	snap.Status = ipvsproxy.SyncStatus{FailedWrites: []ipvsproxy.FailedWrite{}, Objects: []ipvsproxy.ObjectStatus{}}
+	snap.Status = proxier.SyncStatus{FailedWrites: []proxier.FailedWrite{}, Objects: []proxier.ObjectStatus{}}
 	return snap, nil
 }

@@ -5,14 +5,14 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 )
 
 // ParsePacket reads `trace SRC DST:PORT[/PROTO]` (PROTO tcp, udp or sctp;
 // tcp by default).
-func ParsePacket(src, dst string) (ipvsproxy.Packet, error) {
-	var p ipvsproxy.Packet
+func ParsePacket(src, dst string) (proxier.Packet, error) {
+	var p proxier.Packet
 	s, err := netip.ParseAddr(src)
 	if err != nil {
 		return p, fmt.Errorf("source %q is not an IP address", src)
@@ -35,7 +35,7 @@ func ParsePacket(src, dst string) (ipvsproxy.Packet, error) {
 
 // NewTraceReport traces pkt through the snapshot (the proxier's own
 // tracer) and checks what the trace relied on against the kernel.
-func NewTraceReport(snap ipvsproxy.Snapshot, k *KernelState, pkt ipvsproxy.Packet) TraceReport {
+func NewTraceReport(snap proxier.Snapshot, k *KernelState, pkt proxier.Packet) TraceReport {
 	t := snap.Trace(pkt)
 	r := TraceReport{APIVersion: APIVersion, Kind: "TraceReport", Packet: pkt.String(), Trace: t, Kernel: []string{}}
 	if k == nil {
@@ -46,7 +46,7 @@ func NewTraceReport(snap ipvsproxy.Snapshot, k *KernelState, pkt ipvsproxy.Packe
 	key := ipvs.VirtualServerKey{Protocol: pkt.Protocol, Address: pkt.Destination.Addr(), Port: pkt.Destination.Port()}
 	// The desired virtual server of the destination, whether or not the
 	// packet reached it (a filter may drop it first).
-	var want *ipvsproxy.DesiredVirtualServer
+	var want *proxier.DesiredVirtualServer
 	for i := range snap.VirtualServers {
 		if snap.VirtualServers[i].VirtualServerKey == key {
 			want = &snap.VirtualServers[i]

@@ -9,14 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 )
 
-func testSnapshot() ipvsproxy.Snapshot {
-	return ipvsproxy.Snapshot{
-		Node: ipvsproxy.SnapshotNode{Name: "node1"},
-		VirtualServers: []ipvsproxy.DesiredVirtualServer{{
+func testSnapshot() proxier.Snapshot {
+	return proxier.Snapshot{
+		Node: proxier.SnapshotNode{Name: "node1"},
+		VirtualServers: []proxier.DesiredVirtualServer{{
 			VirtualServer: ipvs.VirtualServer{VirtualServerKey: ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80}, Scheduler: "twos"},
 			Service:       "default/web", PortName: "http", Kind: ipvsproxy.KindClusterIP,
 		}},
@@ -51,7 +52,7 @@ func TestSnapshotIsServedReadOnly(t *testing.T) {
 			t.Errorf("%s: Allow %q", c.method, resp.Header.Get("Allow"))
 		}
 		if c.method == http.MethodGet && c.status == 200 {
-			var got ipvsproxy.Snapshot
+			var got proxier.Snapshot
 			if err := json.Unmarshal(body, &got); err != nil {
 				t.Fatalf("decode %s: %v", body, err)
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/listeners"
@@ -134,7 +135,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 		if !ok {
 			continue
 		}
-		endpoints, problems := endpointsByPort(endpointSlices, family)
+		endpoints, problems := EndpointsByPort(endpointSlices, family)
 		st.Problems = append(st.Problems, problems...)
 		externalIPs := b.externalIPs(family)
 		lbIPs := b.loadBalancerIPs(family)
@@ -148,7 +149,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 
 		for _, port := range ports {
 			name := ServicePortName{NamespacedName: st.Name, Port: port.Name, Protocol: port.Protocol}
-			eps := endpoints[portKey{name: port.Name, protocol: port.Protocol}]
+			eps := endpoints[PortKey{Name: port.Name, Protocol: port.Protocol}]
 			for _, e := range eps {
 				if e.Ready && e.NodeName == node.Name {
 					localReady[e.Addr] = true
@@ -191,7 +192,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			}
 			entry := func(set string, e ipset.Entry) {
 				for _, i := range scope {
-					st.VirtualServers[i].SetEntries = append(st.VirtualServers[i].SetEntries, SetEntry{Set: setName(set, family), Entry: e})
+					st.VirtualServers[i].SetEntries = append(st.VirtualServers[i].SetEntries, SetEntry{Set: owned.SetName(set, family), Entry: e})
 				}
 			}
 			bind := func() {
@@ -212,8 +213,8 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				} else {
 					bind()
 				}
-				entry(setClusterIP, ipPort(clusterIP))
-				entry(setIPVSServices, ipPort(clusterIP))
+				entry(owned.SetClusterIP, ipPort(clusterIP))
+				entry(owned.SetIPVSServices, ipPort(clusterIP))
 			}
 			// An address another interface of the node already holds (k3s
 			// ServiceLB, kube-vip) is served but never bound on kube-ipvs0,
@@ -223,9 +224,9 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				if !slices.ContainsFunc(node.Addresses, func(a netip.Addr) bool { return a.Unmap() == ip }) {
 					bind()
 				}
-				entry(setIPVSServices, ipPort(ip))
+				entry(owned.SetIPVSServices, ipPort(ip))
 				if inClusterOnly {
-					entry(setLocalNoEndpoints, ipPort(ip))
+					entry(owned.SetLocalNoEndpoints, ipPort(ip))
 				}
 			}
 			for _, ip := range externalIPs {
@@ -239,7 +240,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				}
 				serveExternal(ip)
 				if !externalLocal {
-					entry(setExternalIP, ipPort(ip))
+					entry(owned.SetExternalIP, ipPort(ip))
 				}
 			}
 			for _, ip := range lbIPs {
@@ -248,17 +249,17 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 				}
 				serveExternal(ip)
 				if !externalLocal {
-					entry(setLoadBalancer, ipPort(ip))
+					entry(owned.SetLoadBalancer, ipPort(ip))
 				}
 				if firewalled {
-					entry(setLBFirewall, ipPort(ip))
+					entry(owned.SetLBFirewall, ipPort(ip))
 					for _, r := range sourceRanges {
 						e := ipPort(ip)
 						e.Net = r
-						entry(setLBSourceCIDR, e)
+						entry(owned.SetLBSourceCIDR, e)
 					}
 					if !nodeAllowed {
-						entry(setLBNoNodeAccess, ipPort(ip))
+						entry(owned.SetLBNoNodeAccess, ipPort(ip))
 					}
 				}
 			}
@@ -270,20 +271,20 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 					}
 					nodePortScope = append(nodePortScope, scope...)
 					e := ipset.Entry{IP: addr, Protocol: proto, Port: np}
-					entry(setNodePorts, e)
+					entry(owned.SetNodePorts, e)
 					if inClusterOnly {
-						entry(setLocalNoEndpoints, e)
+						entry(owned.SetLocalNoEndpoints, e)
 					}
 					if port.Protocol == v1.ProtocolSCTP && !externalLocal {
-						entry(setNodePortSCTP, e)
+						entry(owned.SetNodePortSCTP, e)
 					}
 				}
 				if scope = nodePortScope; !externalLocal && len(nodeAddrs) > 0 {
 					switch port.Protocol {
 					case v1.ProtocolTCP:
-						entry(setNodePortTCP, ipset.Entry{Port: np})
+						entry(owned.SetNodePortTCP, ipset.Entry{Port: np})
 					case v1.ProtocolUDP:
-						entry(setNodePortUDP, ipset.Entry{Port: np})
+						entry(owned.SetNodePortUDP, ipset.Entry{Port: np})
 					}
 				}
 			}
@@ -292,7 +293,7 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			scope = portScope
 			for _, e := range union(internal, external) {
 				if e.NodeName == node.Name {
-					entry(setLoopBack, ipset.Entry{IP: e.Addr, Protocol: proto, Port: e.Port, IP2: e.Addr})
+					entry(owned.SetLoopBack, ipset.Entry{IP: e.Addr, Protocol: proto, Port: e.Port, IP2: e.Addr})
 				}
 			}
 		}
@@ -308,14 +309,14 @@ func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, no
 			// exists while the Service wins one (desired.go).
 			for i := range st.VirtualServers {
 				vs := &st.VirtualServers[i]
-				vs.SetEntries = append(vs.SetEntries, SetEntry{Set: setName(setHealthCheckPorts, familyOf(vs.Address)), Entry: ipset.Entry{Port: st.HealthCheckNodePort}})
+				vs.SetEntries = append(vs.SetEntries, SetEntry{Set: owned.SetName(owned.SetHealthCheckPorts, FamilyOf(vs.Address)), Entry: ipset.Entry{Port: st.HealthCheckNodePort}})
 			}
 		}
 	}
 	st.LocalReadyEndpoints = len(localReady)
 	for i := range st.VirtualServers {
 		if vs := &st.VirtualServers[i]; vs.Bound {
-			vs.SetEntries = append(vs.SetEntries, SetEntry{Set: setName(setIPVSIPs, familyOf(vs.Address)), Entry: ipset.Entry{IP: vs.Address}})
+			vs.SetEntries = append(vs.SetEntries, SetEntry{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(vs.Address)), Entry: ipset.Entry{IP: vs.Address}})
 		}
 	}
 	st.normalize()
@@ -339,7 +340,7 @@ func (b *builder) problem(reason, format string, args ...any) {
 // validPorts drops ports the kernel could not serve, and repeats.
 func (b *builder) validPorts() []v1.ServicePort {
 	var out []v1.ServicePort
-	seen := map[portKey]bool{}
+	seen := map[PortKey]bool{}
 	seenNumber := map[string]bool{}
 	for _, p := range b.svc.Spec.Ports {
 		switch {
@@ -347,10 +348,10 @@ func (b *builder) validPorts() []v1.ServicePort {
 			b.problem(ReasonInvalidService, "port %q: %d out of range", p.Name, p.Port)
 		case ipvsProtocol(p.Protocol) == 0:
 			b.problem(ReasonInvalidService, "port %q: unsupported protocol %q", p.Name, p.Protocol)
-		case seen[portKey{p.Name, p.Protocol}] || seenNumber[fmt.Sprintf("%s/%d", p.Protocol, p.Port)]:
+		case seen[PortKey{p.Name, p.Protocol}] || seenNumber[fmt.Sprintf("%s/%d", p.Protocol, p.Port)]:
 			b.problem(ReasonInvalidService, "port %q (%d/%s) repeats another port", p.Name, p.Port, p.Protocol)
 		default:
-			seen[portKey{p.Name, p.Protocol}] = true
+			seen[PortKey{p.Name, p.Protocol}] = true
 			seenNumber[fmt.Sprintf("%s/%d", p.Protocol, p.Port)] = true
 			out = append(out, p)
 		}
@@ -399,7 +400,7 @@ func (b *builder) clusterIP(family v1.IPFamily) (netip.Addr, bool) {
 		a = a.Unmap()
 		// --ipvs-exclude-cidrs protects what the kernel holds, never
 		// limits what a Service gets: see Config.excluded.
-		if familyOf(a) == family {
+		if FamilyOf(a) == family {
 			return a, true
 		}
 	}
@@ -419,7 +420,7 @@ func (b *builder) addresses(family v1.IPFamily, list []string, what string) []ne
 			continue
 		}
 		a = a.Unmap()
-		if familyOf(a) == family && !slices.Contains(out, a) {
+		if FamilyOf(a) == family && !slices.Contains(out, a) {
 			out = append(out, a)
 		}
 	}
@@ -502,7 +503,7 @@ func nodePortAddresses(node NodeInfo, cfg Config, family v1.IPFamily) []netip.Ad
 	var out []netip.Addr
 	for _, a := range node.Addresses {
 		a = a.Unmap()
-		if familyOf(a) != family || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || !a.IsValid() {
+		if FamilyOf(a) != family || a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsMulticast() || !a.IsValid() {
 			continue
 		}
 		if len(cfg.NodePortAddresses) > 0 && !slices.ContainsFunc(cfg.NodePortAddresses, func(p netip.Prefix) bool { return p.Contains(a) }) {
@@ -521,7 +522,7 @@ func nodePortAddresses(node NodeInfo, cfg Config, family v1.IPFamily) []netip.Ad
 func nodeAddresses(node NodeInfo, family v1.IPFamily) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range node.Addresses {
-		if a = a.Unmap(); a.IsValid() && familyOf(a) == family && !a.IsLoopback() && !a.IsLinkLocalUnicast() {
+		if a = a.Unmap(); a.IsValid() && FamilyOf(a) == family && !a.IsLoopback() && !a.IsLinkLocalUnicast() {
 			out = append(out, a)
 		}
 	}
@@ -565,17 +566,17 @@ func union(a, b []Endpoint) []Endpoint {
 
 // normalize sorts and de-duplicates so that equal input gives equal output.
 func (st *ServiceState) normalize() {
-	slices.SortFunc(st.VirtualServers, func(a, b VirtualServerState) int { return compareVSKey(a.VirtualServerKey, b.VirtualServerKey) })
+	slices.SortFunc(st.VirtualServers, func(a, b VirtualServerState) int { return CompareVSKey(a.VirtualServerKey, b.VirtualServerKey) })
 	for i := range st.VirtualServers {
 		// The view's order (kernel.go): sameRealServers and wants rely on it.
 		slices.SortFunc(st.VirtualServers[i].RealServers, func(a, b ipvs.RealServer) int {
-			return compareRealServerKeys(a.RealServerKey, b.RealServerKey)
+			return CompareRealServerKeys(a.RealServerKey, b.RealServerKey)
 		})
 	}
 	st.Addresses, st.SetEntries = nil, nil
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]
-		slices.SortFunc(vs.SetEntries, compareSetEntries)
+		slices.SortFunc(vs.SetEntries, CompareSetEntries)
 		vs.SetEntries = slices.Compact(vs.SetEntries)
 		st.SetEntries = append(st.SetEntries, vs.SetEntries...)
 		if vs.Bound {
@@ -584,13 +585,13 @@ func (st *ServiceState) normalize() {
 	}
 	slices.SortFunc(st.Addresses, netip.Addr.Compare)
 	st.Addresses = slices.Compact(st.Addresses)
-	slices.SortFunc(st.SetEntries, compareSetEntries)
+	slices.SortFunc(st.SetEntries, CompareSetEntries)
 	st.SetEntries = slices.Compact(st.SetEntries)
 }
 
-// compareSetEntries orders by set, then field by field; it allocates
+// CompareSetEntries orders by set, then field by field; it allocates
 // nothing, since it runs for every member of every Service built.
-func compareSetEntries(a, b SetEntry) int {
+func CompareSetEntries(a, b SetEntry) int {
 	return cmp.Or(
 		strings.Compare(a.Set, b.Set),
 		a.Entry.IP.Compare(b.Entry.IP),
@@ -602,7 +603,7 @@ func compareSetEntries(a, b SetEntry) int {
 	)
 }
 
-func compareVSKey(a, b ipvs.VirtualServerKey) int {
+func CompareVSKey(a, b ipvs.VirtualServerKey) int {
 	if c := a.Address.Compare(b.Address); c != 0 {
 		return c
 	}
@@ -612,12 +613,6 @@ func compareVSKey(a, b ipvs.VirtualServerKey) int {
 	return int(a.Protocol) - int(b.Protocol)
 }
 
-// setTypeOf finds the type of an owned set by its full name.
-func setTypeOf(name string) ipset.Type {
-	for _, s := range setSpecs {
-		if name == s.name || name == setName(s.name, v1.IPv6Protocol) {
-			return s.typ
-		}
-	}
-	return ""
+func CompareRealServerKeys(a, b ipvs.RealServerKey) int {
+	return cmp.Or(a.Address.Compare(b.Address), cmp.Compare(a.Port, b.Port))
 }

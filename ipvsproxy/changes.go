@@ -20,17 +20,17 @@ type ChangeTracker struct {
 	mu       sync.Mutex
 	nodeName string
 	services map[types.NamespacedName]*v1.Service
-	// slices are each Service's EndpointSlices, in a plain slice: a
+	// Slices are each Service's EndpointSlices, in a plain slice: a
 	// Service has one or a few, and with a map per Service the tracker held
 	// 531 bytes per slice, with this 310 (BenchmarkTrackerHeldMemory).
-	slices map[types.NamespacedName][]*discovery.EndpointSlice
+	Slices map[types.NamespacedName][]*discovery.EndpointSlice
 	// sliceOwner is the Service each recorded slice is filed under, by the
 	// slice's namespace/name: a slice's kubernetes.io/service-name label can
 	// change or go, and then it must leave the Service it was filed under,
 	// which neither its new labels nor a tombstone's say.
 	sliceOwner map[types.NamespacedName]types.NamespacedName
 	node       *v1.Node
-	pending    pendingChanges
+	pending    PendingChanges
 	// start is when the tracker began: slices changed before it are not
 	// network programming latency (a restart would report every slice's age).
 	start time.Time
@@ -42,21 +42,21 @@ type ChangeTracker struct {
 	serviceCIDRs map[string][]netip.Prefix
 }
 
-// pendingChanges is what accumulated since the last Drain.
-type pendingChanges struct {
-	services        map[types.NamespacedName]bool
-	nodeChanged     bool
-	serviceChanges  int
-	endpointChanges int
+// PendingChanges is what accumulated since the last Drain.
+type PendingChanges struct {
+	Services        map[types.NamespacedName]bool
+	NodeChanged     bool
+	ServiceChanges  int
+	EndpointChanges int
 	// oldest is when the oldest pending change arrived (zero when none).
 	oldest time.Time
-	// triggerTimes are the EndpointSlices' last-change-trigger-time
+	// TriggerTimes are the EndpointSlices' last-change-trigger-time
 	// annotations, for network programming latency, by the slice's family:
 	// each observed once, under its own family.
-	triggerTimes map[v1.IPFamily][]time.Time
+	TriggerTimes map[v1.IPFamily][]time.Time
 
-	// serviceCIDRsChanged: a ServiceCIDR object came, went or changed.
-	serviceCIDRsChanged bool
+	// ServiceCIDRsChanged: a ServiceCIDR object came, went or changed.
+	ServiceCIDRsChanged bool
 }
 
 // NewChangeTracker tracks the objects relevant to nodeName; notify is
@@ -65,14 +65,14 @@ func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
 	t := &ChangeTracker{
 		nodeName: nodeName,
 		services: map[types.NamespacedName]*v1.Service{},
-		slices:   map[types.NamespacedName][]*discovery.EndpointSlice{},
+		Slices:   map[types.NamespacedName][]*discovery.EndpointSlice{},
 		notify:   notify,
 		start:    time.Now(),
 
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
 	}
 	t.serviceCIDRs = map[string][]netip.Prefix{}
-	t.pending.services = map[types.NamespacedName]bool{}
+	t.pending.Services = map[types.NamespacedName]bool{}
 	return t
 }
 
@@ -80,11 +80,11 @@ func (t *ChangeTracker) changed(name types.NamespacedName, endpoints bool) {
 	if t.pending.oldest.IsZero() {
 		t.pending.oldest = time.Now()
 	}
-	t.pending.services[name] = true
+	t.pending.Services[name] = true
 	if endpoints {
-		t.pending.endpointChanges++
+		t.pending.EndpointChanges++
 	} else {
-		t.pending.serviceChanges++
+		t.pending.ServiceChanges++
 	}
 }
 
@@ -130,20 +130,20 @@ func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
 		}
 		return
 	}
-	filed := t.slices[name]
+	filed := t.Slices[name]
 	if i := slices.IndexFunc(filed, func(s *discovery.EndpointSlice) bool { return s.Name == slice.Name }); i >= 0 {
 		filed[i] = slice
 	} else {
-		t.slices[name] = append(filed, slice)
+		t.Slices[name] = append(filed, slice)
 	}
 	t.sliceOwner[id] = name
 	t.changed(name, true)
 	if ts, ok, _ := metrics.NetworkProgrammingTrigger(slice, false, t.start); ok {
 		if fam, known := sliceFamily(slice); known {
-			if t.pending.triggerTimes == nil {
-				t.pending.triggerTimes = map[v1.IPFamily][]time.Time{}
+			if t.pending.TriggerTimes == nil {
+				t.pending.TriggerTimes = map[v1.IPFamily][]time.Time{}
 			}
-			t.pending.triggerTimes[fam] = append(t.pending.triggerTimes[fam], ts)
+			t.pending.TriggerTimes[fam] = append(t.pending.TriggerTimes[fam], ts)
 		}
 	}
 	t.mu.Unlock()
@@ -171,10 +171,10 @@ func (t *ChangeTracker) unfileSlice(id, keep types.NamespacedName, keeping bool)
 		return false
 	}
 	delete(t.sliceOwner, id)
-	if filed := slices.DeleteFunc(t.slices[owner], func(s *discovery.EndpointSlice) bool { return s.Name == id.Name }); len(filed) == 0 {
-		delete(t.slices, owner)
+	if filed := slices.DeleteFunc(t.Slices[owner], func(s *discovery.EndpointSlice) bool { return s.Name == id.Name }); len(filed) == 0 {
+		delete(t.Slices, owner)
 	} else {
-		t.slices[owner] = filed
+		t.Slices[owner] = filed
 	}
 	t.changed(owner, true)
 	return true
@@ -196,15 +196,15 @@ func serviceOfSlice(slice *discovery.EndpointSlice) (types.NamespacedName, bool)
 // every Service is rebuilt and the rules rewritten when either changes.
 func (t *ChangeTracker) SetNode(node *v1.Node) {
 	t.mu.Lock()
-	old, oldCIDRs := zoneOf(t.node), podCIDRsOf(t.node)
+	old, oldCIDRs := zoneOf(t.node), PodCIDRsOf(t.node)
 	t.node = node
-	if zoneOf(node) != old || !slices.Equal(podCIDRsOf(node), oldCIDRs) {
-		t.pending.nodeChanged = true
+	if zoneOf(node) != old || !slices.Equal(PodCIDRsOf(node), oldCIDRs) {
+		t.pending.NodeChanged = true
 		if t.pending.oldest.IsZero() {
 			t.pending.oldest = time.Now()
 		}
 	}
-	changed := t.pending.nodeChanged
+	changed := t.pending.NodeChanged
 	t.mu.Unlock()
 	if changed {
 		t.fire()
@@ -218,9 +218,9 @@ func zoneOf(n *v1.Node) string {
 	return n.Labels[v1.LabelTopologyZone]
 }
 
-// podCIDRsOf parses a Node's spec.podCIDRs (spec.podCIDR when the list is
+// PodCIDRsOf parses a Node's spec.podCIDRs (spec.podCIDR when the list is
 // empty); unparsable entries are skipped.
-func podCIDRsOf(n *v1.Node) []netip.Prefix {
+func PodCIDRsOf(n *v1.Node) []netip.Prefix {
 	if n == nil {
 		return nil
 	}
@@ -244,12 +244,12 @@ func (t *ChangeTracker) Node() *v1.Node {
 	return t.node
 }
 
-// drain takes the pending changes.
-func (t *ChangeTracker) drain() pendingChanges {
+// Drain takes the pending changes.
+func (t *ChangeTracker) Drain() PendingChanges {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := t.pending
-	t.pending = pendingChanges{services: map[types.NamespacedName]bool{}}
+	t.pending = PendingChanges{Services: map[types.NamespacedName]bool{}}
 	return p
 }
 
@@ -257,30 +257,30 @@ func (t *ChangeTracker) drain() pendingChanges {
 func (t *ChangeTracker) Pending() (services, endpoints int, oldest time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.pending.serviceChanges, t.pending.endpointChanges, t.pending.oldest
+	return t.pending.ServiceChanges, t.pending.EndpointChanges, t.pending.oldest
 }
 
-// input returns the current Service (nil when absent) and its slices.
-func (t *ChangeTracker) input(name types.NamespacedName) (*v1.Service, []*discovery.EndpointSlice) {
+// Input returns the current Service (nil when absent) and its slices.
+func (t *ChangeTracker) Input(name types.NamespacedName) (*v1.Service, []*discovery.EndpointSlice) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	svc := t.services[name]
 	var out []*discovery.EndpointSlice
-	for _, s := range t.slices[name] {
+	for _, s := range t.Slices[name] {
 		out = append(out, s)
 	}
 	return svc, out
 }
 
-// service returns the current Service, nil when absent.
-func (t *ChangeTracker) service(name types.NamespacedName) *v1.Service {
+// Service returns the current Service, nil when absent.
+func (t *ChangeTracker) Service(name types.NamespacedName) *v1.Service {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.services[name]
 }
 
-// serviceNames lists every Service known.
-func (t *ChangeTracker) serviceNames() []types.NamespacedName {
+// ServiceNames lists every Service known.
+func (t *ChangeTracker) ServiceNames() []types.NamespacedName {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]types.NamespacedName, 0, len(t.services))
@@ -360,4 +360,16 @@ func sliceFamily(slice *discovery.EndpointSlice) (v1.IPFamily, bool) {
 		return v1.IPv6Protocol, true
 	}
 	return "", false
+}
+
+// CurrentServices lists every Service the tracker holds (the ownership
+// evidence of a full read).
+func (t *ChangeTracker) CurrentServices() []*v1.Service {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*v1.Service, 0, len(t.services))
+	for _, svc := range t.services {
+		out = append(out, svc)
+	}
+	return out
 }

@@ -12,10 +12,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// DummyInterface is the link that holds service addresses so the kernel
-// accepts packets for them (kube-proxy uses the same name).
-const DummyInterface = "kube-ipvs0"
-
 // Config is what the daemon's flags decide; BuildService reads it, never
 // changes it.
 type Config struct {
@@ -168,12 +164,12 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// excluded reports whether addr lies in --ipvs-exclude-cidrs. As in
+// Excluded reports whether addr lies in --ipvs-exclude-cidrs. As in
 // kube-proxy (cleanLegacyService, isIPInExcludeCIDRs) that range limits
 // clean-up only: a virtual server or kube-ipvs0 address there that no
 // Service wants is never deleted or changed, whoever made it, while one a
 // Service wants is programmed as anywhere else. The builder never asks.
-func (c Config) excluded(addr netip.Addr) bool {
+func (c Config) Excluded(addr netip.Addr) bool {
 	for _, p := range c.ExcludeCIDRs {
 		if p.Contains(addr) {
 			return true
@@ -182,15 +178,15 @@ func (c Config) excluded(addr netip.Addr) bool {
 	return false
 }
 
-// familyOf returns the Kubernetes family of an address.
-func familyOf(a netip.Addr) v1.IPFamily {
+// FamilyOf returns the Kubernetes family of an address.
+func FamilyOf(a netip.Addr) v1.IPFamily {
 	if a.Is4() {
 		return v1.IPv4Protocol
 	}
 	return v1.IPv6Protocol
 }
 
-func (c Config) hasFamily(f v1.IPFamily) bool {
+func (c Config) HasFamily(f v1.IPFamily) bool {
 	for _, x := range c.Families {
 		if x == f {
 			return true
@@ -198,3 +194,11 @@ func (c Config) hasFamily(f v1.IPFamily) bool {
 	}
 	return false
 }
+
+// DefaultScheduler is the scheduler unless --ipvs-scheduler names one:
+// weighted random twos choice (Linux 5.12, CONFIG_IP_VS_TWOS).
+const DefaultScheduler = "twos"
+
+// MaxResyncShares bounds --ipvs-resync-shares: beyond it a full re-check
+// would come too rarely to repair anything (hours at the default period).
+const MaxResyncShares = 100

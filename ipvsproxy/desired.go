@@ -7,13 +7,14 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// desiredState is the union of what every Service wins, with clashes
+// DesiredState is the union of what every Service wins, with clashes
 // resolved: when two Services want the same virtual server (an external IP
 // and port used twice, say) the older Service keeps it and the other gets a
 // PortConflict problem; a virtual server someone else created in the kernel
@@ -22,28 +23,28 @@ import (
 // its Service wins it, so the loser's masquerade or source-range members
 // never apply to the winner's traffic. It is updated one Service at a time
 // so that a sync costs what changed, not the size of the cluster.
-type desiredState struct {
-	services map[types.NamespacedName]*ServiceState
-	// claims lists, per virtual server, every Service that wants it; the
+type DesiredState struct {
+	Services map[types.NamespacedName]*ServiceState
+	// Claims lists, per virtual server, every Service that wants it; the
 	// first (oldest) one wins unless the key is foreign.
-	claims map[ipvs.VirtualServerKey][]claim
-	// foreign are keys the kernel holds a virtual server at that the
+	Claims map[ipvs.VirtualServerKey][]claim
+	// Foreign are keys the kernel holds a virtual server at that the
 	// proxier did not create (kernel.go: ownership).
-	foreign   map[ipvs.VirtualServerKey]bool
-	addrRefs  map[netip.Addr]int
-	entryRefs map[setEntryKey]int
-	// routes are the Service CIDRs routed local on kube-ipvs0 (routes.go).
-	routes []netip.Prefix
-	// unrouted are ranges whose route is not in place, as the writer loop
+	Foreign   map[ipvs.VirtualServerKey]bool
+	AddrRefs  map[netip.Addr]int
+	EntryRefs map[SetEntryKey]int
+	// Routes are the Service CIDRs routed local on kube-ipvs0 (routes.go).
+	Routes []netip.Prefix
+	// Unrouted are ranges whose route is not in place, as the writer loop
 	// last found: the cluster IPs routed by them are bound one by one
 	// meanwhile (setRouted).
-	unrouted map[netip.Prefix]bool
-	// summary is what every sync reports about all Services (summary.go).
-	summary serviceSummary
+	Unrouted map[netip.Prefix]bool
+	// Summary is what every sync reports about all Services (summary.go).
+	Summary serviceSummary
 }
 
 type claim struct {
-	service types.NamespacedName
+	Service types.NamespacedName
 	// order is who wrote the address (claimRank), then creation time, then
 	// name: a stable order, the first wins.
 	order string
@@ -63,151 +64,118 @@ func claimRank(kind string) string {
 	return "0 "
 }
 
-// touched collects the kernel objects whose desired value may have changed.
-type touched struct {
-	virtualServers map[ipvs.VirtualServerKey]bool
-	addresses      map[netip.Addr]bool
-	entries        map[setEntryKey]bool
+// Touched collects the kernel objects whose desired value may have changed.
+type Touched struct {
+	VirtualServers map[ipvs.VirtualServerKey]bool
+	Addresses      map[netip.Addr]bool
+	Entries        map[SetEntryKey]bool
 }
 
-func newTouched() touched {
-	return touched{virtualServers: map[ipvs.VirtualServerKey]bool{}, addresses: map[netip.Addr]bool{}, entries: map[setEntryKey]bool{}}
+func NewTouched() Touched {
+	return Touched{VirtualServers: map[ipvs.VirtualServerKey]bool{}, Addresses: map[netip.Addr]bool{}, Entries: map[SetEntryKey]bool{}}
 }
 
-// mergeInto returns t's objects and all's, except those of all that t
-// lacks and skip lists. It reuses all, so a full sync costs the few objects
-// t and skip hold on top of touching everything, not a second pass over
-// every object.
-func (t touched) mergeInto(all touched, skip []objectID) touched {
-	for _, id := range skip {
-		switch id.kind {
-		case ObjectVirtualServer:
-			if !t.virtualServers[id.vs] {
-				delete(all.virtualServers, id.vs)
-			}
-		case ObjectAddress:
-			if id.addr.IsValid() && !t.addresses[id.addr] {
-				delete(all.addresses, id.addr)
-			}
-		case ObjectSetEntry:
-			if id.name == "" && !t.entries[id.entry] {
-				delete(all.entries, id.entry)
-			}
-		}
-	}
-	for k := range t.virtualServers {
-		all.virtualServers[k] = true
-	}
-	for a := range t.addresses {
-		all.addresses[a] = true
-	}
-	for k := range t.entries {
-		all.entries[k] = true
-	}
-	return all
-}
-
-func newDesiredState() *desiredState {
-	return &desiredState{
-		services:  map[types.NamespacedName]*ServiceState{},
-		claims:    map[ipvs.VirtualServerKey][]claim{},
-		foreign:   map[ipvs.VirtualServerKey]bool{},
-		addrRefs:  map[netip.Addr]int{},
-		entryRefs: map[setEntryKey]int{},
-		unrouted:  map[netip.Prefix]bool{},
-		summary:   newServiceSummary(),
+func NewDesiredState() *DesiredState {
+	return &DesiredState{
+		Services:  map[types.NamespacedName]*ServiceState{},
+		Claims:    map[ipvs.VirtualServerKey][]claim{},
+		Foreign:   map[ipvs.VirtualServerKey]bool{},
+		AddrRefs:  map[netip.Addr]int{},
+		EntryRefs: map[SetEntryKey]int{},
+		Unrouted:  map[netip.Prefix]bool{},
+		Summary:   newServiceSummary(),
 	}
 }
 
-// set replaces a Service's contribution (st nil removes it), recording in t
+// Set replaces a Service's contribution (st nil removes it), recording in t
 // what may have changed.
-func (d *desiredState) set(name types.NamespacedName, st *ServiceState, t touched) {
-	if old := d.services[name]; old != nil {
+func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touched) {
+	if old := d.Services[name]; old != nil {
 		for i := range old.VirtualServers {
 			k := old.VirtualServers[i].VirtualServerKey
-			before := d.winner(k)
-			d.claims[k] = slices.DeleteFunc(d.claims[k], func(c claim) bool { return c.service == name })
-			if len(d.claims[k]) == 0 {
-				delete(d.claims, k)
+			before := d.Winner(k)
+			d.Claims[k] = slices.DeleteFunc(d.Claims[k], func(c claim) bool { return c.Service == name })
+			if len(d.Claims[k]) == 0 {
+				delete(d.Claims, k)
 			}
 			d.rewin(k, before, t)
 		}
-		d.summary.update(old, -1)
-		delete(d.services, name)
+		d.Summary.update(old, -1)
+		delete(d.Services, name)
 	}
 	if st == nil {
 		return
 	}
-	d.services[name] = st
-	d.summary.update(st, 1)
+	d.Services[name] = st
+	d.Summary.update(st, 1)
 	order := fmt.Sprintf("%020d %s", st.Created.UnixNano(), name)
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]
 		k := vs.VirtualServerKey
-		before := d.winner(k)
-		d.claims[k] = append(d.claims[k], claim{service: name, order: claimRank(vs.Kind) + order, vs: vs})
-		slices.SortFunc(d.claims[k], func(a, b claim) int { return cmp.Compare(a.order, b.order) })
+		before := d.Winner(k)
+		d.Claims[k] = append(d.Claims[k], claim{Service: name, order: claimRank(vs.Kind) + order, vs: vs})
+		slices.SortFunc(d.Claims[k], func(a, b claim) int { return cmp.Compare(a.order, b.order) })
 		d.rewin(k, before, t)
 	}
 }
 
-// setForeign records whether the kernel holds someone else's virtual server
+// SetForeign records whether the kernel holds someone else's virtual server
 // at k; the Service that wanted k then loses it, and programs nothing for it.
-func (d *desiredState) setForeign(k ipvs.VirtualServerKey, foreign bool, t touched) {
-	if d.foreign[k] == foreign {
+func (d *DesiredState) SetForeign(k ipvs.VirtualServerKey, foreign bool, t Touched) {
+	if d.Foreign[k] == foreign {
 		return
 	}
-	before := d.winner(k)
+	before := d.Winner(k)
 	if foreign {
-		d.foreign[k] = true
+		d.Foreign[k] = true
 	} else {
-		delete(d.foreign, k)
+		delete(d.Foreign, k)
 	}
 	d.rewin(k, before, t)
 }
 
-// setRouted records whether range r's route is in place (the writer loop
+// SetRouted records whether range r's route is in place (the writer loop
 // says so after writing it); while it is not, the cluster IPs it routes
 // are bound one by one, each with its KUBE-IPVS-IPS member, as the builder
 // binds an address outside every routed range.
-func (d *desiredState) setRouted(r netip.Prefix, inPlace bool, t touched) {
-	if d.unrouted[r] == !inPlace {
+func (d *DesiredState) SetRouted(r netip.Prefix, inPlace bool, t Touched) {
+	if d.Unrouted[r] == !inPlace {
 		return
 	}
 	n := 1
 	if inPlace {
 		n = -1
 	}
-	for k := range d.claims {
-		if vs := d.winner(k); vs != nil && vs.RoutedBy == r {
+	for k := range d.Claims {
+		if vs := d.Winner(k); vs != nil && vs.RoutedBy == r {
 			d.bindUnrouted(vs, n, t)
 		}
 	}
 	if inPlace {
-		delete(d.unrouted, r)
+		delete(d.Unrouted, r)
 	} else {
-		d.unrouted[r] = true
+		d.Unrouted[r] = true
 	}
 }
 
 // bindUnrouted counts (n = 1) or uncounts (n = -1) the address of a routed
 // cluster IP whose route is not in place, and its KUBE-IPVS-IPS member.
-func (d *desiredState) bindUnrouted(vs *VirtualServerState, n int, t touched) {
+func (d *DesiredState) bindUnrouted(vs *VirtualServerState, n int, t Touched) {
 	a := vs.Address
-	if d.addrRefs[a] += n; d.addrRefs[a] <= 0 {
-		delete(d.addrRefs, a)
+	if d.AddrRefs[a] += n; d.AddrRefs[a] <= 0 {
+		delete(d.AddrRefs, a)
 	}
-	t.addresses[a] = true
-	k := setEntryKey{set: setName(setIPVSIPs, familyOf(a)), entry: ipset.Entry{IP: a}}
-	if d.entryRefs[k] += n; d.entryRefs[k] <= 0 {
-		delete(d.entryRefs, k)
+	t.Addresses[a] = true
+	k := SetEntryKey{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(a)), Entry: ipset.Entry{IP: a}}
+	if d.EntryRefs[k] += n; d.EntryRefs[k] <= 0 {
+		delete(d.EntryRefs, k)
 	}
-	t.entries[k] = true
+	t.Entries[k] = true
 }
 
-// winner is the desired state of k that counts, or nil.
-func (d *desiredState) winner(k ipvs.VirtualServerKey) *VirtualServerState {
-	if c := d.claims[k]; len(c) > 0 && !d.foreign[k] {
+// Winner is the desired state of k that counts, or nil.
+func (d *DesiredState) Winner(k ipvs.VirtualServerKey) *VirtualServerState {
+	if c := d.Claims[k]; len(c) > 0 && !d.Foreign[k] {
 		return c[0].vs
 	}
 	return nil
@@ -216,9 +184,9 @@ func (d *desiredState) winner(k ipvs.VirtualServerKey) *VirtualServerState {
 // rewin moves k's contribution from the winner before a change to the
 // winner after it. Every claim change goes through here, so the members and
 // addresses counted are exactly those of winners.
-func (d *desiredState) rewin(k ipvs.VirtualServerKey, before *VirtualServerState, t touched) {
-	t.virtualServers[k] = true
-	after := d.winner(k)
+func (d *DesiredState) rewin(k ipvs.VirtualServerKey, before *VirtualServerState, t Touched) {
+	t.VirtualServers[k] = true
+	after := d.Winner(k)
 	if before == after {
 		return
 	}
@@ -230,102 +198,102 @@ func (d *desiredState) rewin(k ipvs.VirtualServerKey, before *VirtualServerState
 	}
 }
 
-func (d *desiredState) contribute(vs *VirtualServerState, n int, t touched) {
+func (d *DesiredState) contribute(vs *VirtualServerState, n int, t Touched) {
 	if vs.Bound {
 		a := vs.Address
-		if d.addrRefs[a] += n; d.addrRefs[a] <= 0 {
-			delete(d.addrRefs, a)
+		if d.AddrRefs[a] += n; d.AddrRefs[a] <= 0 {
+			delete(d.AddrRefs, a)
 		}
-		t.addresses[a] = true
+		t.Addresses[a] = true
 	}
-	if vs.RoutedBy.IsValid() && d.unrouted[vs.RoutedBy] {
+	if vs.RoutedBy.IsValid() && d.Unrouted[vs.RoutedBy] {
 		d.bindUnrouted(vs, n, t)
 	}
 	for _, e := range vs.SetEntries {
-		k := e.key()
-		if d.entryRefs[k] += n; d.entryRefs[k] <= 0 {
-			delete(d.entryRefs, k)
+		k := e.Key()
+		if d.EntryRefs[k] += n; d.EntryRefs[k] <= 0 {
+			delete(d.EntryRefs, k)
 		}
-		t.entries[k] = true
+		t.Entries[k] = true
 	}
 }
 
-// virtualServer is the winning desired state of k, or nil.
-func (d *desiredState) virtualServer(k ipvs.VirtualServerKey) *VirtualServerState {
-	return d.winner(k)
+// VirtualServer is the winning desired state of k, or nil.
+func (d *DesiredState) VirtualServer(k ipvs.VirtualServerKey) *VirtualServerState {
+	return d.Winner(k)
 }
 
-// owner is the Service that wins k, if any.
-func (d *desiredState) owner(k ipvs.VirtualServerKey) (types.NamespacedName, bool) {
-	if c := d.claims[k]; len(c) > 0 && !d.foreign[k] {
-		return c[0].service, true
+// Owner is the Service that wins k, if any.
+func (d *DesiredState) Owner(k ipvs.VirtualServerKey) (types.NamespacedName, bool) {
+	if c := d.Claims[k]; len(c) > 0 && !d.Foreign[k] {
+		return c[0].Service, true
 	}
 	return types.NamespacedName{}, false
 }
 
-// conflicts lists a PortConflict problem for every Service that lost one of
+// Conflicts lists a PortConflict problem for every Service that lost one of
 // the given virtual servers, to another Service or to a foreign one.
-func (d *desiredState) conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.NamespacedName][]Problem {
+func (d *DesiredState) Conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.NamespacedName][]Problem {
 	out := map[types.NamespacedName][]Problem{}
 	for k := range keys {
-		c := d.claims[k]
+		c := d.Claims[k]
 		losers, by, scope := c[min(1, len(c)):], "", ScopeCluster
 		if len(c) > 0 {
-			by = "Service " + c[0].service.String()
+			by = "Service " + c[0].Service.String()
 		}
-		if d.foreign[k] {
+		if d.Foreign[k] {
 			losers, by, scope = c, "a virtual server ipvsproxy did not create", ScopeNode
 		}
 		for _, loser := range losers {
-			st := d.services[loser.service]
-			ref := st.serviceRef()
-			out[loser.service] = append(out[loser.service], Problem{Object: ref, Reason: ReasonPortConflict, Scope: scope,
+			st := d.Services[loser.Service]
+			ref := st.ServiceRef()
+			out[loser.Service] = append(out[loser.Service], Problem{Object: ref, Reason: ReasonPortConflict, Scope: scope,
 				Message: fmt.Sprintf("%s %s is already used by %s; skipped", loser.vs.Kind, k, by)})
 		}
 	}
 	return out
 }
 
-// serviceRef names the Service for an Event.
-func (st *ServiceState) serviceRef() (ref v1.ObjectReference) {
+// ServiceRef names the Service for an Event.
+func (st *ServiceState) ServiceRef() (ref v1.ObjectReference) {
 	ref.Kind, ref.APIVersion, ref.Namespace, ref.Name = "Service", "v1", st.Name.Namespace, st.Name.Name
 	return ref
 }
 
 // Dump renders the desired kernel state in a stable text form (golden
 // tests, inspect).
-func (d *desiredState) Dump() string {
+func (d *DesiredState) Dump() string {
 	var b strings.Builder
-	keys := make([]ipvs.VirtualServerKey, 0, len(d.claims))
-	for k := range d.claims {
+	keys := make([]ipvs.VirtualServerKey, 0, len(d.Claims))
+	for k := range d.Claims {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, compareVSKey)
+	slices.SortFunc(keys, CompareVSKey)
 	b.WriteString("virtual servers:\n")
 	for _, k := range keys {
-		if vs := d.virtualServer(k); vs != nil {
+		if vs := d.VirtualServer(k); vs != nil {
 			writeVirtualServer(&b, vs)
 		}
 	}
-	b.WriteString("addresses on " + DummyInterface + ":\n")
-	addrs := make([]netip.Addr, 0, len(d.addrRefs))
-	for a := range d.addrRefs {
+	b.WriteString("addresses on " + owned.DummyInterface + ":\n")
+	addrs := make([]netip.Addr, 0, len(d.AddrRefs))
+	for a := range d.AddrRefs {
 		addrs = append(addrs, a)
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	for _, a := range addrs {
 		fmt.Fprintf(&b, "  %s\n", a)
 	}
-	if len(d.routes) > 0 {
-		b.WriteString("local routes on " + DummyInterface + ":\n")
-		for _, r := range d.routes {
+	if len(d.Routes) > 0 {
+		b.WriteString("local routes on " + owned.DummyInterface + ":\n")
+		for _, r := range d.Routes {
 			fmt.Fprintf(&b, "  %s\n", r)
 		}
 	}
 	b.WriteString("ipset entries:\n")
-	entries := make([]string, 0, len(d.entryRefs))
-	for k := range d.entryRefs {
-		entries = append(entries, k.set+" "+k.entry.String(setTypeOf(k.set)))
+	entries := make([]string, 0, len(d.EntryRefs))
+	for k := range d.EntryRefs {
+		entries = append(entries, k.Set+" "+k.Entry.String(owned.SetType(k.Set)))
 	}
 	slices.Sort(entries)
 	for _, e := range entries {

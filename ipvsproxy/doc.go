@@ -1,20 +1,20 @@
-// Package ipvsproxy is the proxier: it turns Kubernetes Services and
-// EndpointSlices into IPVS virtual servers, addresses on the kube-ipvs0 dummy
-// interface, ipset members and a few iptables rules that mark traffic for
-// masquerade.
+// Package ipvsproxy is the model of the proxier: what the kernel should hold
+// for the Services and EndpointSlices of the cluster, computed without a
+// single kernel call. It holds the configuration (Config, DefaultConfig,
+// Validate), the ChangeTracker fed by the informers, BuildService (build.go:
+// where a Service becomes IPVS entries) with its endpoint selection, the
+// external-IP guard and the scheduler annotation, and the desired state: the
+// union of every ServiceState with clashes resolved and reference counts
+// kept (desired.go).
 //
 // Data flows one way:
 //
 //	informers → ChangeTracker (per Service) → BuildService (pure, build.go)
-//	→ desiredState (conflicts resolved) → reconcile against kernelView
-//	→ the kernel adapters (packages ipvs, netif, ipset, iptables, conntrack)
+//	→ DesiredState (conflicts resolved) → internal/proxier, the writer,
+//	applies it through the kernel adapters
 //
-// build.go is where a Service becomes IPVS entries; it makes no syscalls.
-// The reconciler (reconcile*.go) is the only writer of kernel objects and
-// keeps a status per object with backoff retries (objstatus.go).
-// The package owns only what it names: the virtual servers recorded in
-// KUBE-IPVS-OWNED (ownership.go), the addresses on kube-ipvs0, the KUBE-*
-// sets and chains listed in sets.go and rules.go, and the sysctls of setup.go
-// and conntrack_sysctls.go (kube-proxy's). Everything else in the kernel, and
-// anything inside --ipvs-exclude-cidrs, is never changed.
+// It never touches the kernel: TestModelMakesNoKernelCalls (purity_test.go)
+// fails if this package, or internal/owned whose names it uses, imports
+// anything that can, or uses more of the adapters ipvs, ipset, iptables,
+// conntrack and listeners than their value types and constants.
 package ipvsproxy

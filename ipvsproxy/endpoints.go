@@ -22,11 +22,11 @@ type Endpoint struct {
 
 func (e Endpoint) String() string { return netip.AddrPortFrom(e.Addr, e.Port).String() }
 
-// endpointsByPort collects the valid endpoints of each port of the slices
+// EndpointsByPort collects the valid endpoints of each port of the slices
 // (all of one Service), keyed by port name and protocol, for one family.
 // Bad endpoints are skipped and reported.
-func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (map[portKey][]Endpoint, []Problem) {
-	lists := map[portKey]*endpointList{}
+func EndpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (map[PortKey][]Endpoint, []Problem) {
+	lists := map[PortKey]*endpointList{}
 	var problems []Problem
 	for _, slice := range slices_ {
 		if string(slice.AddressType) != string(family) {
@@ -44,7 +44,7 @@ func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (ma
 				bad("port %d out of range", *port.Port)
 				continue
 			}
-			key := portKey{name: deref(port.Name, ""), protocol: deref(port.Protocol, v1.ProtocolTCP)}
+			key := PortKey{Name: deref(port.Name, ""), Protocol: deref(port.Protocol, v1.ProtocolTCP)}
 			list := lists[key]
 			if list == nil {
 				list = &endpointList{eps: make([]Endpoint, 0, len(slice.Endpoints))}
@@ -62,7 +62,7 @@ func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (ma
 					continue
 				}
 				addr = addr.Unmap()
-				if familyOf(addr) != family {
+				if FamilyOf(addr) != family {
 					bad("endpoint address %s is not %s", addr, family)
 					continue
 				}
@@ -89,14 +89,14 @@ func endpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (ma
 						list.eps[i] = e
 					}
 					problems = append(problems, Problem{Object: ref, Reason: ReasonInvalidEndpoint, Scope: ScopeLog,
-						Message: fmt.Sprintf("endpoint %s of port %q listed twice; using one", e, key.name)})
+						Message: fmt.Sprintf("endpoint %s of port %q listed twice; using one", e, key.Name)})
 					continue
 				}
 				list.add(e)
 			}
 		}
 	}
-	out := make(map[portKey][]Endpoint, len(lists))
+	out := make(map[PortKey][]Endpoint, len(lists))
 	for k, list := range lists {
 		slices.SortFunc(list.eps, func(a, b Endpoint) int {
 			return netip.AddrPortFrom(a.Addr, a.Port).Compare(netip.AddrPortFrom(b.Addr, b.Port))
@@ -142,9 +142,9 @@ func (l *endpointList) add(e Endpoint) {
 	}
 }
 
-type portKey struct {
-	name     string
-	protocol v1.Protocol
+type PortKey struct {
+	Name     string
+	Protocol v1.Protocol
 }
 
 // trafficEndpoints splits a port's endpoints the way kube-proxy does
@@ -154,13 +154,13 @@ type portKey struct {
 // this node's ready ones, else its serving-and-terminating ones. Not-ready
 // endpoints are never used.
 func trafficEndpoints(eps []Endpoint, node NodeInfo) (cluster, local []Endpoint) {
-	mode := topologyMode(eps, node)
+	mode := TopologyMode(eps, node)
 	allReady, anyLocal := true, false
 	for _, e := range eps {
 		allReady = allReady && e.Ready
 		anyLocal = anyLocal || e.NodeName == node.Name
 	}
-	if allReady && mode == topologyNone && !anyLocal {
+	if allReady && mode == TopologyNone && !anyLocal {
 		// The common case costs no copy: every endpoint serves the
 		// cluster, none is local. Callers only read the slices.
 		return eps, nil
@@ -193,15 +193,15 @@ func trafficEndpoints(eps []Endpoint, node NodeInfo) (cluster, local []Endpoint)
 }
 
 const (
-	topologyNone = iota
+	TopologyNone = iota
 	topologySameNode
 	topologySameZone
 )
 
-// topologyMode follows hints only when every ready endpoint carries one and
+// TopologyMode follows hints only when every ready endpoint carries one and
 // some hint names this node (or zone); otherwise hints are ignored so that a
 // half-updated slice never blackholes traffic.
-func topologyMode(eps []Endpoint, node NodeInfo) int {
+func TopologyMode(eps []Endpoint, node NodeInfo) int {
 	anyReady, allNode, forNode, allZone, forZone := false, true, false, true, false
 	for _, e := range eps {
 		if !e.Ready {
@@ -221,13 +221,13 @@ func topologyMode(eps []Endpoint, node NodeInfo) int {
 	}
 	switch {
 	case !anyReady:
-		return topologyNone
+		return TopologyNone
 	case allNode && forNode:
 		return topologySameNode
 	case allZone && forZone:
 		return topologySameZone
 	}
-	return topologyNone
+	return TopologyNone
 }
 
 func availableForTopology(e Endpoint, mode int, node NodeInfo) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 )
@@ -13,7 +14,7 @@ import (
 // long ones indexed, with the same result.
 func TestRepeatedEndpointsAreUsedOnce(t *testing.T) {
 	for _, n := range []int{3, endpointIndexMin * 3} {
-		svc := service("web", "10.96.0.10")
+		svc := servicetest.Service("web", "10.96.0.10")
 		var first, second []string
 		for i := range n {
 			first = append(first, fmt.Sprintf("10.244.%d.%d@node2/notready", i/200, i%200+1))
@@ -21,7 +22,7 @@ func TestRepeatedEndpointsAreUsedOnce(t *testing.T) {
 				second = append(second, fmt.Sprintf("10.244.%d.%d@node2", i/200, i%200+1))
 			}
 		}
-		eps, problems := endpointsByPort([]*discovery.EndpointSlice{slice(svc, "web-a", 8080, first...), slice(svc, "web-b", 8080, second...)}, v1.IPv4Protocol)
+		eps, problems := EndpointsByPort([]*discovery.EndpointSlice{servicetest.Slice(svc, "web-a", 8080, first...), servicetest.Slice(svc, "web-b", 8080, second...)}, v1.IPv4Protocol)
 		if len(eps) != 1 {
 			t.Fatalf("%d endpoints: ports %v, want one", n, eps)
 		}

@@ -81,50 +81,50 @@ func (n NodeInfo) clusterIPOwner(a netip.Addr, self types.NamespacedName) (types
 	return types.NamespacedName{}, false
 }
 
-// clusterIPIndex is the cross-Service knowledge the guard needs, kept by the
+// ClusterIPIndex is the cross-Service knowledge the guard needs, kept by the
 // proxier: which Services hold each cluster IP, and which name each address
 // as an external IP. When a cluster IP appears or goes, the Services naming
 // it as an external IP are rebuilt, so a refusal follows the other Service
 // being created or deleted later.
-type clusterIPIndex struct {
-	owners  map[netip.Addr][]types.NamespacedName // sorted
+type ClusterIPIndex struct {
+	Owners  map[netip.Addr][]types.NamespacedName // sorted
 	naming  map[netip.Addr]map[types.NamespacedName]bool
 	service map[types.NamespacedName]serviceAddresses
 }
 
-type serviceAddresses struct{ clusterIPs, externalIPs []netip.Addr }
+type serviceAddresses struct{ ClusterIPs, externalIPs []netip.Addr }
 
-func newClusterIPIndex() *clusterIPIndex {
-	return &clusterIPIndex{
-		owners:  map[netip.Addr][]types.NamespacedName{},
+func NewClusterIPIndex() *ClusterIPIndex {
+	return &ClusterIPIndex{
+		Owners:  map[netip.Addr][]types.NamespacedName{},
 		naming:  map[netip.Addr]map[types.NamespacedName]bool{},
 		service: map[types.NamespacedName]serviceAddresses{},
 	}
 }
 
-// update records svc (nil: deleted) and returns the other Services whose
+// Update records svc (nil: deleted) and returns the other Services whose
 // external IPs must be checked again because a cluster IP came or went.
-func (x *clusterIPIndex) update(name types.NamespacedName, svc *v1.Service) []types.NamespacedName {
+func (x *ClusterIPIndex) Update(name types.NamespacedName, svc *v1.Service) []types.NamespacedName {
 	old := x.service[name]
 	var now serviceAddresses
 	if svc != nil {
-		now = addressesOf(svc)
+		now = AddressesOf(svc)
 	}
 	var dependents []types.NamespacedName
-	for _, a := range old.clusterIPs {
-		if !slices.Contains(now.clusterIPs, a) {
-			x.owners[a] = slices.DeleteFunc(x.owners[a], func(n types.NamespacedName) bool { return n == name })
-			if len(x.owners[a]) == 0 {
-				delete(x.owners, a)
+	for _, a := range old.ClusterIPs {
+		if !slices.Contains(now.ClusterIPs, a) {
+			x.Owners[a] = slices.DeleteFunc(x.Owners[a], func(n types.NamespacedName) bool { return n == name })
+			if len(x.Owners[a]) == 0 {
+				delete(x.Owners, a)
 			}
-			dependents = x.appendNaming(dependents, a, name)
+			dependents = x.AppendNaming(dependents, a, name)
 		}
 	}
-	for _, a := range now.clusterIPs {
-		if !slices.Contains(old.clusterIPs, a) {
-			x.owners[a] = append(x.owners[a], name)
-			slices.SortFunc(x.owners[a], func(p, q types.NamespacedName) int { return strings.Compare(p.String(), q.String()) })
-			dependents = x.appendNaming(dependents, a, name)
+	for _, a := range now.ClusterIPs {
+		if !slices.Contains(old.ClusterIPs, a) {
+			x.Owners[a] = append(x.Owners[a], name)
+			slices.SortFunc(x.Owners[a], func(p, q types.NamespacedName) int { return strings.Compare(p.String(), q.String()) })
+			dependents = x.AppendNaming(dependents, a, name)
 		}
 	}
 	for _, a := range old.externalIPs {
@@ -149,7 +149,7 @@ func (x *clusterIPIndex) update(name types.NamespacedName, svc *v1.Service) []ty
 	return dependents
 }
 
-func (x *clusterIPIndex) appendNaming(out []types.NamespacedName, a netip.Addr, except types.NamespacedName) []types.NamespacedName {
+func (x *ClusterIPIndex) AppendNaming(out []types.NamespacedName, a netip.Addr, except types.NamespacedName) []types.NamespacedName {
 	for n := range x.naming[a] {
 		if n != except && !slices.Contains(out, n) {
 			out = append(out, n)
@@ -158,9 +158,9 @@ func (x *clusterIPIndex) appendNaming(out []types.NamespacedName, a netip.Addr, 
 	return out
 }
 
-// addressesOf parses a Service's cluster IPs and external IPs; what does
+// AddressesOf parses a Service's cluster IPs and external IPs; what does
 // not parse is the builder's to report.
-func addressesOf(svc *v1.Service) serviceAddresses {
+func AddressesOf(svc *v1.Service) serviceAddresses {
 	var out serviceAddresses
 	parse := func(list []string) []netip.Addr {
 		var addrs []netip.Addr
@@ -176,7 +176,7 @@ func addressesOf(svc *v1.Service) serviceAddresses {
 		ips = []string{svc.Spec.ClusterIP}
 	}
 	if svc.Spec.Type != v1.ServiceTypeExternalName {
-		out.clusterIPs = parse(ips)
+		out.ClusterIPs = parse(ips)
 	}
 	out.externalIPs = parse(svc.Spec.ExternalIPs)
 	return out

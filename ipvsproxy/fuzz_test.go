@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
@@ -44,23 +46,23 @@ func FuzzBuildService(f *testing.F) {
 			svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 			svc.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: &targetPort}}
 		}
-		node := []string{thisNode, "other"}[flags>>7]
+		node := []string{servicetest.ThisNode, "other"}[flags>>7]
 		endpointSlices := []*discovery.EndpointSlice{{
 			ObjectMeta:  metav1.ObjectMeta{Namespace: "fuzz", Name: "s", Labels: map[string]string{discovery.LabelServiceName: "svc"}},
 			AddressType: discovery.AddressType(addressType),
 			Ports: []discovery.EndpointPort{
-				{Name: ptr("a"), Port: &targetPort, Protocol: ptr(v1.Protocol(proto))},
-				{Name: ptr("b"), Port: &port, Protocol: ptr(v1.ProtocolUDP)},
+				{Name: servicetest.Ptr("a"), Port: &targetPort, Protocol: servicetest.Ptr(v1.Protocol(proto))},
+				{Name: servicetest.Ptr("b"), Port: &port, Protocol: servicetest.Ptr(v1.ProtocolUDP)},
 			},
 			Endpoints: []discovery.Endpoint{
-				{Addresses: []string{endpoint}, NodeName: &node, Conditions: discovery.EndpointConditions{Ready: ptr(flags&16 != 0), Serving: ptr(flags&32 != 0), Terminating: ptr(flags&64 != 0)}},
-				{Addresses: []string{endpoint}, NodeName: ptr(thisNode)},
+				{Addresses: []string{endpoint}, NodeName: &node, Conditions: discovery.EndpointConditions{Ready: servicetest.Ptr(flags&16 != 0), Serving: servicetest.Ptr(flags&32 != 0), Terminating: servicetest.Ptr(flags&64 != 0)}},
+				{Addresses: []string{endpoint}, NodeName: servicetest.Ptr(servicetest.ThisNode)},
 				{Addresses: []string{clusterIP}},
 			},
 		}}
 		cfg := testConfig()
 		cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-		info := NodeInfo{Name: thisNode, Addresses: []netip.Addr{node1IP, node1IP6}}
+		info := NodeInfo{Name: servicetest.ThisNode, Addresses: []netip.Addr{servicetest.Node1IP, servicetest.Node1IP6}}
 		st := BuildService(svc, endpointSlices, info, cfg)
 		applyToFakes(t, st, cfg)
 	})
@@ -69,7 +71,7 @@ func FuzzBuildService(f *testing.F) {
 // applyToFakes writes st into fresh kernel fakes and fails on any refusal.
 func applyToFakes(t *testing.T, st *ServiceState, cfg Config) {
 	t.Helper()
-	h, links, sets := ipvs.NewFake(), netif.NewFake(DummyInterface), ipset.NewFake()
+	h, links, sets := ipvs.NewFake(), netif.NewFake(owned.DummyInterface), ipset.NewFake()
 	for _, vs := range st.VirtualServers {
 		if err := h.AddVirtualServer(vs.VirtualServer); err != nil {
 			t.Fatalf("kernel would refuse: %v", err)
@@ -88,7 +90,7 @@ func applyToFakes(t *testing.T, st *ServiceState, cfg Config) {
 			t.Fatalf("kernel would refuse: %v", err)
 		}
 	}
-	for _, s := range ownedSets(cfg.Families, cfg.IPSetMaxElements) {
+	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
 		if err := sets.CreateSet(s); err != nil {
 			t.Fatalf("kernel would refuse set %s: %v", s.Name, err)
 		}

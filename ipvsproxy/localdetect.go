@@ -45,34 +45,34 @@ func (m LocalDetectMode) validate(c Config) error {
 	return fmt.Errorf("unknown detect-local-mode %q (want ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix)", m)
 }
 
-// localDetector is the one place that decides which packets come from pods,
+// LocalDetector is the one place that decides which packets come from pods,
 // as iptables match arguments. Without a way to tell (ClusterCIDR mode with
 // no --cluster-cidr of the family, NodeCIDR before the Node has a pod CIDR)
 // it matches nothing: ifLocal and ifNotLocal are both empty and the rules
 // use kube-proxy's fallbacks.
-type localDetector struct {
-	ifLocal, ifNotLocal []string
+type LocalDetector struct {
+	ifLocal, IfNotLocal []string
 	// What the arguments match, for the tracer: a source range, or an
 	// input interface (a trailing "+" matches a name prefix, as in iptables).
 	source  netip.Prefix
 	inIface string
 }
 
-// newLocalDetector builds the detector of family from the configuration
+// NewLocalDetector builds the detector of family from the configuration
 // and, for NodeCIDR, this Node's pod CIDRs.
-func newLocalDetector(cfg Config, family v1.IPFamily, nodePodCIDRs []netip.Prefix) localDetector {
-	byCIDR := func(cidrs []netip.Prefix) localDetector {
+func NewLocalDetector(cfg Config, family v1.IPFamily, nodePodCIDRs []netip.Prefix) LocalDetector {
+	byCIDR := func(cidrs []netip.Prefix) LocalDetector {
 		// Like kube-proxy, one range per family decides.
 		for _, p := range cidrs {
-			if p.IsValid() && familyOf(p.Addr()) == family {
+			if p.IsValid() && FamilyOf(p.Addr()) == family {
 				s := p.Masked().String()
-				return localDetector{ifLocal: []string{"-s", s}, ifNotLocal: []string{"!", "-s", s}, source: p.Masked()}
+				return LocalDetector{ifLocal: []string{"-s", s}, IfNotLocal: []string{"!", "-s", s}, source: p.Masked()}
 			}
 		}
-		return localDetector{}
+		return LocalDetector{}
 	}
-	byInterface := func(name string) localDetector {
-		return localDetector{ifLocal: []string{"-i", name}, ifNotLocal: []string{"!", "-i", name}, inIface: name}
+	byInterface := func(name string) LocalDetector {
+		return LocalDetector{ifLocal: []string{"-i", name}, IfNotLocal: []string{"!", "-i", name}, inIface: name}
 	}
 	switch cfg.DetectLocalMode {
 	case DetectLocalNodeCIDR:
@@ -86,12 +86,12 @@ func newLocalDetector(cfg Config, family v1.IPFamily, nodePodCIDRs []netip.Prefi
 	}
 }
 
-// implemented reports whether the detector can tell pod traffic apart.
-func (d localDetector) implemented() bool { return len(d.ifLocal) > 0 }
+// Implemented reports whether the detector can tell pod traffic apart.
+func (d LocalDetector) Implemented() bool { return len(d.ifLocal) > 0 }
 
-// fromPod is what the ifLocal arguments match: a packet from src that came
+// FromPod is what the ifLocal arguments match: a packet from src that came
 // in on inIface ("" when unknown, which no interface rule matches).
-func (d localDetector) fromPod(src netip.Addr, inIface string) bool {
+func (d LocalDetector) FromPod(src netip.Addr, inIface string) bool {
 	switch {
 	case d.source.IsValid():
 		return d.source.Contains(src)
@@ -104,7 +104,7 @@ func (d localDetector) fromPod(src netip.Addr, inIface string) bool {
 }
 
 // String says in a few words what the detector takes for pod traffic.
-func (d localDetector) String() string {
+func (d LocalDetector) String() string {
 	switch {
 	case d.source.IsValid():
 		return "from " + d.source.String()

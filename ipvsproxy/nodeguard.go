@@ -24,8 +24,8 @@ import (
 // port of the node's own address that nothing listens on (port 80 on a bare
 // metal node) keeps working.
 
-// kubernetesService is the Service whose endpoints are the API servers.
-var kubernetesService = types.NamespacedName{Namespace: "default", Name: "kubernetes"}
+// KubernetesService is the Service whose endpoints are the API servers.
+var KubernetesService = types.NamespacedName{Namespace: "default", Name: "kubernetes"}
 
 // listenedOn says why an external IP may not take port on this node, or "":
 // the address is one of the node's own, and a process listens on that port
@@ -47,7 +47,7 @@ func (b *builder) listenedOn(ip netip.Addr, protocol v1.Protocol, port uint16) s
 // API server or of another Node may not be served, or "".
 func (n NodeInfo) clusterAddressRefusal(a netip.Addr) string {
 	if slices.Contains(n.APIServers, a) {
-		return fmt.Sprintf("external IP %s is an address of the API server (an endpoint of Service %s)", a, kubernetesService)
+		return fmt.Sprintf("external IP %s is an address of the API server (an endpoint of Service %s)", a, KubernetesService)
 	}
 	if node, ok := n.OtherNodes[a]; ok {
 		return fmt.Sprintf("external IP %s is an address of Node %s, which alone may serve it", a, node)
@@ -56,7 +56,7 @@ func (n NodeInfo) clusterAddressRefusal(a netip.Addr) string {
 }
 
 // apiServerAddresses are the endpoint addresses of default/kubernetes.
-func apiServerAddresses(slices_ []*discovery.EndpointSlice) []netip.Addr {
+func APIServerAddresses(slices_ []*discovery.EndpointSlice) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range slices_ {
 		for _, ep := range s.Endpoints {
@@ -83,7 +83,7 @@ type ClusterNodes struct {
 	othersMemo map[netip.Addr]string
 }
 
-func newClusterNodes(notify func()) *ClusterNodes {
+func NewClusterNodes(notify func()) *ClusterNodes {
 	return &ClusterNodes{byName: map[string][]netip.Addr{}, notify: notify}
 }
 
@@ -128,9 +128,9 @@ func (c *ClusterNodes) Delete(name string) {
 	}
 }
 
-// others maps every address of a Node other than self to that Node. The map
+// Others maps every address of a Node other than self to that Node. The map
 // is shared: callers only read it.
-func (c *ClusterNodes) others(self string) map[netip.Addr]string {
+func (c *ClusterNodes) Others(self string) map[netip.Addr]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.othersMemo != nil && c.othersOf == self {
@@ -167,47 +167,8 @@ func asNode(obj any) *v1.Node {
 	return n
 }
 
-// guardFacts are the facts of the node guard a sync built against.
-type guardFacts struct {
-	listening  []listeners.Listener
-	otherNodes map[netip.Addr]string
-	apiServers []netip.Addr
-}
-
-// guardDependents lists the Services to rebuild because a fact of the guard
-// changed since the last sync: those naming, as an external IP, an address
-// whose Node or API server role changed, or any address of this node when
-// what listens on it changed.
-func (p *Proxier) guardDependents(now guardFacts, node NodeInfo) []types.NamespacedName {
-	before := p.guard
-	p.guard = now
-	var addrs []netip.Addr
-	for a, name := range now.otherNodes {
-		if before.otherNodes[a] != name {
-			addrs = append(addrs, a)
-		}
-	}
-	for a := range before.otherNodes {
-		if _, ok := now.otherNodes[a]; !ok {
-			addrs = append(addrs, a)
-		}
-	}
-	if !slices.Equal(before.apiServers, now.apiServers) {
-		addrs = append(addrs, before.apiServers...)
-		addrs = append(addrs, now.apiServers...)
-	}
-	if !slices.Equal(before.listening, now.listening) {
-		addrs = append(addrs, node.Addresses...)
-	}
-	var out []types.NamespacedName
-	for _, a := range addrs {
-		out = p.clusterIPs.appendNaming(out, a.Unmap(), types.NamespacedName{})
-	}
-	return out
-}
-
-// names lists the Nodes known.
-func (c *ClusterNodes) names() []string {
+// Names lists the Nodes known.
+func (c *ClusterNodes) Names() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.byName))

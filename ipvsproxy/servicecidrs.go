@@ -55,7 +55,7 @@ func (t *ChangeTracker) DeleteServiceCIDR(name string) {
 // serviceCIDRsChanged makes the next sync a full one: whether a cluster IP
 // is bound depends on the ranges. Called with the lock held.
 func (t *ChangeTracker) serviceCIDRsChanged() {
-	t.pending.serviceCIDRsChanged = true
+	t.pending.ServiceCIDRsChanged = true
 	if t.pending.oldest.IsZero() {
 		t.pending.oldest = time.Now()
 	}
@@ -70,7 +70,7 @@ func (t *ChangeTracker) ServiceCIDRRanges() []netip.Prefix {
 	for _, rs := range t.serviceCIDRs {
 		out = append(out, rs...)
 	}
-	return sortedPrefixes(out)
+	return SortedPrefixes(out)
 }
 
 // ServiceCIDRHandler adapts the tracker to a ServiceCIDR informer.
@@ -92,7 +92,7 @@ func (t *ChangeTracker) onServiceCIDR(obj any) {
 	}
 }
 
-func sortedPrefixes(ps []netip.Prefix) []netip.Prefix {
+func SortedPrefixes(ps []netip.Prefix) []netip.Prefix {
 	out := slices.Clone(ps)
 	slices.SortFunc(out, comparePrefix)
 	return slices.Compact(out)

@@ -7,7 +7,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
-// staleUDPFlows returns conntrack filters for the UDP flows a Service change
+// StaleUDPFlows returns conntrack filters for the UDP flows a Service change
 // leaves stale. UDP has no connection end, so without this a client that
 // keeps one source port keeps talking to a dead endpoint (kubernetes#59368):
 //   - an endpoint that no longer backs a port: its flows, matched by the
@@ -17,7 +17,7 @@ import (
 //     created while there was nothing to answer them.
 //
 // Nothing else is matched. old or new may be nil (Service added or deleted).
-func staleUDPFlows(old, new *ServiceState) []conntrack.Filter {
+func StaleUDPFlows(old, new *ServiceState) []conntrack.Filter {
 	type portState struct {
 		addresses []ipvs.VirtualServerKey
 		endpoints map[ipvs.RealServerKey]bool
@@ -71,7 +71,7 @@ func staleUDPFlows(old, new *ServiceState) []conntrack.Filter {
 			filters = append(filters, conntrack.Filter{Protocol: conntrack.UDP, OrigDst: a.Address, OrigDstPort: a.Port})
 		}
 	}
-	slices.SortFunc(filters, compareFilters)
+	slices.SortFunc(filters, CompareFilters)
 	return slices.Compact(filters)
 }
 
@@ -85,7 +85,7 @@ func unionKeys(a, b []ipvs.VirtualServerKey) []ipvs.VirtualServerKey {
 	return out
 }
 
-func compareFilters(a, b conntrack.Filter) int {
+func CompareFilters(a, b conntrack.Filter) int {
 	if c := a.OrigDst.Compare(b.OrigDst); c != 0 {
 		return c
 	}

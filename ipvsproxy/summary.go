@@ -58,7 +58,7 @@ func noLocalPolicies(st *ServiceState) []NoLocalKey {
 	var out []NoLocalKey
 	for _, vs := range st.VirtualServers {
 		if vs.LocalOnly && (len(vs.RealServers) == 0 || vs.InClusterOnly) {
-			key := NoLocalKey{Family: familyOf(vs.Address), Policy: "external"}
+			key := NoLocalKey{Family: FamilyOf(vs.Address), Policy: "external"}
 			if vs.Kind == KindClusterIP {
 				key.Policy = "internal"
 			}
@@ -70,23 +70,22 @@ func noLocalPolicies(st *ServiceState) []NoLocalKey {
 	return out
 }
 
-// report copies the summary into a SyncResult.
-func (s serviceSummary) report(res *SyncResult) {
-	res.HealthCheckNodePorts = maps.Clone(s.healthCheckNodePorts)
-	res.LocalReadyEndpoints = maps.Clone(s.localReadyEndpoints)
-	res.NoLocalEndpoints = map[NoLocalKey]int{}
+// Report copies the summary out for a SyncResult.
+func (s serviceSummary) Report() (healthCheckNodePorts map[types.NamespacedName]uint16, localReadyEndpoints map[types.NamespacedName]int, noLocalEndpoints map[NoLocalKey]int) {
+	noLocalEndpoints = map[NoLocalKey]int{}
 	for key, n := range s.noLocalEndpoints {
 		if n > 0 {
-			res.NoLocalEndpoints[key] = n
+			noLocalEndpoints[key] = n
 		}
 	}
+	return maps.Clone(s.healthCheckNodePorts), maps.Clone(s.localReadyEndpoints), noLocalEndpoints
 }
 
-// builtNode is what every ServiceState was last built against. A full sync
+// BuiltNode is what every ServiceState was last built against. A full sync
 // rebuilds every Service only when it changed (or nothing was built yet):
 // otherwise the desired state is still right and the kernel is only read
 // back and compared (a periodic resync, the retry after a failure).
-type builtNode struct {
+type BuiltNode struct {
 	valid     bool
 	zone      string
 	addresses []netip.Addr
@@ -95,12 +94,12 @@ type builtNode struct {
 	routes    []netip.Prefix
 }
 
-func (b builtNode) same(n NodeInfo) bool {
+func (b BuiltNode) Same(n NodeInfo) bool {
 	return b.valid && b.zone == n.Zone && slices.Equal(b.addresses, n.Addresses) && slices.Equal(b.podCIDRs, n.PodCIDRs) &&
 		slices.Equal(b.ranges, n.ServiceCIDRs) && slices.Equal(b.routes, n.RoutedServiceCIDRs)
 }
 
-func builtFrom(n NodeInfo) builtNode {
-	return builtNode{valid: true, zone: n.Zone, addresses: slices.Clone(n.Addresses), podCIDRs: slices.Clone(n.PodCIDRs),
+func BuiltFrom(n NodeInfo) BuiltNode {
+	return BuiltNode{valid: true, zone: n.Zone, addresses: slices.Clone(n.Addresses), podCIDRs: slices.Clone(n.PodCIDRs),
 		ranges: slices.Clone(n.ServiceCIDRs), routes: slices.Clone(n.RoutedServiceCIDRs)}
 }

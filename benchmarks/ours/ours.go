@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
@@ -36,24 +37,24 @@ func Config(s shape.Shape) ipvsproxy.Config {
 
 // FakeKernel is every adapter's Fake; links is the netif to use (a Fake,
 // or the real one on an ifb link).
-func FakeKernel(links netif.Interface) ipvsproxy.Kernel {
+func FakeKernel(links netif.Interface) proxier.Kernel {
 	k, _, _ := adapters.Open(adapters.Options{Fake: true, Families: adapters.BothFamilies, Links: links}) // the Fakes cannot fail
 	return k
 }
 
 // Run times every operation on shape s: the cold sync once, the others
 // repeats times each. k must be empty.
-func Run(s shape.Shape, k ipvsproxy.Kernel, repeats int) (shape.Result, error) {
+func Run(s shape.Shape, k proxier.Kernel, repeats int) (shape.Result, error) {
 	return RunWith(s, k, repeats, nil)
 }
 
 // RunWith is Run, calling afterCold (when not nil) right after the cold
 // sync, before any other operation: where a caller counts the cold sync
 // apart (kernel-bench's time per adapter call).
-func RunWith(s shape.Shape, k ipvsproxy.Kernel, repeats int, afterCold func()) (shape.Result, error) {
+func RunWith(s shape.Shape, k proxier.Kernel, repeats int, afterCold func()) (shape.Result, error) {
 	res := shape.Result{Side: "ipvsproxy", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
 	cfg := Config(s)
-	p, err := ipvsproxy.New(cfg, shape.NodeName, k, nil)
+	p, err := proxier.New(cfg, shape.NodeName, k, nil)
 	if err != nil {
 		return res, err
 	}
@@ -73,7 +74,7 @@ func RunWith(s shape.Shape, k ipvsproxy.Kernel, repeats int, afterCold func()) (
 		setService(s.Service(i))
 		setSlices(s.Slices(i, s.Endpoints, 0))
 	}
-	var last ipvsproxy.SyncResult
+	var last proxier.SyncResult
 	sync := func(op string, wantFull bool) error {
 		start := time.Now()
 		r := p.Sync()
@@ -154,7 +155,7 @@ func RunWith(s shape.Shape, k ipvsproxy.Kernel, repeats int, afterCold func()) (
 	}
 	// Restart: a new proxier adopts what the old one left, repeats times.
 	for rep := 0; rep < repeats; rep++ {
-		p2, err := ipvsproxy.New(cfg, shape.NodeName, k, nil)
+		p2, err := proxier.New(cfg, shape.NodeName, k, nil)
 		if err != nil {
 			return res, err
 		}

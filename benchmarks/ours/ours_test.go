@@ -5,7 +5,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"k8s.io/klog/v2"
 )
@@ -15,7 +15,7 @@ import (
 func TestRunSmallShape(t *testing.T) {
 	klog.SetLogger(logr.Discard())
 	for _, s := range []shape.Shape{{Services: 100, Endpoints: 10}, {Services: 100, Endpoints: 10, Mix: true}} {
-		res, err := Run(s, FakeKernel(netif.NewFake(ipvsproxy.DummyInterface)), 2)
+		res, err := Run(s, FakeKernel(netif.NewFake(owned.DummyInterface)), 2)
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name(), err)
 		}

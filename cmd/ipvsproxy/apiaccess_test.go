@@ -14,6 +14,8 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -84,21 +86,21 @@ func forbidList(client *fake.Clientset, resource schema.GroupResource, forbidden
 
 // daemonUnderTest is the proxier on the fakes with the run wiring around it.
 type daemonUnderTest struct {
-	proxier  *ipvsproxy.Proxier
+	proxier  *proxier.Proxier
 	links    *netif.Fake
 	ipvs     *ipvs.Fake
 	health   *healthcheck.ProxyHealth
 	metrics  *metrics.Metrics
 	recorder *record.FakeRecorder
-	synced   chan ipvsproxy.SyncResult
+	synced   chan proxier.SyncResult
 }
 
 func newDaemonUnderTest(t *testing.T) *daemonUnderTest {
 	t.Helper()
-	d := &daemonUnderTest{links: netif.NewFake(ipvsproxy.DummyInterface), ipvs: ipvs.NewFake(),
-		metrics: metrics.New(), recorder: record.NewFakeRecorder(20), synced: make(chan ipvsproxy.SyncResult, 16)}
+	d := &daemonUnderTest{links: netif.NewFake(owned.DummyInterface), ipvs: ipvs.NewFake(),
+		metrics: metrics.New(), recorder: record.NewFakeRecorder(20), synced: make(chan proxier.SyncResult, 16)}
 	d.links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"))
-	k := ipvsproxy.Kernel{IPVS: d.ipvs, Netif: d.links, IPSet: ipset.NewFake(),
+	k := proxier.Kernel{IPVS: d.ipvs, Netif: d.links, IPSet: ipset.NewFake(),
 		IPTables:  map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: iptables.NewFake(iptables.IPv4)},
 		Conntrack: conntrack.NewFake()}
 	families := []v1.IPFamily{v1.IPv4Protocol}
@@ -106,7 +108,7 @@ func newDaemonUnderTest(t *testing.T) *daemonUnderTest {
 	cfg.Families = families
 	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
 	var err error
-	if d.proxier, err = ipvsproxy.New(cfg, "node1", k, d.recorder); err != nil {
+	if d.proxier, err = proxier.New(cfg, "node1", k, d.recorder); err != nil {
 		t.Fatal(err)
 	}
 	d.health = healthcheck.NewProxyHealth(time.Minute, clock.RealClock{})
@@ -114,7 +116,7 @@ func newDaemonUnderTest(t *testing.T) *daemonUnderTest {
 	t.Cleanup(serviceHealth.Close)
 	observeProxier(d.proxier, d.metrics, d.health, serviceHealth, families)
 	observe := d.proxier.OnSync
-	d.proxier.OnSync = func(r ipvsproxy.SyncResult) { observe(r); d.synced <- r }
+	d.proxier.OnSync = func(r proxier.SyncResult) { observe(r); d.synced <- r }
 	return d
 }
 

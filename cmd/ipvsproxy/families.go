@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
@@ -194,7 +194,7 @@ func kernelFamilySupport(sysctls sysctl.Interface) func(v1.IPFamily) error {
 
 // hostAddresses lists the host's addresses (for auto without a cluster).
 func hostAddresses() ([]netip.Addr, error) {
-	n, err := netif.New(ipvsproxy.DummyInterface)
+	n, err := netif.New(owned.DummyInterface)
 	if err != nil {
 		return nil, err
 	}

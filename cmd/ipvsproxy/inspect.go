@@ -12,9 +12,10 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/inspect"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/urfave/cli/v2"
 	v1 "k8s.io/api/core/v1"
@@ -72,7 +73,7 @@ func inspectFlags() []cli.Flag {
 type inspectEnv struct {
 	kernel    inspect.Kernel
 	close     func()
-	snapshot  *ipvsproxy.Snapshot
+	snapshot  *proxier.Snapshot
 	namesFrom string
 	warnings  []string
 }
@@ -115,7 +116,7 @@ func openKernelReaders() (inspect.Kernel, func()) {
 			k.IPVS = r
 		}
 	}
-	if n, err := netif.New(ipvsproxy.DummyInterface); err != nil {
+	if n, err := netif.New(owned.DummyInterface); err != nil {
 		k.Warnings = append(k.Warnings, inspect.Explain("open rtnetlink", err).Error())
 	} else {
 		k.Addresses = n
@@ -140,26 +141,26 @@ func openKernelReaders() (inspect.Kernel, func()) {
 
 // snapshotFromAPIServer lists the objects and computes the desired state
 // with the proxier's own code (inspect.SnapshotFromObjects).
-func snapshotFromAPIServer(c *cli.Context, k inspect.Kernel) (ipvsproxy.Snapshot, error) {
+func snapshotFromAPIServer(c *cli.Context, k inspect.Kernel) (proxier.Snapshot, error) {
 	cfg, err := configFromFlags(c)
 	if err != nil {
-		return ipvsproxy.Snapshot{}, err
+		return proxier.Snapshot{}, err
 	}
 	if cfg.Families, err = resolveFamiliesOffline(c.String("ip-families")); err != nil {
-		return ipvsproxy.Snapshot{}, err
+		return proxier.Snapshot{}, err
 	}
 	nodeName, err := nodeNameOf(c.String("hostname-override"))
 	if err != nil {
-		return ipvsproxy.Snapshot{}, err
+		return proxier.Snapshot{}, err
 	}
 	client, err := newClient(c.String("kubeconfig"))
 	if err != nil {
-		return ipvsproxy.Snapshot{}, err
+		return proxier.Snapshot{}, err
 	}
 	var host []netip.Addr
 	if k.Addresses != nil {
 		if host, err = k.Addresses.HostAddresses(); err != nil {
-			return ipvsproxy.Snapshot{}, inspect.Explain("list the node's addresses", err)
+			return proxier.Snapshot{}, inspect.Explain("list the node's addresses", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
@@ -167,11 +168,11 @@ func snapshotFromAPIServer(c *cli.Context, k inspect.Kernel) (ipvsproxy.Snapshot
 	// What the daemon's informers watch.
 	svcs, err := client.CoreV1().Services("").List(ctx, serviceListOptions())
 	if err != nil {
-		return ipvsproxy.Snapshot{}, fmt.Errorf("list Services from the API server: %w", err)
+		return proxier.Snapshot{}, fmt.Errorf("list Services from the API server: %w", err)
 	}
 	slices, err := client.DiscoveryV1().EndpointSlices("").List(ctx, endpointSliceListOptions())
 	if err != nil {
-		return ipvsproxy.Snapshot{}, fmt.Errorf("list EndpointSlices from the API server: %w", err)
+		return proxier.Snapshot{}, fmt.Errorf("list EndpointSlices from the API server: %w", err)
 	}
 	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {

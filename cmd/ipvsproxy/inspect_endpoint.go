@@ -7,8 +7,8 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/servicestats"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
@@ -22,7 +22,7 @@ import (
 // address (an explicit --metrics-bind-address=, kube-proxy's
 // metricsBindAddress: "") serves nothing. The returned function may be
 // called again after a failed bind.
-func statusAndInspectServer(c *cli.Context, reg *prometheus.Registry, p *ipvsproxy.Proxier, h ipvs.Interface) (func(context.Context) error, error) {
+func statusAndInspectServer(c *cli.Context, reg *prometheus.Registry, p *proxier.Proxier, h ipvs.Interface) (func(context.Context) error, error) {
 	addr := c.String("metrics-bind-address")
 	if addr == "" {
 		return func(ctx context.Context) error {

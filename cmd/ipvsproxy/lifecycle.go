@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"
 )
@@ -49,7 +49,7 @@ func serveRetrying(ctx context.Context, what, addr string, hardFail bool, serve 
 // sync (a write on a closed netlink socket would leave that sync half
 // applied). Stopping removes nothing from the kernel: the next daemon adopts
 // the state, and traffic keeps flowing meanwhile.
-func startSyncLoop(ctx context.Context, p *ipvsproxy.Proxier) <-chan struct{} {
+func startSyncLoop(ctx context.Context, p *proxier.Proxier) <-chan struct{} {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -61,7 +61,7 @@ func startSyncLoop(ctx context.Context, p *ipvsproxy.Proxier) <-chan struct{} {
 // markProgrammed makes /readyz true after the first full sync that ran
 // through (the hook observeSync calls). One object the kernel refuses is
 // retried and reported on its own; it must not hold every node's rollout.
-func markProgrammed(r ipvsproxy.SyncResult, programmed func()) {
+func markProgrammed(r proxier.SyncResult, programmed func()) {
 	if r.Full && r.Completed {
 		programmed()
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -38,9 +40,9 @@ func (s *slowIPVS) AddVirtualServer(vs ipvs.VirtualServer) error {
 
 func TestStopLetsTheSyncInFlightFinishAndLeavesTheKernelState(t *testing.T) {
 	fakeIPVS := &slowIPVS{Fake: ipvs.NewFake(), entered: make(chan struct{}), release: make(chan struct{})}
-	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"))
-	k := ipvsproxy.Kernel{
+	k := proxier.Kernel{
 		IPVS: fakeIPVS, Netif: links, IPSet: ipset.NewFake(),
 		IPTables:  map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: iptables.NewFake(iptables.IPv4)},
 		Conntrack: conntrack.NewFake(),
@@ -48,7 +50,7 @@ func TestStopLetsTheSyncInFlightFinishAndLeavesTheKernelState(t *testing.T) {
 	cfg := ipvsproxy.DefaultConfig()
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol}
 	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
-	p, err := ipvsproxy.New(cfg, "node1", k, nil)
+	p, err := proxier.New(cfg, "node1", k, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

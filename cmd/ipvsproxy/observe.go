@@ -1,12 +1,12 @@
 package main
 
 import (
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/metrics"
 )
 
 // observeSyncKind feeds kube-proxy's full/partial sync histograms.
-func observeSyncKind(m *metrics.Metrics, family string, r ipvsproxy.SyncResult) {
+func observeSyncKind(m *metrics.Metrics, family string, r proxier.SyncResult) {
 	if r.Full {
 		m.SyncFullProxyRulesLatency.WithLabelValues(family).Observe(r.Duration.Seconds())
 	} else {
@@ -16,7 +16,7 @@ func observeSyncKind(m *metrics.Metrics, family string, r ipvsproxy.SyncResult) 
 
 // observeByFamily counts conntrack deletions and iptables failures under the
 // family they happened in (not under the first family of the node).
-func observeByFamily(m *metrics.Metrics, r ipvsproxy.SyncResult) {
+func observeByFamily(m *metrics.Metrics, r proxier.SyncResult) {
 	for family, pass := range r.Conntrack {
 		f := string(family)
 		m.ConntrackEntriesDeletedTotal.WithLabelValues(f).Add(float64(pass.Deleted))

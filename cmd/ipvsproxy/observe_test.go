@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -37,7 +39,7 @@ func TestHealthFollowsTheSyncLoopNotEveryObject(t *testing.T) {
 	defer services.Close()
 	m := metrics.New()
 	families := []v1.IPFamily{v1.IPv4Protocol}
-	failing := ipvsproxy.SyncResult{Completed: true, WriteErrors: map[string]int{"ipset": 1}, FailingObjects: map[string]int{"ipset": 1}}
+	failing := proxier.SyncResult{Completed: true, WriteErrors: map[string]int{"ipset": 1}, FailingObjects: map[string]int{"ipset": 1}}
 	for i := 0; i < 4; i++ {
 		health.QueuedUpdate()
 		clock.Step(period)
@@ -49,7 +51,7 @@ func TestHealthFollowsTheSyncLoopNotEveryObject(t *testing.T) {
 	health.QueuedUpdate()
 	for i := 0; i < 4; i++ {
 		clock.Step(period)
-		observeSync(m, health, services, families, ipvsproxy.SyncResult{WriteErrors: map[string]int{"read": 1}})
+		observeSync(m, health, services, families, proxier.SyncResult{WriteErrors: map[string]int{"read": 1}})
 	}
 	if health.Healthy() {
 		t.Fatal("a loop that cannot read the kernel for two minutes is reported healthy")
@@ -66,14 +68,14 @@ func TestObserveSyncLabelsByFamily(t *testing.T) {
 	defer services.Close()
 	families := []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 	start := time.Now()
-	observeSync(m, health, services, families, ipvsproxy.SyncResult{
+	observeSync(m, health, services, families, proxier.SyncResult{
 		Full: true, Start: start, Duration: 10 * time.Millisecond,
 		TriggerTimes:     map[v1.IPFamily][]time.Time{v1.IPv6Protocol: {start.Add(-2 * time.Second)}},
-		Conntrack:        map[v1.IPFamily]ipvsproxy.ConntrackPass{v1.IPv6Protocol: {Deleted: 3, Duration: time.Millisecond}},
+		Conntrack:        map[v1.IPFamily]proxier.ConntrackPass{v1.IPv6Protocol: {Deleted: 3, Duration: time.Millisecond}},
 		ConntrackDeleted: 3,
 		WriteErrors:      map[string]int{},
 	})
-	observeSync(m, health, services, families, ipvsproxy.SyncResult{
+	observeSync(m, health, services, families, proxier.SyncResult{
 		Start: start, Duration: time.Millisecond,
 		WriteErrors:      map[string]int{"iptables": 1},
 		IPTablesFailures: map[v1.IPFamily]int{v1.IPv6Protocol: 1},
@@ -135,9 +137,9 @@ func TestObserveSyncLabelsByFamily(t *testing.T) {
 // series per family. The one-label metric once got both family names as
 // values and panicked at the first queued change, before any sync.
 func TestDualStackNodeRunsThroughTheRunWiring(t *testing.T) {
-	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8::1"))
-	k := ipvsproxy.Kernel{
+	k := proxier.Kernel{
 		IPVS: ipvs.NewFake(), Netif: links, IPSet: ipset.NewFake(),
 		IPTables: map[v1.IPFamily]iptables.Interface{
 			v1.IPv4Protocol: iptables.NewFake(iptables.IPv4), v1.IPv6Protocol: iptables.NewFake(iptables.IPv6)},
@@ -147,7 +149,7 @@ func TestDualStackNodeRunsThroughTheRunWiring(t *testing.T) {
 	cfg := ipvsproxy.DefaultConfig()
 	cfg.Families = families
 	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("2001:db8:244::/56")}
-	proxier, err := ipvsproxy.New(cfg, "node1", k, nil)
+	p, err := proxier.New(cfg, "node1", k, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,12 +158,12 @@ func TestDualStackNodeRunsThroughTheRunWiring(t *testing.T) {
 	health.SetIPFamilies(families...)
 	serviceHealth := healthcheck.NewServiceHealthServer(nil, nil, health)
 	defer serviceHealth.Close()
-	synced := make(chan ipvsproxy.SyncResult, 16)
-	observeProxier(proxier, m, health, serviceHealth, families)
-	observe := proxier.OnSync
-	proxier.OnSync = func(r ipvsproxy.SyncResult) { observe(r); synced <- r }
+	synced := make(chan proxier.SyncResult, 16)
+	observeProxier(p, m, health, serviceHealth, families)
+	observe := p.OnSync
+	p.OnSync = func(r proxier.SyncResult) { observe(r); synced <- r }
 
-	tracker := proxier.Tracker()
+	tracker := p.Tracker()
 	tracker.NodeHandler().OnAdd(&v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "node1"},
 		Spec:       v1.NodeSpec{PodCIDRs: []string{"10.244.1.0/24", "2001:db8:244:1::/64"}},
@@ -174,7 +176,7 @@ func TestDualStackNodeRunsThroughTheRunWiring(t *testing.T) {
 	tracker.ServiceHandler().OnAdd(svc, true)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	stopped := startSyncLoop(ctx, proxier)
+	stopped := startSyncLoop(ctx, p)
 	defer func() { cancel(); <-stopped }()
 	select {
 	case r := <-synced:
@@ -213,7 +215,7 @@ func TestNoLocalEndpointsCountedPerFamily(t *testing.T) {
 	services := healthcheck.NewServiceHealthServer(nil, nil, health)
 	defer services.Close()
 	families := []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	observeSync(m, health, services, families, ipvsproxy.SyncResult{
+	observeSync(m, health, services, families, proxier.SyncResult{
 		Completed: true, WriteErrors: map[string]int{},
 		NoLocalEndpoints: map[ipvsproxy.NoLocalKey]int{{Family: v1.IPv6Protocol, Policy: "external"}: 2},
 	})
@@ -234,11 +236,11 @@ func TestObserveSyncReportsHeldDeletions(t *testing.T) {
 	defer services.Close()
 	m := metrics.New()
 	families := []v1.IPFamily{v1.IPv4Protocol}
-	observeSync(m, health, services, families, ipvsproxy.SyncResult{Completed: true, DeletionsHeld: true, HeldDeletions: 7})
+	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, DeletionsHeld: true, HeldDeletions: 7})
 	if held, n := testutil.ToFloat64(m.DeletionsHeld), testutil.ToFloat64(m.HeldDeletions); held != 1 || n != 7 {
 		t.Fatalf("deletions_held %v held_deletions %v, want 1 and 7", held, n)
 	}
-	observeSync(m, health, services, families, ipvsproxy.SyncResult{Completed: true})
+	observeSync(m, health, services, families, proxier.SyncResult{Completed: true})
 	if held, n := testutil.ToFloat64(m.DeletionsHeld), testutil.ToFloat64(m.HeldDeletions); held != 0 || n != 0 {
 		t.Fatalf("deletions_held %v held_deletions %v after the hold, want 0 and 0", held, n)
 	}

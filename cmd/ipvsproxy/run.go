@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/metrics"
 	"github.com/urfave/cli/v2"
@@ -79,7 +80,7 @@ func runAction(c *cli.Context) error {
 	defer closeKernel()
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
-	prepared, err := ipvsproxy.Prepare(cfg, k, unix.ByteSliceToString(uts.Release[:]))
+	prepared, err := proxier.Prepare(cfg, k, unix.ByteSliceToString(uts.Release[:]))
 	if err != nil {
 		return err
 	}
@@ -101,20 +102,20 @@ func runAction(c *cli.Context) error {
 	serviceHealth := healthcheck.NewServiceHealthServer(cfg.NodePortAddresses, recorder, health, healthcheck.WithNodeName(nodeName))
 	defer serviceHealth.Close()
 
-	proxier, err := ipvsproxy.New(cfg, nodeName, k, recorder)
+	p, err := proxier.New(cfg, nodeName, k, recorder)
 	if err != nil {
 		return err
 	}
-	observeProxier(proxier, m, health, serviceHealth, cfg.Families)
+	observeProxier(p, m, health, serviceHealth, cfg.Families)
 
-	informersSynced, err := startInformers(ctx, informerClient, nodeName, proxier.Tracker(), proxier.ClusterNodes(),
+	informersSynced, err := startInformers(ctx, informerClient, nodeName, p.Tracker(), p.ClusterNodes(),
 		newAPIAccess(health, m.APIPermissionMissing, recorder, nodeName))
 	if err != nil {
 		return err
 	}
 
 	errs := make(chan error, 2)
-	serveMetrics, err := statusAndInspectServer(c, m.Registry, proxier, k.IPVS)
+	serveMetrics, err := statusAndInspectServer(c, m.Registry, p, k.IPVS)
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func runAction(c *cli.Context) error {
 		return fmt.Errorf("informers did not sync before shutdown")
 	}
 	klog.InfoS("Proxier running", "node", nodeName, "families", cfg.Families, "scheduler", cfg.Scheduler)
-	stopped := startSyncLoop(ctx, proxier)
+	stopped := startSyncLoop(ctx, p)
 	// Runs before closeKernel (deferred earlier): the sync in flight ends first.
 	defer func() { stop(); <-stopped }()
 	select {
@@ -150,21 +151,21 @@ func runAction(c *cli.Context) error {
 // observeProxier connects the proxier's change and sync hooks to the metrics
 // and health servers. Every metric with an ip_family label is set once per
 // family the node proxies, each with its own value.
-func observeProxier(proxier *ipvsproxy.Proxier, m *metrics.Metrics, health *healthcheck.ProxyHealth, serviceHealth *healthcheck.ServiceHealthServer, families []v1.IPFamily) {
-	proxier.OnQueued = func() {
+func observeProxier(p *proxier.Proxier, m *metrics.Metrics, health *healthcheck.ProxyHealth, serviceHealth *healthcheck.ServiceHealthServer, families []v1.IPFamily) {
+	p.OnQueued = func() {
 		health.QueuedUpdate()
-		services, endpoints, _ := proxier.Tracker().Pending()
+		services, endpoints, _ := p.Tracker().Pending()
 		m.ServiceChangesPending.Set(float64(services))
 		m.EndpointChangesPending.Set(float64(endpoints))
 		for _, f := range families {
 			m.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(f)).SetToCurrentTime()
 		}
 	}
-	proxier.OnSync = func(r ipvsproxy.SyncResult) { observeSync(m, health, serviceHealth, families, r) }
+	p.OnSync = func(r proxier.SyncResult) { observeSync(m, health, serviceHealth, families, r) }
 }
 
 // observeSync feeds one sync's result to the metrics and health servers.
-func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *healthcheck.ServiceHealthServer, families []v1.IPFamily, r ipvsproxy.SyncResult) {
+func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *healthcheck.ServiceHealthServer, families []v1.IPFamily, r proxier.SyncResult) {
 	for _, family := range families {
 		f := string(family)
 		m.SyncProxyRulesLatency.WithLabelValues(f).Observe(r.Duration.Seconds())

@@ -1,4 +1,4 @@
-// Package adapters assembles an ipvsproxy.Kernel, the adapters a proxier
+// Package adapters assembles an proxier.Kernel, the adapters a proxier
 // reads and writes the kernel through: the real ones (`run`, `cleanup`, the
 // kernel benchmark) or every adapter's in-memory Fake (`inspect
 // --kubeconfig`'s desired state, the benchmarks on fakes). It is the one
@@ -10,10 +10,11 @@ import (
 	"fmt"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/listeners"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
@@ -44,23 +45,23 @@ var BothFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 
 // Open assembles the Kernel o describes; close releases what it opened.
 // On an error nothing stays open.
-func Open(o Options) (k ipvsproxy.Kernel, close func(), err error) {
+func Open(o Options) (k proxier.Kernel, close func(), err error) {
 	var closers []func()
 	closeAll := func() {
 		for _, c := range closers {
 			c()
 		}
 	}
-	fail := func(err error) (ipvsproxy.Kernel, func(), error) {
+	fail := func(err error) (proxier.Kernel, func(), error) {
 		closeAll()
-		return ipvsproxy.Kernel{}, func() {}, err
+		return proxier.Kernel{}, func() {}, err
 	}
 	k.Netif = o.Links
 	k.IPTables = map[v1.IPFamily]iptables.Interface{}
 	if o.Fake {
 		k.IPVS, k.IPSet, k.Conntrack, k.Sysctl = ipvs.NewFake(), ipset.NewFake(), conntrack.NewFake(), sysctl.NewFake(nil)
 		if k.Netif == nil {
-			k.Netif = netif.NewFake(ipvsproxy.DummyInterface)
+			k.Netif = netif.NewFake(owned.DummyInterface)
 		}
 		for _, f := range o.Families {
 			k.IPTables[f] = iptables.NewFake(iptablesFamily(f))
@@ -79,7 +80,7 @@ func Open(o Options) (k ipvsproxy.Kernel, close func(), err error) {
 	k.IPVS = h
 	closers = append(closers, func() { h.Close() })
 	if k.Netif == nil {
-		if k.Netif, err = netif.New(ipvsproxy.DummyInterface); err != nil {
+		if k.Netif, err = netif.New(owned.DummyInterface); err != nil {
 			return fail(fmt.Errorf("open rtnetlink: %w", err))
 		}
 	}

@@ -9,8 +9,9 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	vnl "github.com/vishvananda/netlink"
 	v1 "k8s.io/api/core/v1"
@@ -105,7 +106,7 @@ var oursHostAddress = shape.NodeIP
 // Each reports the SyncResult's deleted count (which must agree with its
 // IPv4 pass) and the pass's own Duration. add re-writes flows into tbl.
 func oursOps(tbl conntrack.Interface, add injector, n int) ([]op, error) {
-	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(oursHostAddress)
 	k := ours.FakeKernel(links)
 	seen := &observed{Interface: tbl}
@@ -114,7 +115,7 @@ func oursOps(tbl conntrack.Interface, add injector, n int) ([]op, error) {
 	if !ok {
 		return nil, fmt.Errorf("ours.FakeKernel's IPVS is a %T, not the Fake", k.IPVS)
 	}
-	p, err := ipvsproxy.New(ours.Config(shape.Shape{}), shape.NodeName, k, nil)
+	p, err := proxier.New(ours.Config(shape.Shape{}), shape.NodeName, k, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +208,7 @@ func (o *observed) DeleteFlows(filters ...conntrack.Filter) (int, error) {
 // ran is what sync r deleted from the IPv4 conntrack table, the time its
 // conntrack pass(es) took and the filters it used; an error when it
 // failed, was not of the kind wanted, or its counts disagree.
-func (o *observed) ran(r ipvsproxy.SyncResult, wantFull bool) (ran, error) {
+func (o *observed) ran(r proxier.SyncResult, wantFull bool) (ran, error) {
 	pass := r.Conntrack[v1.IPv4Protocol]
 	distinct := map[conntrack.Filter]bool{}
 	for _, f := range o.filters {

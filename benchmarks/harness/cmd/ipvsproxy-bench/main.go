@@ -19,7 +19,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/netns"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	vnetns "github.com/vishvananda/netns"
 	"k8s.io/klog/v2"
@@ -42,15 +42,15 @@ func main() {
 		if err := netns.Prepare(shape.NodeIP, ""); err != nil {
 			fail(err)
 		}
-		fake := netif.NewFake(ipvsproxy.DummyInterface)
+		fake := netif.NewFake(owned.DummyInterface)
 		fake.SetHostAddresses(netip.MustParseAddr("127.0.0.1"), shape.NodeIP) // as Prepare binds them on lo
 		links = fake
 	} else {
-		if err := netns.Prepare(shape.NodeIP, ipvsproxy.DummyInterface); err != nil {
+		if err := netns.Prepare(shape.NodeIP, owned.DummyInterface); err != nil {
 			fail(err)
 		}
 		var err error
-		if links, err = netif.NewOnLink(ipvsproxy.DummyInterface, "ifb", vnetns.None()); err != nil {
+		if links, err = netif.NewOnLink(owned.DummyInterface, "ifb", vnetns.None()); err != nil {
 			fail(err)
 		}
 	}

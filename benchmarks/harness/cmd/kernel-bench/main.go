@@ -24,10 +24,11 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
@@ -72,7 +73,7 @@ func main() {
 // realKernel is the daemon's adapters for IPv4, but for the sysctls, which
 // the benchmark leaves to the namespace as it is, and the node guard's
 // socket reads, which it does not measure.
-func realKernel() (ipvsproxy.Kernel, error) {
+func realKernel() (proxier.Kernel, error) {
 	k, _, err := adapters.Open(adapters.Options{Families: []v1.IPFamily{v1.IPv4Protocol}})
 	k.Sysctl, k.Listeners = sysctl.NewFake(nil), nil
 	return k, err
@@ -80,12 +81,12 @@ func realKernel() (ipvsproxy.Kernel, error) {
 
 // floor creates, with one adapter call each, what a cold sync of s leaves
 // in the Fakes.
-func floor(s shape.Shape, k ipvsproxy.Kernel) (shape.Result, error) {
+func floor(s shape.Shape, k proxier.Kernel) (shape.Result, error) {
 	res := shape.Result{Side: "floor (kernel)", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
-	links := netif.NewFake(ipvsproxy.DummyInterface)
+	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(shape.NodeIP) // as in the namespace: NodePorts on it
 	fk := ours.FakeKernel(links)
-	p, err := ipvsproxy.New(ours.Config(s), shape.NodeName, fk, nil)
+	p, err := proxier.New(ours.Config(s), shape.NodeName, fk, nil)
 	if err != nil {
 		return res, err
 	}

@@ -7,10 +7,10 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
 )
@@ -59,7 +59,7 @@ func names(calls map[string]shape.CallTime) []string {
 }
 
 // timed wraps every adapter of k with c.
-func timed(k ipvsproxy.Kernel, c *clock) ipvsproxy.Kernel {
+func timed(k proxier.Kernel, c *clock) proxier.Kernel {
 	out := k
 	out.IPVS = timedIPVS{k.IPVS, c}
 	out.Netif = timedNetif{k.Netif, c}

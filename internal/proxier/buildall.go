@@ -1,0 +1,92 @@
+package proxier
+
+import (
+	"runtime"
+	"sync"
+
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// builtService is one Service's new desired state; nil when it is gone.
+type builtService struct {
+	name  types.NamespacedName
+	state *ipvsproxy.ServiceState
+}
+
+// parallelBuildMin is how many Services a sync must build before the work
+// is spread over the cores: below it the goroutines cost more than they save.
+const parallelBuildMin = 256
+
+// buildServices builds the named Services. BuildService is pure, so a cold
+// or node-changed sync's thousands are built on every core (a cold
+// sync of 10,000 spent a quarter of its time building, one Service at a
+// time); what it returns is applied to the desired state in one goroutine.
+func (p *Proxier) buildServices(names map[types.NamespacedName]bool, node ipvsproxy.NodeInfo) []builtService {
+	out := make([]builtService, 0, len(names))
+	for name := range names {
+		out = append(out, builtService{name: name})
+	}
+	build := func(b *builtService) {
+		if svc, endpointSlices := p.tracker.Input(b.name); svc != nil {
+			b.state = ipvsproxy.BuildService(svc, endpointSlices, node, p.cfg)
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(out)/parallelBuildMin+1)
+	if workers <= 1 {
+		for i := range out {
+			build(&out[i])
+		}
+		return out
+	}
+	var wg sync.WaitGroup
+	chunk := (len(out) + workers - 1) / workers
+	for start := 0; start < len(out); start += chunk {
+		part := out[start:min(start+chunk, len(out))]
+		wg.Go(func() {
+			for i := range part {
+				build(&part[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// reserveFor sizes the empty maps a first sync fills from built: growing
+// them one entry at a time was a fifth of a cold sync of 10,000 Services
+// (rehashing). Maps that hold anything are left alone. The sets'
+// members in the view are sized when the reconciler creates the sets.
+func reserveFor(built []builtService, d *ipvsproxy.DesiredState, t *ipvsproxy.Touched, view *kernelView) {
+	var virtualServers, addresses, entries int
+	for _, b := range built {
+		if b.state == nil {
+			continue
+		}
+		virtualServers += len(b.state.VirtualServers)
+		for i := range b.state.VirtualServers {
+			vs := &b.state.VirtualServers[i]
+			if vs.Bound {
+				addresses++
+			}
+			entries += len(vs.SetEntries)
+		}
+	}
+	reserve(&d.Claims, virtualServers)
+	reserve(&d.Services, len(built))
+	reserve(&d.AddrRefs, addresses)
+	reserve(&d.EntryRefs, entries)
+	reserve(&t.VirtualServers, virtualServers)
+	reserve(&t.Addresses, addresses)
+	reserve(&t.Entries, entries)
+	if view != nil {
+		reserve(&view.virtualServers, virtualServers)
+	}
+}
+
+// reserve replaces an empty map with one sized for n entries.
+func reserve[K comparable, V any](m *map[K]V, n int) {
+	if len(*m) == 0 && n > 0 {
+		*m = make(map[K]V, n)
+	}
+}

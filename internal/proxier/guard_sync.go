@@ -1,0 +1,49 @@
+package proxier
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/listeners"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// guardFacts are the facts of the node guard a sync built against.
+type guardFacts struct {
+	listening  []listeners.Listener
+	otherNodes map[netip.Addr]string
+	apiServers []netip.Addr
+}
+
+// guardDependents lists the Services to rebuild because a fact of the guard
+// changed since the last sync: those naming, as an external IP, an address
+// whose Node or API server role changed, or any address of this node when
+// what listens on it changed.
+func (p *Proxier) guardDependents(now guardFacts, node ipvsproxy.NodeInfo) []types.NamespacedName {
+	before := p.guard
+	p.guard = now
+	var addrs []netip.Addr
+	for a, name := range now.otherNodes {
+		if before.otherNodes[a] != name {
+			addrs = append(addrs, a)
+		}
+	}
+	for a := range before.otherNodes {
+		if _, ok := now.otherNodes[a]; !ok {
+			addrs = append(addrs, a)
+		}
+	}
+	if !slices.Equal(before.apiServers, now.apiServers) {
+		addrs = append(addrs, before.apiServers...)
+		addrs = append(addrs, now.apiServers...)
+	}
+	if !slices.Equal(before.listening, now.listening) {
+		addrs = append(addrs, node.Addresses...)
+	}
+	var out []types.NamespacedName
+	for _, a := range addrs {
+		out = p.clusterIPs.AppendNaming(out, a.Unmap(), types.NamespacedName{})
+	}
+	return out
+}

@@ -1,0 +1,303 @@
+package proxier
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/listeners"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	"github.com/ipvsproxy/ipvsproxy/sysctl"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Kernel bundles the adapters the proxier writes through. Tests pass the
+// packages' Fakes; the daemon passes the real ones.
+type Kernel struct {
+	IPVS      ipvs.Interface
+	Netif     netif.Interface
+	IPSet     ipset.Interface
+	IPTables  map[v1.IPFamily]iptables.Interface
+	Conntrack conntrack.Interface
+	Sysctl    sysctl.Interface
+	// Listeners reads the host's listening sockets (the node guard); nil
+	// reads none.
+	Listeners listeners.Interface
+}
+
+// kernelView is what the kernel holds of the objects the proxier owns, as
+// last read (full sync) and kept up to date by every successful write.
+type kernelView struct {
+	virtualServers map[ipvs.VirtualServerKey]*kernelVirtualServer
+	// foreign are virtual servers someone else created; never written.
+	foreign   map[ipvs.VirtualServerKey]bool
+	addresses map[netip.Addr]bool
+	// routes are our Service CIDR routes on kube-ipvs0 (ownership.go).
+	routes map[netip.Prefix]bool
+	// sets maps each owned set present in the kernel with the right type
+	// to its members, the ownership record's included (ownership.go).
+	sets map[string]map[ipset.Entry]bool
+	// wrongSets are owned sets present with another type or family (an
+	// older layout); the reconciler replaces them.
+	wrongSets map[string]ipset.Set
+	// hostAddresses are the node's addresses outside kube-ipvs0.
+	hostAddresses []netip.Addr
+	// listening are the node's listening sockets (the node guard).
+	listening []listeners.Listener
+}
+
+type kernelVirtualServer struct {
+	vs          ipvs.VirtualServer
+	realServers realServerList
+}
+
+// realServerList is a virtual server's real servers as the kernel holds
+// them, sorted by address and port like the desired state's. A slice costs
+// the 56 bytes of each where a map cost about 170 (a view of
+// 100,000 took 17 MB), and it is searched without hashing.
+type realServerList []ipvs.RealServer
+
+func byRealServerKey(rs ipvs.RealServer, k ipvs.RealServerKey) int {
+	return ipvsproxy.CompareRealServerKeys(rs.RealServerKey, k)
+}
+
+// newRealServerList keeps what the adapter listed, a slice of its own
+// already in this order; a full read lists every real server of the node,
+// and a copy of each (100,000 at 10,000 Services) was garbage at once.
+func newRealServerList(rss []ipvs.RealServer) realServerList {
+	l := realServerList(rss)
+	byKey := func(a, b ipvs.RealServer) int {
+		return ipvsproxy.CompareRealServerKeys(a.RealServerKey, b.RealServerKey)
+	}
+	if !slices.IsSortedFunc(l, byKey) {
+		slices.SortFunc(l, byKey)
+	}
+	return l
+}
+
+func (l realServerList) get(k ipvs.RealServerKey) (ipvs.RealServer, bool) {
+	if i, ok := slices.BinarySearchFunc(l, k, byRealServerKey); ok {
+		return l[i], true
+	}
+	return ipvs.RealServer{}, false
+}
+
+// put adds or replaces rs; adding in order (a cold sync) appends.
+func (l *realServerList) put(rs ipvs.RealServer) {
+	if n := len(*l); n == 0 || ipvsproxy.CompareRealServerKeys((*l)[n-1].RealServerKey, rs.RealServerKey) < 0 {
+		*l = append(*l, rs)
+		return
+	}
+	i, ok := slices.BinarySearchFunc(*l, rs.RealServerKey, byRealServerKey)
+	if ok {
+		(*l)[i] = rs
+		return
+	}
+	*l = slices.Insert(*l, i, rs)
+}
+
+func (l *realServerList) remove(k ipvs.RealServerKey) {
+	if i, ok := slices.BinarySearchFunc(*l, k, byRealServerKey); ok {
+		*l = slices.Delete(*l, i, i+1)
+	}
+}
+
+// sameRealServers: the view holds exactly the desired real servers, at
+// their weights (both are sorted the same way).
+func sameRealServers(have realServerList, want []ipvs.RealServer) bool {
+	if len(have) != len(want) {
+		return false
+	}
+	for i := range have {
+		if have[i].RealServerKey != want[i].RealServerKey || have[i].Weight != want[i].Weight {
+			return false
+		}
+	}
+	return true
+}
+
+// wants reports whether the sorted desired real servers hold k.
+func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
+	_, ok := slices.BinarySearchFunc(desired, k, byRealServerKey)
+	return ok
+}
+
+// readKernel reads every object the proxier owns, and writes nothing: the
+// reconciler is the only writer. Which virtual servers are owned is
+// ownership.owns; the others are foreign. Owned objects inside
+// --ipvs-exclude-cidrs are read too, so that a Service's can be kept up to
+// date; the reconciler never deletes one nobody wants there. wasOurs are
+// the virtual servers the previous view held (nil at the first read): one of
+// them stays ours without its record (ownership.recovered).
+func readKernel(k Kernel, cfg ipvsproxy.Config, services serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool) (*kernelView, error) {
+	view := &kernelView{
+		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
+		foreign:        map[ipvs.VirtualServerKey]bool{},
+		addresses:      map[netip.Addr]bool{},
+		routes:         map[netip.Prefix]bool{},
+		sets:           map[string]map[ipset.Entry]bool{},
+		wrongSets:      map[string]ipset.Set{},
+	}
+	addrs, err := readAddresses(k)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs.bound {
+		view.addresses[a.Unmap()] = true
+	}
+	routes, err := ownRoutes(k)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range routes {
+		view.routes[r] = true
+	}
+	view.hostAddresses = addrs.host
+	if k.Listeners != nil {
+		if view.listening, err = k.Listeners.Listening(); err != nil {
+			return nil, fmt.Errorf("list the node's listening sockets: %w", err)
+		}
+	}
+	present, err := k.IPSet.Sets()
+	if err != nil {
+		return nil, fmt.Errorf("list ipsets: %w", err)
+	}
+	exists := map[string]ipset.Set{}
+	for _, s := range present {
+		exists[s.Name] = s
+	}
+	oldRecords := map[string][]ipset.Entry{}
+	for _, want := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
+		have, ok := exists[want.Name]
+		switch {
+		case !ok:
+			continue // the reconciler creates it
+		case !sameSetLayout(have, want):
+			view.wrongSets[want.Name] = have
+			if owned.BaseName(want.Name) == owned.SetOwned && have.Type == want.Type {
+				// Replaced below (a larger --ipset-max-elements): its
+				// records still say what is ours until then.
+				entries, err := k.IPSet.Entries(want.Name)
+				if err != nil {
+					return nil, fmt.Errorf("list ipset %s: %w", want.Name, err)
+				}
+				oldRecords[want.Name] = entries
+			}
+			continue
+		}
+		entries, err := k.IPSet.Entries(want.Name)
+		if err != nil {
+			return nil, fmt.Errorf("list ipset %s: %w", want.Name, err)
+		}
+		members := make(map[ipset.Entry]bool, len(entries))
+		for _, e := range entries {
+			members[e] = true
+		}
+		view.sets[want.Name] = members
+	}
+	owner := readOwnership(cfg, present, view.sets, routes, addrs, services, wasOurs)
+	for _, entries := range oldRecords {
+		for _, e := range entries {
+			if key, ok := owned.RecordKey(e); ok {
+				owner.recorded[key] = true
+			}
+		}
+	}
+	all, err := k.IPVS.VirtualServers()
+	if err != nil {
+		return nil, fmt.Errorf("list virtual servers: %w", err)
+	}
+	for _, vs := range all {
+		if !owner.owns(vs.VirtualServerKey, cfg) {
+			view.foreign[vs.VirtualServerKey] = true
+			continue
+		}
+		rss, err := listedRealServers(k, vs.VirtualServerKey)
+		if errors.Is(err, ipvs.ErrNotFound) {
+			continue // deleted meanwhile by someone else
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list real servers of %s: %w", vs.VirtualServerKey, err)
+		}
+		view.virtualServers[vs.VirtualServerKey] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
+	}
+	return view, nil
+}
+
+// listedRealServers lists the real servers of a virtual server the caller
+// has just listed, with one netlink request (a full read makes one per
+// virtual server). Only an empty answer, which is also what the kernel says
+// of a virtual server deleted meanwhile, is asked again the way that tells
+// the two apart.
+func listedRealServers(k Kernel, key ipvs.VirtualServerKey) ([]ipvs.RealServer, error) {
+	rss, err := k.IPVS.ListedRealServers(key)
+	if err == nil && len(rss) == 0 {
+		return k.IPVS.RealServers(key)
+	}
+	return rss, err
+}
+
+// sameSetLayout: a set can hold what want holds (bitmap:port has no family
+// and holds every port). A hash set made smaller than --ipset-max-elements
+// (by an older run, or kube-proxy's 65,536 under a larger flag) would refuse
+// entries that the capacity check (limits.go) admitted, so it is replaced
+// like a set of the wrong type; a larger one is kept.
+func sameSetLayout(have, want ipset.Set) bool {
+	if have.Type != want.Type {
+		return false
+	}
+	if want.Type == ipset.BitmapPort {
+		return true
+	}
+	return have.Family == want.Family && maxElemOf(have) >= maxElemOf(want)
+}
+
+// maxElemOf is a hash set's maxelem as the kernel applies it.
+func maxElemOf(s ipset.Set) uint32 {
+	if s.MaxElem == 0 {
+		return ipset.DefaultMaxElem
+	}
+	return s.MaxElem
+}
+
+// touchAll marks every object of the view and of the desired state, so a
+// full sync compares everything.
+func (v *kernelView) touchAll(d *ipvsproxy.DesiredState, t ipvsproxy.Touched) {
+	for k := range v.virtualServers {
+		t.VirtualServers[k] = true
+	}
+	for k := range d.Claims {
+		t.VirtualServers[k] = true
+	}
+	for a := range v.addresses {
+		t.Addresses[a] = true
+	}
+	for a := range d.AddrRefs {
+		t.Addresses[a] = true
+	}
+	for set, members := range v.sets {
+		if owned.BaseName(set) == owned.SetOwned {
+			// Records are written with their virtual servers: touch
+			// those, so a record without one is removed.
+			for e := range members {
+				if k, ok := owned.RecordKey(e); ok {
+					t.VirtualServers[k] = true
+				}
+			}
+			continue
+		}
+		for e := range members {
+			t.Entries[ipvsproxy.SetEntryKey{Set: set, Entry: e}] = true
+		}
+	}
+	for k := range d.EntryRefs {
+		t.Entries[k] = true
+	}
+}

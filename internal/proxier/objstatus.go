@@ -1,0 +1,380 @@
+package proxier
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The reconciler keeps a status per kernel object it writes, as Cilium's
+// statedb reconciler does: an object whose write failed is in error, with
+// the error, since when, and when it is retried. Retries back off per
+// object (retryMin doubling up to retryMax), so one object that keeps
+// failing costs one write per backoff, never a full sync of everything, and
+// never delays any other object. Objects that are done are not kept: the
+// table holds the pending and failing ones only, so it costs nothing while
+// all is well.
+
+// ObjectKind is the kind of a kernel object; the values are the "object"
+// label of ipvsproxy_kernel_write_failures_total.
+type ObjectKind string
+
+const (
+	ObjectVirtualServer ObjectKind = "ipvs"      // a virtual server, its real servers and its ownership record
+	ObjectAddress       ObjectKind = "address"   // an address on kube-ipvs0 (and the link itself)
+	ObjectRoute         ObjectKind = "route"     // a Service CIDR's local route on kube-ipvs0
+	ObjectSetEntry      ObjectKind = "ipset"     // a member of an owned set, or the set itself
+	ObjectRules         ObjectKind = "iptables"  // one table of one family's rules, or a jump rule
+	ObjectConntrack     ObjectKind = "conntrack" // the stale UDP flows to delete
+	ObjectRead          ObjectKind = "read"      // reading the kernel at a full sync
+)
+
+// SyncState is where an object stands.
+type SyncState string
+
+const (
+	StatePending SyncState = "pending" // wanted, not written yet (waiting for what it needs)
+	StateDone    SyncState = "done"
+	StateError   SyncState = "error" // the last write failed; retried at NextRetry
+)
+
+const (
+	retryMin = time.Second
+	retryMax = time.Minute
+)
+
+// objectID names one kernel object. Exactly one of the key fields is set,
+// by kind.
+type objectID struct {
+	kind  ObjectKind
+	vs    ipvs.VirtualServerKey
+	addr  netip.Addr
+	entry ipvsproxy.SetEntryKey
+	route netip.Prefix
+	name  string // a set, a rules table, "udp flows"
+}
+
+func vsID(k ipvs.VirtualServerKey) objectID    { return objectID{kind: ObjectVirtualServer, vs: k} }
+func addrID(a netip.Addr) objectID             { return objectID{kind: ObjectAddress, addr: a} }
+func entryID(k ipvsproxy.SetEntryKey) objectID { return objectID{kind: ObjectSetEntry, entry: k} }
+func routeID(p netip.Prefix) objectID          { return objectID{kind: ObjectRoute, route: p} }
+func namedID(kind ObjectKind, name string) objectID {
+	return objectID{kind: kind, name: name}
+}
+
+func (id objectID) String() string {
+	switch {
+	case id.kind == ObjectVirtualServer:
+		return "virtual server " + id.vs.String()
+	case id.kind == ObjectAddress:
+		return "address " + id.addr.String() + " on " + owned.DummyInterface
+	case id.kind == ObjectRoute:
+		return "local route " + id.route.String() + " on " + owned.DummyInterface
+	case id.kind == ObjectSetEntry && id.name == "":
+		return "ipset " + id.entry.Set + " member " + id.entry.Entry.String(owned.SetType(id.entry.Set))
+	case id.kind == ObjectSetEntry:
+		return "ipset " + id.name
+	}
+	return string(id.kind) + " " + id.name
+}
+
+// objectStatus is the status of one object that is not done.
+type objectStatus struct {
+	state     SyncState
+	since     time.Time // entered this state
+	lastError error
+	attempts  int // failed writes in a row
+	nextRetry time.Time
+	// services are the Services the object is for, when it failed first.
+	services []string
+}
+
+// statusTable holds the objects that are pending or failing.
+type statusTable struct {
+	objects map[objectID]*objectStatus
+}
+
+func newStatusTable() *statusTable { return &statusTable{objects: map[objectID]*objectStatus{}} }
+
+// failed records a failed write and schedules the retry; it reports whether
+// the object was not failing before (the moment to tell its Service).
+func (s *statusTable) failed(id objectID, err error, now time.Time) bool {
+	st := s.objects[id]
+	first := st == nil || st.state != StateError
+	if st == nil {
+		st = &objectStatus{}
+		s.objects[id] = st
+	}
+	if first {
+		st.state, st.since = StateError, now
+	}
+	st.lastError = err
+	st.attempts++
+	st.nextRetry = now.Add(backoff(st.attempts))
+	return first
+}
+
+// pending records an object that could not be written yet because
+// something it needs is missing (the set, the record); it is retried as
+// soon as that is there.
+// What it waits for has its own retry; the pending object is looked at
+// again on the same backoff, so nothing spins while the cause persists.
+func (s *statusTable) pending(id objectID, why error, now time.Time) {
+	st := s.objects[id]
+	if st == nil {
+		st = &objectStatus{state: StatePending, since: now}
+		s.objects[id] = st
+	}
+	st.lastError = why
+	st.attempts++
+	st.nextRetry = now.Add(backoff(st.attempts))
+}
+
+// done forgets an object: it is as wanted.
+func (s *statusTable) done(id objectID) { delete(s.objects, id) }
+
+// retryQueue is the table's answer, taken once at the start of a sync, to
+// "which objects are due for another write, and which still back off?".
+// Every such question of the sync asks it, so it has one answer: writes of
+// the sync itself (which settle objects, or schedule their next retry) do
+// not change it.
+type retryQueue struct {
+	// due are the objects whose retry time has come, pending or in error.
+	due []objectID
+	// backingOff are the objects in error whose retry is not due.
+	backingOff map[objectID]bool
+}
+
+// retryQueue reads the table at now.
+func (s *statusTable) retryQueue(now time.Time) retryQueue {
+	q := retryQueue{backingOff: map[objectID]bool{}}
+	for id, st := range s.objects {
+		switch {
+		case !now.Before(st.nextRetry):
+			q.due = append(q.due, id)
+		case st.state == StateError:
+			q.backingOff[id] = true
+		}
+	}
+	return q
+}
+
+// waits reports whether id failed and its retry is not due.
+func (q retryQueue) waits(id objectID) bool { return q.backingOff[id] }
+
+// kindDue reports whether some object of kind is due.
+func (q retryQueue) kindDue(kind ObjectKind) bool {
+	return slices.ContainsFunc(q.due, func(id objectID) bool { return id.kind == kind })
+}
+
+// rulesDue reports whether a rules object of family (a table or a jump) is
+// due.
+func (q retryQueue) rulesDue(family v1.IPFamily) bool {
+	return slices.ContainsFunc(q.due, func(id objectID) bool {
+		return id.kind == ObjectRules && strings.HasPrefix(id.name, string(family)+" ")
+	})
+}
+
+// waiting lists the objects that back off.
+func (q retryQueue) waiting() []objectID {
+	out := make([]objectID, 0, len(q.backingOff))
+	for id := range q.backingOff {
+		out = append(out, id)
+	}
+	return out
+}
+
+// nextRetry is the earliest retry time, if any object waits for one.
+func (s *statusTable) nextRetry() (time.Time, bool) {
+	var next time.Time
+	for _, st := range s.objects {
+		if next.IsZero() || st.nextRetry.Before(next) {
+			next = st.nextRetry
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// failing counts the objects in error by kind.
+func (s *statusTable) failing() map[ObjectKind]int {
+	out := map[ObjectKind]int{}
+	for id, st := range s.objects {
+		if st.state == StateError {
+			out[id.kind]++
+		}
+	}
+	return out
+}
+
+func backoff(attempts int) time.Duration {
+	d := retryMin
+	for i := 1; i < attempts && d < retryMax; i++ {
+		d *= 2
+	}
+	return min(d, retryMax)
+}
+
+// KernelObjectStatus is one object that is not done, as inspect shows it.
+type KernelObjectStatus struct {
+	Kind ObjectKind `json:"kind"`
+	// Object names it: "virtual server TCP 10.96.0.10:80", "ipset
+	// KUBE-CLUSTER-IP member 10.96.0.10,tcp:80", "iptables IPv4 nat".
+	Object string `json:"object"`
+	// Services are the Services it is for ("namespace/name"), if any.
+	Services  []string  `json:"services,omitempty"`
+	State     SyncState `json:"state"`
+	Since     time.Time `json:"since"`
+	LastError string    `json:"lastError,omitempty"`
+	Attempts  int       `json:"attempts,omitempty"`
+	NextRetry time.Time `json:"nextRetry,omitempty"`
+}
+
+// ReconcileStatus is a copy of the reconciler's status, safe to read from any
+// goroutine (Proxier.ReconcileStatus). Every object not listed in Objects is done.
+type ReconcileStatus struct {
+	LastSync     time.Time `json:"lastSync"`
+	LastFullSync time.Time `json:"lastFullSync"`
+	// LastSyncFull tells whether the last sync was a full one.
+	LastSyncFull bool `json:"lastSyncFull"`
+	// Objects are the pending and failing objects, failing first, then
+	// by kind and name.
+	Objects []KernelObjectStatus `json:"objects"`
+}
+
+// snapshot copies the table.
+func (s *statusTable) snapshot() []KernelObjectStatus {
+	out := make([]KernelObjectStatus, 0, len(s.objects))
+	for id, st := range s.objects {
+		o := KernelObjectStatus{Kind: id.kind, Object: id.String(), Services: slices.Clone(st.services), State: st.state, Since: st.since, Attempts: st.attempts}
+		if st.lastError != nil {
+			o.LastError = st.lastError.Error()
+		}
+		if st.state == StateError {
+			o.NextRetry = st.nextRetry
+		}
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b KernelObjectStatus) int {
+		return cmp.Or(cmp.Compare(stateOrder(a.State), stateOrder(b.State)), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Object, b.Object))
+	})
+	return out
+}
+
+func stateOrder(s SyncState) int {
+	if s == StateError {
+		return 0
+	}
+	return 1
+}
+
+// String is one line per object, for logs and tests.
+func (o KernelObjectStatus) String() string {
+	return fmt.Sprintf("%s %s %v: %s", o.State, o.Object, o.Services, o.LastError)
+}
+
+// ReconcileStatus returns a copy of the per-object status as the last sync
+// left it, for inspect and tests. It does not wait for a sync in progress.
+func (p *Proxier) ReconcileStatus() ReconcileStatus {
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
+	s := p.snapshot
+	s.Objects = slices.Clone(s.Objects)
+	for i := range s.Objects {
+		s.Objects[i].Services = slices.Clone(s.Objects[i].Services)
+	}
+	return s
+}
+
+// publishStatus copies the status table for Status; called under p.mu.
+func (p *Proxier) publishStatus(res *SyncResult) {
+	objects := p.objects.snapshot()
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
+	p.snapshot.LastSync = res.Start
+	p.snapshot.LastSyncFull = res.Full
+	if res.Full && res.Completed {
+		p.snapshot.LastFullSync = res.Start
+	}
+	p.snapshot.Objects = objects
+}
+
+// ReasonSyncFailed is the Event reason for a Service whose kernel objects
+// could not be written.
+const ReasonSyncFailed = "SyncFailed"
+
+// reportFailures tells each Service about its objects that started failing
+// in this sync: one Warning Event per Service, naming the first object and
+// the count, so a full set does not flood the API server. Node-wide objects
+// (rules, sets, conntrack) have no Service; the log and the metric say it.
+func (p *Proxier) reportFailures(ids []objectID) {
+	if len(ids) == 0 {
+		return
+	}
+	byService := map[types.NamespacedName][]objectID{}
+	addrs, entries := map[netip.Addr][]objectID{}, map[ipvsproxy.SetEntryKey][]objectID{}
+	for _, id := range ids {
+		switch {
+		case id.kind == ObjectVirtualServer:
+			if name, ok := p.desired.Owner(id.vs); ok {
+				byService[name] = append(byService[name], id)
+			}
+		case id.kind == ObjectAddress && id.addr.IsValid():
+			addrs[id.addr] = append(addrs[id.addr], id)
+		case id.kind == ObjectSetEntry && id.name == "":
+			entries[id.entry] = append(entries[id.entry], id)
+		}
+	}
+	if len(addrs)+len(entries) > 0 {
+		for name, st := range p.desired.Services {
+			seen := map[objectID]bool{}
+			for i := range st.VirtualServers {
+				vs := &st.VirtualServers[i]
+				if p.desired.Winner(vs.VirtualServerKey) != vs {
+					continue
+				}
+				if vs.Bound {
+					for _, id := range addrs[vs.Address] {
+						if !seen[id] {
+							seen[id] = true
+							byService[name] = append(byService[name], id)
+						}
+					}
+				}
+				for _, e := range vs.SetEntries {
+					for _, id := range entries[e.Key()] {
+						if !seen[id] {
+							seen[id] = true
+							byService[name] = append(byService[name], id)
+						}
+					}
+				}
+			}
+		}
+	}
+	for name, list := range byService {
+		for _, id := range list {
+			if st := p.objects.objects[id]; st != nil {
+				st.services = append(st.services, name.String())
+			}
+		}
+		first := p.objects.objects[list[0]]
+		ref := v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: name.Namespace, Name: name.Name}
+		if st := p.desired.Services[name]; st != nil {
+			ref = st.ServiceRef()
+		}
+		msg := fmt.Sprintf("writing %s to the kernel failed: %v; retrying with backoff", list[0], first.lastError)
+		if len(list) > 1 {
+			msg = fmt.Sprintf("writing %d kernel objects failed, first %s: %v; retrying with backoff", len(list), list[0], first.lastError)
+		}
+		p.recorder.Eventf(&ref, v1.EventTypeWarning, ReasonSyncFailed, "%s", msg)
+	}
+}

@@ -1,0 +1,381 @@
+package proxier
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	"k8s.io/klog/v2"
+)
+
+// operations are the writes of one kind of kernel object, in the shape of
+// Cilium statedb's reconciler.Operations: update makes the kernel hold the
+// desired object, delete removes one nobody wants. Both are idempotent (an
+// object already as wanted, or already gone, is no write and no error),
+// keep the kernel view in step with what they wrote, and return the outcome:
+// nil (done), a pendingError (waiting for something it needs), or the
+// failure. They never touch the status table, the touched set or the
+// desired state: the loop (reconciler.apply) does, from the outcome.
+type operations[K comparable] struct {
+	id func(K) objectID
+	// wanted: the desired state holds the object (update it, else delete).
+	wanted func(K) bool
+	update func(K) error
+	delete func(K) error
+	// later, when set, picks the outcomes of update that the loop acts on
+	// after the pass instead of settling them (a full set, a foreign
+	// virtual server).
+	later func(error) bool
+}
+
+// outcome is an object's key with what its operation returned.
+type outcome[K comparable] struct {
+	key K
+	err error
+}
+
+// updateAll runs update on the wanted keys and settles each; it returns
+// the outcomes ops.later picked, unsettled.
+func updateAll[K comparable](r *reconciler, ops operations[K], keys map[K]bool) (later []outcome[K]) {
+	for k := range keys {
+		if !ops.wanted(k) {
+			continue
+		}
+		err := ops.update(k)
+		if err != nil && ops.later != nil && ops.later(err) {
+			later = append(later, outcome[K]{k, err})
+			continue
+		}
+		r.settle(ops.id(k), err)
+	}
+	return later
+}
+
+// deleteAll runs delete on the keys nobody wants and settles each.
+func deleteAll[K comparable](r *reconciler, ops operations[K], keys map[K]bool) {
+	for k := range keys {
+		if !ops.wanted(k) {
+			r.settle(ops.id(k), ops.delete(k))
+		}
+	}
+}
+
+// pendingError is the outcome of an object that cannot be written yet: its
+// set is missing, or its deletion is held (emptyworld.go). It is looked at
+// again on the backoff.
+type pendingError struct{ why error }
+
+func (e pendingError) Error() string { return e.why.Error() }
+
+// foreignError is the outcome of a virtual server found to be someone
+// else's while creating it; undo is the failure to take back the ownership
+// record written for it, if any.
+type foreignError struct{ undo error }
+
+func (e foreignError) Error() string {
+	return "a virtual server ipvsproxy did not create holds the key"
+}
+
+// addressOps bind and unbind addresses on kube-ipvs0.
+func (r *reconciler) addressOps() operations[netip.Addr] {
+	return operations[netip.Addr]{
+		id:     addrID,
+		wanted: func(a netip.Addr) bool { return r.desired.AddrRefs[a] > 0 },
+		update: r.addAddress,
+		delete: r.deleteAddress,
+	}
+}
+
+// addAddress binds a on kube-ipvs0 unless the view has it.
+func (r *reconciler) addAddress(a netip.Addr) error {
+	if r.view.addresses[a] {
+		return nil
+	}
+	r.writes++
+	err := r.k.Netif.AddDummyAddress(a)
+	if err == nil || errors.Is(err, netif.ErrExists) {
+		r.view.addresses[a] = true
+		return nil
+	}
+	return err
+}
+
+// deleteAddress unbinds a. Nothing in --ipvs-exclude-cidrs is removed,
+// wanted or not.
+func (r *reconciler) deleteAddress(a netip.Addr) error {
+	if !r.view.addresses[a] || r.cfg.Excluded(a) {
+		return nil
+	}
+	if r.deletionsHeld() {
+		return errHeld
+	}
+	r.writes++
+	err := r.k.Netif.DeleteDummyAddress(a)
+	if err == nil || errors.Is(err, netif.ErrNotFound) {
+		delete(r.view.addresses, a)
+		return nil
+	}
+	return err
+}
+
+// entryOps add and delete members of the owned sets. A set found full is
+// picked for later: its add is tried again once this sync's deletions made
+// room.
+func (r *reconciler) entryOps() operations[ipvsproxy.SetEntryKey] {
+	return operations[ipvsproxy.SetEntryKey]{
+		id:     entryID,
+		wanted: func(k ipvsproxy.SetEntryKey) bool { return r.desired.EntryRefs[k] > 0 },
+		update: r.addEntry,
+		delete: r.deleteEntry,
+		later:  func(err error) bool { return errors.Is(err, ipset.ErrFull) },
+	}
+}
+
+// addEntry adds k unless the view has it.
+func (r *reconciler) addEntry(k ipvsproxy.SetEntryKey) error {
+	members, ok := r.view.sets[k.Set]
+	if !ok {
+		return pendingError{fmt.Errorf("ipset %s is not present", k.Set)}
+	}
+	if members[k.Entry] {
+		return nil
+	}
+	r.writes++
+	err := r.k.IPSet.AddEntry(k.Set, k.Entry)
+	switch {
+	case err == nil || errors.Is(err, ipset.ErrExists):
+		members[k.Entry] = true
+		return nil
+	case errors.Is(err, ipset.ErrNotFound):
+		r.setVanished(k.Set)
+	}
+	return err
+}
+
+func (r *reconciler) deleteEntry(k ipvsproxy.SetEntryKey) error {
+	if !r.view.sets[k.Set][k.Entry] {
+		return nil
+	}
+	if r.deletionsHeld() {
+		return errHeld
+	}
+	r.writes++
+	err := r.k.IPSet.DeleteEntry(k.Set, k.Entry)
+	if err == nil || errors.Is(err, ipset.ErrNotFound) {
+		delete(r.view.sets[k.Set], k.Entry)
+		return nil
+	}
+	return err
+}
+
+// setVanished: someone destroyed an owned set; it is re-created at the next
+// sync and its members re-added.
+func (r *reconciler) setVanished(name string) {
+	delete(r.view.sets, name)
+	r.settle(namedID(ObjectSetEntry, name), pendingError{fmt.Errorf("ipset %s vanished", name)})
+}
+
+// record writes the ownership record of k, before its virtual server is
+// created (ownership.go).
+func (r *reconciler) record(k ipvs.VirtualServerKey) error {
+	e := recordEntry(k)
+	members, ok := r.view.sets[e.Set]
+	if !ok {
+		return fmt.Errorf("record %s as ours: ipset %s is not present", k, e.Set)
+	}
+	if members[e.Entry] {
+		return nil
+	}
+	r.writes++
+	if err := r.k.IPSet.AddEntry(e.Set, e.Entry); err != nil && !errors.Is(err, ipset.ErrExists) {
+		if errors.Is(err, ipset.ErrNotFound) {
+			r.setVanished(e.Set)
+		}
+		return fmt.Errorf("record %s as ours: %w", k, err)
+	}
+	members[e.Entry] = true
+	return nil
+}
+
+// unrecord removes the ownership record of k, after its virtual server is
+// gone.
+func (r *reconciler) unrecord(k ipvs.VirtualServerKey) error {
+	e := recordEntry(k)
+	if !r.view.sets[e.Set][e.Entry] {
+		return nil
+	}
+	r.writes++
+	if err := r.k.IPSet.DeleteEntry(e.Set, e.Entry); err != nil && !errors.Is(err, ipset.ErrNotFound) {
+		return fmt.Errorf("remove the record of %s: %w", k, err)
+	}
+	delete(r.view.sets[e.Set], e.Entry)
+	return nil
+}
+
+// virtualServerOps create, update and delete virtual servers with their
+// real servers and ownership records. One found to be someone else's is
+// picked for later: the loop makes its Service lose the key.
+func (r *reconciler) virtualServerOps() operations[ipvs.VirtualServerKey] {
+	return operations[ipvs.VirtualServerKey]{
+		id:     vsID,
+		wanted: func(k ipvs.VirtualServerKey) bool { return r.desired.VirtualServer(k) != nil },
+		update: r.updateVirtualServer,
+		delete: r.deleteVirtualServer,
+		later:  func(err error) bool { return errors.As(err, new(foreignError)) },
+	}
+}
+
+// deleteVirtualServer removes k, which no Service wins, with its real
+// servers and its ownership record, unless it is not ours to remove.
+func (r *reconciler) deleteVirtualServer(k ipvs.VirtualServerKey) error {
+	if r.view.foreign[k] {
+		// Someone else's: never adopted, rewritten or emptied.
+		return nil
+	}
+	have := r.view.virtualServers[k]
+	var errs []error
+	switch {
+	case have == nil:
+		// A record without a virtual server: a crash between the two
+		// steps, or a virtual server someone deleted.
+		return r.unrecord(k)
+	case r.cfg.Excluded(k.Address):
+		// --ipvs-exclude-cidrs: never cleaned up, whoever made it. Nothing
+		// is wanted of it any more, so a failure of an earlier write to it
+		// is over too.
+		return nil
+	case r.deletionsHeld():
+		// Kept, with its real servers and its record, until the Service
+		// list is believed again.
+		return errHeld
+	case r.drainsVirtualServer(have, &errs):
+		// The Service (port) is gone but TCP connections are open: they
+		// finish at weight 0 instead of being cut (kube-proxy cuts them,
+		// kubernetes#71894); drain deletes it once they end or time is up.
+		return errors.Join(errs...)
+	}
+	// The Service (port) is gone and nothing is left to drain.
+	r.writes++
+	if err := r.k.IPVS.DeleteVirtualServer(k); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
+		return err
+	}
+	delete(r.view.virtualServers, k)
+	delete(r.draining, k)
+	return r.unrecord(k)
+}
+
+// updateVirtualServer makes the kernel's virtual server k match the one
+// its Service wins, creating it (after its ownership record) when missing.
+// Finding someone else's at k returns a foreignError.
+func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
+	if r.view.foreign[k] {
+		// Someone else's: never adopted, rewritten or emptied. Its
+		// Service has a PortConflict problem instead.
+		return nil
+	}
+	want := r.desired.VirtualServer(k)
+	have := r.view.virtualServers[k]
+	var errs []error
+	if have == nil {
+		// Between a full read and now someone may have created it: look
+		// before recording, so a foreign one is never recorded as ours.
+		// One that is recorded is ours (our create went through, or the
+		// view lost it): take it back into the view.
+		recorded := r.view.isRecorded(k)
+		if !r.full || recorded {
+			if rss, err := r.k.IPVS.RealServers(k); err == nil {
+				if !recorded {
+					return r.foreignFound(k, nil)
+				}
+				have = &kernelVirtualServer{vs: ipvs.VirtualServer{VirtualServerKey: k}, realServers: newRealServerList(rss)}
+				r.view.virtualServers[k] = have
+			}
+		}
+	}
+	if have == nil {
+		if err := r.record(k); err != nil {
+			return err
+		}
+		r.writes++
+		if err := r.k.IPVS.AddVirtualServer(want.VirtualServer); err != nil {
+			if errors.Is(err, ipvs.ErrExists) {
+				return r.foreignFound(k, r.unrecord(k))
+			}
+			return err
+		}
+		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(realServerList, 0, len(want.RealServers))}
+		r.view.virtualServers[k] = have
+	}
+	if !r.view.isRecorded(k) {
+		// Adopted from an older version (ownership.go: legacy).
+		if err := r.record(k); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(ipvsproxy.VirtualServerChanges(have.vs, want.VirtualServer)) != 0 {
+		r.writes++
+		if err := r.k.IPVS.UpdateVirtualServer(want.VirtualServer); err != nil {
+			return err
+		}
+		have.vs = want.VirtualServer
+	}
+	// want.RealServers has no repeats: when have holds only wanted ones,
+	// nothing is to be removed and no set of them is needed (a full sync
+	// compares every virtual server).
+	if sameRealServers(have.realServers, want.RealServers) {
+		// The common case of a full sync: nothing to write.
+		if d := r.draining[k]; d != nil {
+			for _, rs := range want.RealServers {
+				delete(d, rs.RealServerKey)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	present := 0
+	for _, rs := range want.RealServers {
+		cur, ok := have.realServers.get(rs.RealServerKey)
+		switch {
+		case !ok:
+			r.writes++
+			if err := r.k.IPVS.AddRealServer(k, rs); err != nil && !errors.Is(err, ipvs.ErrExists) {
+				errs = append(errs, err)
+				continue
+			}
+		case cur.Weight != rs.Weight:
+			// Also revives an endpoint that was draining and came back.
+			r.writes++
+			if err := r.k.IPVS.UpdateRealServer(k, rs); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		present++ // now in have
+		have.realServers.put(rs)
+		if d := r.draining[k]; d != nil {
+			delete(d, rs.RealServerKey)
+		}
+	}
+	if present != len(have.realServers) {
+		var gone []ipvs.RealServerKey
+		for _, rs := range have.realServers {
+			if !wants(want.RealServers, rs.RealServerKey) {
+				gone = append(gone, rs.RealServerKey)
+			}
+		}
+		errs = append(errs, r.removeRealServers(have, gone, false)...)
+	}
+	return errors.Join(errs...)
+}
+
+// foreignFound: the kernel holds someone else's virtual server at k. The
+// view says so, and the outcome tells the loop, which makes the Service
+// that wanted it lose it; undo is a failure to take back our record.
+func (r *reconciler) foreignFound(k ipvs.VirtualServerKey, undo error) error {
+	klog.InfoS("A virtual server ipvsproxy did not create is in the way; leaving it as it is", "virtualServer", k)
+	r.view.foreign[k] = true
+	return foreignError{undo: undo}
+}

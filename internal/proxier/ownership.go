@@ -1,0 +1,217 @@
+package proxier
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
+	v1 "k8s.io/api/core/v1"
+)
+
+// Ownership of virtual servers is recorded, not inferred: an address on
+// kube-ipvs0 or a node address says nothing about who created a virtual
+// server there, and Service authors choose external IPs.
+// The reconciler adds a virtual server's key to KUBE-IPVS-OWNED (one set per
+// family) before it creates the virtual server and removes it after the
+// delete, so the record survives a restart and a crash between the two
+// steps leaves at worst a record without a virtual server, never ours
+// unrecorded. This file is the one place that decides ownership; readKernel
+// and Cleanup both call owns.
+
+// recordEntry is the KUBE-IPVS-OWNED member of a virtual server.
+func recordEntry(k ipvs.VirtualServerKey) ipvsproxy.SetEntry {
+	set, entry := owned.Record(k)
+	return ipvsproxy.SetEntry{Set: set, Entry: entry}
+}
+
+// ownership is what decides which virtual servers are the proxier's.
+type ownership struct {
+	// recorded are the keys in KUBE-IPVS-OWNED.
+	recorded map[ipvs.VirtualServerKey]bool
+	// legacy is set when no record set exists but an older ipvsproxy's
+	// sets do: that version kept no record, and its virtual servers were
+	// those on kube-ipvs0 addresses or on node addresses with a port in the
+	// NodePort range. They are adopted (and recorded) once. A node that
+	// never ran ipvsproxy has no KUBE- set, so nothing there is adopted.
+	legacy      bool
+	bound, host map[netip.Addr]bool
+	// routes are our Service CIDR routes, services what the current
+	// Services name, previous what was ours at the last read: with bound,
+	// the evidence that keeps a virtual server ours when its record is
+	// gone (recovered).
+	routes   []netip.Prefix
+	services serviceEvidence
+	previous map[ipvs.VirtualServerKey]bool
+}
+
+// serviceEvidence is what the current Services name that only the API
+// server hands out: their cluster IPs.
+type serviceEvidence struct {
+	clusterIPs map[netip.Addr]bool
+}
+
+// evidenceOf reads the cluster IPs of svcs; what does not parse names
+// nothing.
+func evidenceOf(svcs []*v1.Service) serviceEvidence {
+	e := serviceEvidence{clusterIPs: map[netip.Addr]bool{}}
+	for _, svc := range svcs {
+		for _, ip := range ipvsproxy.AddressesOf(svc).ClusterIPs {
+			e.clusterIPs[ip] = true
+		}
+	}
+	return e
+}
+
+// recovered reports whether k is ours by evidence that stands without its
+// record: it was ours at the last read (the record was flushed or replaced
+// under a running proxier), or it sits on a current Service's cluster IP
+// that our Service CIDR route or our kube-ipvs0 makes local (an address
+// the API server allocated, whose traffic reaches nobody else). The record
+// is then written again. Losing the record (the set replaced to raise
+// --ipset-max-elements, flushed by hand, a crash mid-replace) once made
+// every cluster IP foreign: its Service lost it, and pods, DNS included,
+// hit the REJECT of KUBE-SERVICE-CIDRS. External IPs and node ports have no
+// such evidence (a Service author chooses them, and someone else's virtual
+// server may be there first): after a restart without the record they are
+// foreign, each with a PortConflict Event.
+func (o ownership) recovered(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
+	if o.previous[k] {
+		return true
+	}
+	a := k.Address
+	if cfg.Excluded(a) || !o.services.clusterIPs[a] {
+		return false
+	}
+	return o.bound[a] || slices.ContainsFunc(o.routes, func(p netip.Prefix) bool { return p.Contains(a) })
+}
+
+// owns reports whether the proxier created the virtual server k. One it
+// recorded stays its own inside --ipvs-exclude-cidrs too (a Service there
+// is still served; the ranges only forbid deleting what nobody wants, as in
+// kube-proxy); the legacy address rule never claims anything in them.
+func (o ownership) owns(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
+	if o.recorded[k] || o.recovered(k, cfg) {
+		return true
+	}
+	return o.legacy && !cfg.Excluded(k.Address) &&
+		(o.bound[k.Address] || o.host[k.Address] && k.Port >= cfg.NodePortMin && k.Port <= cfg.NodePortMax)
+}
+
+// kernelAddresses is one read of the addresses bound on kube-ipvs0 and of the
+// node's other interfaces.
+type kernelAddresses struct {
+	bound, host []netip.Addr
+}
+
+func readAddresses(k Kernel) (kernelAddresses, error) {
+	bound, host, err := k.Netif.Addresses()
+	if err != nil {
+		return kernelAddresses{}, fmt.Errorf("list the addresses of %s and of the node: %w", owned.DummyInterface, err)
+	}
+	return kernelAddresses{bound: bound, host: host}, nil
+}
+
+// readOwnership builds the ownership from the members of the record sets
+// (in sets, as read) and, for the legacy rule, the addresses. present is
+// the kernel's list of sets. It reads nothing itself: the caller's one
+// read of the addresses serves the view and the ownership alike.
+func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]map[ipset.Entry]bool, routes []netip.Prefix, addrs kernelAddresses, services serviceEvidence, previous map[ipvs.VirtualServerKey]bool) ownership {
+	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, services: services, previous: previous}
+	ours := map[string]bool{}
+	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
+		ours[s.Name] = true
+	}
+	anyRecord, anyOurs := false, false
+	for _, s := range present {
+		if !ours[s.Name] {
+			continue
+		}
+		anyOurs = true
+		members, ok := sets[s.Name]
+		if owned.BaseName(s.Name) != owned.SetOwned || !ok {
+			// A record set of another type holds no record we can
+			// read: as with none, the old rule adopts, and the
+			// reconciler records again once the set is replaced.
+			continue
+		}
+		anyRecord = true
+		for e := range members {
+			if key, ok := owned.RecordKey(e); ok {
+				o.recorded[key] = true
+			}
+		}
+	}
+	o.legacy = anyOurs && !anyRecord
+	if !o.legacy && len(services.clusterIPs) == 0 {
+		return o
+	}
+	for _, a := range addrs.bound {
+		o.bound[a.Unmap()] = true
+	}
+	for _, a := range addrs.host {
+		o.host[a.Unmap()] = true
+	}
+	return o
+}
+
+// isRecorded reports whether the view holds k's ownership record.
+func (v *kernelView) isRecorded(k ipvs.VirtualServerKey) bool {
+	e := recordEntry(k)
+	return v.sets[e.Set][e.Entry]
+}
+
+// OwnerOf decides ownership, with the same rule as readKernel, from kernel
+// state someone else read (inspect): the members of the owned sets present,
+// keyed by set name, and the addresses on kube-ipvs0 and of the node.
+func OwnerOf(cfg ipvsproxy.Config, sets map[string][]ipset.Entry, dummy, host []netip.Addr) func(ipvs.VirtualServerKey) bool {
+	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}}
+	anyRecord, anyOurs := false, false
+	for _, s := range owned.Sets(cfg.Families, 0) {
+		members, ok := sets[s.Name]
+		if !ok {
+			continue
+		}
+		anyOurs = true
+		if owned.BaseName(s.Name) != owned.SetOwned {
+			continue
+		}
+		anyRecord = true
+		for _, e := range members {
+			if key, ok := owned.RecordKey(e); ok {
+				o.recorded[key] = true
+			}
+		}
+	}
+	o.legacy = anyOurs && !anyRecord
+	for _, a := range dummy {
+		o.bound[a.Unmap()] = true
+	}
+	for _, a := range host {
+		o.host[a.Unmap()] = true
+	}
+	return func(k ipvs.VirtualServerKey) bool { return o.owns(k, cfg) }
+}
+
+// ownRoutes lists the Service CIDR routes that are ours (routes.go). Like
+// KUBE-IPVS-OWNED for virtual servers, the record is kept by the kernel: a
+// route is ours when it carries netif.RouteProtocol ("proto 233") on
+// kube-ipvs0 in table local, which survives a restart; anyone else's route,
+// even to the same range, is never listed, changed or deleted. The members
+// of KUBE-SERVICE-CIDRS and the ranges' anchor addresses are in owned sets
+// and on our link, so they need no record of their own. No link: no route.
+func ownRoutes(k Kernel) ([]netip.Prefix, error) {
+	routes, err := k.Netif.ServiceRoutes()
+	if errors.Is(err, netif.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list service routes on %s: %w", owned.DummyInterface, err)
+	}
+	return routes, nil
+}

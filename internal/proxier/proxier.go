@@ -1,0 +1,517 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+)
+
+// SyncResult tells observers (metrics, health) what one sync did.
+type SyncResult struct {
+	Full bool
+	// ResyncedVirtualServers counts the virtual servers a partial sync
+	// re-read with their real servers for the periodic re-check (resync.go).
+	ResyncedVirtualServers int
+	Start                  time.Time
+	Duration               time.Duration
+	// Services is how many Services were rebuilt.
+	Services                        int
+	ServiceChanges, EndpointChanges int
+	// Writes counts kernel writes; WriteErrors lists the failed ones by
+	// object kind (ipvs, address, ipset, iptables, conntrack).
+	Writes      int
+	WriteErrors map[string]int
+	// ConntrackDeleted counts stale flows removed; Conntrack has each
+	// family's pass (only families that had flows to delete).
+	ConntrackDeleted int
+	Conntrack        map[v1.IPFamily]ConntrackPass
+	// IPTablesFailures counts failed iptables writes by family.
+	IPTablesFailures map[v1.IPFamily]int
+	Draining         int
+	// TriggerTimes are the EndpointSlice change times this sync programmed,
+	// by the slices' family.
+	TriggerTimes map[v1.IPFamily][]time.Time
+	// HealthCheckNodePorts and LocalReadyEndpoints describe every Service
+	// with a health check node port (externalTrafficPolicy Local).
+	HealthCheckNodePorts map[types.NamespacedName]uint16
+	LocalReadyEndpoints  map[types.NamespacedName]int
+	// NoLocalEndpoints counts Local-policy Services with no local endpoint,
+	// by family and policy ("internal", "external").
+	NoLocalEndpoints map[ipvsproxy.NoLocalKey]int
+	// Completed is true when the sync ran through (the kernel could be
+	// read), whatever single objects failed: the loop is alive. Health
+	// follows it, not Err.
+	Completed bool
+	// FailingObjects counts the objects in error after this sync, by kind
+	// (an ObjectKind); NextRetry is the earliest retry, zero when none.
+	FailingObjects map[string]int
+	NextRetry      time.Time
+	// DeletionsHeld is true while the Service default/kubernetes is
+	// absent: nothing is deleted (emptyworld.go). HeldDeletions counts the
+	// kernel objects whose deletion waits.
+	DeletionsHeld bool
+	HeldDeletions int
+}
+
+// ConntrackPass is one family's deletion of stale conntrack flows.
+type ConntrackPass struct {
+	Deleted  int
+	Duration time.Duration
+	Failed   bool
+}
+
+// Err is non-nil when some kernel write failed.
+func (r SyncResult) Err() error {
+	if len(r.WriteErrors) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d kernel writes failed: %v", sumValues(r.WriteErrors), r.WriteErrors)
+}
+
+// Proxier keeps the kernel in step with the Services and EndpointSlices the
+// ChangeTracker has seen.
+type Proxier struct {
+	cfg      ipvsproxy.Config
+	nodeName string
+	kernel   Kernel
+	recorder record.EventRecorder
+	tracker  *ipvsproxy.ChangeTracker
+	// OnSync, when set, is called after every sync.
+	OnSync func(SyncResult)
+	// OnQueued, when set, is called whenever a change is queued.
+	OnQueued func()
+
+	mu         sync.Mutex // one sync at a time; guards what follows
+	desired    *ipvsproxy.DesiredState
+	clusterIPs *ipvsproxy.ClusterIPIndex
+	view       *kernelView
+	// ownedBeforeFailedRead are the virtual servers the last read view held
+	// (and the syncs after it added), kept when a full read fails: the view
+	// itself is let go before each read (readKernel).
+	ownedBeforeFailedRead map[ipvs.VirtualServerKey]bool
+	draining              map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
+	needFull              bool
+	resync                resyncRotation
+	reported              map[types.NamespacedName]map[string]bool // problems last reported per Service (report.go)
+	appliedRules          map[v1.IPFamily]string
+	lastSync              time.Time
+	now                   func() time.Time
+	// started is set by the first successful sync. Before it the desired
+	// state is empty, so every Service would look new: its UDP flows must
+	// not be flushed as if it had just gained endpoints (a restart drops
+	// no flow).
+	started bool
+	// conntrack reconciles UDP flows against the desired state.
+	conntrack conntrackReconciler
+	// capacity refuses Services that would overflow an owned set.
+	capacity setCapacity
+	// clusterNodes are every Node's addresses, and guard the facts of the
+	// node guard the last sync built against (nodeguard.go).
+	clusterNodes *ipvsproxy.ClusterNodes
+	guard        guardFacts
+	// status is what Status reports (status.go).
+	status syncStatus
+	// objects is the reconciler's per-object status (objstatus.go).
+	objects *statusTable
+	// pendingFlows are conntrack filters whose delete failed, retried.
+	pendingFlows []conntrack.Filter
+	// hold keeps deletions while default/kubernetes is absent.
+	hold deletionHold
+
+	trigger chan struct{}
+
+	// snapshotMu lets one Snapshot be made at a time; snapshotCache is the
+	// last one, made after sync number snapshotGen (syncs counts them,
+	// under mu).
+	snapshotMu    sync.Mutex
+	snapshotCache *Snapshot
+	snapshotGen   uint64
+	syncs         uint64
+
+	statusMu sync.Mutex // guards snapshot, so Status never waits for a sync
+	snapshot ReconcileStatus
+
+	// refusedRanges are the Service CIDRs not routed, and why (logged once).
+	refusedRanges map[netip.Prefix]string
+	// built is the node every desired ServiceState was built for.
+	built ipvsproxy.BuiltNode
+}
+
+// New returns a proxier; nothing touches the kernel before the first Sync.
+func New(cfg ipvsproxy.Config, nodeName string, k Kernel, recorder record.EventRecorder) (*Proxier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	for _, f := range cfg.Families {
+		if k.IPTables[f] == nil {
+			return nil, fmt.Errorf("no iptables for family %s", f)
+		}
+	}
+	if recorder == nil {
+		recorder = &record.FakeRecorder{}
+	}
+	p := &Proxier{
+		cfg: cfg, nodeName: nodeName, kernel: k, recorder: recorder,
+		desired:      ipvsproxy.NewDesiredState(),
+		clusterIPs:   ipvsproxy.NewClusterIPIndex(),
+		draining:     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time{},
+		needFull:     true,
+		reported:     map[types.NamespacedName]map[string]bool{},
+		appliedRules: map[v1.IPFamily]string{},
+		now:          time.Now,
+		trigger:      make(chan struct{}, 1),
+		capacity:     newSetCapacity(cfg.IPSetMaxElements),
+		objects:      newStatusTable(),
+	}
+	p.tracker = ipvsproxy.NewChangeTracker(nodeName, p.requestSync)
+	p.clusterNodes = ipvsproxy.NewClusterNodes(p.requestSync)
+	return p, nil
+}
+
+// ClusterNodes is where an informer on all Nodes sends its events (the node
+// guard: no external IP may take another Node's address).
+func (p *Proxier) ClusterNodes() *ipvsproxy.ClusterNodes { return p.clusterNodes }
+
+// Tracker is where informer events go.
+func (p *Proxier) Tracker() *ipvsproxy.ChangeTracker { return p.tracker }
+
+// Config returns the configuration in force (after a scheduler fallback).
+func (p *Proxier) Config() ipvsproxy.Config { return p.cfg }
+
+func (p *Proxier) requestSync() {
+	if p.OnQueued != nil {
+		p.OnQueued()
+	}
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run syncs whenever something changed, at most once per MinSyncPeriod, and
+// re-checks the kernel every SyncPeriod (fully, or one share: resync.go),
+// until ctx ends. Call it once the informers have
+// synced, so the first sync sees every Service.
+func (p *Proxier) Run(ctx context.Context) {
+	ticker := time.NewTicker(p.cfg.SyncPeriod)
+	defer ticker.Stop()
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	res := p.Sync()
+	for {
+		// A failed object is retried when its backoff ends, not only at
+		// the next change or period.
+		retry.Stop()
+		if !res.NextRetry.IsZero() {
+			retry.Reset(max(time.Until(res.NextRetry), 0))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			p.PeriodElapsed()
+		case <-p.trigger:
+		case <-retry.C:
+		}
+		// Changes that arrive while we wait are batched into this sync.
+		if wait := p.cfg.MinSyncPeriod - time.Since(p.lastSync); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		res = p.Sync()
+	}
+}
+
+// Sync runs one sync now, in four steps: read the kernel (a full sync
+// only), build the Services that changed (all of them when what they are
+// built against changed), apply the difference (the writer loop:
+// reconciler.run, then conntrack), and report.
+func (p *Proxier) Sync() SyncResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	res := SyncResult{Start: now, WriteErrors: map[string]int{}, IPTablesFailures: map[v1.IPFamily]int{}, Conntrack: map[v1.IPFamily]ConntrackPass{}}
+	changes := p.tracker.Drain()
+	res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.ServiceChanges, changes.EndpointChanges, changes.TriggerTimes
+	retries := p.objects.retryQueue(now)
+	full := p.fullSyncDue(changes, retries, now)
+
+	// Read.
+	if full && !p.readKernel(&res) {
+		p.finish(&res)
+		return res
+	}
+	res.Full = full
+
+	// Build.
+	t := ipvsproxy.NewTouched()
+	names, stale := p.build(changes, full, &t)
+	res.Services = len(names)
+
+	// Apply.
+	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold, appliedRules: p.appliedRules}
+	share := p.resync.due
+	p.resync.due = 0
+	res.ResyncedVirtualServers = w.run(t, share)
+	p.cleanConntrack(w, full, stale, &res)
+
+	// Report.
+	p.reportSync(w, names, &res)
+	p.finish(&res)
+	return res
+}
+
+// fullSyncDue decides whether this sync reads the whole kernel and compares
+// everything: at start-up, every --ipvs-sync-period (or every N-th with
+// --ipvs-resync-shares), after a failed read, when what the Services are
+// built against changed, when the Service list is believed again
+// (emptyworld.go), and when a Service CIDR route's retry is due (whether
+// the range's cluster IPs are bound depends on it; routes.go).
+func (p *Proxier) fullSyncDue(changes ipvsproxy.PendingChanges, retries retryQueue, now time.Time) bool {
+	released := p.hold.update(p.tracker, now)
+	return released || p.needFull || changes.NodeChanged || changes.ServiceCIDRsChanged || p.view == nil || retries.kindDue(ObjectRoute)
+}
+
+// readKernel reads the whole kernel view. A failed read is the one failure
+// that keeps syncs full: nothing can be compared until it succeeds.
+func (p *Proxier) readKernel(res *SyncResult) bool {
+	wasOurs := p.ownedBeforeFailedRead
+	if previous := p.view; previous != nil {
+		if wasOurs == nil {
+			wasOurs = make(map[ipvs.VirtualServerKey]bool, len(previous.virtualServers))
+			for key := range previous.virtualServers {
+				wasOurs[key] = true
+			}
+		}
+		// The previous view goes before the read: at 10,000 Services it
+		// holds every real server, and the new one is built beside it.
+		// What the node's description reads (nodeInfo, the inspect
+		// snapshot) stays until the read succeeds; a failed read makes
+		// the next sync full, which reads first.
+		p.view = &kernelView{hostAddresses: previous.hostAddresses, listening: previous.listening}
+	}
+	view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.CurrentServices()), wasOurs)
+	if err != nil {
+		p.ownedBeforeFailedRead = wasOurs
+		klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
+		res.WriteErrors[string(ObjectRead)]++
+		p.needFull = true
+		p.objects.failed(namedID(ObjectRead, "kernel state"), err, res.Start)
+		p.status.recordWrites([]writeError{{object: string(ObjectRead), err: err}}, res.Start)
+		return false
+	}
+	p.objects.done(namedID(ObjectRead, "kernel state"))
+	p.ownedBeforeFailedRead = nil
+	p.view = view
+	p.needFull = false
+	return true
+}
+
+// build rebuilds the Services that may have changed and puts them into the
+// desired state, recording in t what may have changed. On a full sync that
+// may build them differently (the node or the ranges changed, or nothing
+// was built yet) that is every Service, else only the changed ones: a full
+// sync with nothing new only compares the kernel with the desired state
+// (rebuilding all made the periodic resync of 10,000 Services slow).
+// Services with a problem are rebuilt on every full sync: a refusal may
+// have gone (room in a set). It returns the Services rebuilt and the stale
+// UDP flows of their changes; t is a pointer because a first build sizes
+// its maps for every Service (reserveFor).
+func (p *Proxier) build(changes ipvsproxy.PendingChanges, full bool, t *ipvsproxy.Touched) (map[types.NamespacedName]bool, staleFiltersCollector) {
+	if full {
+		// Which Service CIDRs are routed depends on the ranges and the
+		// node's addresses alone; the writer loop finds whether each
+		// route is in place.
+		p.desired.SetServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), *t)
+	}
+	node := p.nodeInfo()
+	names := changes.Services
+	if full && !p.built.Same(node) {
+		p.built = ipvsproxy.BuiltFrom(node)
+		names = map[types.NamespacedName]bool{}
+		for _, n := range p.tracker.ServiceNames() {
+			names[n] = true
+		}
+		for n := range p.desired.Services {
+			names[n] = true
+		}
+	} else if full {
+		for n, st := range p.desired.Services {
+			if len(st.Problems) > 0 {
+				names[n] = true
+			}
+		}
+	}
+	// The external IP guard reads other Services' cluster IPs: when one
+	// comes or goes, the Services naming it as an external IP are rebuilt.
+	var dependents []types.NamespacedName
+	for name := range names {
+		dependents = append(dependents, p.clusterIPs.Update(name, p.tracker.Service(name))...)
+	}
+	dependents = append(dependents, p.guardDependents(guardFacts{listening: node.Listening, otherNodes: node.OtherNodes, apiServers: node.APIServers}, node)...)
+	for _, name := range dependents {
+		names[name] = true
+	}
+	var stale staleFiltersCollector
+	built := p.buildServices(names, node)
+	if len(p.desired.Services) == 0 {
+		reserveFor(built, p.desired, t, p.view)
+	}
+	slices.SortFunc(built, admissionOrder)
+	for _, b := range built {
+		name, st := b.name, p.capacity.admit(p.desired, b.name, b.state)
+		if p.started {
+			stale.add(ipvsproxy.StaleUDPFlows(p.desired.Services[name], st))
+		}
+		p.desired.Set(name, st, *t)
+	}
+	if p.capacity.underPressure() && (len(built) > 0 || full) {
+		for _, name := range p.readmit(node, *t, &stale) {
+			names[name] = true
+		}
+	}
+	return names, stale
+}
+
+// cleanConntrack deletes the stale UDP flows of this sync's changes (and of
+// earlier deletes that failed), once the new real servers are in place;
+// periodically and after any failure, also the flows that point at no
+// serving endpoint (kubernetes#112604), through the same writer.
+func (p *Proxier) cleanConntrack(w *reconciler, full bool, stale staleFiltersCollector, res *SyncResult) {
+	stale.add(w.staleFlows)
+	filters := append(p.pendingFlows, stale.filters...)
+	if len(stale.filters) > 0 || !w.retries.waits(namedID(ObjectConntrack, "stale UDP flows")) {
+		p.pendingFlows = w.flushConntrack(filters, res)
+	}
+	if p.conntrack.due(full, len(w.errs) > 0) {
+		w.reconcileConntrack(&p.conntrack, res)
+	}
+}
+
+// reportSync tells every Service rebuilt, and every one that lost a virtual
+// server, its problems (Events), and the Services of objects that started
+// failing; it fills in what the writer did.
+func (p *Proxier) reportSync(w *reconciler, names map[types.NamespacedName]bool, res *SyncResult) {
+	conflicts := p.desired.Conflicts(w.touched.VirtualServers)
+	for name := range names {
+		p.reportProblems(name, conflicts[name])
+	}
+	for name, problems := range conflicts {
+		if !names[name] {
+			p.reportProblems(name, problems)
+		}
+	}
+	res.Writes = w.writes
+	for _, e := range w.errs {
+		res.WriteErrors[e.object]++
+		if e.object == string(ObjectRules) && e.family != "" {
+			res.IPTablesFailures[e.family]++
+		}
+	}
+	p.status.recordWrites(w.errs, res.Start)
+	p.reportFailures(w.newlyFailed)
+	res.Draining = drainingCount(p.draining)
+	res.DeletionsHeld, res.HeldDeletions = p.hold.held, p.objects.heldDeletions()
+	// The desired state now holds every Service: from here on a Service
+	// that looks new is new (its UDP flows may be flushed), whatever
+	// failed.
+	p.started = true
+	res.Completed = true
+}
+
+// finish records the outcome and tells the observer.
+func (p *Proxier) finish(res *SyncResult) {
+	p.syncs++
+	res.Duration = p.now().Sub(res.Start)
+	p.lastSync = p.now()
+	p.status.recordSync(*res)
+	res.HealthCheckNodePorts, res.LocalReadyEndpoints, res.NoLocalEndpoints = p.desired.Summary.Report()
+	res.FailingObjects = map[string]int{}
+	for kind, n := range p.objects.failing() {
+		res.FailingObjects[string(kind)] = n
+	}
+	res.NextRetry, _ = p.objects.nextRetry()
+	p.publishStatus(res)
+	if err := res.Err(); err != nil {
+		klog.ErrorS(err, "Sync finished with failures", "full", res.Full)
+	} else {
+		klog.V(2).InfoS("Sync finished", "full", res.Full, "services", res.Services, "writes", res.Writes, "duration", res.Duration)
+	}
+	if p.OnSync != nil {
+		p.OnSync(*res)
+	}
+}
+
+// nodeInfo describes this node for the builder.
+func (p *Proxier) nodeInfo() ipvsproxy.NodeInfo {
+	info := ipvsproxy.NodeInfo{Name: p.nodeName, ClusterIPs: p.clusterIPs.Owners}
+	if n := p.tracker.Node(); n != nil {
+		info.Zone = n.Labels[v1.LabelTopologyZone]
+		info.PodCIDRs = ipvsproxy.PodCIDRsOf(n)
+	}
+	if p.view != nil {
+		info.Addresses = p.view.hostAddresses
+		info.Listening = p.view.listening
+	}
+	info.OtherNodes = p.clusterNodes.Others(p.nodeName)
+	_, apiSlices := p.tracker.Input(ipvsproxy.KubernetesService)
+	info.APIServers = ipvsproxy.APIServerAddresses(apiSlices)
+	info.ServiceCIDRs = p.tracker.ServiceCIDRRanges()
+	info.RoutedServiceCIDRs = p.desired.Routes
+	return info
+}
+
+type staleFiltersCollector struct{ filters []conntrack.Filter }
+
+func (c *staleFiltersCollector) add(f []conntrack.Filter) { c.filters = append(c.filters, f...) }
+
+// filtersOf returns the filters of family, told by the address each selects
+// by.
+func filtersOf(filters []conntrack.Filter, family v1.IPFamily) []conntrack.Filter {
+	var out []conntrack.Filter
+	for _, f := range filters {
+		a := f.OrigDst
+		if !a.IsValid() {
+			a = f.ReplySrc
+		}
+		if a.IsValid() && ipvsproxy.FamilyOf(a.Unmap()) == family {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// addConntrack adds one family's conntrack pass to the result.
+func (r *SyncResult) addConntrack(family v1.IPFamily, pass ConntrackPass) {
+	if r.Conntrack == nil {
+		r.Conntrack = map[v1.IPFamily]ConntrackPass{}
+	}
+	sum := r.Conntrack[family]
+	sum.Deleted += pass.Deleted
+	sum.Duration += pass.Duration
+	sum.Failed = sum.Failed || pass.Failed
+	r.Conntrack[family] = sum
+	r.ConntrackDeleted += pass.Deleted
+}
+
+func sumValues(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

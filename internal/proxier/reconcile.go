@@ -1,0 +1,451 @@
+package proxier
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+// writeError is one failed kernel write, kept for metrics and the log.
+type writeError struct {
+	object string // an ObjectKind
+	err    error
+	// family is set for writes of one family's rules (iptables).
+	family v1.IPFamily
+}
+
+// reconciler is the only writer of kernel objects. Its loop (run) writes
+// the difference between the desired state and the kernel view for the
+// touched objects through each kind's operations (operations.go), which
+// keep the view in step with what they wrote; every outcome goes through
+// settle, the one writer of the per-object status (objstatus.go). It never
+// stops at a failure: every other object is still written, and the failed
+// one is retried on its own backoff.
+type reconciler struct {
+	k   Kernel
+	cfg ipvsproxy.Config
+	// nodePodCIDRs are this Node's spec.podCIDRs: the rules depend on them
+	// under --detect-local-mode NodeCIDR.
+	nodePodCIDRs []netip.Prefix
+	desired      *ipvsproxy.DesiredState
+	view         *kernelView
+	draining     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time
+	status       *statusTable
+	// retries says which objects are due and which back off (objstatus.go).
+	retries retryQueue
+	now     time.Time
+	// full is set on a full sync: the view was just read.
+	full bool
+	// touched are the objects this sync compares; run owns the set.
+	touched ipvsproxy.Touched
+	writes  int
+	errs    []writeError
+	// newlyFailed are the objects that entered the error state in this
+	// sync: their Services get an Event.
+	newlyFailed []objectID
+	// staleFlows selects the UDP flows of the real servers this sync
+	// deleted: their replies would come from an endpoint that is gone.
+	staleFlows []conntrack.Filter
+	// dummyEnsured: kube-ipvs0 was ensured in this sync already.
+	dummyEnsured bool
+	// setSizes are how many members each owned set is to hold (from the
+	// admission count); a set created by this sync is sized for them.
+	setSizes map[string]int
+	// hold, while on, keeps what no Service wants (emptyworld.go).
+	hold *deletionHold
+	// appliedRules remembers, per family, the rules text last written whole
+	// (reconcile_rules.go).
+	appliedRules map[v1.IPFamily]string
+}
+
+// rulesText is the iptables-restore input of family as this sync wants it.
+func (r *reconciler) rulesText(family v1.IPFamily) string {
+	return iptablesRules(r.cfg, family, ipvsproxy.NewLocalDetector(r.cfg, family, r.nodePodCIDRs))
+}
+
+// fail records a failed write. The adapters' errors already name the
+// operation and the object.
+func (r *reconciler) fail(id objectID, err error) { r.failIn("", id, err) }
+
+// failIn is fail for a write of one family's objects (its rules), counted
+// under that family.
+func (r *reconciler) failIn(family v1.IPFamily, id objectID, err error) {
+	klog.ErrorS(err, "Kernel write failed; retrying with backoff", "object", id.String())
+	r.errs = append(r.errs, writeError{object: string(id.kind), err: err, family: family})
+	if r.status.failed(id, err, r.now) {
+		r.newlyFailed = append(r.newlyFailed, id)
+	}
+}
+
+// settle records the outcome of an object's operation: done (nil),
+// pending (it waits for something it needs), or failed.
+func (r *reconciler) settle(id objectID, err error) {
+	if err == nil {
+		// The common case, without the allocation errors.As costs.
+		r.status.done(id)
+		return
+	}
+	var waiting pendingError
+	if errors.As(err, &waiting) {
+		r.status.pending(id, waiting.why, r.now)
+		return
+	}
+	r.fail(id, err)
+}
+
+// run is one sync's writer loop. The touched set starts as what the build
+// changed; the loop adds what is its own to decide. On a full sync (the
+// view was just read) that is every object, except those still backing off
+// that no change touched (a failing object costs one write per backoff),
+// and the keys someone else's virtual servers took or freed. On a partial
+// sync it is the objects whose retry is due and, every period with
+// --ipvs-resync-shares, the share due for its re-check, their virtual
+// servers read back first (refresh, resync.go). Then it applies, restores
+// the rules and drains. It returns how many virtual servers the re-check
+// read back.
+func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int) {
+	if r.full {
+		// Someone else's virtual servers win their keys; ones that went
+		// away free theirs.
+		for k := range r.desired.Foreign {
+			if !r.view.foreign[k] {
+				r.desired.SetForeign(k, false, t)
+			}
+		}
+		for k := range r.view.foreign {
+			r.desired.SetForeign(k, true, t)
+		}
+		all := ipvsproxy.Touched{
+			VirtualServers: make(map[ipvs.VirtualServerKey]bool, len(r.desired.Claims)),
+			Addresses:      make(map[netip.Addr]bool, len(r.desired.AddrRefs)),
+			Entries:        make(map[ipvsproxy.SetEntryKey]bool, len(r.desired.EntryRefs)),
+		}
+		r.view.touchAll(r.desired, all)
+		t = mergeTouched(t, all, r.retries.waiting())
+		adoptDraining(r.view, r.desired, r.draining, r.now.Add(r.cfg.DrainTimeout))
+	} else {
+		resynced = r.refresh(t, share)
+	}
+	r.touched = t
+	r.apply(t)
+	r.syncRules()
+	r.drain()
+	return resynced
+}
+
+// apply is the writer loop of a sync: it runs each object kind's
+// operations (operations.go) over the touched objects, settles every
+// object's status, and is the one place that changes the touched set and
+// the desired state while writing. The order never leaves traffic without a
+// path: the sets and the link first, on a full sync the Service CIDR
+// routes (routes.go), then addresses and set members that
+// new virtual servers need, then the virtual servers (those that go first),
+// removals last.
+func (r *reconciler) apply(t ipvsproxy.Touched) {
+	addresses, entries, virtualServers := r.addressOps(), r.entryOps(), r.virtualServerOps()
+	r.ensureSets()
+	r.ensureDummy()
+	if r.full {
+		r.addServiceRoutes(t)
+	}
+	updateAll(r, addresses, t.Addresses)
+	// A set at its maxelem takes a new member only once the members this
+	// sync removes are gone (the admission keeps the total within it): such
+	// an add waits for the deletions below, and virtual servers that go are
+	// removed first, with their ownership records.
+	waitForRoom := updateAll(r, entries, t.Entries)
+	deleteAll(r, virtualServers, t.VirtualServers)
+	foreign := updateAll(r, virtualServers, t.VirtualServers)
+	// A virtual server someone else made in the way wins its key: the
+	// Service that wanted it loses it, and the members and addresses it
+	// counted for are removed below with the others nobody wants.
+	for _, found := range foreign {
+		var f foreignError
+		errors.As(found.err, &f)
+		if f.undo != nil {
+			r.fail(vsID(found.key), f.undo)
+		}
+		r.settle(vsID(found.key), nil) // someone else's: nothing of ours to retry
+		r.desired.SetForeign(found.key, true, t)
+	}
+	deleteAll(r, entries, t.Entries)
+	for _, k := range waitForRoom {
+		r.settle(entries.id(k.key), entries.update(k.key))
+	}
+	deleteAll(r, addresses, t.Addresses)
+	// A Service CIDR stops being local once its cluster IPs are bound.
+	r.removeServiceRoutes()
+}
+
+// ensureDummy creates kube-ipvs0 when the view was just read or an address
+// is due for a retry (creating an existing link is no write).
+func (r *reconciler) ensureDummy() {
+	if r.dummyEnsured || !r.full && !r.retries.kindDue(ObjectAddress) {
+		return
+	}
+	r.dummyEnsured = true
+	var err error
+	if e := r.k.Netif.EnsureDummy(); e != nil {
+		err = fmt.Errorf("ensure %s: %w", owned.DummyInterface, e)
+	}
+	r.settle(namedID(ObjectAddress, owned.DummyInterface), err)
+}
+
+// removeRealServers deletes real servers that no endpoint backs any more.
+// A TCP one with connections is set to weight 0 instead and deleted by
+// drain once they end: established connections finish, new ones go
+// elsewhere. UDP and SCTP ones go at once, as in kube-proxy. With
+// activeOnly (a deleted Service) only established connections count: the
+// closing ones (FIN_WAIT, TIME_WAIT, CLOSE) would keep it for minutes with
+// nothing left to carry.
+func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.RealServerKey, activeOnly bool) []error {
+	k := have.vs.VirtualServerKey
+	var errs []error
+	if k.Protocol == ipvs.TCP {
+		// Fresh connection counts: the view's may be a sync old.
+		if current, err := r.k.IPVS.RealServers(k); err == nil {
+			for _, rs := range current {
+				if _, ok := have.realServers.get(rs.RealServerKey); ok {
+					have.realServers.put(rs)
+				}
+			}
+		}
+	}
+	for _, key := range gone {
+		rs, _ := have.realServers.get(key)
+		if k.Protocol == ipvs.TCP && liveConnections(rs, activeOnly) > 0 {
+			if r.draining[k] == nil {
+				r.draining[k] = map[ipvs.RealServerKey]time.Time{}
+			}
+			if _, ok := r.draining[k][key]; !ok {
+				r.draining[k][key] = r.now.Add(r.cfg.DrainTimeout)
+			}
+			if rs.Weight != 0 {
+				r.writes++
+				rs.Weight = 0
+				if err := r.k.IPVS.UpdateRealServer(k, rs); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				have.realServers.put(rs)
+			}
+			continue
+		}
+		if err := r.deleteRealServer(have, key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// drainsVirtualServer sets every real server of an unwanted TCP virtual
+// server that still has connections to weight 0 (removeRealServers) and
+// reports whether any is left draining; those without connections go.
+// Failed writes are added to errs.
+func (r *reconciler) drainsVirtualServer(have *kernelVirtualServer, errs *[]error) bool {
+	if have == nil || have.vs.Protocol != ipvs.TCP || r.cfg.DrainTimeout <= 0 {
+		return false
+	}
+	k := have.vs.VirtualServerKey
+	gone := make([]ipvs.RealServerKey, 0, len(have.realServers))
+	for _, rs := range have.realServers {
+		gone = append(gone, rs.RealServerKey)
+	}
+	*errs = append(*errs, r.removeRealServers(have, gone, true)...)
+	return len(r.draining[k]) > 0
+}
+
+// liveConnections counts what keeps a draining real server: its active and
+// inactive connections, as kube-proxy, or the active ones only.
+func liveConnections(rs ipvs.RealServer, activeOnly bool) int {
+	if activeOnly {
+		return rs.ActiveConnections
+	}
+	return rs.ActiveConnections + rs.InactiveConnections
+}
+
+func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealServerKey) error {
+	k := have.vs.VirtualServerKey
+	r.writes++
+	if err := r.k.IPVS.DeleteRealServer(k, key); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
+		return err
+	}
+	have.realServers.remove(key)
+	if k.Protocol == ipvs.UDP {
+		r.staleFlows = append(r.staleFlows, conntrack.Filter{Protocol: conntrack.UDP, OrigDst: k.Address, OrigDstPort: k.Port, ReplySrc: key.Address, ReplySrcPort: key.Port})
+	}
+	if d := r.draining[k]; d != nil {
+		delete(d, key)
+		if len(d) == 0 {
+			delete(r.draining, k)
+		}
+	}
+	return nil
+}
+
+// drain deletes draining real servers whose connections have ended or
+// whose time is up. It reads only the virtual servers that have some.
+func (r *reconciler) drain() {
+	for k, rss := range r.draining {
+		have := r.view.virtualServers[k]
+		if have == nil {
+			delete(r.draining, k)
+			continue
+		}
+		current, err := r.k.IPVS.RealServers(k)
+		if err != nil {
+			r.fail(vsID(k), fmt.Errorf("list real servers of %s to drain: %w", k, err))
+			continue
+		}
+		serviceGone := r.desired.VirtualServer(k) == nil
+		conns := map[ipvs.RealServerKey]int{}
+		for _, rs := range current {
+			conns[rs.RealServerKey] = liveConnections(rs, serviceGone)
+		}
+		for key, deadline := range rss {
+			if n, ok := conns[key]; !ok || n == 0 || !r.now.Before(deadline) {
+				if err := r.deleteRealServer(have, key); err != nil {
+					r.fail(vsID(k), err)
+				}
+			}
+		}
+		if r.draining[k] == nil && serviceGone {
+			// The last connection of a deleted Service's virtual server
+			// ended (or its time is up): the virtual server goes too.
+			r.settle(vsID(k), r.deleteVirtualServer(k))
+		}
+	}
+}
+
+// flushConntrack deletes the stale UDP flows the filters select, one pass
+// per family so that deletions, time and failures are each counted under
+// their own family (kube-proxy's conntrack reconciler metrics); on failure
+// they are returned to be retried.
+func (r *reconciler) flushConntrack(filters []conntrack.Filter, res *SyncResult) (retry []conntrack.Filter) {
+	if len(filters) == 0 || r.k.Conntrack == nil {
+		return nil
+	}
+	id := namedID(ObjectConntrack, "stale UDP flows")
+	var errs []error
+	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
+		fs := filtersOf(filters, family)
+		if len(fs) == 0 {
+			continue
+		}
+		start := time.Now()
+		n, err := r.k.Conntrack.DeleteFlows(fs...)
+		res.addConntrack(family, ConntrackPass{Deleted: n, Duration: time.Since(start), Failed: err != nil})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("delete stale %s UDP conntrack flows: %w", family, err))
+			retry = append(retry, fs...)
+		}
+	}
+	if len(errs) > 0 {
+		r.fail(id, errors.Join(errs...))
+		slices.SortFunc(retry, ipvsproxy.CompareFilters)
+		return slices.Compact(retry)
+	}
+	r.settle(id, nil)
+	return nil
+}
+
+// reconcileConntrack deletes the UDP flows to a virtual server whose reply
+// source is none of its real servers (conntrack_reconcile.go).
+func (r *reconciler) reconcileConntrack(c *conntrackReconciler, res *SyncResult) {
+	if r.k.Conntrack == nil {
+		return
+	}
+	id := namedID(ObjectConntrack, "UDP flow reconcile")
+	passes, err := c.run(r.k.Conntrack, r.desired, r.cfg.Families)
+	for family, pass := range passes {
+		res.addConntrack(family, pass)
+	}
+	if err != nil {
+		r.fail(id, err)
+		return
+	}
+	r.settle(id, nil)
+}
+
+// drainingCount is the number of real servers at weight 0 waiting.
+func drainingCount(d map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time) int {
+	n := 0
+	for _, rss := range d {
+		n += len(rss)
+	}
+	return n
+}
+
+// adoptDraining treats owned real servers that the kernel holds at weight 0
+// and nobody wants as draining: after a restart they finish as they would
+// have.
+func adoptDraining(view *kernelView, desired *ipvsproxy.DesiredState, draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time, deadline time.Time) {
+	for k, kvs := range view.virtualServers {
+		want := desired.VirtualServer(k)
+		if want == nil || k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
+			continue
+		}
+		for _, rs := range kvs.realServers {
+			key := rs.RealServerKey
+			if rs.Weight == 0 && !wants(want.RealServers, key) {
+				if draining[k] == nil {
+					draining[k] = map[ipvs.RealServerKey]time.Time{}
+				}
+				if _, ok := draining[k][key]; !ok {
+					draining[k][key] = deadline
+				}
+			}
+		}
+	}
+}
+
+func hasWeightZero(rss realServerList) bool {
+	for _, rs := range rss {
+		if rs.Weight == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeTouched returns t's objects and all's, except those of all that t
+// lacks and skip lists. It reuses all, so a full sync costs the few objects
+// t and skip hold on top of touching everything, not a second pass over
+// every object.
+func mergeTouched(t, all ipvsproxy.Touched, skip []objectID) ipvsproxy.Touched {
+	for _, id := range skip {
+		switch id.kind {
+		case ObjectVirtualServer:
+			if !t.VirtualServers[id.vs] {
+				delete(all.VirtualServers, id.vs)
+			}
+		case ObjectAddress:
+			if id.addr.IsValid() && !t.Addresses[id.addr] {
+				delete(all.Addresses, id.addr)
+			}
+		case ObjectSetEntry:
+			if id.name == "" && !t.Entries[id.entry] {
+				delete(all.Entries, id.entry)
+			}
+		}
+	}
+	for k := range t.VirtualServers {
+		all.VirtualServers[k] = true
+	}
+	for a := range t.Addresses {
+		all.Addresses[a] = true
+	}
+	for k := range t.Entries {
+		all.Entries[k] = true
+	}
+	return all
+}

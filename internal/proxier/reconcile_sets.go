@@ -1,0 +1,171 @@
+package proxier
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
+	v1 "k8s.io/api/core/v1"
+)
+
+// ensureSets creates the owned sets that are missing and replaces the ones
+// with the wrong type (an older layout). It runs when the view was just read
+// and when a set's retry is due.
+func (r *reconciler) ensureSets() {
+	if !r.full && !r.retries.kindDue(ObjectSetEntry) {
+		return
+	}
+	// Missing sets first: replacing one restores rules that reference
+	// all of them.
+	type wrong struct {
+		family     v1.IPFamily
+		have, want ipset.Set
+	}
+	var replace []wrong
+	for _, family := range r.cfg.Families {
+		// The ownership record first, and the others only once it is there:
+		// owned sets without a record set are what a version that kept no
+		// record leaves, and a restart adopts by the older rule there
+		// (ownership.go: legacy), which could take someone else's virtual
+		// server on a node address. A record set that failed to be created
+		// must not leave that picture behind.
+		sets := owned.Sets([]v1.IPFamily{family}, r.cfg.IPSetMaxElements)
+		slices.SortStableFunc(sets, func(a, b ipset.Set) int { return cmp.Compare(recordFirst(a), recordFirst(b)) })
+		recordName := owned.SetName(owned.SetOwned, family)
+		for _, want := range sets {
+			id := namedID(ObjectSetEntry, want.Name)
+			if _, ok := r.view.sets[want.Name]; ok {
+				r.settle(id, nil)
+				continue
+			}
+			if have, ok := r.view.wrongSets[want.Name]; ok {
+				replace = append(replace, wrong{family, have, want})
+				continue
+			}
+			_, recorded := r.view.sets[recordName]
+			if _, wrong := r.view.wrongSets[recordName]; want.Name != recordName && !recorded && !wrong {
+				r.settle(id, pendingError{fmt.Errorf("ipset %s waits for the ownership record set %s", want.Name, recordName)})
+				continue
+			}
+			r.writes++
+			err := r.k.IPSet.CreateSet(want)
+			if err == nil {
+				r.view.sets[want.Name] = make(map[ipset.Entry]bool, r.setSizes[want.Name])
+			}
+			r.settle(id, err)
+		}
+	}
+	for _, w := range replace {
+		r.settle(namedID(ObjectSetEntry, w.want.Name), r.replaceSet(w.family, w.have, w.want))
+	}
+}
+
+// replaceSet gives an owned set the right type. A set nothing references is
+// destroyed and created again. One that iptables references cannot be
+// destroyed (EBUSY), renamed (the kernel refuses a referenced set) or
+// swapped (only sets of one type swap), so the references move instead, and
+// traffic always sees a set with the right members: a temporary set of the
+// right type is filled, the family's rules are restored pointing at it, the
+// old set is destroyed and created with the right type and filled, the
+// rules point back, and the temporary set goes.
+func (r *reconciler) replaceSet(family v1.IPFamily, have, want ipset.Set) error {
+	r.writes++
+	err := r.k.IPSet.DestroySet(want.Name)
+	switch {
+	case err == nil:
+		return r.createFilled(want)
+	case !errors.Is(err, ipset.ErrBusy):
+		return fmt.Errorf("destroy ipset %s of type %s (want %s): %w", want.Name, have.Type, want.Type, err)
+	}
+	tmp := want
+	tmp.Name = tempSetName(want.Name)
+	r.writes++
+	if err := r.k.IPSet.DestroySet(tmp.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
+		return fmt.Errorf("destroy leftover ipset %s: %w", tmp.Name, err)
+	}
+	if err := r.createFilled(tmp); err != nil {
+		return err
+	}
+	delete(r.view.sets, tmp.Name) // not a set the view tracks
+	text := r.rulesText(family)
+	if err := r.restoreRules(family, renameSet(text, want.Name, tmp.Name)); err != nil {
+		return fmt.Errorf("point %s rules at ipset %s: %w", family, tmp.Name, err)
+	}
+	r.writes++
+	if err := r.k.IPSet.DestroySet(want.Name); err != nil {
+		// Someone else's rule references it too; ours use the temporary
+		// set meanwhile, with the right members.
+		return fmt.Errorf("destroy ipset %s of type %s (want %s) after moving our rules off it: %w", want.Name, have.Type, want.Type, err)
+	}
+	delete(r.view.wrongSets, want.Name)
+	if err := r.createFilled(want); err != nil {
+		return err
+	}
+	if err := r.restoreRules(family, text); err != nil {
+		return fmt.Errorf("point %s rules back at ipset %s: %w", family, want.Name, err)
+	}
+	r.writes++
+	if err := r.k.IPSet.DestroySet(tmp.Name); err != nil {
+		return fmt.Errorf("destroy temporary ipset %s: %w", tmp.Name, err)
+	}
+	return nil
+}
+
+// createFilled creates s and adds the members the desired state wants in
+// the set of that name (the temporary set gets its original's).
+func (r *reconciler) createFilled(s ipset.Set) error {
+	r.writes++
+	if err := r.k.IPSet.CreateSet(s); err != nil {
+		return err
+	}
+	members := map[ipset.Entry]bool{}
+	r.view.sets[s.Name] = members
+	delete(r.view.wrongSets, s.Name)
+	name := strings.TrimSuffix(s.Name, tempSetSuffix)
+	for k, n := range r.desired.EntryRefs {
+		if k.Set != name || n <= 0 {
+			continue
+		}
+		r.writes++
+		if err := r.k.IPSet.AddEntry(s.Name, k.Entry); err != nil && !errors.Is(err, ipset.ErrExists) {
+			return fmt.Errorf("fill ipset %s: %w", s.Name, err)
+		}
+		members[k.Entry] = true
+	}
+	return nil
+}
+
+// restoreRules writes both tables of one family's rules text.
+func (r *reconciler) restoreRules(family v1.IPFamily, text string) error {
+	ipt := r.k.IPTables[family]
+	for _, table := range owned.Tables {
+		r.writes++
+		if err := ipt.Restore([]byte(tableText(text, table))); err != nil {
+			return fmt.Errorf("restore %s %s rules: %w", family, table, err)
+		}
+	}
+	return nil
+}
+
+// tempSetSuffix names the temporary twin of an owned set while it is
+// replaced; every owned name plus it fits IPSET_MAXNAMELEN (31).
+const tempSetSuffix = "-T"
+
+func tempSetName(name string) string { return name + tempSetSuffix }
+
+// renameSet points every rule of text that matches set old at set new.
+func renameSet(text, old, new string) string {
+	return strings.ReplaceAll(text, " "+old+" ", " "+new+" ")
+}
+
+// recordFirst orders the ownership record set before the other owned sets.
+func recordFirst(s ipset.Set) int {
+	if owned.BaseName(s.Name) == owned.SetOwned {
+		return 0
+	}
+	return 1
+}
