@@ -3,7 +3,6 @@ package ipvsproxy
 import (
 	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -38,27 +37,10 @@ func dumpService(st *ServiceState) string {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// checkGolden compares got with testdata/build/NAME.golden; on mismatch it
-// prints got whole, ready to paste (or run with -update).
+// checkGolden compares got with testdata/build/NAME.golden.
 func checkGolden(t *testing.T, name, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", "build", name+".golden")
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./ipvsproxy -run %s -update to create it); got:\n%s", err, t.Name(), got)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the golden file %s; got:\n%s\nwant:\n%s", name, path, got, want)
-	}
+	servicetest.CheckGolden(t, filepath.Join("testdata", "build"), name, got, *update)
 }
 
 func TestBuildServiceGolden(t *testing.T) {
