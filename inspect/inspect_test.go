@@ -516,3 +516,24 @@ func TestCheckSeesSchedulerFlagsTheSyncRewrites(t *testing.T) {
 		t.Fatalf("after the repairing sync: %+v", res.Differences)
 	}
 }
+
+// The sync status's failing objects are the writer's own status entries:
+// each line names the object, its error and its next retry.
+func TestTableShowsFailingObjects(t *testing.T) {
+	now := time.Date(2026, 12, 3, 16, 0, 0, 0, time.UTC)
+	r := Report{Time: now, Status: &proxier.SyncStatus{
+		FailedWrites: []proxier.FailedWrite{},
+		Objects: []proxier.ObjectStatus{{
+			Kind: proxier.ObjectVirtualServer, Object: "virtual server TCP 10.96.0.10:80", Services: []string{"default/web"},
+			State: proxier.StateError, Since: now.Add(-time.Minute), LastError: "no such scheduler", NextRetry: now.Add(time.Second),
+		}},
+	}}
+	var b bytes.Buffer
+	if err := WriteTable(&b, r, TableOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "error virtual server TCP 10.96.0.10:80: no such scheduler; next retry 2026-12-03T16:00:01Z"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("table:\n%s\nwant a line %q", b.String(), want)
+	}
+}

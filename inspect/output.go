@@ -197,9 +197,9 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 			if o.State == "done" {
 				continue
 			}
-			line := fmt.Sprintf("%s %s %s", o.State, o.Kind, o.Key)
-			if o.Error != "" {
-				line += ": " + o.Error
+			line := fmt.Sprintf("%s %s", o.State, o.Object)
+			if o.LastError != "" {
+				line += ": " + o.LastError
 			}
 			if !o.NextRetry.IsZero() {
 				line += "; next retry " + o.NextRetry.UTC().Format(time.RFC3339)

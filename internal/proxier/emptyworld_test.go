@@ -53,7 +53,7 @@ func TestEmptyServiceListHoldsDeletionsUntilTheAPIServerServiceReturns(t *testin
 	}
 	pending := 0
 	for _, o := range st.Objects {
-		if o.State == string(StatePending) && strings.Contains(o.Error, "default/kubernetes is absent") {
+		if o.State == StatePending && strings.Contains(o.LastError, "default/kubernetes is absent") {
 			pending++
 		}
 	}

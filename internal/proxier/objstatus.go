@@ -223,8 +223,10 @@ func backoff(attempts int) time.Duration {
 	return min(d, retryMax)
 }
 
-// KernelObjectStatus is one object that is not done, as inspect shows it.
-type KernelObjectStatus struct {
+// ObjectStatus is the writer's status of one kernel object that is not
+// done, as inspect shows it (SyncStatus.Objects) and tests read it
+// (ReconcileStatus): one model, copied from the status table.
+type ObjectStatus struct {
 	Kind ObjectKind `json:"kind"`
 	// Object names it: "virtual server TCP 10.96.0.10:80", "ipset
 	// KUBE-CLUSTER-IP member 10.96.0.10,tcp:80", "iptables IPv4 nat".
@@ -232,10 +234,10 @@ type KernelObjectStatus struct {
 	// Services are the Services it is for ("namespace/name"), if any.
 	Services  []string  `json:"services,omitempty"`
 	State     SyncState `json:"state"`
-	Since     time.Time `json:"since"`
+	Since     time.Time `json:"since,omitzero"`
 	LastError string    `json:"lastError,omitempty"`
 	Attempts  int       `json:"attempts,omitempty"`
-	NextRetry time.Time `json:"nextRetry,omitempty"`
+	NextRetry time.Time `json:"nextRetry,omitzero"`
 }
 
 // ReconcileStatus is a copy of the reconciler's status, safe to read from any
@@ -247,14 +249,14 @@ type ReconcileStatus struct {
 	LastSyncFull bool `json:"lastSyncFull"`
 	// Objects are the pending and failing objects, failing first, then
 	// by kind and name.
-	Objects []KernelObjectStatus `json:"objects"`
+	Objects []ObjectStatus `json:"objects"`
 }
 
 // snapshot copies the table.
-func (s *statusTable) snapshot() []KernelObjectStatus {
-	out := make([]KernelObjectStatus, 0, len(s.objects))
+func (s *statusTable) snapshot() []ObjectStatus {
+	out := make([]ObjectStatus, 0, len(s.objects))
 	for id, st := range s.objects {
-		o := KernelObjectStatus{Kind: id.kind, Object: id.String(), Services: slices.Clone(st.services), State: st.state, Since: st.since, Attempts: st.attempts}
+		o := ObjectStatus{Kind: id.kind, Object: id.String(), Services: slices.Clone(st.services), State: st.state, Since: st.since, Attempts: st.attempts}
 		if st.lastError != nil {
 			o.LastError = st.lastError.Error()
 		}
@@ -263,7 +265,7 @@ func (s *statusTable) snapshot() []KernelObjectStatus {
 		}
 		out = append(out, o)
 	}
-	slices.SortFunc(out, func(a, b KernelObjectStatus) int {
+	slices.SortFunc(out, func(a, b ObjectStatus) int {
 		return cmp.Or(cmp.Compare(stateOrder(a.State), stateOrder(b.State)), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Object, b.Object))
 	})
 	return out
@@ -277,7 +279,7 @@ func stateOrder(s SyncState) int {
 }
 
 // String is one line per object, for logs and tests.
-func (o KernelObjectStatus) String() string {
+func (o ObjectStatus) String() string {
 	return fmt.Sprintf("%s %s %v: %s", o.State, o.Object, o.Services, o.LastError)
 }
 

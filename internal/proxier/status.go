@@ -46,19 +46,6 @@ type FailedWrite struct {
 	LastAttempt time.Time `json:"lastAttempt"`
 }
 
-// ObjectStatus is the reconciler's status of one kernel object.
-type ObjectStatus struct {
-	// Kind and Key name the object ("virtual server", "TCP 10.96.0.10:80").
-	Kind    string `json:"kind"`
-	Key     string `json:"key"`
-	Service string `json:"service,omitempty"`
-	// State is pending, done or error.
-	State     string    `json:"state"`
-	Error     string    `json:"error,omitempty"`
-	Since     time.Time `json:"since,omitzero"`
-	NextRetry time.Time `json:"nextRetry,omitzero"`
-}
-
 // syncStatus is what the proxier remembers between syncs for SyncStatus;
 // it is guarded by Proxier.mu.
 type syncStatus struct {
@@ -115,11 +102,6 @@ func (p *Proxier) statusLocked() SyncStatus {
 	})
 	// The reconciler's per-object status (objstatus.go): every object not
 	// done, with its error and next retry.
-	for _, o := range p.ReconcileStatus().Objects {
-		st.Objects = append(st.Objects, ObjectStatus{
-			Kind: string(o.Kind), Key: o.Object, Service: strings.Join(o.Services, ","),
-			State: string(o.State), Error: o.LastError, Since: o.Since, NextRetry: o.NextRetry,
-		})
-	}
+	st.Objects = append(st.Objects, p.ReconcileStatus().Objects...)
 	return st
 }

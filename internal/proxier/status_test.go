@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,8 +43,8 @@ func TestStatusKeepsWhenAWriteStartedFailing(t *testing.T) {
 	}
 	// inspect shows the reconciler's status of that object: in error since
 	// the first attempt, with its next retry.
-	if len(st.Objects) != 1 || st.Objects[0].State != string(StateError) || !st.Objects[0].Since.Equal(first) ||
-		!st.Objects[0].NextRetry.After(clock) || st.Objects[0].Service != "default/web" {
+	if len(st.Objects) != 1 || st.Objects[0].State != StateError || !st.Objects[0].Since.Equal(first) ||
+		!st.Objects[0].NextRetry.After(clock) || !slices.Equal(st.Objects[0].Services, []string{"default/web"}) {
 		t.Fatalf("objects %+v, want the virtual server in error since %v, retried after %v, for default/web", st.Objects, first, clock)
 	}
 	// The scheduler comes back: the repair clears the failure.
