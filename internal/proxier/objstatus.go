@@ -52,39 +52,65 @@ const (
 	retryMax = time.Minute
 )
 
-// objectID names one kernel object. Exactly one of the key fields is set,
-// by kind.
-type objectID struct {
-	kind  ObjectKind
-	vs    ipvs.VirtualServerKey
-	addr  netip.Addr
-	entry ipvsproxy.SetEntryKey
-	route netip.Prefix
-	name  string // a set, a rules table, "udp flows"
+// objectID names one kernel object. It is one of the types below, a closed
+// sum (objectKind is unexported): each kind carries its own key, so no key
+// can be read for the wrong kind, and each is comparable, a map key.
+type objectID interface {
+	objectKind() ObjectKind
+	String() string
 }
 
-func vsID(k ipvs.VirtualServerKey) objectID    { return objectID{kind: ObjectVirtualServer, vs: k} }
-func addrID(a netip.Addr) objectID             { return objectID{kind: ObjectAddress, addr: a} }
-func entryID(k ipvsproxy.SetEntryKey) objectID { return objectID{kind: ObjectSetEntry, entry: k} }
-func routeID(p netip.Prefix) objectID          { return objectID{kind: ObjectRoute, route: p} }
-func namedID(kind ObjectKind, name string) objectID {
-	return objectID{kind: kind, name: name}
-}
-
-func (id objectID) String() string {
-	switch {
-	case id.kind == ObjectVirtualServer:
-		return "virtual server " + id.vs.String()
-	case id.kind == ObjectAddress:
-		return "address " + id.addr.String() + " on " + owned.DummyInterface
-	case id.kind == ObjectRoute:
-		return "local route " + id.route.String() + " on " + owned.DummyInterface
-	case id.kind == ObjectSetEntry && id.name == "":
-		return "ipset " + id.entry.Set + " member " + id.entry.Entry.String(owned.SetType(id.entry.Set))
-	case id.kind == ObjectSetEntry:
-		return "ipset " + id.name
+type (
+	// vsObject is a virtual server, its real servers and its ownership
+	// record.
+	vsObject ipvs.VirtualServerKey
+	// addrObject is one address on kube-ipvs0.
+	addrObject netip.Addr
+	// routeObject is a Service CIDR's local route on kube-ipvs0.
+	routeObject netip.Prefix
+	// entryObject is one member of an owned set.
+	entryObject ipvsproxy.SetEntryKey
+	// namedObject is an object named by text: kube-ipvs0 itself, a whole
+	// set, a rules table or jump, the stale flows, the kernel read.
+	namedObject struct {
+		kind ObjectKind
+		name string
 	}
-	return string(id.kind) + " " + id.name
+)
+
+func vsID(k ipvs.VirtualServerKey) objectID    { return vsObject(k) }
+func addrID(a netip.Addr) objectID             { return addrObject(a) }
+func entryID(k ipvsproxy.SetEntryKey) objectID { return entryObject(k) }
+func routeID(p netip.Prefix) objectID          { return routeObject(p) }
+func namedID(kind ObjectKind, name string) objectID {
+	return namedObject{kind: kind, name: name}
+}
+
+func (vsObject) objectKind() ObjectKind    { return ObjectVirtualServer }
+func (addrObject) objectKind() ObjectKind  { return ObjectAddress }
+func (routeObject) objectKind() ObjectKind { return ObjectRoute }
+func (entryObject) objectKind() ObjectKind { return ObjectSetEntry }
+func (n namedObject) objectKind() ObjectKind {
+	return n.kind
+}
+
+func (o vsObject) String() string {
+	return "virtual server " + ipvs.VirtualServerKey(o).String()
+}
+func (o addrObject) String() string {
+	return "address " + netip.Addr(o).String() + " on " + owned.DummyInterface
+}
+func (o routeObject) String() string {
+	return "local route " + netip.Prefix(o).String() + " on " + owned.DummyInterface
+}
+func (o entryObject) String() string {
+	return "ipset " + o.Set + " member " + o.Entry.String(owned.SetType(o.Set))
+}
+func (n namedObject) String() string {
+	if n.kind == ObjectSetEntry {
+		return "ipset " + n.name
+	}
+	return string(n.kind) + " " + n.name
 }
 
 // objectStatus is the status of one object that is not done.
@@ -142,6 +168,9 @@ func (s *statusTable) pending(id objectID, why error, now time.Time) {
 // done forgets an object: it is as wanted.
 func (s *statusTable) done(id objectID) { delete(s.objects, id) }
 
+// empty reports whether no object is pending or failing.
+func (s *statusTable) empty() bool { return len(s.objects) == 0 }
+
 // retryQueue is the table's answer, taken once at the start of a sync, to
 // "which objects are due for another write, and which still back off?".
 // Every such question of the sync asks it, so it has one answer: writes of
@@ -173,14 +202,15 @@ func (q retryQueue) waits(id objectID) bool { return q.backingOff[id] }
 
 // kindDue reports whether some object of kind is due.
 func (q retryQueue) kindDue(kind ObjectKind) bool {
-	return slices.ContainsFunc(q.due, func(id objectID) bool { return id.kind == kind })
+	return slices.ContainsFunc(q.due, func(id objectID) bool { return id.objectKind() == kind })
 }
 
 // rulesDue reports whether a rules object of family (a table or a jump) is
 // due.
 func (q retryQueue) rulesDue(family v1.IPFamily) bool {
 	return slices.ContainsFunc(q.due, func(id objectID) bool {
-		return id.kind == ObjectRules && strings.HasPrefix(id.name, string(family)+" ")
+		n, ok := id.(namedObject)
+		return ok && n.kind == ObjectRules && strings.HasPrefix(n.name, string(family)+" ")
 	})
 }
 
@@ -209,7 +239,7 @@ func (s *statusTable) failing() map[ObjectKind]int {
 	out := map[ObjectKind]int{}
 	for id, st := range s.objects {
 		if st.state == StateError {
-			out[id.kind]++
+			out[id.objectKind()]++
 		}
 	}
 	return out
@@ -256,7 +286,7 @@ type ReconcileStatus struct {
 func (s *statusTable) snapshot() []ObjectStatus {
 	out := make([]ObjectStatus, 0, len(s.objects))
 	for id, st := range s.objects {
-		o := ObjectStatus{Kind: id.kind, Object: id.String(), Services: slices.Clone(st.services), State: st.state, Since: st.since, Attempts: st.attempts}
+		o := ObjectStatus{Kind: id.objectKind(), Object: id.String(), Services: slices.Clone(st.services), State: st.state, Since: st.since, Attempts: st.attempts}
 		if st.lastError != nil {
 			o.LastError = st.lastError.Error()
 		}
@@ -324,15 +354,15 @@ func (p *Proxier) reportFailures(ids []objectID) {
 	byService := map[types.NamespacedName][]objectID{}
 	addrs, entries := map[netip.Addr][]objectID{}, map[ipvsproxy.SetEntryKey][]objectID{}
 	for _, id := range ids {
-		switch {
-		case id.kind == ObjectVirtualServer:
-			if name, ok := p.desired.Owner(id.vs); ok {
+		switch o := id.(type) {
+		case vsObject:
+			if name, ok := p.desired.Owner(ipvs.VirtualServerKey(o)); ok {
 				byService[name] = append(byService[name], id)
 			}
-		case id.kind == ObjectAddress && id.addr.IsValid():
-			addrs[id.addr] = append(addrs[id.addr], id)
-		case id.kind == ObjectSetEntry && id.name == "":
-			entries[id.entry] = append(entries[id.entry], id)
+		case addrObject:
+			addrs[netip.Addr(o)] = append(addrs[netip.Addr(o)], id)
+		case entryObject:
+			entries[ipvsproxy.SetEntryKey(o)] = append(entries[ipvsproxy.SetEntryKey(o)], id)
 		}
 	}
 	if len(addrs)+len(entries) > 0 {

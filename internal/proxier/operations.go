@@ -50,16 +50,27 @@ func updateAll[K comparable](r *reconciler, ops operations[K], keys map[K]bool) 
 			later = append(later, outcome[K]{k, err})
 			continue
 		}
-		r.settle(ops.id(k), err)
+		settleKey(r, ops, k, err)
 	}
 	return later
+}
+
+// settleKey settles k's object. Its objectID (an interface value, boxed on
+// the heap) is made only when the table has something to look at: a write
+// that succeeds while no object is pending or failing, the usual full sync,
+// has nothing to clear.
+func settleKey[K comparable](r *reconciler, ops operations[K], k K, err error) {
+	if err == nil && r.status.empty() {
+		return
+	}
+	r.settle(ops.id(k), err)
 }
 
 // deleteAll runs delete on the keys nobody wants and settles each.
 func deleteAll[K comparable](r *reconciler, ops operations[K], keys map[K]bool) {
 	for k := range keys {
 		if !ops.wanted(k) {
-			r.settle(ops.id(k), ops.delete(k))
+			settleKey(r, ops, k, ops.delete(k))
 		}
 	}
 }

@@ -80,7 +80,7 @@ func (r *reconciler) fail(id objectID, err error) { r.failIn("", id, err) }
 // under that family.
 func (r *reconciler) failIn(family v1.IPFamily, id objectID, err error) {
 	klog.ErrorS(err, "Kernel write failed; retrying with backoff", "object", id.String())
-	r.errs = append(r.errs, writeError{object: string(id.kind), err: err, family: family})
+	r.errs = append(r.errs, writeError{object: string(id.objectKind()), err: err, family: family})
 	if r.status.failed(id, err, r.now) {
 		r.newlyFailed = append(r.newlyFailed, id)
 	}
@@ -423,18 +423,18 @@ func hasWeightZero(rss realServerList) bool {
 // every object.
 func mergeTouched(t, all ipvsproxy.Touched, skip []objectID) ipvsproxy.Touched {
 	for _, id := range skip {
-		switch id.kind {
-		case ObjectVirtualServer:
-			if !t.VirtualServers[id.vs] {
-				delete(all.VirtualServers, id.vs)
+		switch o := id.(type) {
+		case vsObject:
+			if k := ipvs.VirtualServerKey(o); !t.VirtualServers[k] {
+				delete(all.VirtualServers, k)
 			}
-		case ObjectAddress:
-			if id.addr.IsValid() && !t.Addresses[id.addr] {
-				delete(all.Addresses, id.addr)
+		case addrObject:
+			if a := netip.Addr(o); !t.Addresses[a] {
+				delete(all.Addresses, a)
 			}
-		case ObjectSetEntry:
-			if id.name == "" && !t.Entries[id.entry] {
-				delete(all.Entries, id.entry)
+		case entryObject:
+			if e := ipvsproxy.SetEntryKey(o); !t.Entries[e] {
+				delete(all.Entries, e)
 			}
 		}
 	}

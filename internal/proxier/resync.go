@@ -1,6 +1,8 @@
 package proxier
 
 import (
+	"net/netip"
+
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"k8s.io/klog/v2"
@@ -58,18 +60,14 @@ func (p *Proxier) PeriodElapsed() (full bool) {
 func (r *reconciler) refresh(t ipvsproxy.Touched, share int) (resynced int) {
 	var due []ipvs.VirtualServerKey
 	for _, id := range r.retries.due {
-		switch id.kind {
-		case ObjectVirtualServer:
-			t.VirtualServers[id.vs] = true
-			due = append(due, id.vs)
-		case ObjectAddress:
-			if id.addr.IsValid() {
-				t.Addresses[id.addr] = true
-			}
-		case ObjectSetEntry:
-			if id.name == "" {
-				t.Entries[id.entry] = true
-			}
+		switch o := id.(type) {
+		case vsObject:
+			t.VirtualServers[ipvs.VirtualServerKey(o)] = true
+			due = append(due, ipvs.VirtualServerKey(o))
+		case addrObject:
+			t.Addresses[netip.Addr(o)] = true
+		case entryObject:
+			t.Entries[ipvsproxy.SetEntryKey(o)] = true
 		}
 	}
 	if share == 0 && len(due) == 0 {
