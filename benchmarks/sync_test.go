@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/netif"
@@ -18,7 +19,7 @@ import (
 
 var sizes = []int{100, 1000, 10000}
 
-func synced(b *testing.B, s shape.Shape) (*proxier.Proxier, proxier.Kernel) {
+func synced(b *testing.B, s shape.Shape) (*proxier.Proxier, adapters.Kernel) {
 	b.Helper()
 	k := ours.FakeKernel(netif.NewFake(owned.DummyInterface))
 	p, err := proxier.New(ours.Config(s), shape.NodeName, k, nil)

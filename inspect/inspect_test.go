@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -58,7 +59,7 @@ func newNodeWith(t *testing.T, edit func(*ipvsproxy.Config)) *node {
 	cfg := ipvsproxy.DefaultConfig()
 	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
 	edit(&cfg)
-	p, err := proxier.New(cfg, "node1", proxier.Kernel{
+	p, err := proxier.New(cfg, "node1", adapters.Kernel{
 		IPVS: n.ipvs, Netif: n.netif, IPSet: n.ipset, Conntrack: n.conntrack, Sysctl: sysctl.NewFake(nil),
 		IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: iptables.NewFake(iptables.IPv4)},
 	}, nil)
@@ -111,7 +112,7 @@ func (n *node) start(t *testing.T, p *proxier.Proxier) {
 // restart starts a new proxier on the same fakes: its first sync is full.
 func (n *node) restart(t *testing.T) {
 	t.Helper()
-	p, err := proxier.New(n.proxier.Config(), "node1", proxier.Kernel{
+	p, err := proxier.New(n.proxier.Config(), "node1", adapters.Kernel{
 		IPVS: n.ipvs, Netif: n.netif, IPSet: n.ipset, Conntrack: n.conntrack, Sysctl: sysctl.NewFake(nil),
 		IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: iptables.NewFake(iptables.IPv4)},
 	}, nil)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -62,7 +63,7 @@ func TestCheckOnRealKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := proxier.Kernel{IPVS: h, Netif: nif, IPSet: sets, Conntrack: ct, Sysctl: sysctl.NewFake(nil),
+	k := adapters.Kernel{IPVS: h, Netif: nif, IPSet: sets, Conntrack: ct, Sysctl: sysctl.NewFake(nil),
 		IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
 	t.Cleanup(func() { proxier.Cleanup(k, ipvsproxy.DefaultConfig()) })
 

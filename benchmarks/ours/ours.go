@@ -37,21 +37,21 @@ func Config(s shape.Shape) ipvsproxy.Config {
 
 // FakeKernel is every adapter's Fake; links is the netif to use (a Fake,
 // or the real one on an ifb link).
-func FakeKernel(links netif.Interface) proxier.Kernel {
+func FakeKernel(links netif.Interface) adapters.Kernel {
 	k, _, _ := adapters.Open(adapters.Options{Fake: true, Families: adapters.BothFamilies, Links: links}) // the Fakes cannot fail
 	return k
 }
 
 // Run times every operation on shape s: the cold sync once, the others
 // repeats times each. k must be empty.
-func Run(s shape.Shape, k proxier.Kernel, repeats int) (shape.Result, error) {
+func Run(s shape.Shape, k adapters.Kernel, repeats int) (shape.Result, error) {
 	return RunWith(s, k, repeats, nil)
 }
 
 // RunWith is Run, calling afterCold (when not nil) right after the cold
 // sync, before any other operation: where a caller counts the cold sync
 // apart (kernel-bench's time per adapter call).
-func RunWith(s shape.Shape, k proxier.Kernel, repeats int, afterCold func()) (shape.Result, error) {
+func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (shape.Result, error) {
 	res := shape.Result{Side: "ipvsproxy", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
 	cfg := Config(s)
 	p, err := proxier.New(cfg, shape.NodeName, k, nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -100,7 +101,7 @@ func newDaemonUnderTest(t *testing.T) *daemonUnderTest {
 	d := &daemonUnderTest{links: netif.NewFake(owned.DummyInterface), ipvs: ipvs.NewFake(),
 		metrics: metrics.New(), recorder: record.NewFakeRecorder(20), synced: make(chan proxier.SyncResult, 16)}
 	d.links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"))
-	k := proxier.Kernel{IPVS: d.ipvs, Netif: d.links, IPSet: ipset.NewFake(),
+	k := adapters.Kernel{IPVS: d.ipvs, Netif: d.links, IPSet: ipset.NewFake(),
 		IPTables:  map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: iptables.NewFake(iptables.IPv4)},
 		Conntrack: conntrack.NewFake()}
 	families := []v1.IPFamily{v1.IPv4Protocol}

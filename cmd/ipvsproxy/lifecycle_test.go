@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -42,7 +43,7 @@ func TestStopLetsTheSyncInFlightFinishAndLeavesTheKernelState(t *testing.T) {
 	fakeIPVS := &slowIPVS{Fake: ipvs.NewFake(), entered: make(chan struct{}), release: make(chan struct{})}
 	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"))
-	k := proxier.Kernel{
+	k := adapters.Kernel{
 		IPVS: fakeIPVS, Netif: links, IPSet: ipset.NewFake(),
 		IPTables:  map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: iptables.NewFake(iptables.IPv4)},
 		Conntrack: conntrack.NewFake(),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -139,7 +140,7 @@ func TestObserveSyncLabelsByFamily(t *testing.T) {
 func TestDualStackNodeRunsThroughTheRunWiring(t *testing.T) {
 	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8::1"))
-	k := proxier.Kernel{
+	k := adapters.Kernel{
 		IPVS: ipvs.NewFake(), Netif: links, IPSet: ipset.NewFake(),
 		IPTables: map[v1.IPFamily]iptables.Interface{
 			v1.IPv4Protocol: iptables.NewFake(iptables.IPv4), v1.IPv6Protocol: iptables.NewFake(iptables.IPv6)},

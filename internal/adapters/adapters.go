@@ -1,4 +1,4 @@
-// Package adapters assembles an proxier.Kernel, the adapters a proxier
+// Package adapters assembles an Kernel, the adapters a proxier
 // reads and writes the kernel through: the real ones (`run`, `cleanup`, the
 // kernel benchmark) or every adapter's in-memory Fake (`inspect
 // --kubeconfig`'s desired state, the benchmarks on fakes). It is the one
@@ -11,7 +11,6 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -45,16 +44,16 @@ var BothFamilies = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 
 // Open assembles the Kernel o describes; close releases what it opened.
 // On an error nothing stays open.
-func Open(o Options) (k proxier.Kernel, close func(), err error) {
+func Open(o Options) (k Kernel, close func(), err error) {
 	var closers []func()
 	closeAll := func() {
 		for _, c := range closers {
 			c()
 		}
 	}
-	fail := func(err error) (proxier.Kernel, func(), error) {
+	fail := func(err error) (Kernel, func(), error) {
 		closeAll()
-		return proxier.Kernel{}, func() {}, err
+		return Kernel{}, func() {}, err
 	}
 	k.Netif = o.Links
 	k.IPTables = map[v1.IPFamily]iptables.Interface{}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -37,7 +38,7 @@ func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
 		t.Fatal("the kernel destroyed a referenced set; this test would prove nothing")
 	}
 	links := netif.NewFake(owned.DummyInterface)
-	k := Kernel{IPVS: ipvs.NewFake(), Netif: links, IPSet: sets, IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
+	k := adapters.Kernel{IPVS: ipvs.NewFake(), Netif: links, IPSet: sets, IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
 	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestSmallerSetIsReplacedOnRealKernel(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.IPSetMaxElements = 131072
-	k := Kernel{IPVS: ipvs.NewFake(), Netif: netif.NewFake(owned.DummyInterface), IPSet: sets, IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
+	k := adapters.Kernel{IPVS: ipvs.NewFake(), Netif: netif.NewFake(owned.DummyInterface), IPSet: sets, IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
 	p, err := New(cfg, servicetest.ThisNode, k, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -18,7 +19,7 @@ import (
 // its jump rules and chains, its ipsets, its Service CIDR routes and
 // kube-ipvs0. It goes on past failures and returns them all; what it does
 // not own stays.
-func Cleanup(k Kernel, cfg ipvsproxy.Config) error {
+func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 	var errs []error
 	fail := func(err error) {
 		klog.ErrorS(err, "Cleanup step failed")

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -44,7 +45,7 @@ func (f *faults) check(op string, object any) error {
 }
 
 // faultyKernel is fk's kernel with every write going through f.
-func (fk *fakeKernel) faultyKernel(f *faults) Kernel {
+func (fk *fakeKernel) faultyKernel(f *faults) adapters.Kernel {
 	k := fk.kernel()
 	k.IPVS = faultyIPVS{k.IPVS, f}
 	k.IPSet = faultyIPSet{k.IPSet, f}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -50,8 +51,8 @@ func newFakeKernel() *fakeKernel {
 	return fk
 }
 
-func (fk *fakeKernel) kernel() Kernel {
-	return Kernel{
+func (fk *fakeKernel) kernel() adapters.Kernel {
+	return adapters.Kernel{
 		IPVS: fk.ipvs, Netif: fk.netif, IPSet: fk.ipset,
 		IPTables:  map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: fk.ipt4, v1.IPv6Protocol: fk.ipt6},
 		Conntrack: fk.conntrack, Sysctl: fk.sysctl, Listeners: fk.listeners,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -32,7 +33,7 @@ var ErrKubeProxyNotRunning = errors.New("kube-proxy's IPVS mode has not taken ov
 // kube-proxy uses stay. It refuses, changing nothing, while ipvsproxy's
 // rules still name its own sets (kube-proxy has not synced yet). It
 // returns what it removed; a second run removes nothing.
-func CleanupAfterKubeProxyIPVS(k Kernel, cfg ipvsproxy.Config) ([]string, error) {
+func CleanupAfterKubeProxyIPVS(k adapters.Kernel, cfg ipvsproxy.Config) ([]string, error) {
 	oursAlone := oursAloneSets(cfg.Families)
 	// Refuse first, for every family, before changing anything.
 	for _, family := range cfg.Families {

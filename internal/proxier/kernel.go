@@ -6,31 +6,13 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/listeners"
-	"github.com/ipvsproxy/ipvsproxy/netif"
-	"github.com/ipvsproxy/ipvsproxy/sysctl"
-	v1 "k8s.io/api/core/v1"
 )
-
-// Kernel bundles the adapters the proxier writes through. Tests pass the
-// packages' Fakes; the daemon passes the real ones.
-type Kernel struct {
-	IPVS      ipvs.Interface
-	Netif     netif.Interface
-	IPSet     ipset.Interface
-	IPTables  map[v1.IPFamily]iptables.Interface
-	Conntrack conntrack.Interface
-	Sysctl    sysctl.Interface
-	// Listeners reads the host's listening sockets (the node guard); nil
-	// reads none.
-	Listeners listeners.Interface
-}
 
 // kernelView is what the kernel holds of the objects the proxier owns, as
 // last read (full sync) and kept up to date by every successful write.
@@ -136,7 +118,7 @@ func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
 // date; the reconciler never deletes one nobody wants there. wasOurs are
 // the virtual servers the previous view held (nil at the first read): one of
 // them stays ours without its record (ownership.recovered).
-func readKernel(k Kernel, cfg ipvsproxy.Config, services serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool) (*kernelView, error) {
+func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool) (*kernelView, error) {
 	view := &kernelView{
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
 		foreign:        map[ipvs.VirtualServerKey]bool{},
@@ -236,7 +218,7 @@ func readKernel(k Kernel, cfg ipvsproxy.Config, services serviceEvidence, wasOur
 // virtual server). Only an empty answer, which is also what the kernel says
 // of a virtual server deleted meanwhile, is asked again the way that tells
 // the two apart.
-func listedRealServers(k Kernel, key ipvs.VirtualServerKey) ([]ipvs.RealServer, error) {
+func listedRealServers(k adapters.Kernel, key ipvs.VirtualServerKey) ([]ipvs.RealServer, error) {
 	rss, err := k.IPVS.ListedRealServers(key)
 	if err == nil && len(rss) == 0 {
 		return k.IPVS.RealServers(key)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -26,7 +27,7 @@ import (
 // realKernelInNamespace opens every real adapter inside a fresh named
 // network namespace, removed when the test ends. It skips where the kernel
 // lacks IPVS or the dummy driver (this development host; the VM has both).
-func realKernelInNamespace(t *testing.T) Kernel {
+func realKernelInNamespace(t *testing.T) adapters.Kernel {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel proxier test needs root")
@@ -38,7 +39,7 @@ func realKernelInNamespace(t *testing.T) Kernel {
 	netnstest.LoopbackUp(t, ns, servicetest.Node1IP)
 
 	var err error
-	k := Kernel{IPTables: map[v1.IPFamily]iptables.Interface{}}
+	k := adapters.Kernel{IPTables: map[v1.IPFamily]iptables.Interface{}}
 	if k.IPVS, err = ipvs.NewInNamespace(ns); err != nil {
 		if errors.Is(err, ipvs.ErrUnsupported) {
 			kerneltest.Skip(t, kerneltest.NoIPVS, "%v", err)
@@ -205,7 +206,7 @@ func proxierOnRealKernel(t *testing.T, cfg ipvsproxy.Config) {
 	}
 }
 
-func newRealProxier(t *testing.T, k Kernel, cfg ipvsproxy.Config) (*Proxier, error) {
+func newRealProxier(t *testing.T, k adapters.Kernel, cfg ipvsproxy.Config) (*Proxier, error) {
 	t.Helper()
 	p, err := New(cfg, servicetest.ThisNode, k, nil)
 	if err != nil {

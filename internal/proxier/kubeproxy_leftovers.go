@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -132,7 +133,7 @@ var kubeProxyOnlySets = func() []string {
 // nft holds kube-proxy's nftables-mode tables, `ip kube-proxy` and `ip6
 // kube-proxy`, deleted whole (kube-proxy's own clean-up does the same);
 // nil skips them.
-func CleanupKubeProxyLeftovers(k Kernel, nft nftables.Interface, cfg ipvsproxy.Config) ([]string, error) {
+func CleanupKubeProxyLeftovers(k adapters.Kernel, nft nftables.Interface, cfg ipvsproxy.Config) ([]string, error) {
 	var removed []string
 	var errs []error
 	fail := func(err error) {

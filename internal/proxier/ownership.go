@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -109,7 +110,7 @@ type kernelAddresses struct {
 	bound, host []netip.Addr
 }
 
-func readAddresses(k Kernel) (kernelAddresses, error) {
+func readAddresses(k adapters.Kernel) (kernelAddresses, error) {
 	bound, host, err := k.Netif.Addresses()
 	if err != nil {
 		return kernelAddresses{}, fmt.Errorf("list the addresses of %s and of the node: %w", owned.DummyInterface, err)
@@ -205,7 +206,7 @@ func OwnerOf(cfg ipvsproxy.Config, sets map[string][]ipset.Entry, dummy, host []
 // even to the same range, is never listed, changed or deleted. The members
 // of KUBE-SERVICE-CIDRS and the ranges' anchor addresses are in owned sets
 // and on our link, so they need no record of their own. No link: no route.
-func ownRoutes(k Kernel) ([]netip.Prefix, error) {
+func ownRoutes(k adapters.Kernel) ([]netip.Prefix, error) {
 	routes, err := k.Netif.ServiceRoutes()
 	if errors.Is(err, netif.ErrNotFound) {
 		return nil, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
@@ -84,7 +85,7 @@ func (r SyncResult) Err() error {
 type Proxier struct {
 	cfg      ipvsproxy.Config
 	nodeName string
-	kernel   Kernel
+	kernel   adapters.Kernel
 	recorder record.EventRecorder
 	tracker  *ipvsproxy.ChangeTracker
 	// OnSync, when set, is called after every sync.
@@ -149,7 +150,7 @@ type Proxier struct {
 }
 
 // New returns a proxier; nothing touches the kernel before the first Sync.
-func New(cfg ipvsproxy.Config, nodeName string, k Kernel, recorder record.EventRecorder) (*Proxier, error) {
+func New(cfg ipvsproxy.Config, nodeName string, k adapters.Kernel, recorder record.EventRecorder) (*Proxier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -31,7 +32,7 @@ type writeError struct {
 // stops at a failure: every other object is still written, and the failed
 // one is retried on its own backoff.
 type reconciler struct {
-	k   Kernel
+	k   adapters.Kernel
 	cfg ipvsproxy.Config
 	// nodePodCIDRs are this Node's spec.podCIDRs: the rules depend on them
 	// under --detect-local-mode NodeCIDR.

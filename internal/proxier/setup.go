@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
@@ -34,7 +35,7 @@ type Prepared struct {
 // Prepare readies the kernel before the first sync: it probes the IPVS
 // scheduler (which also loads ip_vs), sets the IPVS timeouts, the
 // sysctls IPVS needs and kube-proxy's conntrack settings. kernelRelease is uname -r.
-func Prepare(cfg ipvsproxy.Config, k Kernel, kernelRelease string) (Prepared, error) {
+func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Prepared, error) {
 	out := Prepared{Config: cfg, Requested: cfg.Scheduler}
 	ok, err := probeScheduler(k.IPVS, cfg.Scheduler)
 	switch {

@@ -73,7 +73,7 @@ func main() {
 // realKernel is the daemon's adapters for IPv4, but for the sysctls, which
 // the benchmark leaves to the namespace as it is, and the node guard's
 // socket reads, which it does not measure.
-func realKernel() (proxier.Kernel, error) {
+func realKernel() (adapters.Kernel, error) {
 	k, _, err := adapters.Open(adapters.Options{Families: []v1.IPFamily{v1.IPv4Protocol}})
 	k.Sysctl, k.Listeners = sysctl.NewFake(nil), nil
 	return k, err
@@ -81,7 +81,7 @@ func realKernel() (proxier.Kernel, error) {
 
 // floor creates, with one adapter call each, what a cold sync of s leaves
 // in the Fakes.
-func floor(s shape.Shape, k proxier.Kernel) (shape.Result, error) {
+func floor(s shape.Shape, k adapters.Kernel) (shape.Result, error) {
 	res := shape.Result{Side: "floor (kernel)", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
 	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(shape.NodeIP) // as in the namespace: NodePorts on it

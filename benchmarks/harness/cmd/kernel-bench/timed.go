@@ -7,7 +7,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
-	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -59,7 +59,7 @@ func names(calls map[string]shape.CallTime) []string {
 }
 
 // timed wraps every adapter of k with c.
-func timed(k proxier.Kernel, c *clock) proxier.Kernel {
+func timed(k adapters.Kernel, c *clock) adapters.Kernel {
 	out := k
 	out.IPVS = timedIPVS{k.IPVS, c}
 	out.Netif = timedNetif{k.Netif, c}
