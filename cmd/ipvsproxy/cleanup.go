@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/nftables"
 	"github.com/urfave/cli/v2"
@@ -42,7 +43,7 @@ func cleanupAction(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("kube-proxy-leftovers") {
-		removed, err := proxier.CleanupKubeProxyLeftovers(k, nftables.New(), cfg)
+		removed, err := hostsetup.CleanupKubeProxyLeftovers(k, nftables.New(), cfg)
 		klog.InfoS("Removed kube-proxy's leftovers", "count", len(removed), "removed", removed)
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/metrics"
@@ -80,7 +81,7 @@ func runAction(c *cli.Context) error {
 	defer closeKernel()
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
-	prepared, err := proxier.Prepare(cfg, k, unix.ByteSliceToString(uts.Release[:]))
+	prepared, err := hostsetup.Prepare(cfg, k, unix.ByteSliceToString(uts.Release[:]))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-// Package adapters assembles an Kernel, the adapters a proxier
+// Package adapters defines and assembles the Kernel, the adapters a proxier
 // reads and writes the kernel through: the real ones (`run`, `cleanup`, the
 // kernel benchmark) or every adapter's in-memory Fake (`inspect
 // --kubeconfig`'s desired state, the benchmarks on fakes). It is the one

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -47,7 +48,7 @@ func CleanupAfterKubeProxyIPVS(k adapters.Kernel, cfg ipvsproxy.Config) ([]strin
 				return nil, fmt.Errorf("read %s %s table: %w", family, table, err)
 			}
 			for _, line := range strings.Split(string(save), "\n") {
-				if strings.HasPrefix(line, "-A ") && referencesAny(line, oursAlone) {
+				if strings.HasPrefix(line, "-A ") && hostsetup.ReferencesAny(line, oursAlone) {
 					return nil, fmt.Errorf("%w: %s %s still holds ipvsproxy's rule %q; start kube-proxy (--proxy-mode=ipvs, %s) on the node, wait for its first sync, then run this again (nothing was removed)",
 						ErrKubeProxyNotRunning, family, table, line, family)
 				}
@@ -122,10 +123,7 @@ func CleanupAfterKubeProxyIPVS(k adapters.Kernel, cfg ipvsproxy.Config) ([]strin
 // oursAloneSets are the names, for the families and with their temporary
 // twins, of ipvsproxy's sets that kube-proxy's IPVS mode does not use.
 func oursAloneSets(families []v1.IPFamily) map[string]bool {
-	theirs := map[string]bool{}
-	for _, name := range kubeProxySets {
-		theirs[name], theirs[kubeProxyIPv6SetName(name)] = true, true
-	}
+	theirs := hostsetup.KubeProxySetNames()
 	out := map[string]bool{}
 	for _, s := range owned.Sets(families, 0) {
 		if !theirs[s.Name] {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -86,7 +87,7 @@ func TestProxierOnRealKernel(t *testing.T) {
 
 func proxierOnRealKernel(t *testing.T, cfg ipvsproxy.Config) {
 	k := realKernelInNamespace(t)
-	if ok, err := probeScheduler(k.IPVS, cfg.Scheduler); err != nil || !ok {
+	if ok, err := hostsetup.ProbeScheduler(k.IPVS, cfg.Scheduler); err != nil || !ok {
 		t.Fatalf("the VM's kernel should have the %s scheduler: ok=%v err=%v", cfg.Scheduler, ok, err)
 	}
 	world := func(p *Proxier) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -73,7 +74,7 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 	}
 
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol}
-	removed, err := CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
+	removed, err := hostsetup.CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 	if got := stripSet(fk.ipset.Dump(), "OTHER-SET"); got != oursSets {
 		t.Errorf("ipvsproxy's sets after cleanup:\n%s\nwant\n%s", got, oursSets)
 	}
-	again, err := CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
+	again, err := hostsetup.CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
 	if err != nil || len(again) != 0 {
 		t.Errorf("second run removed %v (%v), want nothing", again, err)
 	}
@@ -179,7 +180,7 @@ func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
 	})
 	cfg := testConfig()
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	removed, err := CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg)
+	removed, err := hostsetup.CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg)
 	if err != nil {
 		t.Fatalf("%v\nremoved:\n%s", err, strings.Join(removed, "\n"))
 	}
@@ -209,7 +210,7 @@ func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
 	if got := nft.Dump(); got != "table ip other" {
 		t.Errorf("nftables tables after cleanup:\n%s\nwant only table ip other", got)
 	}
-	if again, err := CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg); err != nil || len(again) != 0 {
+	if again, err := hostsetup.CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg); err != nil || len(again) != 0 {
 		t.Errorf("second run removed %v (%v), want nothing", again, err)
 	}
 }

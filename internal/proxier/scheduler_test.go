@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -276,7 +277,7 @@ func TestSchedulerSpreadOnRealKernel(t *testing.T) {
 		}
 		fmt.Fprintf(&table, "| %s | %s | %s |\n", s, even, drained)
 		mu.Unlock()
-		if s != ipvsproxy.DefaultScheduler && s != FallbackScheduler {
+		if s != ipvsproxy.DefaultScheduler && s != hostsetup.FallbackScheduler {
 			continue
 		}
 		for k, c := range even.counts {

@@ -1,4 +1,4 @@
-package proxier
+package hostsetup
 
 import (
 	"errors"
@@ -37,7 +37,7 @@ type Prepared struct {
 // sysctls IPVS needs and kube-proxy's conntrack settings. kernelRelease is uname -r.
 func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Prepared, error) {
 	out := Prepared{Config: cfg, Requested: cfg.Scheduler}
-	ok, err := probeScheduler(k.IPVS, cfg.Scheduler)
+	ok, err := ProbeScheduler(k.IPVS, cfg.Scheduler)
 	switch {
 	case err != nil:
 		return out, err
@@ -49,7 +49,7 @@ func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Pre
 		return out, fmt.Errorf("--ipvs-scheduler=%s: the kernel has no such IPVS scheduler (module ip_vs_%s missing or not built): %w",
 			cfg.Scheduler, cfg.Scheduler, ipvs.ErrNoScheduler)
 	default:
-		if ok, err := probeScheduler(k.IPVS, FallbackScheduler); err != nil || !ok {
+		if ok, err := ProbeScheduler(k.IPVS, FallbackScheduler); err != nil || !ok {
 			return out, fmt.Errorf("the kernel has neither the default IPVS scheduler %s nor the fallback %s: %w",
 				cfg.Scheduler, FallbackScheduler, errors.Join(err, ipvs.ErrNoScheduler))
 		}
@@ -76,10 +76,11 @@ func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Pre
 	return out, nil
 }
 
-// probeScheduler creates and deletes a throw-away virtual server on a
-// documentation address: the only reliable test, since schedulers are
-// modules the kernel loads on first use.
-func probeScheduler(h ipvs.Interface, scheduler string) (bool, error) {
+// ProbeScheduler reports whether the kernel has the IPVS scheduler: it
+// creates and deletes a throw-away virtual server on a documentation
+// address, the only reliable test, since schedulers are modules the kernel
+// loads on first use.
+func ProbeScheduler(h ipvs.Interface, scheduler string) (bool, error) {
 	for port := uint16(1); port <= 3; port++ {
 		vs := ipvs.VirtualServer{VirtualServerKey: ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("192.0.2.254"), Port: port}, Scheduler: scheduler}
 		err := h.AddVirtualServer(vs)

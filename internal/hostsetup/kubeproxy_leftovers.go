@@ -1,4 +1,4 @@
-package proxier
+package hostsetup
 
 import (
 	"errors"
@@ -86,6 +86,17 @@ var kubeProxySets = []string{
 	"KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-LOAD-BALANCER-SOURCE-CIDR",
 	"KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-NODE-PORT-UDP", "KUBE-NODE-PORT-LOCAL-UDP",
 	"KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-SCTP-HASH", "KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
+}
+
+// KubeProxySetNames are the names of kube-proxy's IPVS-mode sets in both
+// families: the ones it takes back when it returns (the rollback's
+// clean-up, handover.go, leaves those).
+func KubeProxySetNames() map[string]bool {
+	names := make(map[string]bool, 2*len(kubeProxySets))
+	for _, name := range kubeProxySets {
+		names[name], names[kubeProxyIPv6SetName(name)] = true, true
+	}
+	return names
 }
 
 // kubeProxyIPv6SetName is kube-proxy's name of its IPv6 set: "KUBE-6-"
@@ -193,7 +204,7 @@ func CleanupKubeProxyLeftovers(k adapters.Kernel, nft nftables.Interface, cfg ip
 			for _, c := range owned.Chains[table] {
 				n := 0
 				for _, line := range present[c] {
-					if referencesAny(line, theirs) {
+					if ReferencesAny(line, theirs) {
 						deletes = append(deletes, "-D"+strings.TrimPrefix(line, "-A"))
 						n++
 					}
@@ -287,9 +298,9 @@ func isKubeProxyChain(table iptables.Table, name string) bool {
 	return false
 }
 
-// referencesAny reports whether a saved rule jumps to one of names or
+// ReferencesAny reports whether a saved rule jumps to one of names or
 // matches a set of names.
-func referencesAny(line string, names map[string]bool) bool {
+func ReferencesAny(line string, names map[string]bool) bool {
 	fields := strings.Fields(line)
 	for i := 0; i+1 < len(fields); i++ {
 		switch fields[i] {

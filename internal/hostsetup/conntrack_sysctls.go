@@ -1,4 +1,4 @@
-package proxier
+package hostsetup
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package proxier
+package hostsetup
 
 import (
 	"os"
@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	"github.com/vishvananda/netns"
@@ -97,16 +99,28 @@ func TestConntrackDefaultsAsKubeProxy(t *testing.T) {
 }
 
 func TestPrepareAppliesConntrack(t *testing.T) {
-	fk := newFakeKernel()
-	for k, v := range conntrackFake().Values {
-		fk.sysctl.Values[k] = v
+	sys := conntrackFake()
+	for name, value := range ipvsSysctlsFake().Values {
+		sys.Values[name] = value
 	}
-	if _, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64"); err != nil {
+	k := adapters.Kernel{IPVS: ipvs.NewFake(), Sysctl: sys}
+	if _, err := Prepare(ipvsproxy.DefaultConfig(), k, "6.12.38+deb12-amd64"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := fk.sysctl.Get("net.netfilter.nf_conntrack_tcp_timeout_established"); got != "86400" {
+	if got, _ := sys.Get("net.netfilter.nf_conntrack_tcp_timeout_established"); got != "86400" {
 		t.Errorf("established timeout %s, want 86400", got)
 	}
+}
+
+// ipvsSysctlsFake holds the sysctls Prepare sets for IPVS, at a kernel's
+// defaults.
+func ipvsSysctlsFake() *sysctl.Fake {
+	return sysctl.NewFake(map[string]string{
+		"net.ipv4.vs.conntrack": "0", "net.ipv4.vs.expire_nodest_conn": "0",
+		"net.ipv4.vs.expire_quiescent_template": "0", "net.ipv4.ip_forward": "0",
+		"net.ipv4.vs.conn_reuse_mode": "1", "net.ipv4.conf.all.arp_ignore": "0",
+		"net.ipv4.conf.all.arp_announce": "0", "net.ipv6.conf.all.forwarding": "0",
+	})
 }
 
 // On the kernel, in a fresh network namespace: the timeouts are per

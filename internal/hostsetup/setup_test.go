@@ -1,0 +1,92 @@
+package hostsetup
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/sysctl"
+)
+
+// hostKernel is what Prepare touches: IPVS (the scheduler probe, the
+// timeouts) and the sysctls, both Fakes.
+type hostKernel struct {
+	ipvs   *ipvs.Fake
+	sysctl *sysctl.Fake
+}
+
+func newHostKernel() *hostKernel { return &hostKernel{ipvs: ipvs.NewFake(), sysctl: ipvsSysctlsFake()} }
+
+func (h *hostKernel) kernel() adapters.Kernel { return adapters.Kernel{IPVS: h.ipvs, Sysctl: h.sysctl} }
+
+func testConfig() ipvsproxy.Config { return ipvsproxy.DefaultConfig() }
+
+func TestSchedulerFallbackAndSysctls(t *testing.T) {
+	fk := newHostKernel()
+	fk.ipvs.RemoveScheduler("twos")
+	cfg := testConfig()
+	cfg.StrictARP = true
+	prep, err := Prepare(cfg, fk.kernel(), "5.4.0-generic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !prep.SchedulerFellBack || prep.Config.Scheduler != FallbackScheduler || prep.Requested != "twos" {
+		t.Fatalf("prepared %+v", prep)
+	}
+	if fk.ipvs.Dump() != "" {
+		t.Fatalf("probe left:\n%s", fk.ipvs.Dump())
+	}
+	for name, want := range map[string]string{
+		"net.ipv4.vs.conntrack": "1", "net.ipv4.vs.expire_nodest_conn": "1", "net.ipv4.vs.expire_quiescent_template": "1",
+		"net.ipv4.ip_forward": "1", "net.ipv4.vs.conn_reuse_mode": "0", "net.ipv4.conf.all.arp_ignore": "1", "net.ipv4.conf.all.arp_announce": "2",
+		"net.ipv6.conf.all.forwarding": "0",
+	} {
+		if got, _ := fk.sysctl.Get(name); got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
+	}
+	// 5.9 and later keep conn_reuse_mode as it is (kubernetes#93297).
+	fk2 := newHostKernel()
+	if prep, err := Prepare(testConfig(), fk2.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.SchedulerFellBack {
+		t.Fatalf("%+v %v", prep, err)
+	}
+	if got, _ := fk2.sysctl.Get("net.ipv4.vs.conn_reuse_mode"); got != "1" {
+		t.Fatalf("conn_reuse_mode changed on 6.12: %s", got)
+	}
+}
+
+// Only the default scheduler falls back; one the operator named and the
+// kernel lacks stops the start-up with a message naming the flag, even
+// when the name is twos: an operator's choice is never silently replaced.
+func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
+	for _, name := range []string{"rr", "twos", "no-such-scheduler"} {
+		fk := newHostKernel()
+		fk.ipvs.RemoveScheduler(name)
+		cfg := testConfig()
+		cfg.Scheduler, cfg.SchedulerExplicit = name, true
+		prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64")
+		if !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "--ipvs-scheduler="+name+": the kernel has no such IPVS scheduler") {
+			t.Fatalf("%s: want a start-up error naming the flag, got %v (prepared %+v)", name, err, prep)
+		}
+		if prep.SchedulerFellBack || fk.ipvs.Dump() != "" {
+			t.Fatalf("%s: fell back %v, left:\n%s", name, prep.SchedulerFellBack, fk.ipvs.Dump())
+		}
+	}
+	// An explicit scheduler the kernel has is used as it is.
+	fk := newHostKernel()
+	cfg := testConfig()
+	cfg.Scheduler, cfg.SchedulerExplicit = "rr", true
+	if prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.SchedulerFellBack || prep.Config.Scheduler != "rr" {
+		t.Fatalf("explicit rr: %+v %v", prep, err)
+	}
+	// Neither the default nor the fallback: an error that says both.
+	fk = newHostKernel()
+	fk.ipvs.RemoveScheduler(ipvsproxy.DefaultScheduler)
+	fk.ipvs.RemoveScheduler(FallbackScheduler)
+	if _, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64"); !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "nor the fallback") {
+		t.Fatalf("without both: %v", err)
+	}
+}
