@@ -9,6 +9,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
+	v1 "k8s.io/api/core/v1"
 )
 
 // hostKernel is what Prepare touches: IPVS (the scheduler probe, the
@@ -88,5 +89,21 @@ func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
 	fk.ipvs.RemoveScheduler(FallbackScheduler)
 	if _, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64"); !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "nor the fallback") {
 		t.Fatalf("without both: %v", err)
+	}
+}
+
+// A node proxying IPv6 forwards IPv6: IPVS's forwarded packets and the
+// replies to them would be dropped otherwise. IPv4 alone leaves it.
+func TestPrepareForwardsIPv6OnADualStackNode(t *testing.T) {
+	fk := newHostKernel()
+	cfg := testConfig()
+	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	if _, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64"); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1"} {
+		if got, _ := fk.sysctl.Get(name); got != want {
+			t.Errorf("%s = %s, want %s", name, got, want)
+		}
 	}
 }
