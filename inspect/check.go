@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -88,13 +90,13 @@ func (c CheckResult) ExitCode() int {
 // (weights; a draining one at weight 0 is expected), addresses on
 // kube-ipvs0 and members of the owned sets. Ownership is the proxier's own
 // rule, so a foreign virtual server is listed, never counted.
-func Check(k KernelState, snap proxier.Snapshot) CheckResult {
+func Check(k KernelState, snap snapshot.Snapshot) CheckResult {
 	res := CheckResult{APIVersion: APIVersion, Kind: "CheckResult", Differences: []Difference{}, Foreign: []Difference{}}
 	diff := func(kind, object, service, want, have string) {
 		res.Differences = append(res.Differences, Difference{Kind: kind, Object: object, Service: service, Want: want, Have: have})
 	}
 	owner := ownerFunc(k, &snap.Config)
-	desired := map[ipvs.VirtualServerKey]proxier.DesiredVirtualServer{}
+	desired := map[ipvs.VirtualServerKey]snapshot.DesiredVirtualServer{}
 	for _, d := range snap.VirtualServers {
 		desired[d.VirtualServerKey] = d
 	}

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/rules"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -363,7 +366,7 @@ func TestTraceReportChecksTheKernel(t *testing.T) {
 	}
 	k := n.read(t)
 	r := NewTraceReport(n.proxier.Snapshot(), &k, pkt)
-	if r.Verdict != proxier.VerdictLoadBalanced || len(r.RealServers) != 2 || !strings.Contains(strings.Join(r.Kernel, "\n"), "same real servers") {
+	if r.Verdict != rules.VerdictLoadBalanced || len(r.RealServers) != 2 || !strings.Contains(strings.Join(r.Kernel, "\n"), "same real servers") {
 		t.Fatalf("trace: %+v", r)
 	}
 	if err := n.ipvs.DeleteRealServer(webVS, web2); err != nil {
@@ -378,7 +381,7 @@ func TestTraceReportChecksTheKernel(t *testing.T) {
 	// kernel check is of the destination's virtual server.
 	nodePortPkt, _ := ParsePacket("192.0.2.7", "198.51.100.1:30080")
 	r = NewTraceReport(n.proxier.Snapshot(), &k, nodePortPkt)
-	if r.Verdict != proxier.VerdictLoadBalanced || !strings.Contains(strings.Join(r.Kernel, "\n"), "virtual server TCP 198.51.100.1:30080 is in the kernel with the same real servers") {
+	if r.Verdict != rules.VerdictLoadBalanced || !strings.Contains(strings.Join(r.Kernel, "\n"), "virtual server TCP 198.51.100.1:30080 is in the kernel with the same real servers") {
 		t.Fatalf("node port trace: %s %v", r.Verdict, r.Kernel)
 	}
 	// A packet a filter drops before IPVS: the kernel check is still of the
@@ -387,7 +390,7 @@ func TestTraceReportChecksTheKernel(t *testing.T) {
 	snap := n.proxier.Snapshot()
 	snap.SetEntries = append(snap.SetEntries, ipvsproxy.SetEntry{Set: "KUBE-LOAD-BALANCER-FW", Entry: ipset.Entry{IP: webVS.Address, Protocol: "tcp", Port: 80}})
 	r = NewTraceReport(snap, &k, pkt)
-	if r.Verdict != proxier.VerdictDropped || !strings.Contains(strings.Join(r.Kernel, "\n"), "DIFFERS: virtual server TCP 10.96.0.10:80: real server 10.244.2.7:8080 missing") {
+	if r.Verdict != rules.VerdictDropped || !strings.Contains(strings.Join(r.Kernel, "\n"), "DIFFERS: virtual server TCP 10.96.0.10:80: real server 10.244.2.7:8080 missing") {
 		t.Fatalf("filtered trace: %s %v", r.Verdict, r.Kernel)
 	}
 	for _, bad := range [][2]string{{"x", "10.96.0.10:80"}, {"10.0.0.1", "10.96.0.10"}, {"10.0.0.1", "10.96.0.10:80/icmp"}} {
@@ -522,11 +525,11 @@ func TestCheckSeesSchedulerFlagsTheSyncRewrites(t *testing.T) {
 // each line names the object, its error and its next retry.
 func TestTableShowsFailingObjects(t *testing.T) {
 	now := time.Date(2026, 12, 3, 16, 0, 0, 0, time.UTC)
-	r := Report{Time: now, Status: &proxier.SyncStatus{
-		FailedWrites: []proxier.FailedWrite{},
-		Objects: []proxier.ObjectStatus{{
-			Kind: proxier.ObjectVirtualServer, Object: "virtual server TCP 10.96.0.10:80", Services: []string{"default/web"},
-			State: proxier.StateError, Since: now.Add(-time.Minute), LastError: "no such scheduler", NextRetry: now.Add(time.Second),
+	r := Report{Time: now, Status: &snapshot.SyncStatus{
+		FailedWrites: []snapshot.FailedWrite{},
+		Objects: []snapshot.ObjectStatus{{
+			Kind: snapshot.ObjectVirtualServer, Object: "virtual server TCP 10.96.0.10:80", Services: []string{"default/web"},
+			State: snapshot.StateError, Since: now.Add(-time.Minute), LastError: "no such scheduler", NextRetry: now.Add(time.Second),
 		}},
 	}}
 	var b bytes.Buffer

@@ -9,8 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/rules"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"sigs.k8s.io/yaml"
 )
 
@@ -127,7 +129,7 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 			if !rs.DrainingUntil.IsZero() {
 				endpoint += " until " + rs.DrainingUntil.UTC().Format(time.RFC3339)
 			}
-			if s := presence(rs.InKernel, rs.Desired, r.NamesFrom != "" && v.Owner == "ipvsproxy" && rs.Condition != proxier.ConditionDraining); s != "" {
+			if s := presence(rs.InKernel, rs.Desired, r.NamesFrom != "" && v.Owner == "ipvsproxy" && rs.Condition != snapshot.ConditionDraining); s != "" {
 				endpoint += " " + s
 			}
 			weight := strconv.Itoa(rs.Weight)
@@ -230,7 +232,7 @@ type TraceReport struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Packet     string `json:"packet"`
-	proxier.Trace
+	rules.Trace
 	// Kernel says whether the kernel holds what the trace relied on.
 	Kernel []string `json:"kernel"`
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
@@ -41,7 +43,7 @@ type Report struct {
 	Routes []Route `json:"routes"`
 	Sets   []Set   `json:"sets"`
 	// Status is the proxier's sync status (only from the daemon).
-	Status *proxier.SyncStatus `json:"status,omitempty"`
+	Status *snapshot.SyncStatus `json:"status,omitempty"`
 }
 
 // VirtualServer is one virtual server, in the kernel, desired, or both.
@@ -130,13 +132,13 @@ type Set struct {
 }
 
 // NewReport joins the kernel view with the snapshot (nil: unnamed).
-func NewReport(k KernelState, snap *proxier.Snapshot, namesFrom string, now time.Time) Report {
+func NewReport(k KernelState, snap *snapshot.Snapshot, namesFrom string, now time.Time) Report {
 	r := Report{APIVersion: APIVersion, Kind: KindReport, Time: now, NamesFrom: namesFrom,
 		Warnings: append([]string{}, k.Warnings...), VirtualServers: []VirtualServer{}, Addresses: []Address{}, Routes: []Route{}, Sets: []Set{}}
 	if k.DummyMissing {
 		r.Warnings = append(r.Warnings, owned.DummyInterface+" does not exist: the proxier has not run here, or was cleaned up")
 	}
-	desired := map[ipvs.VirtualServerKey]*proxier.DesiredVirtualServer{}
+	desired := map[ipvs.VirtualServerKey]*snapshot.DesiredVirtualServer{}
 	draining := map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time{}
 	var cfg *ipvsproxy.Config
 	if snap != nil {
@@ -168,7 +170,7 @@ func NewReport(k KernelState, snap *proxier.Snapshot, namesFrom string, now time
 			v.Desired = true
 			name(&v, d)
 		}
-		want := map[ipvs.RealServerKey]proxier.DesiredRealServer{}
+		want := map[ipvs.RealServerKey]snapshot.DesiredRealServer{}
 		if d != nil {
 			for _, rs := range d.RealServers {
 				want[rs.RealServerKey] = rs
@@ -186,7 +188,7 @@ func NewReport(k KernelState, snap *proxier.Snapshot, namesFrom string, now time
 				}
 				delete(want, krs.RealServerKey)
 			} else if deadline, ok := draining[key][krs.RealServerKey]; ok {
-				rs.Condition, rs.DrainingUntil = proxier.ConditionDraining, deadline
+				rs.Condition, rs.DrainingUntil = snapshot.ConditionDraining, deadline
 			}
 			v.RealServers = append(v.RealServers, rs)
 		}
@@ -266,11 +268,11 @@ func newVirtualServer(vs ipvs.VirtualServer) VirtualServer {
 		Scheduler: vs.Scheduler, PersistenceSeconds: int(vs.PersistenceTimeout / time.Second), RealServers: []RealServer{}}
 }
 
-func name(v *VirtualServer, d *proxier.DesiredVirtualServer) {
+func name(v *VirtualServer, d *snapshot.DesiredVirtualServer) {
 	v.Service, v.PortName, v.Type, v.LocalOnly, v.TopologyHints = d.Service, d.PortName, d.Kind, d.LocalOnly, d.TopologyHints
 }
 
-func desiredRealServer(w proxier.DesiredRealServer) RealServer {
+func desiredRealServer(w snapshot.DesiredRealServer) RealServer {
 	return RealServer{Address: w.Address.String(), Port: w.Port, Weight: w.Weight, Node: w.NodeName, Condition: w.Condition, Desired: true}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -24,8 +26,8 @@ import (
 
 // FetchSnapshot asks the daemon's read-only endpoint at addr (host:port,
 // the daemon's --metrics-bind-address) for its Snapshot.
-func FetchSnapshot(ctx context.Context, addr string) (proxier.Snapshot, string, error) {
-	var snap proxier.Snapshot
+func FetchSnapshot(ctx context.Context, addr string) (snapshot.Snapshot, string, error) {
+	var snap snapshot.Snapshot
 	base := addr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
@@ -59,16 +61,16 @@ func FetchSnapshot(ctx context.Context, addr string) (proxier.Snapshot, string, 
 // on this node for the given objects (inspect --kubeconfig): it runs the
 // proxier's own sync against in-memory fakes, so nothing is computed a
 // second way. hostAddresses are the node's, as the daemon would read them.
-func SnapshotFromObjects(cfg ipvsproxy.Config, nodeName string, node *v1.Node, hostAddresses []netip.Addr, services []*v1.Service, slices []*discovery.EndpointSlice) (proxier.Snapshot, error) {
+func SnapshotFromObjects(cfg ipvsproxy.Config, nodeName string, node *v1.Node, hostAddresses []netip.Addr, services []*v1.Service, slices []*discovery.EndpointSlice) (snapshot.Snapshot, error) {
 	nif := netif.NewFake(owned.DummyInterface)
 	nif.SetHostAddresses(hostAddresses...)
 	k, _, err := adapters.Open(adapters.Options{Fake: true, Families: adapters.BothFamilies, Links: nif})
 	if err != nil {
-		return proxier.Snapshot{}, err
+		return snapshot.Snapshot{}, err
 	}
 	p, err := proxier.New(cfg, nodeName, k, nil)
 	if err != nil {
-		return proxier.Snapshot{}, err
+		return snapshot.Snapshot{}, err
 	}
 	tr := p.Tracker()
 	if node != nil {
@@ -81,10 +83,10 @@ func SnapshotFromObjects(cfg ipvsproxy.Config, nodeName string, node *v1.Node, h
 		tr.SetEndpointSlice(s)
 	}
 	if res := p.Sync(); res.Err() != nil {
-		return proxier.Snapshot{}, fmt.Errorf("compute the desired state: %w", res.Err())
+		return snapshot.Snapshot{}, fmt.Errorf("compute the desired state: %w", res.Err())
 	}
 	snap := p.Snapshot()
 	// The status is of this computation, not of the daemon: leave it out.
-	snap.Status = proxier.SyncStatus{FailedWrites: []proxier.FailedWrite{}, Objects: []proxier.ObjectStatus{}}
+	snap.Status = snapshot.SyncStatus{FailedWrites: []snapshot.FailedWrite{}, Objects: []snapshot.ObjectStatus{}}
 	return snap, nil
 }

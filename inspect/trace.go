@@ -5,14 +5,16 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
+	"github.com/ipvsproxy/ipvsproxy/internal/rules"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
 // ParsePacket reads `trace SRC DST:PORT[/PROTO]` (PROTO tcp, udp or sctp;
 // tcp by default).
-func ParsePacket(src, dst string) (proxier.Packet, error) {
-	var p proxier.Packet
+func ParsePacket(src, dst string) (rules.Packet, error) {
+	var p rules.Packet
 	s, err := netip.ParseAddr(src)
 	if err != nil {
 		return p, fmt.Errorf("source %q is not an IP address", src)
@@ -35,8 +37,8 @@ func ParsePacket(src, dst string) (proxier.Packet, error) {
 
 // NewTraceReport traces pkt through the snapshot (the proxier's own
 // tracer) and checks what the trace relied on against the kernel.
-func NewTraceReport(snap proxier.Snapshot, k *KernelState, pkt proxier.Packet) TraceReport {
-	t := snap.Trace(pkt)
+func NewTraceReport(snap snapshot.Snapshot, k *KernelState, pkt rules.Packet) TraceReport {
+	t := rules.TracePacket(snap, pkt)
 	r := TraceReport{APIVersion: APIVersion, Kind: "TraceReport", Packet: pkt.String(), Trace: t, Kernel: []string{}}
 	if k == nil {
 		r.Kernel = append(r.Kernel, "not read")
@@ -46,7 +48,7 @@ func NewTraceReport(snap proxier.Snapshot, k *KernelState, pkt proxier.Packet) T
 	key := ipvs.VirtualServerKey{Protocol: pkt.Protocol, Address: pkt.Destination.Addr(), Port: pkt.Destination.Port()}
 	// The desired virtual server of the destination, whether or not the
 	// packet reached it (a filter may drop it first).
-	var want *proxier.DesiredVirtualServer
+	var want *snapshot.DesiredVirtualServer
 	for i := range snap.VirtualServers {
 		if snap.VirtualServers[i].VirtualServerKey == key {
 			want = &snap.VirtualServers[i]

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 )
 
 // SnapshotPath is where the Snapshot is served. The "v1" is the version of
@@ -16,7 +16,7 @@ const Prefix = "/inspect/"
 
 // Handler serves snapshot() as JSON at SnapshotPath. Any other method than
 // GET and HEAD is refused with 405, any other path under Prefix with 404.
-func Handler(snapshot func() proxier.Snapshot) http.Handler {
+func Handler(snapshot func() snapshot.Snapshot) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(SnapshotPath, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -9,15 +9,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 )
 
-func testSnapshot() proxier.Snapshot {
-	return proxier.Snapshot{
-		Node: proxier.SnapshotNode{Name: "node1"},
-		VirtualServers: []proxier.DesiredVirtualServer{{
+func testSnapshot() snapshot.Snapshot {
+	return snapshot.Snapshot{
+		Node: snapshot.Node{Name: "node1"},
+		VirtualServers: []snapshot.DesiredVirtualServer{{
 			VirtualServer: ipvs.VirtualServer{VirtualServerKey: ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80}, Scheduler: "twos"},
 			Service:       "default/web", PortName: "http", Kind: ipvsproxy.KindClusterIP,
 		}},
@@ -52,7 +53,7 @@ func TestSnapshotIsServedReadOnly(t *testing.T) {
 			t.Errorf("%s: Allow %q", c.method, resp.Header.Get("Allow"))
 		}
 		if c.method == http.MethodGet && c.status == 200 {
-			var got proxier.Snapshot
+			var got snapshot.Snapshot
 			if err := json.Unmarshal(body, &got); err != nil {
 				t.Fatalf("decode %s: %v", body, err)
 			}

@@ -12,8 +12,10 @@ import (
 	"testing"
 )
 
-// The model (this package) and the names it takes from internal/owned make
-// no kernel call: the writer, internal/proxier, is the only one. This test
+// The model (this package), the names it takes from internal/owned, the
+// iptables rules with their tracer (internal/rules) and the snapshot they
+// trace (internal/snapshot) make no kernel call: the writer,
+// internal/proxier, is the only one. This test
 // says so from the source itself, without the go tool, so it runs in the VM
 // with the other test binaries too.
 
@@ -22,8 +24,8 @@ const module = "github.com/ipvsproxy/ipvsproxy/"
 // pureDirs are the packages held pure, relative to this directory, and
 // pureImports the same packages as the model imports them.
 var (
-	pureDirs    = []string{".", "../internal/owned"}
-	pureImports = []string{"internal/owned"}
+	pureDirs    = []string{".", "../internal/owned", "../internal/rules", "../internal/snapshot"}
+	pureImports = []string{"ipvsproxy", "internal/owned", "internal/rules", "internal/snapshot"}
 )
 
 // valueTypePackages are the kernel adapters whose value types and constants
@@ -34,7 +36,7 @@ var (
 var valueTypePackages = map[string][]string{
 	"ipvs":      {"ParseSchedulerFlags", "StockSchedulers"},
 	"ipset":     nil,
-	"iptables":  nil,
+	"iptables":  {"SavedRules"},
 	"conntrack": nil,
 	"listeners": nil,
 	"metrics":   {"NetworkProgrammingTrigger"},

@@ -10,10 +10,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/inspect"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
@@ -73,7 +74,7 @@ func inspectFlags() []cli.Flag {
 type inspectEnv struct {
 	kernel    inspect.Kernel
 	close     func()
-	snapshot  *proxier.Snapshot
+	snapshot  *snapshot.Snapshot
 	namesFrom string
 	warnings  []string
 }
@@ -141,26 +142,26 @@ func openKernelReaders() (inspect.Kernel, func()) {
 
 // snapshotFromAPIServer lists the objects and computes the desired state
 // with the proxier's own code (inspect.SnapshotFromObjects).
-func snapshotFromAPIServer(c *cli.Context, k inspect.Kernel) (proxier.Snapshot, error) {
+func snapshotFromAPIServer(c *cli.Context, k inspect.Kernel) (snapshot.Snapshot, error) {
 	cfg, err := configFromFlags(c)
 	if err != nil {
-		return proxier.Snapshot{}, err
+		return snapshot.Snapshot{}, err
 	}
 	if cfg.Families, err = resolveFamiliesOffline(c.String("ip-families")); err != nil {
-		return proxier.Snapshot{}, err
+		return snapshot.Snapshot{}, err
 	}
 	nodeName, err := nodeNameOf(c.String("hostname-override"))
 	if err != nil {
-		return proxier.Snapshot{}, err
+		return snapshot.Snapshot{}, err
 	}
 	client, err := newClient(c.String("kubeconfig"))
 	if err != nil {
-		return proxier.Snapshot{}, err
+		return snapshot.Snapshot{}, err
 	}
 	var host []netip.Addr
 	if k.Addresses != nil {
 		if host, err = k.Addresses.HostAddresses(); err != nil {
-			return proxier.Snapshot{}, inspect.Explain("list the node's addresses", err)
+			return snapshot.Snapshot{}, inspect.Explain("list the node's addresses", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
@@ -168,11 +169,11 @@ func snapshotFromAPIServer(c *cli.Context, k inspect.Kernel) (proxier.Snapshot, 
 	// What the daemon's informers watch.
 	svcs, err := client.CoreV1().Services("").List(ctx, serviceListOptions())
 	if err != nil {
-		return proxier.Snapshot{}, fmt.Errorf("list Services from the API server: %w", err)
+		return snapshot.Snapshot{}, fmt.Errorf("list Services from the API server: %w", err)
 	}
 	slices, err := client.DiscoveryV1().EndpointSlices("").List(ctx, endpointSliceListOptions())
 	if err != nil {
-		return proxier.Snapshot{}, fmt.Errorf("list EndpointSlices from the API server: %w", err)
+		return snapshot.Snapshot{}, fmt.Errorf("list EndpointSlices from the API server: %w", err)
 	}
 	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {

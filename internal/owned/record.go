@@ -20,7 +20,7 @@ func Record(k ipvs.VirtualServerKey) (set string, entry ipset.Entry) {
 	if k.Address.Is4() {
 		family = v1.IPv4Protocol
 	}
-	return SetName(SetOwned, family), ipset.Entry{IP: k.Address, Protocol: strings.ToLower(k.Protocol.String()), Port: k.Port}
+	return SetName(SetOwned, family), ipset.Entry{IP: k.Address, Protocol: EntryProtocol(k.Protocol), Port: k.Port}
 }
 
 // RecordKey turns a KUBE-IPVS-OWNED member back into a virtual server key.
@@ -38,3 +38,7 @@ func RecordKey(e ipset.Entry) (ipvs.VirtualServerKey, bool) {
 	}
 	return ipvs.VirtualServerKey{Protocol: p, Address: e.IP.Unmap(), Port: e.Port}, true
 }
+
+// EntryProtocol is a protocol as the owned sets' members carry it
+// ("tcp", "udp", "sctp").
+func EntryProtocol(p ipvs.Protocol) string { return strings.ToLower(p.String()) }

@@ -7,10 +7,10 @@
 //
 // It owns only what it names (internal/owned): the virtual servers recorded
 // in KUBE-IPVS-OWNED (ownership.go), the addresses and routes on kube-ipvs0,
-// the KUBE-* sets and chains, and the sysctls of setup.go and
-// conntrack_sysctls.go (kube-proxy's). Everything else in the kernel, and
+// the KUBE-* sets and chains (internal/hostsetup sets the sysctls before
+// the first sync). Everything else in the kernel, and
 // anything inside --ipvs-exclude-cidrs, is never changed. The iptables
-// rules and their tracer model (rules.go, trace.go, trace_rules.go), host
-// set-up (setup.go, conntrack_sysctls.go, kubeproxy_leftovers.go,
-// handover.go) and cleanup.go live here too.
+// rules it restores are computed by internal/rules; the Snapshot it serves
+// to inspect is internal/snapshot's type. The handover to kube-proxy's IPVS
+// mode (handover.go) and cleanup.go live here too.
 package proxier

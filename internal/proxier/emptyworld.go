@@ -4,6 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -60,7 +62,7 @@ var errHeld = pendingError{errDeletionHeld}
 func (s *statusTable) heldDeletions() int {
 	n := 0
 	for _, st := range s.objects {
-		if st.state == StatePending && st.lastError == errDeletionHeld {
+		if st.state == snapshot.StatePending && st.lastError == errDeletionHeld {
 			n++
 		}
 	}

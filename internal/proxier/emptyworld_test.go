@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
@@ -53,7 +55,7 @@ func TestEmptyServiceListHoldsDeletionsUntilTheAPIServerServiceReturns(t *testin
 	}
 	pending := 0
 	for _, o := range st.Objects {
-		if o.State == StatePending && strings.Contains(o.LastError, "default/kubernetes is absent") {
+		if o.State == snapshot.StatePending && strings.Contains(o.LastError, "default/kubernetes is absent") {
 			pending++
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
@@ -31,8 +33,8 @@ func TestSyncResultCountsFailuresAndConntrackByFamily(t *testing.T) {
 	if res.IPTablesFailures[v1.IPv6Protocol] == 0 || res.IPTablesFailures[v1.IPv4Protocol] != 0 {
 		t.Errorf("iptables failures by family = %v, want IPv6 only", res.IPTablesFailures)
 	}
-	if res.WriteErrors[string(ObjectRules)] != res.IPTablesFailures[v1.IPv6Protocol] {
-		t.Errorf("iptables write errors %d, failures by family %v: each failure is one family's", res.WriteErrors[string(ObjectRules)], res.IPTablesFailures)
+	if res.WriteErrors[string(snapshot.ObjectRules)] != res.IPTablesFailures[v1.IPv6Protocol] {
+		t.Errorf("iptables write errors %d, failures by family %v: each failure is one family's", res.WriteErrors[string(snapshot.ObjectRules)], res.IPTablesFailures)
 	}
 	// The full sync ran the UDP conntrack reconcile once per family.
 	if _, ok := res.Conntrack[v1.IPv4Protocol]; !ok {

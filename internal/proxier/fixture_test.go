@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
@@ -98,3 +99,5 @@ func mustSync(t *testing.T, p *Proxier) SyncResult {
 	}
 	return res
 }
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
@@ -49,7 +51,7 @@ func TestOneFailingObjectIsRetriedAloneAndNothingElseSuffers(t *testing.T) {
 	}
 	p.Tracker().SetEndpointSlice(servicetest.Slice(lb, "lb-a", 8080, "10.244.1.5@node1"))
 	res := p.Sync()
-	if !res.Completed || res.WriteErrors[string(ObjectSetEntry)] != 1 || res.FailingObjects[string(ObjectSetEntry)] != 1 {
+	if !res.Completed || res.WriteErrors[string(snapshot.ObjectSetEntry)] != 1 || res.FailingObjects[string(snapshot.ObjectSetEntry)] != 1 {
 		t.Fatalf("first sync: completed=%v errors=%v failing=%v", res.Completed, res.WriteErrors, res.FailingObjects)
 	}
 	if ev := drainEvents(rec); !strings.Contains(ev, "Warning SyncFailed writing ipset KUBE-LOAD-BALANCER-FW member 203.0.113.140,tcp:80 to the kernel failed") {
@@ -164,7 +166,7 @@ func TestFailedConntrackDeleteIsRetried(t *testing.T) {
 	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "dns-a", 53, "10.244.1.5@node1"))
 	// Both the event-driven delete and the reconcile that follows a
 	// failure are refused.
-	if res := p.Sync(); res.WriteErrors[string(ObjectConntrack)] != 2 {
+	if res := p.Sync(); res.WriteErrors[string(snapshot.ObjectConntrack)] != 2 {
 		t.Fatalf("want two conntrack failures: %v", res.WriteErrors)
 	}
 	f.set(nil)
@@ -195,7 +197,7 @@ func TestFailedRulesRestoreIsRetried(t *testing.T) {
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1"))
 	// Three tables, and the six jumps to chains that are not there.
-	if res := p.Sync(); res.WriteErrors[string(ObjectRules)] != 9 || !res.Completed {
+	if res := p.Sync(); res.WriteErrors[string(snapshot.ObjectRules)] != 9 || !res.Completed {
 		t.Fatalf("want three failed tables and six jumps: %v", res.WriteErrors)
 	}
 	if got := realServers(t, fk, webVS); len(got) != 1 {

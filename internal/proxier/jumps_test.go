@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -194,7 +196,7 @@ func TestTablesAreRestoredApartWhenTheirOneRestoreFails(t *testing.T) {
 			}
 			var failed []string
 			for _, o := range p.ReconcileStatus().Objects {
-				if o.Kind == ObjectRules && o.LastError != "" {
+				if o.Kind == snapshot.ObjectRules && o.LastError != "" {
 					failed = append(failed, o.Object)
 				}
 			}

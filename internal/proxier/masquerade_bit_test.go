@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/rules"
+
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 )
@@ -14,7 +16,7 @@ func TestMasqueradeBitInRules(t *testing.T) {
 	cfg := testConfig()
 	cfg.MasqueradeMark = 1 << 13
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
-		rules := iptablesRules(cfg, family, ipvsproxy.NewLocalDetector(cfg, family, nil))
+		rules := rules.IPTables(cfg, family, ipvsproxy.NewLocalDetector(cfg, family, nil))
 		if strings.Contains(rules, "0x4000") || !strings.Contains(rules, "0x2000/0x2000") {
 			t.Errorf("%s rules with bit 13:\n%s", family, rules)
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -24,29 +26,6 @@ import (
 // table holds the pending and failing ones only, so it costs nothing while
 // all is well.
 
-// ObjectKind is the kind of a kernel object; the values are the "object"
-// label of ipvsproxy_kernel_write_failures_total.
-type ObjectKind string
-
-const (
-	ObjectVirtualServer ObjectKind = "ipvs"      // a virtual server, its real servers and its ownership record
-	ObjectAddress       ObjectKind = "address"   // an address on kube-ipvs0 (and the link itself)
-	ObjectRoute         ObjectKind = "route"     // a Service CIDR's local route on kube-ipvs0
-	ObjectSetEntry      ObjectKind = "ipset"     // a member of an owned set, or the set itself
-	ObjectRules         ObjectKind = "iptables"  // one table of one family's rules, or a jump rule
-	ObjectConntrack     ObjectKind = "conntrack" // the stale UDP flows to delete
-	ObjectRead          ObjectKind = "read"      // reading the kernel at a full sync
-)
-
-// SyncState is where an object stands.
-type SyncState string
-
-const (
-	StatePending SyncState = "pending" // wanted, not written yet (waiting for what it needs)
-	StateDone    SyncState = "done"
-	StateError   SyncState = "error" // the last write failed; retried at NextRetry
-)
-
 const (
 	retryMin = time.Second
 	retryMax = time.Minute
@@ -56,7 +35,7 @@ const (
 // sum (objectKind is unexported): each kind carries its own key, so no key
 // can be read for the wrong kind, and each is comparable, a map key.
 type objectID interface {
-	objectKind() ObjectKind
+	objectKind() snapshot.ObjectKind
 	String() string
 }
 
@@ -73,7 +52,7 @@ type (
 	// namedObject is an object named by text: kube-ipvs0 itself, a whole
 	// set, a rules table or jump, the stale flows, the kernel read.
 	namedObject struct {
-		kind ObjectKind
+		kind snapshot.ObjectKind
 		name string
 	}
 )
@@ -82,15 +61,15 @@ func vsID(k ipvs.VirtualServerKey) objectID    { return vsObject(k) }
 func addrID(a netip.Addr) objectID             { return addrObject(a) }
 func entryID(k ipvsproxy.SetEntryKey) objectID { return entryObject(k) }
 func routeID(p netip.Prefix) objectID          { return routeObject(p) }
-func namedID(kind ObjectKind, name string) objectID {
+func namedID(kind snapshot.ObjectKind, name string) objectID {
 	return namedObject{kind: kind, name: name}
 }
 
-func (vsObject) objectKind() ObjectKind    { return ObjectVirtualServer }
-func (addrObject) objectKind() ObjectKind  { return ObjectAddress }
-func (routeObject) objectKind() ObjectKind { return ObjectRoute }
-func (entryObject) objectKind() ObjectKind { return ObjectSetEntry }
-func (n namedObject) objectKind() ObjectKind {
+func (vsObject) objectKind() snapshot.ObjectKind    { return snapshot.ObjectVirtualServer }
+func (addrObject) objectKind() snapshot.ObjectKind  { return snapshot.ObjectAddress }
+func (routeObject) objectKind() snapshot.ObjectKind { return snapshot.ObjectRoute }
+func (entryObject) objectKind() snapshot.ObjectKind { return snapshot.ObjectSetEntry }
+func (n namedObject) objectKind() snapshot.ObjectKind {
 	return n.kind
 }
 
@@ -107,7 +86,7 @@ func (o entryObject) String() string {
 	return "ipset " + o.Set + " member " + o.Entry.String(owned.SetType(o.Set))
 }
 func (n namedObject) String() string {
-	if n.kind == ObjectSetEntry {
+	if n.kind == snapshot.ObjectSetEntry {
 		return "ipset " + n.name
 	}
 	return string(n.kind) + " " + n.name
@@ -115,7 +94,7 @@ func (n namedObject) String() string {
 
 // objectStatus is the status of one object that is not done.
 type objectStatus struct {
-	state     SyncState
+	state     snapshot.SyncState
 	since     time.Time // entered this state
 	lastError error
 	attempts  int // failed writes in a row
@@ -135,13 +114,13 @@ func newStatusTable() *statusTable { return &statusTable{objects: map[objectID]*
 // the object was not failing before (the moment to tell its Service).
 func (s *statusTable) failed(id objectID, err error, now time.Time) bool {
 	st := s.objects[id]
-	first := st == nil || st.state != StateError
+	first := st == nil || st.state != snapshot.StateError
 	if st == nil {
 		st = &objectStatus{}
 		s.objects[id] = st
 	}
 	if first {
-		st.state, st.since = StateError, now
+		st.state, st.since = snapshot.StateError, now
 	}
 	st.lastError = err
 	st.attempts++
@@ -157,7 +136,7 @@ func (s *statusTable) failed(id objectID, err error, now time.Time) bool {
 func (s *statusTable) pending(id objectID, why error, now time.Time) {
 	st := s.objects[id]
 	if st == nil {
-		st = &objectStatus{state: StatePending, since: now}
+		st = &objectStatus{state: snapshot.StatePending, since: now}
 		s.objects[id] = st
 	}
 	st.lastError = why
@@ -190,7 +169,7 @@ func (s *statusTable) retryQueue(now time.Time) retryQueue {
 		switch {
 		case !now.Before(st.nextRetry):
 			q.due = append(q.due, id)
-		case st.state == StateError:
+		case st.state == snapshot.StateError:
 			q.backingOff[id] = true
 		}
 	}
@@ -201,7 +180,7 @@ func (s *statusTable) retryQueue(now time.Time) retryQueue {
 func (q retryQueue) waits(id objectID) bool { return q.backingOff[id] }
 
 // kindDue reports whether some object of kind is due.
-func (q retryQueue) kindDue(kind ObjectKind) bool {
+func (q retryQueue) kindDue(kind snapshot.ObjectKind) bool {
 	return slices.ContainsFunc(q.due, func(id objectID) bool { return id.objectKind() == kind })
 }
 
@@ -210,7 +189,7 @@ func (q retryQueue) kindDue(kind ObjectKind) bool {
 func (q retryQueue) rulesDue(family v1.IPFamily) bool {
 	return slices.ContainsFunc(q.due, func(id objectID) bool {
 		n, ok := id.(namedObject)
-		return ok && n.kind == ObjectRules && strings.HasPrefix(n.name, string(family)+" ")
+		return ok && n.kind == snapshot.ObjectRules && strings.HasPrefix(n.name, string(family)+" ")
 	})
 }
 
@@ -235,10 +214,10 @@ func (s *statusTable) nextRetry() (time.Time, bool) {
 }
 
 // failing counts the objects in error by kind.
-func (s *statusTable) failing() map[ObjectKind]int {
-	out := map[ObjectKind]int{}
+func (s *statusTable) failing() map[snapshot.ObjectKind]int {
+	out := map[snapshot.ObjectKind]int{}
 	for id, st := range s.objects {
-		if st.state == StateError {
+		if st.state == snapshot.StateError {
 			out[id.objectKind()]++
 		}
 	}
@@ -253,23 +232,6 @@ func backoff(attempts int) time.Duration {
 	return min(d, retryMax)
 }
 
-// ObjectStatus is the writer's status of one kernel object that is not
-// done, as inspect shows it (SyncStatus.Objects) and tests read it
-// (ReconcileStatus): one model, copied from the status table.
-type ObjectStatus struct {
-	Kind ObjectKind `json:"kind"`
-	// Object names it: "virtual server TCP 10.96.0.10:80", "ipset
-	// KUBE-CLUSTER-IP member 10.96.0.10,tcp:80", "iptables IPv4 nat".
-	Object string `json:"object"`
-	// Services are the Services it is for ("namespace/name"), if any.
-	Services  []string  `json:"services,omitempty"`
-	State     SyncState `json:"state"`
-	Since     time.Time `json:"since,omitzero"`
-	LastError string    `json:"lastError,omitempty"`
-	Attempts  int       `json:"attempts,omitempty"`
-	NextRetry time.Time `json:"nextRetry,omitzero"`
-}
-
 // ReconcileStatus is a copy of the reconciler's status, safe to read from any
 // goroutine (Proxier.ReconcileStatus). Every object not listed in Objects is done.
 type ReconcileStatus struct {
@@ -279,38 +241,33 @@ type ReconcileStatus struct {
 	LastSyncFull bool `json:"lastSyncFull"`
 	// Objects are the pending and failing objects, failing first, then
 	// by kind and name.
-	Objects []ObjectStatus `json:"objects"`
+	Objects []snapshot.ObjectStatus `json:"objects"`
 }
 
 // snapshot copies the table.
-func (s *statusTable) snapshot() []ObjectStatus {
-	out := make([]ObjectStatus, 0, len(s.objects))
+func (s *statusTable) snapshot() []snapshot.ObjectStatus {
+	out := make([]snapshot.ObjectStatus, 0, len(s.objects))
 	for id, st := range s.objects {
-		o := ObjectStatus{Kind: id.objectKind(), Object: id.String(), Services: slices.Clone(st.services), State: st.state, Since: st.since, Attempts: st.attempts}
+		o := snapshot.ObjectStatus{Kind: id.objectKind(), Object: id.String(), Services: slices.Clone(st.services), State: st.state, Since: st.since, Attempts: st.attempts}
 		if st.lastError != nil {
 			o.LastError = st.lastError.Error()
 		}
-		if st.state == StateError {
+		if st.state == snapshot.StateError {
 			o.NextRetry = st.nextRetry
 		}
 		out = append(out, o)
 	}
-	slices.SortFunc(out, func(a, b ObjectStatus) int {
+	slices.SortFunc(out, func(a, b snapshot.ObjectStatus) int {
 		return cmp.Or(cmp.Compare(stateOrder(a.State), stateOrder(b.State)), cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Object, b.Object))
 	})
 	return out
 }
 
-func stateOrder(s SyncState) int {
-	if s == StateError {
+func stateOrder(s snapshot.SyncState) int {
+	if s == snapshot.StateError {
 		return 0
 	}
 	return 1
-}
-
-// String is one line per object, for logs and tests.
-func (o ObjectStatus) String() string {
-	return fmt.Sprintf("%s %s %v: %s", o.State, o.Object, o.Services, o.LastError)
 }
 
 // ReconcileStatus returns a copy of the per-object status as the last sync

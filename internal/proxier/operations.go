@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -187,7 +189,7 @@ func (r *reconciler) deleteEntry(k ipvsproxy.SetEntryKey) error {
 // sync and its members re-added.
 func (r *reconciler) setVanished(name string) {
 	delete(r.view.sets, name)
-	r.settle(namedID(ObjectSetEntry, name), pendingError{fmt.Errorf("ipset %s vanished", name)})
+	r.settle(namedID(snapshot.ObjectSetEntry, name), pendingError{fmt.Errorf("ipset %s vanished", name)})
 }
 
 // record writes the ownership record of k, before its virtual server is

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"k8s.io/client-go/tools/record"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -186,7 +188,7 @@ func TestOwnershipSurvivesAFlushedRecordAndAFailedRead(t *testing.T) {
 	}
 	failing = true
 	p.RequestFullSync()
-	if res := p.Sync(); res.WriteErrors[string(ObjectRead)] == 0 {
+	if res := p.Sync(); res.WriteErrors[string(snapshot.ObjectRead)] == 0 {
 		t.Fatalf("the full read did not fail: %+v", res.WriteErrors)
 	}
 	failing = false

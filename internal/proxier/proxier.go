@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -55,7 +57,7 @@ type SyncResult struct {
 	// follows it, not Err.
 	Completed bool
 	// FailingObjects counts the objects in error after this sync, by kind
-	// (an ObjectKind); NextRetry is the earliest retry, zero when none.
+	// (a snapshot.ObjectKind); NextRetry is the earliest retry, zero when none.
 	FailingObjects map[string]int
 	NextRetry      time.Time
 	// DeletionsHeld is true while the Service default/kubernetes is
@@ -136,7 +138,7 @@ type Proxier struct {
 	// last one, made after sync number snapshotGen (syncs counts them,
 	// under mu).
 	snapshotMu    sync.Mutex
-	snapshotCache *Snapshot
+	snapshotCache *snapshot.Snapshot
 	snapshotGen   uint64
 	syncs         uint64
 
@@ -284,7 +286,7 @@ func (p *Proxier) Sync() SyncResult {
 // the range's cluster IPs are bound depends on it; routes.go).
 func (p *Proxier) fullSyncDue(changes ipvsproxy.PendingChanges, retries retryQueue, now time.Time) bool {
 	released := p.hold.update(p.tracker, now)
-	return released || p.needFull || changes.NodeChanged || changes.ServiceCIDRsChanged || p.view == nil || retries.kindDue(ObjectRoute)
+	return released || p.needFull || changes.NodeChanged || changes.ServiceCIDRsChanged || p.view == nil || retries.kindDue(snapshot.ObjectRoute)
 }
 
 // readKernel reads the whole kernel view. A failed read is the one failure
@@ -309,13 +311,13 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 	if err != nil {
 		p.ownedBeforeFailedRead = wasOurs
 		klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
-		res.WriteErrors[string(ObjectRead)]++
+		res.WriteErrors[string(snapshot.ObjectRead)]++
 		p.needFull = true
-		p.objects.failed(namedID(ObjectRead, "kernel state"), err, res.Start)
-		p.status.recordWrites([]writeError{{object: string(ObjectRead), err: err}}, res.Start)
+		p.objects.failed(namedID(snapshot.ObjectRead, "kernel state"), err, res.Start)
+		p.status.recordWrites([]writeError{{object: string(snapshot.ObjectRead), err: err}}, res.Start)
 		return false
 	}
-	p.objects.done(namedID(ObjectRead, "kernel state"))
+	p.objects.done(namedID(snapshot.ObjectRead, "kernel state"))
 	p.ownedBeforeFailedRead = nil
 	p.view = view
 	p.needFull = false
@@ -395,7 +397,7 @@ func (p *Proxier) build(changes ipvsproxy.PendingChanges, full bool, t *ipvsprox
 func (p *Proxier) cleanConntrack(w *reconciler, full bool, stale staleFiltersCollector, res *SyncResult) {
 	stale.add(w.staleFlows)
 	filters := append(p.pendingFlows, stale.filters...)
-	if len(stale.filters) > 0 || !w.retries.waits(namedID(ObjectConntrack, "stale UDP flows")) {
+	if len(stale.filters) > 0 || !w.retries.waits(namedID(snapshot.ObjectConntrack, "stale UDP flows")) {
 		p.pendingFlows = w.flushConntrack(filters, res)
 	}
 	if p.conntrack.due(full, len(w.errs) > 0) {
@@ -419,7 +421,7 @@ func (p *Proxier) reportSync(w *reconciler, names map[types.NamespacedName]bool,
 	res.Writes = w.writes
 	for _, e := range w.errs {
 		res.WriteErrors[e.object]++
-		if e.object == string(ObjectRules) && e.family != "" {
+		if e.object == string(snapshot.ObjectRules) && e.family != "" {
 			res.IPTablesFailures[e.family]++
 		}
 	}

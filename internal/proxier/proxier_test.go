@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
@@ -483,10 +485,10 @@ func TestFailedWriteIsRetriedAloneWithBackoff(t *testing.T) {
 	}
 	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
 	res := p.Sync()
-	if res.Err() == nil || res.WriteErrors[string(ObjectVirtualServer)] == 0 || !res.Completed {
+	if res.Err() == nil || res.WriteErrors[string(snapshot.ObjectVirtualServer)] == 0 || !res.Completed {
 		t.Fatalf("want an ipvs write error in a completed sync, got %+v", res.WriteErrors)
 	}
-	if st := p.ReconcileStatus(); len(st.Objects) != 1 || st.Objects[0].State != StateError || st.Objects[0].Object != "virtual server "+webVS.String() ||
+	if st := p.ReconcileStatus(); len(st.Objects) != 1 || st.Objects[0].State != snapshot.StateError || st.Objects[0].Object != "virtual server "+webVS.String() ||
 		st.Objects[0].NextRetry != now.Add(retryMin) || len(st.Objects[0].Services) != 1 || st.Objects[0].Services[0] != "default/web" {
 		t.Fatalf("status %+v", st.Objects)
 	}

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/rules"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -18,7 +21,7 @@ import (
 
 // writeError is one failed kernel write, kept for metrics and the log.
 type writeError struct {
-	object string // an ObjectKind
+	object string // a snapshot.ObjectKind
 	err    error
 	// family is set for writes of one family's rules (iptables).
 	family v1.IPFamily
@@ -70,7 +73,7 @@ type reconciler struct {
 
 // rulesText is the iptables-restore input of family as this sync wants it.
 func (r *reconciler) rulesText(family v1.IPFamily) string {
-	return iptablesRules(r.cfg, family, ipvsproxy.NewLocalDetector(r.cfg, family, r.nodePodCIDRs))
+	return rules.IPTables(r.cfg, family, ipvsproxy.NewLocalDetector(r.cfg, family, r.nodePodCIDRs))
 }
 
 // fail records a failed write. The adapters' errors already name the
@@ -190,7 +193,7 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 // ensureDummy creates kube-ipvs0 when the view was just read or an address
 // is due for a retry (creating an existing link is no write).
 func (r *reconciler) ensureDummy() {
-	if r.dummyEnsured || !r.full && !r.retries.kindDue(ObjectAddress) {
+	if r.dummyEnsured || !r.full && !r.retries.kindDue(snapshot.ObjectAddress) {
 		return
 	}
 	r.dummyEnsured = true
@@ -198,7 +201,7 @@ func (r *reconciler) ensureDummy() {
 	if e := r.k.Netif.EnsureDummy(); e != nil {
 		err = fmt.Errorf("ensure %s: %w", owned.DummyInterface, e)
 	}
-	r.settle(namedID(ObjectAddress, owned.DummyInterface), err)
+	r.settle(namedID(snapshot.ObjectAddress, owned.DummyInterface), err)
 }
 
 // removeRealServers deletes real servers that no endpoint backs any more.
@@ -335,7 +338,7 @@ func (r *reconciler) flushConntrack(filters []conntrack.Filter, res *SyncResult)
 	if len(filters) == 0 || r.k.Conntrack == nil {
 		return nil
 	}
-	id := namedID(ObjectConntrack, "stale UDP flows")
+	id := namedID(snapshot.ObjectConntrack, "stale UDP flows")
 	var errs []error
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		fs := filtersOf(filters, family)
@@ -365,7 +368,7 @@ func (r *reconciler) reconcileConntrack(c *conntrackReconciler, res *SyncResult)
 	if r.k.Conntrack == nil {
 		return
 	}
-	id := namedID(ObjectConntrack, "UDP flow reconcile")
+	id := namedID(snapshot.ObjectConntrack, "UDP flow reconcile")
 	passes, err := c.run(r.k.Conntrack, r.desired, r.cfg.Families)
 	for family, pass := range passes {
 		res.addConntrack(family, pass)

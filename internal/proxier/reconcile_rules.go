@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/rules"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
@@ -76,7 +79,7 @@ func (r *reconciler) syncRules() {
 			r.settle(w.id, nil)
 		}
 		for i, j := range jumps {
-			id := namedID(ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.Table, j.Chain))
+			id := namedID(snapshot.ObjectRules, fmt.Sprintf("%s %s %s jump", family, j.Table, j.Chain))
 			if jumped[i] {
 				r.settle(id, nil)
 				continue
@@ -108,10 +111,10 @@ func (r *reconciler) tablesToWrite(ipt iptables.Interface, family v1.IPFamily, t
 	saves, err := ipt.SaveTables(owned.Tables...)
 	var pending []tableWrite
 	for _, table := range owned.Tables {
-		w := tableWrite{id: namedID(ObjectRules, fmt.Sprintf("%s %s", family, table)), want: tableText(text, table), table: table}
+		w := tableWrite{id: namedID(snapshot.ObjectRules, fmt.Sprintf("%s %s", family, table)), want: rules.TableText(text, table), table: table}
 		if err == nil {
 			saved := iptables.SavedRules(saves[table])
-			w.matched = savedMatch(saved, w.want, table)
+			w.matched = rules.SavedMatch(saved, w.want, table)
 			for i, j := range jumps {
 				switch {
 				case j.Table != table:

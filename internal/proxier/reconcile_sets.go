@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/rules"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	v1 "k8s.io/api/core/v1"
@@ -16,7 +19,7 @@ import (
 // with the wrong type (an older layout). It runs when the view was just read
 // and when a set's retry is due.
 func (r *reconciler) ensureSets() {
-	if !r.full && !r.retries.kindDue(ObjectSetEntry) {
+	if !r.full && !r.retries.kindDue(snapshot.ObjectSetEntry) {
 		return
 	}
 	// Missing sets first: replacing one restores rules that reference
@@ -37,7 +40,7 @@ func (r *reconciler) ensureSets() {
 		slices.SortStableFunc(sets, func(a, b ipset.Set) int { return cmp.Compare(recordFirst(a), recordFirst(b)) })
 		recordName := owned.SetName(owned.SetOwned, family)
 		for _, want := range sets {
-			id := namedID(ObjectSetEntry, want.Name)
+			id := namedID(snapshot.ObjectSetEntry, want.Name)
 			if _, ok := r.view.sets[want.Name]; ok {
 				r.settle(id, nil)
 				continue
@@ -60,7 +63,7 @@ func (r *reconciler) ensureSets() {
 		}
 	}
 	for _, w := range replace {
-		r.settle(namedID(ObjectSetEntry, w.want.Name), r.replaceSet(w.family, w.have, w.want))
+		r.settle(namedID(snapshot.ObjectSetEntry, w.want.Name), r.replaceSet(w.family, w.have, w.want))
 	}
 }
 
@@ -144,7 +147,7 @@ func (r *reconciler) restoreRules(family v1.IPFamily, text string) error {
 	ipt := r.k.IPTables[family]
 	for _, table := range owned.Tables {
 		r.writes++
-		if err := ipt.Restore([]byte(tableText(text, table))); err != nil {
+		if err := ipt.Restore([]byte(rules.TableText(text, table))); err != nil {
 			return fmt.Errorf("restore %s %s rules: %w", family, table, err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -270,16 +272,16 @@ func TestFailedServiceRouteKeepsClusterIPsBoundUntilItsRetry(t *testing.T) {
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1"))
 	res := p.Sync()
-	if res.WriteErrors[string(ObjectRoute)] != 1 || !bound() {
+	if res.WriteErrors[string(snapshot.ObjectRoute)] != 1 || !bound() {
 		t.Fatalf("write errors %v, cluster IP bound %v: want one route error and the cluster IP bound", res.WriteErrors, bound())
 	}
 	st := p.ReconcileStatus()
-	if len(st.Objects) != 1 || st.Objects[0].Kind != ObjectRoute || st.Objects[0].State != StateError || st.Objects[0].Object != "local route "+serviceRange.String()+" on kube-ipvs0" {
+	if len(st.Objects) != 1 || st.Objects[0].Kind != snapshot.ObjectRoute || st.Objects[0].State != snapshot.StateError || st.Objects[0].Object != "local route "+serviceRange.String()+" on kube-ipvs0" {
 		t.Fatalf("status: %v", st.Objects)
 	}
 	// Before its backoff ends, a partial sync serves the change without it.
 	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
-	if res := p.Sync(); res.Full || res.WriteErrors[string(ObjectRoute)] != 0 || !bound() {
+	if res := p.Sync(); res.Full || res.WriteErrors[string(snapshot.ObjectRoute)] != 0 || !bound() {
 		t.Fatalf("before the backoff ends: full=%v errors %v bound %v", res.Full, res.WriteErrors, bound())
 	}
 	f.set(nil)

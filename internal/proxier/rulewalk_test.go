@@ -16,7 +16,7 @@ import (
 // A test-only packet walker over what the fakes hold after a sync: the
 // iptables Fake's tables (the proxier's chains, its jumps and any host rule
 // a test put there), the ipset Fake's members and the IPVS Fake's virtual
-// servers. Unlike the inspect tracer (trace.go), which has one verdict per
+// servers. Unlike the inspect tracer (internal/rules), which has one verdict per
 // rule the proxier writes, it interprets the rule text itself, host rules
 // included, so it can check rule order against a host firewall.
 // It walks the hooks in the kernel's priority order, so tests assert

@@ -6,106 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
-
-// Snapshot is a read-only copy of what the proxier wants from this node's
-// kernel, with the Kubernetes names of every object and the sync status.
-// The daemon serves it as JSON to `ipvsproxy inspect` (package
-// inspectserver); inspect names the kernel's objects with it, compares the
-// kernel against it (--check) and traces packets through it (Trace). It is
-// the same desired state the reconciler writes, never a second computation.
-type Snapshot struct {
-	Taken  time.Time        `json:"taken"`
-	Node   SnapshotNode     `json:"node"`
-	Config ipvsproxy.Config `json:"config"`
-	// VirtualServers are the winning desired virtual servers, sorted by key.
-	VirtualServers []DesiredVirtualServer `json:"virtualServers"`
-	// Addresses are bound on kube-ipvs0.
-	Addresses []netip.Addr `json:"addresses"`
-	// Routes are the Service CIDRs made local by one route each on
-	// kube-ipvs0 (routes.go); their cluster IPs are not in Addresses.
-	Routes     []netip.Prefix       `json:"routes"`
-	SetEntries []ipvsproxy.SetEntry `json:"setEntries"`
-	// Draining are removed TCP real servers at weight 0 waiting for their
-	// connections to end.
-	Draining []DrainingRealServer `json:"draining"`
-	Services []ServiceSummary     `json:"services"`
-	Status   SyncStatus           `json:"status"`
-}
-
-// SnapshotNode is this node as the builder saw it.
-type SnapshotNode struct {
-	Name string `json:"name"`
-	Zone string `json:"zone,omitempty"`
-	// Addresses are the node's own addresses (not kube-ipvs0's).
-	Addresses []netip.Addr `json:"addresses"`
-	// PodCIDRs are the Node's spec.podCIDRs (--detect-local-mode NodeCIDR).
-	PodCIDRs []netip.Prefix `json:"podCIDRs,omitempty"`
-}
-
-// DesiredVirtualServer is one virtual server with the Service port it serves.
-type DesiredVirtualServer struct {
-	ipvs.VirtualServer
-	// Service is "namespace/name"; PortName the Service port's name.
-	Service  string `json:"service"`
-	PortName string `json:"portName"`
-	// Kind is ClusterIP, NodePort, LoadBalancer or ExternalIP.
-	Kind string `json:"kind"`
-	// LocalOnly: only this node's endpoints serve it (a Local policy).
-	LocalOnly bool `json:"localOnly"`
-	// InClusterOnly: a Local policy without an endpoint here; in-cluster
-	// sources get the cluster endpoints, other sources are dropped.
-	InClusterOnly bool `json:"inClusterOnly,omitempty"`
-	// TopologyHints: the endpoints were narrowed by topology hints for this
-	// node or its zone.
-	TopologyHints bool                `json:"topologyHints"`
-	RealServers   []DesiredRealServer `json:"realServers"`
-}
-
-// ServicePort renders "namespace/name:port" (no ":port" for an unnamed port).
-func (vs DesiredVirtualServer) ServicePort() string {
-	if vs.PortName == "" {
-		return vs.Service
-	}
-	return vs.Service + ":" + vs.PortName
-}
-
-// DesiredRealServer is one real server with the endpoint behind it.
-type DesiredRealServer struct {
-	ipvs.RealServer
-	NodeName string `json:"nodeName,omitempty"`
-	// Condition is ready, serving-terminating or unknown (the endpoint
-	// changed since the last sync).
-	Condition string `json:"condition"`
-}
-
-// Endpoint conditions as inspect shows them.
-const (
-	ConditionReady              = "ready"
-	ConditionServingTerminating = "serving-terminating"
-	ConditionDraining           = "draining"
-	ConditionUnknown            = "unknown"
-)
-
-// DrainingRealServer is a real server at weight 0 until Deadline.
-type DrainingRealServer struct {
-	VirtualServer ipvs.VirtualServerKey `json:"virtualServer"`
-	RealServer    ipvs.RealServerKey    `json:"realServer"`
-	Deadline      time.Time             `json:"deadline"`
-}
-
-// ServiceSummary is one Service's share of the desired state.
-type ServiceSummary struct {
-	Name                string   `json:"name"`
-	HealthCheckNodePort uint16   `json:"healthCheckNodePort,omitempty"`
-	LocalReadyEndpoints int      `json:"localReadyEndpoints"`
-	Problems            []string `json:"problems,omitempty"`
-}
 
 // Snapshot returns the desired state and status as of the last sync. It is
 // made at most once per sync, from a copy of the desired state's pointers
@@ -114,7 +22,7 @@ type ServiceSummary struct {
 // one caller at a time, and every other caller of the same sync gets that
 // copy. So however many clients ask (the endpoint needs no credentials on the
 // node), a sync waits at most for one pointer copy.
-func (p *Proxier) Snapshot() Snapshot {
+func (p *Proxier) Snapshot() snapshot.Snapshot {
 	p.snapshotMu.Lock()
 	defer p.snapshotMu.Unlock()
 	p.mu.Lock()
@@ -139,9 +47,9 @@ type snapshotInputs struct {
 	addresses []netip.Addr
 	routes    []netip.Prefix
 	entries   []ipvsproxy.SetEntryKey
-	draining  []DrainingRealServer
+	draining  []snapshot.DrainingRealServer
 	services  map[types.NamespacedName]*ipvsproxy.ServiceState
-	status    SyncStatus
+	status    snapshot.SyncStatus
 }
 
 func (p *Proxier) snapshotInputs() snapshotInputs {
@@ -166,7 +74,7 @@ func (p *Proxier) snapshotInputs() snapshotInputs {
 	}
 	for vs, rss := range p.draining {
 		for rs, deadline := range rss {
-			in.draining = append(in.draining, DrainingRealServer{VirtualServer: vs, RealServer: rs, Deadline: deadline})
+			in.draining = append(in.draining, snapshot.DrainingRealServer{VirtualServer: vs, RealServer: rs, Deadline: deadline})
 		}
 	}
 	for name, st := range p.desired.Services {
@@ -177,18 +85,18 @@ func (p *Proxier) snapshotInputs() snapshotInputs {
 
 // build names, sorts and annotates the inputs; it reads the tracker (which
 // has its own lock), not the proxier's state.
-func (in snapshotInputs) build(p *Proxier) Snapshot {
+func (in snapshotInputs) build(p *Proxier) snapshot.Snapshot {
 	node := in.node
-	s := Snapshot{
+	s := snapshot.Snapshot{
 		Taken:          in.taken,
-		Node:           SnapshotNode{Name: node.Name, Zone: node.Zone, Addresses: slices.Clone(node.Addresses), PodCIDRs: slices.Clone(node.PodCIDRs)},
+		Node:           snapshot.Node{Name: node.Name, Zone: node.Zone, Addresses: slices.Clone(node.Addresses), PodCIDRs: slices.Clone(node.PodCIDRs)},
 		Config:         in.cfg,
-		VirtualServers: make([]DesiredVirtualServer, 0, len(in.winners)),
+		VirtualServers: make([]snapshot.DesiredVirtualServer, 0, len(in.winners)),
 		Addresses:      in.addresses,
 		Routes:         in.routes,
 		SetEntries:     make([]ipvsproxy.SetEntry, 0, len(in.entries)),
 		Draining:       in.draining,
-		Services:       make([]ServiceSummary, 0, len(in.services)),
+		Services:       make([]snapshot.ServiceSummary, 0, len(in.services)),
 		Status:         in.status,
 	}
 	if s.Node.Addresses == nil {
@@ -198,7 +106,7 @@ func (in snapshotInputs) build(p *Proxier) Snapshot {
 		s.Routes = []netip.Prefix{}
 	}
 	if s.Draining == nil {
-		s.Draining = []DrainingRealServer{}
+		s.Draining = []snapshot.DrainingRealServer{}
 	}
 	conds := map[types.NamespacedName]endpointConditions{}
 	for _, vs := range in.winners {
@@ -209,7 +117,7 @@ func (in snapshotInputs) build(p *Proxier) Snapshot {
 		}
 		s.VirtualServers = append(s.VirtualServers, desiredVirtualServer(vs, c))
 	}
-	slices.SortFunc(s.VirtualServers, func(a, b DesiredVirtualServer) int {
+	slices.SortFunc(s.VirtualServers, func(a, b snapshot.DesiredVirtualServer) int {
 		return ipvsproxy.CompareVSKey(a.VirtualServerKey, b.VirtualServerKey)
 	})
 	slices.SortFunc(s.Addresses, netip.Addr.Compare)
@@ -217,20 +125,20 @@ func (in snapshotInputs) build(p *Proxier) Snapshot {
 		s.SetEntries = append(s.SetEntries, ipvsproxy.SetEntry{Set: k.Set, Entry: k.Entry})
 	}
 	slices.SortFunc(s.SetEntries, ipvsproxy.CompareSetEntries)
-	slices.SortFunc(s.Draining, func(a, b DrainingRealServer) int {
+	slices.SortFunc(s.Draining, func(a, b snapshot.DrainingRealServer) int {
 		if c := ipvsproxy.CompareVSKey(a.VirtualServer, b.VirtualServer); c != 0 {
 			return c
 		}
 		return netip.AddrPortFrom(a.RealServer.Address, a.RealServer.Port).Compare(netip.AddrPortFrom(b.RealServer.Address, b.RealServer.Port))
 	})
 	for name, st := range in.services {
-		sum := ServiceSummary{Name: name.String(), HealthCheckNodePort: st.HealthCheckNodePort, LocalReadyEndpoints: st.LocalReadyEndpoints}
+		sum := snapshot.ServiceSummary{Name: name.String(), HealthCheckNodePort: st.HealthCheckNodePort, LocalReadyEndpoints: st.LocalReadyEndpoints}
 		for _, pr := range st.Problems {
 			sum.Problems = append(sum.Problems, pr.String())
 		}
 		s.Services = append(s.Services, sum)
 	}
-	slices.SortFunc(s.Services, func(a, b ServiceSummary) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(s.Services, func(a, b snapshot.ServiceSummary) int { return strings.Compare(a.Name, b.Name) })
 	return s
 }
 
@@ -261,33 +169,30 @@ func (p *Proxier) endpointConditions(name types.NamespacedName, node ipvsproxy.N
 	return c
 }
 
-func desiredVirtualServer(vs *ipvsproxy.VirtualServerState, c endpointConditions) DesiredVirtualServer {
+func desiredVirtualServer(vs *ipvsproxy.VirtualServerState, c endpointConditions) snapshot.DesiredVirtualServer {
 	pk := ipvsproxy.PortKey{Name: vs.Port.Port, Protocol: vs.Port.Protocol}
-	out := DesiredVirtualServer{
+	out := snapshot.DesiredVirtualServer{
 		VirtualServer: vs.VirtualServer, Service: vs.Port.NamespacedName.String(), PortName: vs.Port.Port,
 		Kind: vs.Kind, LocalOnly: vs.LocalOnly, InClusterOnly: vs.InClusterOnly,
 		// Hints narrow cluster endpoints only; local ones are this node's anyway.
 		TopologyHints: (!vs.LocalOnly || vs.InClusterOnly) && c.topology[pk],
-		RealServers:   []DesiredRealServer{},
+		RealServers:   []snapshot.DesiredRealServer{},
 	}
 	for _, rs := range vs.RealServers {
-		d := DesiredRealServer{RealServer: rs, Condition: ConditionUnknown}
+		d := snapshot.DesiredRealServer{RealServer: rs, Condition: snapshot.ConditionUnknown}
 		if e, ok := c.endpoints[pk][netip.AddrPortFrom(rs.Address, rs.Port)]; ok {
 			d.NodeName = e.NodeName
 			switch {
 			case e.Ready:
-				d.Condition = ConditionReady
+				d.Condition = snapshot.ConditionReady
 			case e.Serving && e.Terminating:
-				d.Condition = ConditionServingTerminating
+				d.Condition = snapshot.ConditionServingTerminating
 			}
 		}
 		out.RealServers = append(out.RealServers, d)
 	}
 	return out
 }
-
-// protocolName is the lower-case protocol as ipset entries carry it.
-func protocolName(p ipvs.Protocol) string { return strings.ToLower(p.String()) }
 
 // OwnedSetNames lists the kernel names of the ipsets the proxier owns for
 // the families (inspect --check compares their members).

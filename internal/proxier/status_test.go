@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 )
 
@@ -43,7 +45,7 @@ func TestStatusKeepsWhenAWriteStartedFailing(t *testing.T) {
 	}
 	// inspect shows the reconciler's status of that object: in error since
 	// the first attempt, with its next retry.
-	if len(st.Objects) != 1 || st.Objects[0].State != StateError || !st.Objects[0].Since.Equal(first) ||
+	if len(st.Objects) != 1 || st.Objects[0].State != snapshot.StateError || !st.Objects[0].Since.Equal(first) ||
 		!st.Objects[0].NextRetry.After(clock) || !slices.Equal(st.Objects[0].Services, []string{"default/web"}) {
 		t.Fatalf("objects %+v, want the virtual server in error since %v, retried after %v, for default/web", st.Objects, first, clock)
 	}
@@ -95,7 +97,7 @@ func TestSnapshotNamesEveryVirtualServerWithItsEndpoints(t *testing.T) {
 	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.2.7@node2/terminating"))
 	mustSync(t, p)
 	s = p.Snapshot()
-	if rs := s.VirtualServers[0].RealServers; len(rs) != 1 || rs[0].Condition != ConditionServingTerminating {
+	if rs := s.VirtualServers[0].RealServers; len(rs) != 1 || rs[0].Condition != snapshot.ConditionServingTerminating {
 		t.Fatalf("real servers %+v, want one serving-terminating", rs)
 	}
 	if len(s.Services) != 2 || s.Services[0].Name != APIServerService.String() || s.Services[1].Name != "default/web" {

@@ -6,77 +6,24 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/rules"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 )
 
-// The tracer evaluates one traceRule per rule of iptablesRules: this test
-// fails when a rule changes without its verdict in trace_rules.go.
-func TestTracerModelsEveryRule(t *testing.T) {
-	all := testConfig()
-	all.MasqueradeAll = true
-	noCIDR := testConfig()
-	noCIDR.ClusterCIDRs = nil
-	dual := testConfig()
-	dual.ClusterCIDRs = append(dual.ClusterCIDRs, netip.MustParsePrefix("fd00:10:244::/56"))
-	dual.MasqueradeMark = 0x8000
-	nodeCIDR := testConfig()
-	nodeCIDR.DetectLocalMode = ipvsproxy.DetectLocalNodeCIDR
-	bridge := testConfig()
-	bridge.DetectLocalMode, bridge.PodBridgeInterface = ipvsproxy.DetectLocalBridgeInterface, "cbr0"
-	prefix := testConfig()
-	prefix.DetectLocalMode, prefix.PodInterfaceNamePrefix = ipvsproxy.DetectLocalInterfaceNamePrefix, "veth"
-	podCIDRs := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}
-	for _, c := range []struct {
-		name   string
-		cfg    ipvsproxy.Config
-		family v1.IPFamily
-	}{
-		{"ipv4", testConfig(), v1.IPv4Protocol},
-		{"ipv6 without cluster CIDR", noCIDR, v1.IPv6Protocol},
-		{"ipv4 masquerade-all", all, v1.IPv4Protocol},
-		{"ipv6 with cluster CIDR and another mark", dual, v1.IPv6Protocol},
-		{"ipv4 node CIDR", nodeCIDR, v1.IPv4Protocol},
-		{"ipv6 node CIDR not known", nodeCIDR, v1.IPv6Protocol},
-		{"ipv4 bridge interface", bridge, v1.IPv4Protocol},
-		{"ipv4 interface name prefix", prefix, v1.IPv4Protocol},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			local := ipvsproxy.NewLocalDetector(c.cfg, c.family, podCIDRs)
-			text := iptablesRules(c.cfg, c.family, local)
-			traced := traceRules(c.cfg, c.family, local)
-			for _, table := range owned.Tables {
-				for _, chain := range owned.Chains[table] {
-					var want, got []string
-					for _, line := range strings.Split(tableText(text, table), "\n") {
-						if strings.HasPrefix(line, "-A "+chain+" ") {
-							want = append(want, line)
-						}
-					}
-					for _, r := range traced[string(table)+" "+chain] {
-						got = append(got, r.text)
-					}
-					if !slices.Equal(got, want) {
-						t.Errorf("%s %s: the tracer models\n  %s\nbut the rules are\n  %s\n(update trace_rules.go with rules.go)",
-							table, chain, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
-					}
-				}
-			}
-		})
-	}
-}
-
 // traceFixture is one node (node1, 198.51.100.1) with a Service of each
 // kind, synced on the fakes; the trace runs on the proxier's Snapshot.
-func traceFixture(t *testing.T) Snapshot {
+func traceFixture(t *testing.T) snapshot.Snapshot {
 	t.Helper()
 	return traceFixtureWith(t, testConfig())
 }
 
-func traceFixtureWith(t *testing.T, cfg ipvsproxy.Config) Snapshot {
+func traceFixtureWith(t *testing.T, cfg ipvsproxy.Config) snapshot.Snapshot {
 	t.Helper()
 	fk := newFakeKernel()
 	p, _ := newTestProxier(t, fk, cfg)
@@ -102,11 +49,11 @@ func traceFixtureWith(t *testing.T, cfg ipvsproxy.Config) Snapshot {
 	return p.Snapshot()
 }
 
-func trace(s Snapshot, src, dst string, proto ipvs.Protocol) Trace {
-	return s.Trace(Packet{Source: netip.MustParseAddr(src), Destination: netip.MustParseAddrPort(dst), Protocol: proto})
+func trace(s snapshot.Snapshot, src, dst string, proto ipvs.Protocol) rules.Trace {
+	return rules.TracePacket(s, rules.Packet{Source: netip.MustParseAddr(src), Destination: netip.MustParseAddrPort(dst), Protocol: proto})
 }
 
-func tracedRealServers(t Trace) string {
+func tracedRealServers(t rules.Trace) string {
 	var out []string
 	for _, rs := range t.RealServers {
 		m := "not masqueraded"
@@ -135,48 +82,48 @@ func TestTraceVerdictsWithTheServiceCIDRRouted(t *testing.T) {
 		t.Fatalf("the cluster IP is bound: %v", s.Addresses)
 	}
 	checkTraces(t, s, append(traceCases(),
-		traceCase{"an unused address of the routed range is rejected", "10.244.1.20", "10.96.0.99:80", ipvs.TCP, VerdictRejected,
+		traceCase{"an unused address of the routed range is rejected", "10.244.1.20", "10.96.0.99:80", ipvs.TCP, rules.VerdictRejected,
 			"", "lies in a routed Service CIDR"},
-		traceCase{"from the node too", "198.51.100.1", "10.96.0.99:22", ipvs.TCP, VerdictRejected,
+		traceCase{"from the node too", "198.51.100.1", "10.96.0.99:22", ipvs.TCP, rules.VerdictRejected,
 			"", "kubernetes#72236"}))
 }
 
 func TestTraceVerdicts(t *testing.T) {
 	checkTraces(t, traceFixture(t), append(traceCases(),
-		traceCase{"an unused cluster IP without the range routed is no local address", "10.244.1.20", "10.96.0.99:80", ipvs.TCP, VerdictNotLocal,
+		traceCase{"an unused cluster IP without the range routed is no local address", "10.244.1.20", "10.96.0.99:80", ipvs.TCP, rules.VerdictNotLocal,
 			"", "routed on"}))
 }
 
 func traceCases() []traceCase {
 	return []traceCase{
-		{"ClusterIP from a pod keeps the pod's address", "10.244.1.20", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
+		{"ClusterIP from a pod keeps the pod's address", "10.244.1.20", "10.96.0.10:80", ipvs.TCP, rules.VerdictLoadBalanced,
 			"10.244.1.5:8080 not masqueraded, 10.244.2.7:8080 not masqueraded", "from pod traffic"},
-		{"ClusterIP from the node is masqueraded", "198.51.100.1", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
+		{"ClusterIP from the node is masqueraded", "198.51.100.1", "10.96.0.10:80", ipvs.TCP, rules.VerdictLoadBalanced,
 			"10.244.1.5:8080 masqueraded, 10.244.2.7:8080 masqueraded", "not pod traffic"},
-		{"an endpoint reaching itself is masqueraded (hairpin)", "10.244.1.5", "10.96.0.10:80", ipvs.TCP, VerdictLoadBalanced,
+		{"an endpoint reaching itself is masqueraded (hairpin)", "10.244.1.5", "10.96.0.10:80", ipvs.TCP, rules.VerdictLoadBalanced,
 			"10.244.1.5:8080 masqueraded, 10.244.2.7:8080 not masqueraded", "hairpin"},
-		{"Local NodePort from outside on the node without endpoints is dropped silently", "198.51.100.79", "198.51.100.1:30080", ipvs.TCP, VerdictDropped,
+		{"Local NodePort from outside on the node without endpoints is dropped silently", "198.51.100.79", "198.51.100.1:30080", ipvs.TCP, rules.VerdictDropped,
 			"", "dropped silently"},
-		{"Cluster NodePort from outside is masqueraded", "198.51.100.79", "198.51.100.1:30081", ipvs.TCP, VerdictLoadBalanced,
+		{"Cluster NodePort from outside is masqueraded", "198.51.100.79", "198.51.100.1:30081", ipvs.TCP, rules.VerdictLoadBalanced,
 			"10.244.2.7:8080 masqueraded", "node port of a Service with externalTrafficPolicy Cluster"},
-		{"source-ranged LB from the node itself, outside the ranges: dropped in mangle OUTPUT before IPVS's LOCAL_OUT", "198.51.100.1", "203.0.113.140:80", ipvs.TCP, VerdictDropped,
+		{"source-ranged LB from the node itself, outside the ranges: dropped in mangle OUTPUT before IPVS's LOCAL_OUT", "198.51.100.1", "203.0.113.140:80", ipvs.TCP, rules.VerdictDropped,
 			"", "kubernetes#119656"},
-		{"source-ranged LB from a client outside the ranges", "192.0.2.7", "203.0.113.140:80", ipvs.TCP, VerdictDropped,
+		{"source-ranged LB from a client outside the ranges", "192.0.2.7", "203.0.113.140:80", ipvs.TCP, rules.VerdictDropped,
 			"", "outside them"},
-		{"source-ranged LB from an allowed client", "198.51.100.79", "203.0.113.140:80", ipvs.TCP, VerdictLoadBalanced,
+		{"source-ranged LB from an allowed client", "198.51.100.79", "203.0.113.140:80", ipvs.TCP, rules.VerdictLoadBalanced,
 			"10.244.1.5:8080 masqueraded", "load balancer IP"},
-		{"a service IP on a port with no virtual server is rejected", "10.244.1.20", "10.96.0.10:22", ipvs.TCP, VerdictRejected,
+		{"a service IP on a port with no virtual server is rejected", "10.244.1.20", "10.96.0.10:22", ipvs.TCP, rules.VerdictRejected,
 			"", "kubernetes#72236"},
-		{"UDP to a TCP-only cluster IP port is rejected", "10.244.1.20", "10.96.0.10:80", ipvs.UDP, VerdictRejected,
+		{"UDP to a TCP-only cluster IP port is rejected", "10.244.1.20", "10.96.0.10:80", ipvs.UDP, rules.VerdictRejected,
 			"", "UDP port 80 is no virtual server"},
-		{"a node address on a port without a virtual server is the host's", "198.51.100.79", "198.51.100.1:22", ipvs.TCP, VerdictHost,
+		{"a node address on a port without a virtual server is the host's", "198.51.100.79", "198.51.100.1:22", ipvs.TCP, rules.VerdictHost,
 			"", "own sockets"},
-		{"an address that is neither the node's nor a service's", "10.244.1.20", "192.0.2.50:80", ipvs.TCP, VerdictNotLocal,
+		{"an address that is neither the node's nor a service's", "10.244.1.20", "192.0.2.50:80", ipvs.TCP, rules.VerdictNotLocal,
 			"", "routed on"},
 	}
 }
 
-func checkTraces(t *testing.T, s Snapshot, cases []traceCase) {
+func checkTraces(t *testing.T, s snapshot.Snapshot, cases []traceCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

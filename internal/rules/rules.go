@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"fmt"
@@ -11,11 +11,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// iptablesRules is the iptables-restore input for one family; local is the
+// IPTables is the iptables-restore input for one family; local is the
 // family's local-traffic detector. Rules are written in iptables-save's
 // canonical form so that what Save returns can be compared with it to skip
 // writes that would change nothing.
-func iptablesRules(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalDetector) string {
+func IPTables(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalDetector) string {
 	set := func(base string) string { return owned.SetName(base, family) }
 	mark := fmt.Sprintf("%#x", cfg.MasqueradeMark)
 	var b strings.Builder
@@ -107,7 +107,7 @@ func iptablesRules(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.Loc
 	return b.String()
 }
 
-// ruleMatch is a detector's arguments as iptablesRules writes them:
+// ruleMatch is a detector's arguments as IPTables writes them:
 // where iptables-save prints them (-s and -i come before any -m).
 func ruleMatch(args []string) string {
 	if len(args) == 0 {
@@ -116,10 +116,10 @@ func ruleMatch(args []string) string {
 	return strings.Join(args, " ") + " "
 }
 
-// tableText cuts one table's block ("*nat" ... "COMMIT") out of the text
-// iptablesRules returns: iptables-restore commits table by table, so each is
+// TableText cuts one table's block ("*nat" ... "COMMIT") out of the text
+// IPTables returns: iptables-restore commits table by table, so each is
 // written (and compared) on its own.
-func tableText(text string, table iptables.Table) string {
+func TableText(text string, table iptables.Table) string {
 	start := strings.Index(text, "*"+string(table)+"\n")
 	if start < 0 {
 		return ""
@@ -128,14 +128,14 @@ func tableText(text string, table iptables.Table) string {
 	return text[start : start+end+len("COMMIT\n")]
 }
 
-// rulesMatch reports whether the owned chains in save hold exactly the rules
+// Match reports whether the owned chains in save hold exactly the rules
 // of want (one table's text), so the restore can be skipped.
-func rulesMatch(save []byte, want string, table iptables.Table) bool {
-	return savedMatch(iptables.SavedRules(save), want, table)
+func Match(save []byte, want string, table iptables.Table) bool {
+	return SavedMatch(iptables.SavedRules(save), want, table)
 }
 
-// savedMatch is rulesMatch on a save already split by iptables.SavedRules.
-func savedMatch(have map[string][]string, want string, table iptables.Table) bool {
+// SavedMatch is Match on a save already split by iptables.SavedRules.
+func SavedMatch(have map[string][]string, want string, table iptables.Table) bool {
 	wanted := iptables.SavedRules([]byte(want))
 	for _, c := range owned.Chains[table] {
 		h, ok := have[c]

@@ -1,17 +1,14 @@
-package proxier
+package rules
 
 import (
 	"flag"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 // checkGolden compares got with testdata/rules/NAME.golden.
 func checkGolden(t *testing.T, name, got string) {

@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"errors"
@@ -43,70 +43,9 @@ func TestIPTablesRulesGolden(t *testing.T) {
 		{"rules-ipv4-interface-name-prefix", prefix, v1.IPv4Protocol},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			checkGolden(t, c.name, iptablesRules(c.cfg, c.family, ipvsproxy.NewLocalDetector(c.cfg, c.family, node1PodCIDRs)))
+			checkGolden(t, c.name, IPTables(c.cfg, c.family, ipvsproxy.NewLocalDetector(c.cfg, c.family, node1PodCIDRs)))
 		})
 	}
-}
-
-func TestLocalDetector(t *testing.T) {
-	cidr := testConfig()
-	nodeCIDR := testConfig()
-	nodeCIDR.DetectLocalMode = ipvsproxy.DetectLocalNodeCIDR
-	for _, c := range []struct {
-		name     string
-		cfg      ipvsproxy.Config
-		family   v1.IPFamily
-		podCIDRs []string
-		want     string // ifNotLocal
-	}{
-		{"cluster CIDR", cidr, v1.IPv4Protocol, nil, "! -s 10.244.0.0/16"},
-		{"cluster CIDR of the other family only", cidr, v1.IPv6Protocol, nil, ""},
-		{"node CIDR", nodeCIDR, v1.IPv4Protocol, []string{"10.244.1.0/24"}, "! -s 10.244.1.0/24"},
-		{"node CIDR, IPv6 of a dual-stack node", nodeCIDR, v1.IPv6Protocol, []string{"10.244.1.0/24", "fd00:1::/64"}, "! -s fd00:1::/64"},
-		{"node CIDR not assigned yet", nodeCIDR, v1.IPv4Protocol, nil, ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			node := &v1.Node{Spec: v1.NodeSpec{PodCIDRs: c.podCIDRs}}
-			d := ipvsproxy.NewLocalDetector(c.cfg, c.family, ipvsproxy.PodCIDRsOf(node))
-			if got := joinArgs(d.IfNotLocal); got != c.want || d.Implemented() != (c.want != "") {
-				t.Errorf("ifNotLocal = %q (implemented %v), want %q", got, d.Implemented(), c.want)
-			}
-		})
-	}
-}
-
-func TestDetectLocalModeValidation(t *testing.T) {
-	for _, c := range []struct {
-		mode           ipvsproxy.LocalDetectMode
-		bridge, prefix string
-		ok             bool
-	}{
-		{"", "", "", true},
-		{ipvsproxy.DetectLocalClusterCIDR, "", "", true},
-		{ipvsproxy.DetectLocalNodeCIDR, "", "", true},
-		{ipvsproxy.DetectLocalBridgeInterface, "", "", false},
-		{ipvsproxy.DetectLocalBridgeInterface, "cbr0", "", true},
-		{ipvsproxy.DetectLocalInterfaceNamePrefix, "", "", false},
-		{ipvsproxy.DetectLocalInterfaceNamePrefix, "", "veth", true},
-		{"PodCIDR", "", "", false},
-	} {
-		cfg := testConfig()
-		cfg.DetectLocalMode, cfg.PodBridgeInterface, cfg.PodInterfaceNamePrefix = c.mode, c.bridge, c.prefix
-		if err := cfg.Validate(); (err == nil) != c.ok {
-			t.Errorf("mode %q bridge %q prefix %q: Validate() = %v, want ok=%v", c.mode, c.bridge, c.prefix, err, c.ok)
-		}
-	}
-}
-
-func joinArgs(a []string) string {
-	s := ""
-	for i, x := range a {
-		if i > 0 {
-			s += " "
-		}
-		s += x
-	}
-	return s
 }
 
 // Every variant of the rules is taken by the real iptables (and ipset) in a
@@ -149,9 +88,9 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				text := iptablesRules(cfg, family, ipvsproxy.NewLocalDetector(cfg, family, podCIDRs))
+				text := IPTables(cfg, family, ipvsproxy.NewLocalDetector(cfg, family, podCIDRs))
 				for _, table := range owned.Tables {
-					want := tableText(text, table)
+					want := TableText(text, table)
 					if err := ipt.Restore([]byte(want)); err != nil {
 						t.Fatalf("restore %s: %v\n%s", table, err, want)
 					}
@@ -159,11 +98,18 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !rulesMatch(save, want, table) {
+					if !Match(save, want, table) {
 						t.Errorf("%s reads back differently:\n%s\nwant\n%s", table, save, want)
 					}
 				}
 			})
 		}
 	}
+}
+
+// testConfig is the default configuration with a cluster CIDR.
+func testConfig() ipvsproxy.Config {
+	cfg := ipvsproxy.DefaultConfig()
+	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	return cfg
 }

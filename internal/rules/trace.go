@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -75,7 +76,7 @@ type Trace struct {
 	// Reason is one sentence: why this verdict.
 	Reason string `json:"reason"`
 	// VirtualServer takes the packet (nil when none does).
-	VirtualServer *DesiredVirtualServer `json:"virtualServer,omitempty"`
+	VirtualServer *snapshot.DesiredVirtualServer `json:"virtualServer,omitempty"`
 	// RealServers are those it may reach (weight > 0).
 	RealServers []TraceRealServer `json:"realServers"`
 }
@@ -83,14 +84,14 @@ type Trace struct {
 // TraceRealServer is one real server the packet may reach, with whether it
 // leaves masqueraded on the way there.
 type TraceRealServer struct {
-	DesiredRealServer
+	snapshot.DesiredRealServer
 	Masquerade bool `json:"masquerade"`
 	// MasqueradeReason says which rule decided, or why none did.
 	MasqueradeReason string `json:"masqueradeReason"`
 }
 
-// Trace follows pkt through the rules and the virtual servers of s.
-func (s Snapshot) Trace(pkt Packet) Trace {
+// TracePacket follows pkt through the rules and the virtual servers of s.
+func TracePacket(s snapshot.Snapshot, pkt Packet) Trace {
 	pkt.Source, pkt.Destination = pkt.Source.Unmap(), netip.AddrPortFrom(pkt.Destination.Addr().Unmap(), pkt.Destination.Port())
 	t := Trace{Packet: pkt, Steps: []TraceStep{}, RealServers: []TraceRealServer{}}
 	family := ipvsproxy.FamilyOf(pkt.Destination.Addr())
@@ -136,7 +137,7 @@ func (s Snapshot) Trace(pkt Packet) Trace {
 		return t
 	}
 	t.VirtualServer = vs
-	var live []DesiredRealServer
+	var live []snapshot.DesiredRealServer
 	for _, rs := range vs.RealServers {
 		if rs.Weight > 0 {
 			live = append(live, rs)
@@ -200,15 +201,15 @@ type packetState struct {
 
 // traceContext indexes a Snapshot for one family.
 type traceContext struct {
-	snap           Snapshot
+	snap           snapshot.Snapshot
 	family         v1.IPFamily
 	sets           map[string]map[ipset.Entry]bool
-	virtualServers map[ipvs.VirtualServerKey]*DesiredVirtualServer
+	virtualServers map[ipvs.VirtualServerKey]*snapshot.DesiredVirtualServer
 	rules          map[string][]traceRule // by "table chain"
 }
 
-func newTraceContext(s Snapshot, family v1.IPFamily) *traceContext {
-	tc := &traceContext{snap: s, family: family, sets: map[string]map[ipset.Entry]bool{}, virtualServers: map[ipvs.VirtualServerKey]*DesiredVirtualServer{}}
+func newTraceContext(s snapshot.Snapshot, family v1.IPFamily) *traceContext {
+	tc := &traceContext{snap: s, family: family, sets: map[string]map[ipset.Entry]bool{}, virtualServers: map[ipvs.VirtualServerKey]*snapshot.DesiredVirtualServer{}}
 	for _, e := range s.SetEntries {
 		if tc.sets[e.Set] == nil {
 			tc.sets[e.Set] = map[ipset.Entry]bool{}
@@ -240,7 +241,7 @@ func (tc *traceContext) inSet(base string, e ipset.Entry) bool {
 
 // ipPort is the hash:ip,port member "dst,dst" looks up.
 func (st *packetState) ipPort() ipset.Entry {
-	return ipset.Entry{IP: st.dst.Addr(), Protocol: protocolName(st.pkt.Protocol), Port: st.dst.Port()}
+	return ipset.Entry{IP: st.dst.Addr(), Protocol: owned.EntryProtocol(st.pkt.Protocol), Port: st.dst.Port()}
 }
 
 // walk runs one chain; it returns the terminating target ("" when the

@@ -1,4 +1,4 @@
-package proxier
+package rules
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 // What each rule of rules.go does to a traced packet: one traceRule per
 // iptables rule, in the same order and with the same text, so that
 // TestTracerModelsEveryRule fails when a rule is added, changed or removed
-// without its verdict here. To change a rule: change iptablesRules, then the
+// without its verdict here. To change a rule: change IPTables, then the
 // traceRule with the same text below.
 
 const (
@@ -25,7 +25,7 @@ const (
 
 // traceRule is one iptables rule as the tracer evaluates it.
 type traceRule struct {
-	// text is the rule exactly as iptablesRules writes it.
+	// text is the rule exactly as IPTables writes it.
 	text string
 	// match reports whether the packet matches the rule's conditions.
 	match func(st *packetState) bool
@@ -40,7 +40,7 @@ type traceRule struct {
 	apply func(st *packetState, effect string)
 }
 
-// traceRules are the rules of iptablesRules(cfg, family, local), keyed by
+// traceRules are the rules of IPTables(cfg, family, local), keyed by
 // "table chain".
 func traceRules(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalDetector) map[string][]traceRule {
 	set := func(base string) string { return owned.SetName(base, family) }
@@ -83,7 +83,7 @@ func traceRules(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalD
 		add(iptablesTableNAT, owned.ChainServices, traceRule{
 			text: fmt.Sprintf("-m set --match-set %s src,dst -j %s", set(owned.SetClusterIP), owned.ChainMarkMasq),
 			match: func(st *packetState) bool {
-				return st.ctx.inSet(owned.SetClusterIP, ipset.Entry{IP: st.pkt.Source, Protocol: protocolName(st.pkt.Protocol), Port: st.dst.Port()})
+				return st.ctx.inSet(owned.SetClusterIP, ipset.Entry{IP: st.pkt.Source, Protocol: owned.EntryProtocol(st.pkt.Protocol), Port: st.dst.Port()})
 			}, target: owned.ChainMarkMasq, apply: markedBy,
 			describe: func(st *packetState) string {
 				return fmt.Sprintf("sent from the service address %s to a service port, with no way to tell pod traffic: masqueraded (kube-proxy's fallback)", st.pkt.Source)
@@ -147,14 +147,14 @@ func traceRules(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalD
 		add(iptablesTableNAT, owned.ChainNodePort, traceRule{
 			text: fmt.Sprintf("-p %s -m set --match-set %s dst -j %s", np.proto, set(np.base), owned.ChainMarkMasq),
 			match: func(st *packetState) bool {
-				return protocolName(st.pkt.Protocol) == np.proto && st.ctx.inSet(np.base, ipset.Entry{Port: st.dst.Port()})
+				return owned.EntryProtocol(st.pkt.Protocol) == np.proto && st.ctx.inSet(np.base, ipset.Entry{Port: st.dst.Port()})
 			}, target: owned.ChainMarkMasq, apply: markedBy, effect: nodePortEffect,
 		})
 	}
 	add(iptablesTableNAT, owned.ChainNodePort, traceRule{
 		text: fmt.Sprintf("-p sctp -m set --match-set %s dst,dst -j %s", set(owned.SetNodePortSCTP), owned.ChainMarkMasq),
 		match: func(st *packetState) bool {
-			return protocolName(st.pkt.Protocol) == "sctp" && st.ctx.inSet(owned.SetNodePortSCTP, st.ipPort())
+			return owned.EntryProtocol(st.pkt.Protocol) == "sctp" && st.ctx.inSet(owned.SetNodePortSCTP, st.ipPort())
 		}, target: owned.ChainMarkMasq, apply: markedBy, effect: nodePortEffect,
 	})
 
@@ -226,7 +226,7 @@ func traceRules(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalD
 	add(iptablesTableFilter, owned.ChainIPVSFilter, traceRule{
 		text: fmt.Sprintf("-p tcp -m set --match-set %s dst -j ACCEPT", set(owned.SetHealthCheckPorts)),
 		match: func(st *packetState) bool {
-			return protocolName(st.pkt.Protocol) == "tcp" && st.ctx.inSet(owned.SetHealthCheckPorts, ipset.Entry{Port: st.dst.Port()})
+			return owned.EntryProtocol(st.pkt.Protocol) == "tcp" && st.ctx.inSet(owned.SetHealthCheckPorts, ipset.Entry{Port: st.dst.Port()})
 		},
 		target: "ACCEPT",
 		effect: "a health check node port: probes are answered on every address, the LB IP included (kubernetes#117723)",
