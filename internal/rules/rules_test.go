@@ -19,28 +19,19 @@ import (
 // detector; their text is what iptables-save prints back (checked on the
 // real kernel by TestProxierOnRealKernel, whose resync restores nothing).
 func TestIPTablesRulesGolden(t *testing.T) {
-	all := testConfig()
-	all.MasqueradeAll = true
-	noCIDR := testConfig()
-	noCIDR.ClusterCIDRs = nil
-	nodeCIDR := testConfig()
-	nodeCIDR.DetectLocalMode = ipvsproxy.DetectLocalNodeCIDR
-	bridge := testConfig()
-	bridge.DetectLocalMode, bridge.PodBridgeInterface = ipvsproxy.DetectLocalBridgeInterface, "cbr0"
-	prefix := testConfig()
-	prefix.DetectLocalMode, prefix.PodInterfaceNamePrefix = ipvsproxy.DetectLocalInterfaceNamePrefix, "cali"
+	v := variants()
 	node1PodCIDRs := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
 	for _, c := range []struct {
 		name   string
 		cfg    ipvsproxy.Config
 		family v1.IPFamily
 	}{
-		{"rules-ipv4", testConfig(), v1.IPv4Protocol},
-		{"rules-ipv6-no-cluster-cidr", noCIDR, v1.IPv6Protocol},
-		{"rules-ipv4-masquerade-all", all, v1.IPv4Protocol},
-		{"rules-ipv4-node-cidr", nodeCIDR, v1.IPv4Protocol},
-		{"rules-ipv4-bridge-interface", bridge, v1.IPv4Protocol},
-		{"rules-ipv4-interface-name-prefix", prefix, v1.IPv4Protocol},
+		{"rules-ipv4", v["cluster-cidr"], v1.IPv4Protocol},
+		{"rules-ipv6-no-cluster-cidr", v["no-cluster-cidr"], v1.IPv6Protocol},
+		{"rules-ipv4-masquerade-all", v["masquerade-all"], v1.IPv4Protocol},
+		{"rules-ipv4-node-cidr", v["node-cidr"], v1.IPv4Protocol},
+		{"rules-ipv4-bridge-interface", v["bridge-interface"], v1.IPv4Protocol},
+		{"rules-ipv4-interface-name-prefix", v["interface-name-prefix"], v1.IPv4Protocol},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			checkGolden(t, c.name, IPTables(c.cfg, c.family, ipvsproxy.NewLocalDetector(c.cfg, c.family, node1PodCIDRs)))
@@ -55,16 +46,8 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
 	}
-	noCIDR := testConfig()
-	noCIDR.ClusterCIDRs = nil
-	nodeCIDR := testConfig()
-	nodeCIDR.DetectLocalMode = ipvsproxy.DetectLocalNodeCIDR
-	prefix := testConfig()
-	prefix.DetectLocalMode, prefix.PodInterfaceNamePrefix = ipvsproxy.DetectLocalInterfaceNamePrefix, "v-"
-	bridge := testConfig()
-	bridge.DetectLocalMode, bridge.PodBridgeInterface = ipvsproxy.DetectLocalBridgeInterface, "cbr0"
 	podCIDRs := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
-	for name, cfg := range map[string]ipvsproxy.Config{"cluster-cidr": testConfig(), "no-cluster-cidr": noCIDR, "node-cidr": nodeCIDR, "interface-prefix": prefix, "bridge": bridge} {
+	for name, cfg := range variants() {
 		for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 			t.Run(name+"/"+string(family), func(t *testing.T) {
 				ns, path := netnstest.NewNamed(t, "ipvsproxy-r-")
@@ -107,9 +90,29 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 	}
 }
 
-// testConfig is the default configuration with a cluster CIDR.
-func testConfig() ipvsproxy.Config {
-	cfg := ipvsproxy.DefaultConfig()
-	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
-	return cfg
+// variants are the configurations the rules differ by, by name: the
+// defaults with a cluster CIDR, and one change each.
+func variants() map[string]ipvsproxy.Config {
+	base := func(change func(*ipvsproxy.Config)) ipvsproxy.Config {
+		cfg := ipvsproxy.DefaultConfig()
+		cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+		change(&cfg)
+		return cfg
+	}
+	return map[string]ipvsproxy.Config{
+		"cluster-cidr":    base(func(*ipvsproxy.Config) {}),
+		"no-cluster-cidr": base(func(c *ipvsproxy.Config) { c.ClusterCIDRs = nil }),
+		"masquerade-all":  base(func(c *ipvsproxy.Config) { c.MasqueradeAll = true }),
+		"node-cidr":       base(func(c *ipvsproxy.Config) { c.DetectLocalMode = ipvsproxy.DetectLocalNodeCIDR }),
+		"bridge-interface": base(func(c *ipvsproxy.Config) {
+			c.DetectLocalMode, c.PodBridgeInterface = ipvsproxy.DetectLocalBridgeInterface, "cbr0"
+		}),
+		"interface-name-prefix": base(func(c *ipvsproxy.Config) {
+			c.DetectLocalMode, c.PodInterfaceNamePrefix = ipvsproxy.DetectLocalInterfaceNamePrefix, "cali"
+		}),
+		"dual-stack-cluster-cidrs-other-mark": base(func(c *ipvsproxy.Config) {
+			c.ClusterCIDRs = append(c.ClusterCIDRs, netip.MustParsePrefix("fd00:10:244::/56"))
+			c.MasqueradeMark = 0x8000
+		}),
+	}
 }

@@ -14,33 +14,21 @@ import (
 // The tracer evaluates one traceRule per rule of IPTables: this test
 // fails when a rule changes without its verdict in trace_rules.go.
 func TestTracerModelsEveryRule(t *testing.T) {
-	all := testConfig()
-	all.MasqueradeAll = true
-	noCIDR := testConfig()
-	noCIDR.ClusterCIDRs = nil
-	dual := testConfig()
-	dual.ClusterCIDRs = append(dual.ClusterCIDRs, netip.MustParsePrefix("fd00:10:244::/56"))
-	dual.MasqueradeMark = 0x8000
-	nodeCIDR := testConfig()
-	nodeCIDR.DetectLocalMode = ipvsproxy.DetectLocalNodeCIDR
-	bridge := testConfig()
-	bridge.DetectLocalMode, bridge.PodBridgeInterface = ipvsproxy.DetectLocalBridgeInterface, "cbr0"
-	prefix := testConfig()
-	prefix.DetectLocalMode, prefix.PodInterfaceNamePrefix = ipvsproxy.DetectLocalInterfaceNamePrefix, "veth"
+	v := variants()
 	podCIDRs := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")}
 	for _, c := range []struct {
 		name   string
 		cfg    ipvsproxy.Config
 		family v1.IPFamily
 	}{
-		{"ipv4", testConfig(), v1.IPv4Protocol},
-		{"ipv6 without cluster CIDR", noCIDR, v1.IPv6Protocol},
-		{"ipv4 masquerade-all", all, v1.IPv4Protocol},
-		{"ipv6 with cluster CIDR and another mark", dual, v1.IPv6Protocol},
-		{"ipv4 node CIDR", nodeCIDR, v1.IPv4Protocol},
-		{"ipv6 node CIDR not known", nodeCIDR, v1.IPv6Protocol},
-		{"ipv4 bridge interface", bridge, v1.IPv4Protocol},
-		{"ipv4 interface name prefix", prefix, v1.IPv4Protocol},
+		{"ipv4", v["cluster-cidr"], v1.IPv4Protocol},
+		{"ipv6 without cluster CIDR", v["no-cluster-cidr"], v1.IPv6Protocol},
+		{"ipv4 masquerade-all", v["masquerade-all"], v1.IPv4Protocol},
+		{"ipv6 with cluster CIDR and another mark", v["dual-stack-cluster-cidrs-other-mark"], v1.IPv6Protocol},
+		{"ipv4 node CIDR", v["node-cidr"], v1.IPv4Protocol},
+		{"ipv6 node CIDR not known", v["node-cidr"], v1.IPv6Protocol},
+		{"ipv4 bridge interface", v["bridge-interface"], v1.IPv4Protocol},
+		{"ipv4 interface name prefix", v["interface-name-prefix"], v1.IPv4Protocol},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			local := ipvsproxy.NewLocalDetector(c.cfg, c.family, podCIDRs)
