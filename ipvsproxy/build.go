@@ -13,7 +13,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/listeners"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -116,7 +115,7 @@ const defaultAffinityTimeout = 10800 * time.Second
 // BuildService computes what svc and its EndpointSlices need on this node.
 // Bad parts of the input are skipped and listed in Problems; the rest is
 // still built.
-func BuildService(svc *v1.Service, endpointSlices []*discovery.EndpointSlice, node NodeInfo, cfg Config) *ServiceState {
+func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInfo, cfg Config) *ServiceState {
 	st := &ServiceState{Name: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, Created: svc.CreationTimestamp.Time}
 	// ExternalName Services are DNS only; headless ones have no virtual IP.
 	if svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone {

@@ -177,11 +177,11 @@ func TestBuildServiceGolden(t *testing.T) {
 			if c.node != nil {
 				n = *c.node
 			}
-			st := BuildService(c.svc, c.slices(c.svc), n, cfg)
+			st := BuildService(c.svc, CompactEndpointSlices(c.slices(c.svc)), n, cfg)
 			if st.Name != (types.NamespacedName{Namespace: "default", Name: c.svc.Name}) {
 				t.Fatalf("name %v", st.Name)
 			}
-			again := BuildService(c.svc, c.slices(c.svc), n, cfg)
+			again := BuildService(c.svc, CompactEndpointSlices(c.slices(c.svc)), n, cfg)
 			if dumpService(st) != dumpService(again) {
 				t.Fatal("BuildService is not deterministic")
 			}

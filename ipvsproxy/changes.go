@@ -23,7 +23,8 @@ type ChangeTracker struct {
 	// Slices are each Service's EndpointSlices, in a plain slice: a
 	// Service has one or a few, and with a map per Service the tracker held
 	// 531 bytes per slice, with this 310 (BenchmarkTrackerHeldMemory).
-	Slices map[types.NamespacedName][]*discovery.EndpointSlice
+	// They are the compact slices the informer's cache holds, shared.
+	Slices map[types.NamespacedName][]*EndpointSlice
 	// sliceOwner is the Service each recorded slice is filed under, by the
 	// slice's namespace/name: a slice's kubernetes.io/service-name label can
 	// change or go, and then it must leave the Service it was filed under,
@@ -65,7 +66,7 @@ func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
 	t := &ChangeTracker{
 		nodeName: nodeName,
 		services: map[types.NamespacedName]*v1.Service{},
-		Slices:   map[types.NamespacedName][]*discovery.EndpointSlice{},
+		Slices:   map[types.NamespacedName][]*EndpointSlice{},
 		notify:   notify,
 		start:    time.Now(),
 
@@ -114,11 +115,17 @@ func (t *ChangeTracker) DeleteService(namespace, name string) {
 	t.fire()
 }
 
-// SetEndpointSlice records an EndpointSlice (added or updated) under the
+// SetEndpointSlice records an EndpointSlice given as the API object (tests,
+// inspect): it keeps the compact form (SetSlice).
+func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
+	t.SetSlice(CompactEndpointSlice(slice))
+}
+
+// SetSlice records an EndpointSlice (added or updated) under the
 // Service its kubernetes.io/service-name label names. A slice without the
 // label belongs to no Service. A slice whose label changed or went leaves
 // the Service it was filed under, which is rebuilt without its endpoints.
-func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
+func (t *ChangeTracker) SetSlice(slice *EndpointSlice) {
 	id := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
 	name, labelled := serviceOfSlice(slice)
 	t.mu.Lock()
@@ -131,14 +138,14 @@ func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
 		return
 	}
 	filed := t.Slices[name]
-	if i := slices.IndexFunc(filed, func(s *discovery.EndpointSlice) bool { return s.Name == slice.Name }); i >= 0 {
+	if i := slices.IndexFunc(filed, func(s *EndpointSlice) bool { return s.Name == slice.Name }); i >= 0 {
 		filed[i] = slice
 	} else {
 		t.Slices[name] = append(filed, slice)
 	}
 	t.sliceOwner[id] = name
 	t.changed(name, true)
-	if ts, ok, _ := metrics.NetworkProgrammingTrigger(slice, false, t.start); ok {
+	if ts, ok := t.triggerTime(slice); ok {
 		if fam, known := sliceFamily(slice); known {
 			if t.pending.TriggerTimes == nil {
 				t.pending.TriggerTimes = map[v1.IPFamily][]time.Time{}
@@ -150,10 +157,26 @@ func (t *ChangeTracker) SetEndpointSlice(slice *discovery.EndpointSlice) {
 	t.fire()
 }
 
-// DeleteEndpointSlice forgets an EndpointSlice, from the Service it was
-// filed under (a tombstone's labels can be older or newer than that).
+// triggerTime is the slice's trigger time to observe, if any (metrics'
+// rules: a slice changed before the tracker began has none).
+func (t *ChangeTracker) triggerTime(slice *EndpointSlice) (time.Time, bool) {
+	if slice.TriggerTime == "" {
+		return time.Time{}, false
+	}
+	ts, ok, _ := metrics.NetworkProgrammingTrigger(slice.GetObjectMeta(), false, t.start)
+	return ts, ok
+}
+
+// DeleteEndpointSlice forgets an EndpointSlice given as the API object
+// (tests): DeleteSlice.
 func (t *ChangeTracker) DeleteEndpointSlice(slice *discovery.EndpointSlice) {
-	id := types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}
+	t.DeleteSlice(slice.Namespace, slice.Name)
+}
+
+// DeleteSlice forgets an EndpointSlice, from the Service it was filed under
+// (a tombstone's labels can be older or newer than that).
+func (t *ChangeTracker) DeleteSlice(namespace, name string) {
+	id := types.NamespacedName{Namespace: namespace, Name: name}
 	t.mu.Lock()
 	removed := t.unfileSlice(id, types.NamespacedName{}, false)
 	t.mu.Unlock()
@@ -171,7 +194,7 @@ func (t *ChangeTracker) unfileSlice(id, keep types.NamespacedName, keeping bool)
 		return false
 	}
 	delete(t.sliceOwner, id)
-	if filed := slices.DeleteFunc(t.Slices[owner], func(s *discovery.EndpointSlice) bool { return s.Name == id.Name }); len(filed) == 0 {
+	if filed := slices.DeleteFunc(t.Slices[owner], func(s *EndpointSlice) bool { return s.Name == id.Name }); len(filed) == 0 {
 		delete(t.Slices, owner)
 	} else {
 		t.Slices[owner] = filed
@@ -182,8 +205,8 @@ func (t *ChangeTracker) unfileSlice(id, keep types.NamespacedName, keeping bool)
 
 // serviceOfSlice is the Service an EndpointSlice's
 // kubernetes.io/service-name label names; false when it names none.
-func serviceOfSlice(slice *discovery.EndpointSlice) (types.NamespacedName, bool) {
-	svc := slice.Labels[discovery.LabelServiceName]
+func serviceOfSlice(slice *EndpointSlice) (types.NamespacedName, bool) {
+	svc := slice.ServiceName
 	if svc == "" {
 		return types.NamespacedName{}, false
 	}
@@ -261,11 +284,11 @@ func (t *ChangeTracker) Pending() (services, endpoints int, oldest time.Time) {
 }
 
 // Input returns the current Service (nil when absent) and its slices.
-func (t *ChangeTracker) Input(name types.NamespacedName) (*v1.Service, []*discovery.EndpointSlice) {
+func (t *ChangeTracker) Input(name types.NamespacedName) (*v1.Service, []*EndpointSlice) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	svc := t.services[name]
-	var out []*discovery.EndpointSlice
+	var out []*EndpointSlice
 	for _, s := range t.Slices[name] {
 		out = append(out, s)
 	}
@@ -309,21 +332,29 @@ func (t *ChangeTracker) onService(obj any) {
 	}
 }
 
-// EndpointSliceHandler adapts the tracker to an EndpointSlice informer.
+// EndpointSliceHandler adapts the tracker to an EndpointSlice informer:
+// the daemon's caches hold compact slices (CompactEndpointSlice); an
+// informer without that transform hands API objects, which are converted.
 func (t *ChangeTracker) EndpointSliceHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { t.onSlice(obj) },
 		UpdateFunc: func(_, obj any) { t.onSlice(obj) },
 		DeleteFunc: func(obj any) {
-			if s, ok := untombstone(obj).(*discovery.EndpointSlice); ok {
-				t.DeleteEndpointSlice(s)
+			switch s := untombstone(obj).(type) {
+			case *EndpointSlice:
+				t.DeleteSlice(s.Namespace, s.Name)
+			case *discovery.EndpointSlice:
+				t.DeleteSlice(s.Namespace, s.Name)
 			}
 		},
 	}
 }
 
 func (t *ChangeTracker) onSlice(obj any) {
-	if s, ok := obj.(*discovery.EndpointSlice); ok {
+	switch s := obj.(type) {
+	case *EndpointSlice:
+		t.SetSlice(s)
+	case *discovery.EndpointSlice:
 		t.SetEndpointSlice(s)
 	}
 }
@@ -352,7 +383,7 @@ func untombstone(obj any) any {
 
 // sliceFamily is the IP family of an EndpointSlice's addresses; FQDN slices
 // have none.
-func sliceFamily(slice *discovery.EndpointSlice) (v1.IPFamily, bool) {
+func sliceFamily(slice *EndpointSlice) (v1.IPFamily, bool) {
 	switch slice.AddressType {
 	case discovery.AddressTypeIPv4:
 		return v1.IPv4Protocol, true

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 )
 
 // Endpoint is one address:port that can serve a Service port.
@@ -25,7 +24,7 @@ func (e Endpoint) String() string { return netip.AddrPortFrom(e.Addr, e.Port).St
 // EndpointsByPort collects the valid endpoints of each port of the slices
 // (all of one Service), keyed by port name and protocol, for one family.
 // Bad endpoints are skipped and reported.
-func EndpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (map[PortKey][]Endpoint, []Problem) {
+func EndpointsByPort(slices_ []*EndpointSlice, family v1.IPFamily) (map[PortKey][]Endpoint, []Problem) {
 	lists := map[PortKey]*endpointList{}
 	var problems []Problem
 	for _, slice := range slices_ {
@@ -37,56 +36,48 @@ func EndpointsByPort(slices_ []*discovery.EndpointSlice, family v1.IPFamily) (ma
 			problems = append(problems, Problem{Object: ref, Reason: ReasonInvalidEndpoint, Message: fmt.Sprintf(format, args...)})
 		}
 		for _, port := range slice.Ports {
-			if port.Port == nil {
+			if !port.HasPort {
 				continue // the EndpointSlice API allows a port-less slice; nothing to proxy
 			}
-			if *port.Port < 1 || *port.Port > 65535 {
-				bad("port %d out of range", *port.Port)
+			if port.Port < 1 || port.Port > 65535 {
+				bad("port %d out of range", port.Port)
 				continue
 			}
-			key := PortKey{Name: deref(port.Name, ""), Protocol: deref(port.Protocol, v1.ProtocolTCP)}
+			key := PortKey{Name: port.Name, Protocol: port.Protocol}
 			list := lists[key]
 			if list == nil {
 				list = &endpointList{eps: make([]Endpoint, 0, len(slice.Endpoints))}
 				lists[key] = list
 			}
-			for _, ep := range slice.Endpoints {
-				if len(ep.Addresses) == 0 {
-					continue
-				}
+			for i := range slice.Endpoints {
+				ep := &slice.Endpoints[i]
 				// Only the first address is used: the API says consumers
 				// may assume the rest are interchangeable (kubernetes#106267).
-				addr, err := netip.ParseAddr(ep.Addresses[0])
-				if err != nil || addr.Zone() != "" {
-					bad("endpoint address %q is not an IP address", ep.Addresses[0])
+				addr, text, ok := slice.Address(i)
+				if !ok {
+					if ep.HasAddress() {
+						bad("endpoint address %q is not an IP address", text)
+					}
 					continue
 				}
-				addr = addr.Unmap()
 				if FamilyOf(addr) != family {
 					bad("endpoint address %s is not %s", addr, family)
 					continue
 				}
 				e := Endpoint{
 					Addr:        addr,
-					Port:        uint16(*port.Port),
-					Ready:       deref(ep.Conditions.Ready, true),
-					Serving:     deref(ep.Conditions.Serving, true),
-					Terminating: deref(ep.Conditions.Terminating, false),
-					NodeName:    deref(ep.NodeName, ""),
+					Port:        uint16(port.Port),
+					Ready:       ep.Ready(),
+					Serving:     ep.Serving(),
+					Terminating: ep.Terminating(),
+					NodeName:    ep.NodeName(),
 				}
-				if ep.Hints != nil {
-					for _, z := range ep.Hints.ForZones {
-						e.ZoneHints = append(e.ZoneHints, z.Name)
-					}
-					for _, n := range ep.Hints.ForNodes {
-						e.NodeHints = append(e.NodeHints, n.Name)
-					}
-				}
-				if i, dup := list.find(e.Addr, e.Port); dup {
+				e.ZoneHints, e.NodeHints = slice.Hints(i)
+				if j, dup := list.find(e.Addr, e.Port); dup {
 					// Overlap is legal while the controller moves an
 					// endpoint between slices; keep the ready copy.
-					if !list.eps[i].Ready && e.Ready {
-						list.eps[i] = e
+					if !list.eps[j].Ready && e.Ready {
+						list.eps[j] = e
 					}
 					problems = append(problems, Problem{Object: ref, Reason: ReasonInvalidEndpoint, Scope: ScopeLog,
 						Message: fmt.Sprintf("endpoint %s of port %q listed twice; using one", e, key.Name)})

@@ -8,7 +8,6 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/listeners"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
@@ -56,14 +55,24 @@ func (n NodeInfo) clusterAddressRefusal(a netip.Addr) string {
 }
 
 // apiServerAddresses are the endpoint addresses of default/kubernetes.
-func APIServerAddresses(slices_ []*discovery.EndpointSlice) []netip.Addr {
+func APIServerAddresses(slices_ []*EndpointSlice) []netip.Addr {
 	var out []netip.Addr
+	add := func(a netip.Addr) {
+		if !slices.Contains(out, a.Unmap()) {
+			out = append(out, a.Unmap())
+		}
+	}
 	for _, s := range slices_ {
-		for _, ep := range s.Endpoints {
-			for _, text := range ep.Addresses {
-				if a, err := netip.ParseAddr(text); err == nil && !slices.Contains(out, a.Unmap()) {
-					out = append(out, a.Unmap())
-				}
+		for i := range s.Endpoints {
+			if a, text, ok := s.Address(i); ok {
+				add(a)
+			} else if a, err := netip.ParseAddr(text); err == nil {
+				add(a) // one with a zone
+			}
+		}
+		for _, text := range s.MoreAddresses() {
+			if a, err := netip.ParseAddr(text); err == nil {
+				add(a)
 			}
 		}
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -20,7 +19,6 @@ import (
 	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 )
 
 // What the daemon watches, written once: `inspect --kubeconfig` lists with
@@ -79,14 +77,31 @@ func newInformerFactory(client kubernetes.Interface, tweak func(*metav1.ListOpti
 	return informers.NewSharedInformerFactoryWithOptions(client, 0, opts...)
 }
 
-// trimCached drops from a cached object what the proxier never reads:
-// managedFields, often the largest part of an object written by server-side
-// apply, kubectl's last-applied-configuration annotation, a second copy
-// of the whole object, and the fields trimSlice and trimService name. Every node caches every Service and EndpointSlice of
-// the cluster, so this is memory per node at scale. The informer
-// hands over a freshly decoded object, so changing it in place is safe; a
-// tombstone is left as it is.
+// trimCached drops from a cached object what the proxier never reads. Every
+// node caches every Service and EndpointSlice of the cluster, so this is
+// memory per node at scale.
+//
+// An EndpointSlice becomes an ipvsproxy.EndpointSlice, which keeps only what
+// the proxier reads (names, the service-name label, the trigger-time
+// annotation, the address type, the ports, and per endpoint its first
+// address, conditions, node name and hints) in one array of 32-byte
+// endpoints: at 10 endpoints a slice, 284 bytes per cached endpoint as a
+// trimmed discovery.Endpoint became about 50 (BenchmarkCachedSliceMemory).
+// The informer's store and the tracker share it.
+//
+// Of other objects it drops managedFields, often the largest part of an
+// object written by server-side apply, kubectl's
+// last-applied-configuration annotation, a second copy of the whole object,
+// and what trimService names. The informer hands over a freshly decoded
+// object, so changing it in place is safe; a compact slice (a transform may
+// be handed what it already made) and a tombstone are left as they are.
 func trimCached(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *ipvsproxy.EndpointSlice, cache.DeletedFinalStateUnknown:
+		return obj, nil
+	case *discovery.EndpointSlice:
+		return ipvsproxy.CompactEndpointSlice(o), nil
+	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
 		return obj, nil
@@ -98,78 +113,10 @@ func trimCached(obj any) (any, error) {
 			m.SetAnnotations(a)
 		}
 	}
-	switch o := obj.(type) {
-	case *discovery.EndpointSlice:
-		trimSlice(o)
-	case *v1.Service:
+	if o, ok := obj.(*v1.Service); ok {
 		trimService(o)
 	}
 	return obj, nil
-}
-
-// trimSlice drops what the proxier never reads of an EndpointSlice: each
-// endpoint's targetRef (a Pod's namespace, name and UID: most of an endpoint's
-// bytes), hostname, zone and deprecated topology, and the slice's owner
-// references and labels other than the service-name one that files it. A
-// cluster's every slice is cached on every node.
-func trimSlice(s *discovery.EndpointSlice) {
-	s.OwnerReferences = nil
-	s.GenerateName = ""
-	s.Labels = keepLabels(s.Labels, discovery.LabelServiceName, labelServiceProxyName, labelHeadless)
-	for i := range s.Endpoints {
-		e := &s.Endpoints[i]
-		e.TargetRef, e.Hostname, e.Zone, e.DeprecatedTopology = nil, nil, nil, nil
-		e.NodeName = nodeNames.intern(e.NodeName)
-		c := &e.Conditions
-		c.Ready, c.Serving, c.Terminating = sharedBool(c.Ready), sharedBool(c.Serving), sharedBool(c.Terminating)
-	}
-}
-
-// Cached endpoints share one copy of the values that repeat across them:
-// each decoded endpoint carries its own node name and three condition
-// booleans behind pointers. Nothing writes to a cached object (client-go's
-// rule, which the proxier keeps), so sharing is safe.
-var (
-	nodeNames               = &interner{max: 100_000}
-	sharedTrue, sharedFalse = ptr.To(true), ptr.To(false)
-)
-
-func sharedBool(p *bool) *bool {
-	switch {
-	case p == nil:
-		return nil
-	case *p:
-		return sharedTrue
-	}
-	return sharedFalse
-}
-
-// interner hands out one *string per distinct value, for up to max values
-// (a cluster has one per node; the bound keeps hostile slices naming
-// endless nodes from growing it without limit: past it values stay as
-// decoded).
-type interner struct {
-	mu     sync.Mutex
-	max    int
-	values map[string]*string
-}
-
-func (in *interner) intern(p *string) *string {
-	if p == nil {
-		return nil
-	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if q, ok := in.values[*p]; ok {
-		return q
-	}
-	if in.values == nil {
-		in.values = map[string]*string{}
-	}
-	if len(in.values) < in.max {
-		in.values[*p] = p
-	}
-	return p
 }
 
 // trimService drops the selector (the EndpointSlices say which pods serve)

@@ -87,11 +87,16 @@ func TestInformerCachesTrimSlicesAndServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	compact, ok := gotSlice.(*ipvsproxy.EndpointSlice)
+	if !ok {
+		t.Fatalf("cached EndpointSlice is a %T, want the compact *ipvsproxy.EndpointSlice", gotSlice)
+	}
 	want := slice.DeepCopy()
 	want.GenerateName, want.OwnerReferences = "", nil
 	want.Labels = map[string]string{discovery.LabelServiceName: "web"}
 	want.Endpoints[0].TargetRef, want.Endpoints[0].Hostname, want.Endpoints[0].Zone = nil, nil, nil
-	if diff := cmp.Diff(want, gotSlice); diff != "" {
+	want.Ports[0].Protocol = ptr.To(v1.ProtocolTCP) // the API's default, applied
+	if diff := cmp.Diff(want, compact.ToDiscovery()); diff != "" {
 		t.Errorf("cached EndpointSlice (-want +got):\n%s", diff)
 	}
 	gotSvc, err := trimCached(svc.DeepCopy())
@@ -105,12 +110,17 @@ func TestInformerCachesTrimSlicesAndServices(t *testing.T) {
 	}
 }
 
-// A tombstone has no object metadata of its own: it passes unchanged.
+// A tombstone has no object metadata of its own: it passes unchanged, and
+// so does a slice the transform already made compact.
 func TestTrimCachedLeavesTombstones(t *testing.T) {
 	tomb := cache.DeletedFinalStateUnknown{Key: "default/web"}
 	got, err := trimCached(tomb)
 	if err != nil || got != tomb {
 		t.Fatalf("trimCached(tombstone) = %v, %v", got, err)
+	}
+	compact := ipvsproxy.CompactEndpointSlice(&discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-abcde"}})
+	if got, err := trimCached(compact); err != nil || got != compact {
+		t.Fatalf("trimCached(compact slice) = %v, %v", got, err)
 	}
 }
 
@@ -223,8 +233,10 @@ func TestServiceAndSliceCachesHaveNoIndexAndStillTrim(t *testing.T) {
 	if obj, ok, _ := services.GetStore().GetByKey("default/web"); !ok || len(obj.(*v1.Service).ManagedFields) != 0 {
 		t.Errorf("the cached Service is missing or keeps managedFields: %v", obj)
 	}
-	if obj, ok, _ := slices.GetStore().GetByKey("default/web-abcde"); !ok || obj.(*discovery.EndpointSlice).Endpoints[0].TargetRef != nil {
-		t.Errorf("the cached EndpointSlice is missing or keeps its pod reference: %v", obj)
+	if obj, ok, _ := slices.GetStore().GetByKey("default/web-abcde"); !ok {
+		t.Errorf("the cached EndpointSlice is missing: %v", slices.GetStore().ListKeys())
+	} else if s, compact := obj.(*ipvsproxy.EndpointSlice); !compact || s.Endpoints[0].NodeName() != "" {
+		t.Errorf("the cached EndpointSlice is not the compact one: %#v", obj)
 	}
 }
 
@@ -232,6 +244,13 @@ func TestServiceAndSliceCachesHaveNoIndexAndStillTrim(t *testing.T) {
 // endpoints holds after trimCached, decoded from protobuf as the informer
 // decodes it (every pointer its own allocation), per endpoint.
 func BenchmarkCachedSliceMemory(b *testing.B) {
+	b.Run("cache", func(b *testing.B) { benchmarkSliceMemory(b, false) })
+	// The same slices filed by the tracker too, which shares them with
+	// the cache: what the daemon holds per endpoint for both.
+	b.Run("cache+tracker", func(b *testing.B) { benchmarkSliceMemory(b, true) })
+}
+
+func benchmarkSliceMemory(b *testing.B, track bool) {
 	const slices, perSlice = 2000, 10
 	encoded := make([][]byte, slices)
 	for i := range encoded {
@@ -260,23 +279,31 @@ func BenchmarkCachedSliceMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		cached := make([]any, slices)
+		var tracker *ipvsproxy.ChangeTracker
+		if track {
+			tracker = ipvsproxy.NewChangeTracker("node1", func() {})
+		}
 		for i, data := range encoded {
 			s := &discovery.EndpointSlice{}
 			if err := s.Unmarshal(data); err != nil {
 				b.Fatal(err)
 			}
 			cached[i], _ = trimCached(s)
+			if track {
+				tracker.EndpointSliceHandler().OnAdd(cached[i], true)
+			}
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		held = float64(after.HeapAlloc) - float64(before.HeapAlloc)
 		runtime.KeepAlive(cached)
+		runtime.KeepAlive(tracker)
 	}
 	b.ReportMetric(held/(slices*perSlice), "held-B/endpoint")
 }
 
-// Cached endpoints share their node name and conditions; the values stay
-// what was decoded, and the table of names stops growing at its bound.
+// Cached endpoints share their node name; their conditions stay what was
+// decoded, unset ones unset.
 func TestCachedEndpointsShareNodeNamesAndConditions(t *testing.T) {
 	mk := func(name, node string, ready bool) *discovery.EndpointSlice {
 		return &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -285,18 +312,11 @@ func TestCachedEndpointsShareNodeNamesAndConditions(t *testing.T) {
 	}
 	a, _ := trimCached(mk("a", "node-shared-1", true))
 	b, _ := trimCached(mk("b", "node-shared-1", false))
-	ea, eb := a.(*discovery.EndpointSlice).Endpoints[0], b.(*discovery.EndpointSlice).Endpoints[0]
+	ea, eb := a.(*ipvsproxy.EndpointSlice).ToDiscovery().Endpoints[0], b.(*ipvsproxy.EndpointSlice).ToDiscovery().Endpoints[0]
 	if ea.NodeName != eb.NodeName || *ea.NodeName != "node-shared-1" {
 		t.Errorf("node names not shared or changed: %p %q, %p %q", ea.NodeName, *ea.NodeName, eb.NodeName, *eb.NodeName)
 	}
 	if !*ea.Conditions.Ready || *eb.Conditions.Ready || !*ea.Conditions.Serving || *eb.Conditions.Serving || ea.Conditions.Terminating != nil {
 		t.Errorf("conditions changed: %+v, %+v", ea.Conditions, eb.Conditions)
-	}
-	in := &interner{max: 2}
-	for _, v := range []string{"n1", "n2", "n3", "n4"} {
-		in.intern(ptr.To(v))
-	}
-	if len(in.values) != 2 {
-		t.Errorf("the interner holds %d names, want its bound of 2", len(in.values))
 	}
 }

@@ -109,14 +109,19 @@ func TestRelabelledSliceLeavesTheOldServicesRealServers(t *testing.T) {
 }
 
 // BenchmarkTrackerHeldMemory reports what the tracker holds for 10,000
-// Services of one EndpointSlice each, beyond the objects themselves
-// (which the informer caches share with it).
+// Services of one EndpointSlice of 10 endpoints each, beyond the objects
+// themselves: the compact slices the informer's cache holds, which it
+// shares.
 func BenchmarkTrackerHeldMemory(b *testing.B) {
-	const n = 10000
-	objs := make([]*discovery.EndpointSlice, n)
+	const n, perSlice = 10000, 10
+	objs := make([]*ipvsproxy.EndpointSlice, n)
 	for i := range objs {
 		svc := servicetest.Service(fmt.Sprintf("svc-%d", i), "10.96.0.1")
-		objs[i] = servicetest.Slice(svc, fmt.Sprintf("svc-%d-abcde", i), 8080, "10.244.1.5@node1")
+		eps := make([]string, perSlice)
+		for j := range eps {
+			eps[j] = fmt.Sprintf("10.244.%d.%d@node%d", i%250, j, j)
+		}
+		objs[i] = ipvsproxy.CompactEndpointSlice(servicetest.Slice(svc, fmt.Sprintf("svc-%d-abcde", i), 8080, eps...))
 	}
 	var held float64
 	for b.Loop() {
@@ -125,7 +130,7 @@ func BenchmarkTrackerHeldMemory(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		t := ipvsproxy.NewChangeTracker("node1", func() {})
 		for _, s := range objs {
-			t.SetEndpointSlice(s)
+			t.SetSlice(s)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -133,4 +138,5 @@ func BenchmarkTrackerHeldMemory(b *testing.B) {
 		runtime.KeepAlive(t)
 	}
 	b.ReportMetric(held/n, "held-B/slice")
+	b.ReportMetric(held/(n*perSlice), "held-B/endpoint")
 }

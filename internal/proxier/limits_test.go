@@ -125,7 +125,7 @@ func TestServiceWithTwentyThousandEndpoints(t *testing.T) {
 // with 20,000 endpoints (union() was quadratic: 0.73 s per port).
 func BenchmarkBuildServiceTwentyThousandEndpoints(b *testing.B) {
 	svc := servicetest.Service("big", "10.96.0.90", servicetest.NodePort(30090))
-	slices := []*discovery.EndpointSlice{twentyThousandEndpoints(svc)}
+	slices := []*ipvsproxy.EndpointSlice{ipvsproxy.CompactEndpointSlice(twentyThousandEndpoints(svc))}
 	node := ipvsproxy.NodeInfo{Name: servicetest.ThisNode, Addresses: []netip.Addr{servicetest.Node1IP}}
 	cfg := testConfig()
 	b.ResetTimer()
