@@ -64,10 +64,13 @@ func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (s
 		world["svc/"+svc.Name] = svc
 		p.Tracker().SetService(svc)
 	}
+	// The slices as the daemon's informer cache holds them: compact, shared
+	// by the cache (here world) and the tracker.
 	setSlices := func(sls []*discovery.EndpointSlice) {
 		for _, sl := range sls {
-			world["slice/"+sl.Name] = sl
-			p.Tracker().SetEndpointSlice(sl)
+			compact := ipvsproxy.CompactEndpointSlice(sl)
+			world["slice/"+sl.Name] = compact
+			p.Tracker().SetSlice(compact)
 		}
 	}
 	for i := 0; i < s.Services; i++ {
@@ -164,8 +167,8 @@ func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (s
 			switch o := obj.(type) {
 			case *v1.Service:
 				p2.Tracker().SetService(o)
-			case *discovery.EndpointSlice:
-				p2.Tracker().SetEndpointSlice(o)
+			case *ipvsproxy.EndpointSlice:
+				p2.Tracker().SetSlice(o)
 			}
 		}
 		p = p2
