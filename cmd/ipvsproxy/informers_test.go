@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -318,5 +320,70 @@ func TestCachedEndpointsShareNodeNamesAndConditions(t *testing.T) {
 	}
 	if !*ea.Conditions.Ready || *eb.Conditions.Ready || !*ea.Conditions.Serving || *eb.Conditions.Serving || ea.Conditions.Terminating != nil {
 		t.Errorf("conditions changed: %+v, %+v", ea.Conditions, eb.Conditions)
+	}
+}
+
+// Through a real informer on a fake API server, the tracker follows a slice
+// the cache holds compact: added, updated (the store reads its resource
+// version and key through meta.Accessor) and deleted.
+func TestTrackerFollowsCompactSlicesThroughTheInformer(t *testing.T) {
+	slice := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-abcde", ResourceVersion: "1",
+		Labels: map[string]string{discovery.LabelServiceName: "web"}}, AddressType: discovery.AddressTypeIPv4,
+		Endpoints: []discovery.Endpoint{{Addresses: []string{"10.244.1.5"}}}}
+	client := fake.NewClientset(slice)
+	tracker := ipvsproxy.NewChangeTracker("node1", nil)
+	_, selectSlices, _ := informerSelections("node1")
+	factory := newInformerFactory(client, selectSlices)
+	informer := unindexedEndpointSlices(factory, selectSlices)
+	if _, err := informer.AddEventHandler(tracker.EndpointSliceHandler()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	web := types.NamespacedName{Namespace: "default", Name: "web"}
+	addresses := func() []string {
+		_, slices := tracker.Input(web)
+		var out []string
+		for _, s := range slices {
+			for i := range s.Endpoints {
+				a, _, _ := s.Address(i)
+				out = append(out, a.String())
+			}
+		}
+		return out
+	}
+	waitFor := func(what string, want []string) {
+		t.Helper()
+		for !slices.Equal(addresses(), want) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: the tracker files %v, want %v", what, addresses(), want)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("added", []string{"10.244.1.5"})
+	if obj, ok, _ := informer.GetStore().GetByKey("default/web-abcde"); !ok {
+		t.Fatal("the slice is not in the cache")
+	} else if _, compact := obj.(*ipvsproxy.EndpointSlice); !compact {
+		t.Fatalf("the cache holds a %T", obj)
+	}
+	updated := slice.DeepCopy()
+	updated.ResourceVersion = "2"
+	updated.Endpoints[0].Addresses = []string{"10.244.1.6"}
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("updated", []string{"10.244.1.6"})
+	if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctx, "web-abcde", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("deleted", nil)
+	if keys := informer.GetStore().ListKeys(); len(keys) != 0 {
+		t.Errorf("the cache still holds %v", keys)
 	}
 }

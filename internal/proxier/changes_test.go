@@ -24,9 +24,27 @@ func sliceNames(tr *ipvsproxy.ChangeTracker, name string) []string {
 // A slice whose kubernetes.io/service-name label changes, or goes, leaves
 // the Service it was filed under, and that Service is marked for a rebuild;
 // a delete finds the slice where it was filed, whatever the tombstone says.
+// The handler takes the daemon's compact slices and API objects alike.
 func TestTrackerRefilesRelabelledSlice(t *testing.T) {
+	t.Run("API objects", func(t *testing.T) {
+		testTrackerRefilesRelabelledSlice(t, func(s *discovery.EndpointSlice) any { return s })
+	})
+	t.Run("compact", func(t *testing.T) {
+		testTrackerRefilesRelabelledSlice(t, func(s *discovery.EndpointSlice) any { return ipvsproxy.CompactEndpointSlice(s) })
+	})
+}
+
+func testTrackerRefilesRelabelledSlice(t *testing.T, as func(*discovery.EndpointSlice) any) {
 	tr := ipvsproxy.NewChangeTracker(servicetest.ThisNode, nil)
-	handler := tr.EndpointSliceHandler()
+	h := tr.EndpointSliceHandler()
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { h.OnAdd(as(obj.(*discovery.EndpointSlice)), false) },
+		UpdateFunc: func(old, obj any) { h.OnUpdate(as(old.(*discovery.EndpointSlice)), as(obj.(*discovery.EndpointSlice))) },
+		DeleteFunc: func(obj any) {
+			d := obj.(cache.DeletedFinalStateUnknown)
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: d.Key, Obj: as(d.Obj.(*discovery.EndpointSlice))})
+		},
+	}
 	web, api := servicetest.Service("web", "10.96.0.10"), servicetest.Service("api", "10.96.0.11")
 	first := servicetest.Slice(web, "shared-a", 8080, "10.244.1.5@node1")
 	handler.OnAdd(first, false)
