@@ -12,7 +12,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -71,17 +70,18 @@ func BenchmarkFullSyncLiveHeap(b *testing.B) {
 	}
 }
 
-// shapeObject is one Service or EndpointSlice of a shape.
+// shapeObject is one Service or EndpointSlice of a shape, the slice compact
+// as the daemon's informer cache holds it.
 type shapeObject struct {
 	svc   *v1.Service
-	slice *discovery.EndpointSlice
+	slice *ipvsproxy.EndpointSlice
 }
 
 func (o shapeObject) apply(t *ipvsproxy.ChangeTracker) {
 	if o.svc != nil {
 		t.SetService(o.svc)
 	} else {
-		t.SetEndpointSlice(o.slice)
+		t.SetSlice(o.slice)
 	}
 }
 
@@ -91,7 +91,7 @@ func shapeObjects(s shape.Shape) []shapeObject {
 	for i := 0; i < s.Services; i++ {
 		out = append(out, shapeObject{svc: s.Service(i)})
 		for _, sl := range s.Slices(i, s.Endpoints, 0) {
-			out = append(out, shapeObject{slice: sl})
+			out = append(out, shapeObject{slice: ipvsproxy.CompactEndpointSlice(sl)})
 		}
 	}
 	return out
