@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -288,5 +289,66 @@ func TestForbiddenServicesListShowsOnHealth(t *testing.T) {
 			t.Fatalf("15 s after the grant /readyz still says %s", ready)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Through the daemon's informers, whose cache holds compact slices, a bad
+// endpoint is still reported on the slice that holds it, word for word:
+// an address that is no IP address (kept as written), one of the other
+// family, a port out of range; the good endpoint is served.
+func TestBadEndpointsThroughTheCacheAreReportedOnTheirSlice(t *testing.T) {
+	client := fakeCluster()
+	bad := &discovery.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "web-bad", UID: "0b5e3c1a-0000-4000-8000-00000000000b", Labels: map[string]string{discovery.LabelServiceName: "web"}},
+		AddressType: discovery.AddressTypeIPv4,
+		Endpoints: []discovery.Endpoint{{Addresses: []string{"not-an-ip"}}, {Addresses: []string{"fe80::1%eth0"}}, {Addresses: []string{"2001:db8::5"}},
+			{Addresses: []string{"10.244.1.6"}}},
+		Ports: []discovery.EndpointPort{{Name: ptrTo("http"), Port: ptrTo(int32(8080)), Protocol: ptrTo(v1.ProtocolTCP)},
+			{Name: ptrTo("big"), Port: ptrTo(int32(70000))}},
+	}
+	if _, err := client.DiscoveryV1().EndpointSlices("default").Create(context.Background(), bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := newDaemonUnderTest(t)
+	d.recorder.IncludeObject = true
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	synced := d.start(t, ctx, client)
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		t.Fatal("the informers did not sync")
+	}
+	stopped := startSyncLoop(ctx, d.proxier)
+	defer func() { cancel(); <-stopped }()
+	select {
+	case r := <-d.synced:
+		if err := r.Err(); err != nil {
+			t.Fatalf("first sync: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first sync within 10 s")
+	}
+	if dump := d.ipvs.Dump(); !strings.Contains(dump, "10.244.1.5:8080") || !strings.Contains(dump, "10.244.1.6:8080") {
+		t.Errorf("the good endpoints are not served:\n%s", dump)
+	}
+	onSlice := "involvedObject{kind=EndpointSlice,apiVersion=discovery.k8s.io/v1}"
+	wants := []string{
+		`Warning InvalidEndpoint endpoint address "not-an-ip" is not an IP address ` + onSlice,
+		`Warning InvalidEndpoint endpoint address "fe80::1%eth0" is not an IP address ` + onSlice,
+		`Warning InvalidEndpoint endpoint address 2001:db8::5 is not IPv4 ` + onSlice,
+		`Warning InvalidEndpoint port 70000 out of range ` + onSlice,
+	}
+	var events []string
+	for deadline := time.After(5 * time.Second); len(events) < len(wants); {
+		select {
+		case e := <-d.recorder.Events:
+			events = append(events, e)
+		case <-deadline:
+			t.Fatalf("events %q, want %q", events, wants)
+		}
+	}
+	for _, want := range wants {
+		if !slices.Contains(events, want) {
+			t.Errorf("no event %q; events:\n%s", want, strings.Join(events, "\n"))
+		}
 	}
 }
