@@ -38,6 +38,36 @@ type kernelView struct {
 type kernelVirtualServer struct {
 	vs          ipvs.VirtualServer
 	realServers realServerList
+	// shared: realServers is the desired state's own list, taken when the
+	// kernel was found to hold exactly it (sameRealServers), so a view of
+	// 100,000 real servers in step costs no copy of them. A built state is
+	// never changed; the view copies the list before it changes it
+	// (putRealServer, removeRealServer). Its connection counts are zero:
+	// whoever needs them reads the kernel (removeRealServers, drain).
+	shared bool
+}
+
+// shareRealServers makes the view's list want's, which the kernel holds.
+func (kv *kernelVirtualServer) shareRealServers(want []ipvs.RealServer) {
+	kv.realServers, kv.shared = realServerList(want), true
+}
+
+// putRealServer adds or replaces rs in the view, on a copy of a shared list.
+func (kv *kernelVirtualServer) putRealServer(rs ipvs.RealServer) {
+	kv.own()
+	kv.realServers.put(rs)
+}
+
+// removeRealServer drops k from the view, on a copy of a shared list.
+func (kv *kernelVirtualServer) removeRealServer(k ipvs.RealServerKey) {
+	kv.own()
+	kv.realServers.remove(k)
+}
+
+func (kv *kernelVirtualServer) own() {
+	if kv.shared {
+		kv.realServers, kv.shared = slices.Clone(kv.realServers), false
+	}
 }
 
 // realServerList is a virtual server's real servers as the kernel holds

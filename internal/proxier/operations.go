@@ -340,7 +340,9 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 	// nothing is to be removed and no set of them is needed (a full sync
 	// compares every virtual server).
 	if sameRealServers(have.realServers, want.RealServers) {
-		// The common case of a full sync: nothing to write.
+		// The common case of a full sync: nothing to write, and the view
+		// keeps the desired list instead of what it read.
+		have.shareRealServers(want.RealServers)
 		if d := r.draining[k]; d != nil {
 			for _, rs := range want.RealServers {
 				delete(d, rs.RealServerKey)
@@ -367,7 +369,7 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 			}
 		}
 		present++ // now in have
-		have.realServers.put(rs)
+		have.putRealServer(rs)
 		if d := r.draining[k]; d != nil {
 			delete(d, rs.RealServerKey)
 		}
@@ -380,6 +382,9 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 			}
 		}
 		errs = append(errs, r.removeRealServers(have, gone, false)...)
+	}
+	if len(errs) == 0 && sameRealServers(have.realServers, want.RealServers) {
+		have.shareRealServers(want.RealServers)
 	}
 	return errors.Join(errs...)
 }

@@ -219,7 +219,7 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 		if current, err := r.k.IPVS.RealServers(k); err == nil {
 			for _, rs := range current {
 				if _, ok := have.realServers.get(rs.RealServerKey); ok {
-					have.realServers.put(rs)
+					have.putRealServer(rs)
 				}
 			}
 		}
@@ -240,7 +240,7 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 					errs = append(errs, err)
 					continue
 				}
-				have.realServers.put(rs)
+				have.putRealServer(rs)
 			}
 			continue
 		}
@@ -283,7 +283,7 @@ func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealSe
 	if err := r.k.IPVS.DeleteRealServer(k, key); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
 		return err
 	}
-	have.realServers.remove(key)
+	have.removeRealServer(key)
 	if k.Protocol == ipvs.UDP {
 		r.staleFlows = append(r.staleFlows, conntrack.Filter{Protocol: conntrack.UDP, OrigDst: k.Address, OrigDstPort: k.Port, ReplySrc: key.Address, ReplySrcPort: key.Port})
 	}
