@@ -128,13 +128,13 @@ func TableText(text string, table iptables.Table) string {
 	return text[start : start+end+len("COMMIT\n")]
 }
 
-// Match reports whether the owned chains in save hold exactly the rules
+// match reports whether the owned chains in save hold exactly the rules
 // of want (one table's text), so the restore can be skipped.
-func Match(save []byte, want string, table iptables.Table) bool {
+func match(save []byte, want string, table iptables.Table) bool {
 	return SavedMatch(iptables.SavedRules(save), want, table)
 }
 
-// SavedMatch is Match on a save already split by iptables.SavedRules.
+// SavedMatch is match on a save already split by iptables.SavedRules.
 func SavedMatch(have map[string][]string, want string, table iptables.Table) bool {
 	wanted := iptables.SavedRules([]byte(want))
 	for _, c := range owned.Chains[table] {

@@ -81,7 +81,7 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !Match(save, want, table) {
+					if !match(save, want, table) {
 						t.Errorf("%s reads back differently:\n%s\nwant\n%s", table, save, want)
 					}
 				}
