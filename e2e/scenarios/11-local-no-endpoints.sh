@@ -5,7 +5,7 @@
 # the cluster sees a silent drop: no answer, no RST, no ICMP — curl times out (exit 28) instead of
 # being refused (exit 7).
 #
-# The helpers below (corner_*) serve scenarios 11-17 too.
+# The helpers below (corner_*) serve scenarios 16 and 17 too (12-15 are Go ones now, e2e/suite).
 
 readonly corner_ext_ip=203.0.113.151
 

@@ -3,6 +3,7 @@
 package suite
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -41,6 +42,16 @@ var pods = map[string]struct{ node, ip string }{
 
 func podIP(name string) string { return pods[name].ip }
 
+// service is a Service's manifest: metadata as a YAML flow mapping, and the
+// lines of its spec.
+func service(metadata string, spec ...string) string {
+	return "apiVersion: v1\nkind: Service\nmetadata: " + metadata + "\nspec:\n  " + strings.Join(spec, "\n  ") + "\n"
+}
+
+// httpPort is the spec line of most Services here: port 80 to the echo
+// servers' 8080.
+const httpPort = "ports: [{port: 80, targetPort: 8080, protocol: TCP}]"
+
 // ApplyService writes the Service in manifest (YAML) as `e2ectl
 // apply-service` does and returns what the API server stored. The scenario
 // deletes it, with its EndpointSlices, when it ends, and waits until neither
@@ -53,37 +64,64 @@ func (v *V) ApplyService(manifest string) *v1.Service {
 	got, err := cluster.ApplyService(ctx, guest.client, svc)
 	v.Must(err)
 	ref := cluster.ServiceRef{Namespace: got.Namespace, Name: got.Name}
+	if _, ok := v.s.owned[ref]; ok {
+		v.s.owned[ref] = got // applied again: the first apply's clean-up deletes it
+		return got
+	}
+	if v.s.owned == nil {
+		v.s.owned = map[cluster.ServiceRef]*v1.Service{}
+	}
+	v.s.owned[ref] = got
 	t := v.s.t
 	t.Cleanup(func() {
-		ctx, cancel := v.s.ctx()
-		defer cancel()
-		// No garbage collector runs to follow the slices' ownerReferences.
-		if err := cluster.SetEndpoints(ctx, guest.client, ref, nil); err != nil {
-			t.Errorf("clean-up: %v", err)
-		}
-		if err := guest.client.CoreV1().Services(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("clean-up: delete Service %s: %v", ref, err)
-			return
-		}
-		for _, node := range []string{"node1", "node2"} {
-			ok, last := waitUntil(30*time.Second, func() (bool, string) {
-				vss, err := virtualServers(node)
-				if err != nil {
-					return false, err.Error()
-				}
-				for _, vs := range vss {
-					if slices.Contains(got.Spec.ClusterIPs, vs.Address.String()) {
-						return false, "still has " + vs.String()
-					}
-				}
-				return true, ""
-			})
-			if !ok {
-				t.Errorf("clean-up: %s deleted, but %s %s after 30s", ref, node, last)
+		if svc := v.s.owned[ref]; svc != nil {
+			if err := deleteService(svc); err != nil {
+				t.Errorf("clean-up: %v", err)
 			}
 		}
 	})
 	return got
+}
+
+// DeleteService deletes a Service the scenario applied, before its end, and
+// waits until its virtual servers are gone.
+func (v *V) DeleteService(svc *v1.Service) {
+	v.s.owned[cluster.ServiceRef{Namespace: svc.Namespace, Name: svc.Name}] = nil
+	v.Must(deleteService(svc))
+}
+
+// deleteService deletes svc and its EndpointSlices as `e2ectl
+// delete-service` does, then waits until neither node has a virtual server
+// for its cluster IPs.
+func deleteService(svc *v1.Service) error {
+	ref := cluster.ServiceRef{Namespace: svc.Namespace, Name: svc.Name}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// No garbage collector runs to follow the slices' ownerReferences.
+	if err := cluster.SetEndpoints(ctx, guest.client, ref, nil); err != nil {
+		return err
+	}
+	if err := guest.client.CoreV1().Services(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("delete Service %s: %w", ref, err)
+	}
+	for _, node := range []string{"node1", "node2"} {
+		ok, last := waitUntil(30*time.Second, func() (bool, string) {
+			vss, err := virtualServers(node)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, vs := range vss {
+				if slices.Contains(svc.Spec.ClusterIPs, vs.Address.String()) {
+					return false, "still has " + vs.String()
+				}
+			}
+			return true, ""
+		})
+		if !ok {
+			return fmt.Errorf("%s deleted, but %s %s after 30s", ref, node, last)
+		}
+	}
+	return nil
 }
 
 // SetEndpoints makes the Service's endpoints exactly these pods, each

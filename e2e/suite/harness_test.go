@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -40,6 +42,10 @@ var scenarios = []scenario{
 	{"4", []string{"4", "5"}, "loadbalancer", scenarioLoadBalancer},
 	{"6", []string{"6"}, "proxymode", scenarioProxyMode},
 	{"7", []string{"7"}, "spread", scenarioSpread},
+	{"12", []string{"12"}, "node_address", scenarioNodeAddress},
+	{"13", []string{"13"}, "source_ranges_all", scenarioSourceRangesAll},
+	{"14", []string{"14"}, "health_check_lb_ip", scenarioHealthCheckLBIP},
+	{"15", []string{"15"}, "node_source_ranges", scenarioNodeSourceRanges},
 	{"22", []string{"22"}, "scheduler_flag", scenarioSchedulerFlag},
 	{"41", []string{"41"}, "scheduler_annotation", scenarioSchedulerAnnotation},
 	{"42", []string{"42"}, "kube_proxy_metrics", scenarioKubeProxyMetrics},
@@ -119,7 +125,8 @@ func selectScenarios(list string) ([]scenario, error) {
 type S struct {
 	t      *testing.T
 	sc     scenario
-	failed string // the first failed step's number
+	failed string                             // the first failed step's number
+	owned  map[cluster.ServiceRef]*v1.Service // what each ApplyService stored; nil once deleted
 }
 
 // ctx bounds one API call.

@@ -58,24 +58,8 @@ func ipvsproxyBin() string { return filepath.Join(guest.repo, "bin/ipvsproxy") }
 func scenarioSchedulerAnnotation(s *S) {
 	s.Step("41", "scheduler annotation: mh with mh-port,mh-fallback in the kernel; a misspelt one keeps twos with an Event", func(v *V) {
 		v.Heading("A Service's own scheduler: mh with mh-port and mh-fallback")
-		hashed := v.ApplyService(`
-apiVersion: v1
-kind: Service
-metadata:
-  name: hashed41
-  annotations: {ipvsproxy.io/scheduler: mh, ipvsproxy.io/scheduler-flags: "mh-port,mh-fallback"}
-spec:
-  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
-`)
-		typo := v.ApplyService(`
-apiVersion: v1
-kind: Service
-metadata:
-  name: typo41
-  annotations: {ipvsproxy.io/scheduler: mhh}
-spec:
-  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
-`)
+		hashed := v.ApplyService(service(`{name: hashed41, annotations: {ipvsproxy.io/scheduler: mh, ipvsproxy.io/scheduler-flags: "mh-port,mh-fallback"}}`, httpPort))
+		typo := v.ApplyService(service("{name: typo41, annotations: {ipvsproxy.io/scheduler: mhh}}", httpPort))
 		v.Show("-", "e2ectl apply-service hashed41.yaml typo41.yaml  # scheduler mh with mh-port,mh-fallback; scheduler mhh", "")
 		v.SetEndpoints(hashed, "web@node1", "s2@node2")
 		v.SetEndpoints(typo, "web@node1")
@@ -140,13 +124,7 @@ func scenarioKubeProxyMetrics(s *S) {
 	s.Step("42", "kube-proxy's metrics: build info, full and partial sync histograms, rest_client_requests_total", func(v *V) {
 		v.Heading("kube-proxy's metrics on /metrics")
 		// A change, so that a partial sync has happened whatever ran before.
-		svc := v.ApplyService(`
-apiVersion: v1
-kind: Service
-metadata: {name: metrics42}
-spec:
-  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
-`)
+		svc := v.ApplyService(service("{name: metrics42}", httpPort))
 		v.SetEndpoints(svc, "web@node1")
 		v.WaitRealServers("node1", ipvs.TCP, svc.Spec.ClusterIP, 80, podIP("web")+":8080")
 		m := v.Ask("node1", "curl -s localhost:10249/metrics | grep -E '^(kubernetes_build_info|kubeproxy_sync_full_proxy_rules_duration_seconds_count|kubeproxy_sync_partial_proxy_rules_duration_seconds_count|rest_client_requests_total)' | sort").Out

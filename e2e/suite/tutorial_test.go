@@ -22,14 +22,7 @@ import (
 func scenarioClusterIP(s *S) {
 	s.Step("1", "ClusterIP: client_address is the client pod's IP from the same node and from the other", func(v *V) {
 		v.Heading("Type=ClusterIP: the pod sees the client pod's address")
-		svc := v.ApplyService(`
-apiVersion: v1
-kind: Service
-metadata: {name: clusterip, labels: {app: source-ip-app}}
-spec:
-  type: ClusterIP
-  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
-`)
+		svc := v.ApplyService(service("{name: clusterip, labels: {app: source-ip-app}}", "type: ClusterIP", httpPort))
 		ip := svc.Spec.ClusterIP
 		v.Show("-", "e2ectl apply-service clusterip.yaml  # ClusterIP, port 80 -> 8080", serviceInfo(svc, "TYPE", "CLUSTER_IP"))
 		v.Show("-", "e2ectl set-endpoints clusterip "+podIP("web")+"@node1  # pod web on node1", "")
@@ -54,14 +47,8 @@ func scenarioNodePort(s *S) {
 	var svc *v1.Service
 	s.Step("2", "NodePort Cluster: both nodes answer, client_address is a node's address", func(v *V) {
 		v.Heading("Type=NodePort, externalTrafficPolicy Cluster: every node answers, source NATed")
-		svc = v.ApplyService(fmt.Sprintf(`
-apiVersion: v1
-kind: Service
-metadata: {name: nodeport, labels: {app: source-ip-app}}
-spec:
-  type: NodePort
-  ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]
-`, nodePort))
+		svc = v.ApplyService(service("{name: nodeport, labels: {app: source-ip-app}}", "type: NodePort",
+			fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", nodePort)))
 		v.Show("-", fmt.Sprintf("e2ectl apply-service nodeport.yaml  # type NodePort, nodePort %d", nodePort),
 			serviceInfo(svc, "TYPE", "CLUSTER_IP", "NODE_PORT_80", "EXTERNAL_TRAFFIC_POLICY"))
 		v.Show("-", "e2ectl set-endpoints nodeport "+podIP("web")+"@node1", "")
@@ -113,14 +100,8 @@ func scenarioLoadBalancer(s *S) {
 	})
 	s.Step("4", "LoadBalancer Cluster: "+vip+" answers, client_address is a node's address", func(v *V) {
 		v.Heading("Type=LoadBalancer, externalTrafficPolicy Cluster: answers, source NATed")
-		svc = v.ApplyService(fmt.Sprintf(`
-apiVersion: v1
-kind: Service
-metadata: {name: loadbalancer, labels: {app: source-ip-app}}
-spec:
-  type: LoadBalancer
-  ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]
-`, nodePort))
+		svc = v.ApplyService(service("{name: loadbalancer, labels: {app: source-ip-app}}", "type: LoadBalancer",
+			fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", nodePort)))
 		v.Show("-", "e2ectl apply-service loadbalancer.yaml  # type LoadBalancer, port 80", serviceInfo(svc, "TYPE", "CLUSTER_IP", "EXTERNAL_TRAFFIC_POLICY"))
 		v.Show("-", "e2ectl set-endpoints loadbalancer "+podIP("web")+"@node1", "")
 		v.SetEndpoints(svc, "web@node1")
@@ -194,13 +175,7 @@ func scenarioProxyMode(s *S) {
 	s.Step("6", "proxyMode answers ipvs on both nodes; every virtual server uses twos", func(v *V) {
 		v.Heading("The proxy mode, asked on each node")
 		// A Service of its own, so each node has a virtual server to look at.
-		svc := v.ApplyService(`
-apiVersion: v1
-kind: Service
-metadata: {name: proxymode}
-spec:
-  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
-`)
+		svc := v.ApplyService(service("{name: proxymode}", httpPort))
 		v.SetEndpoints(svc, "web@node1")
 		for _, n := range []string{"node1", "node2"} {
 			v.WaitRealServers(n, ipvs.TCP, svc.Spec.ClusterIP, 80, podIP("web")+":8080")
@@ -234,13 +209,7 @@ spec:
 func scenarioSpread(s *S) {
 	s.Step("7", "600 requests over three endpoints: each gets between 100 and 300", func(v *V) {
 		v.Heading("Three endpoints share the load")
-		svc := v.ApplyService(`
-apiVersion: v1
-kind: Service
-metadata: {name: spread}
-spec:
-  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
-`)
+		svc := v.ApplyService(service("{name: spread}", httpPort))
 		ip := svc.Spec.ClusterIP
 		v.Show("-", fmt.Sprintf("e2ectl apply-service spread.yaml && e2ectl set-endpoints spread %s@node1 %s@node1 %s@node2", podIP("web"), podIP("s3"), podIP("s2")), "CLUSTER_IP="+ip)
 		v.SetEndpoints(svc, "web@node1", "s3@node1", "s2@node2")
