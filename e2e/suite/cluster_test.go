@@ -124,13 +124,17 @@ func deleteService(svc *v1.Service) error {
 	return nil
 }
 
-// SetEndpoints makes the Service's endpoints exactly these pods, each
-// "POD@NODE" (see cluster.ParseEndpoint, with a pod's name for its address).
+// SetEndpoints makes the Service's endpoints exactly these, each
+// "POD@NODE" or "IP@NODE" (see cluster.ParseEndpoint; a pod's name stands
+// for its address).
 func (v *V) SetEndpoints(svc *v1.Service, endpoints ...string) {
 	var eps []cluster.Endpoint
 	for _, e := range endpoints {
-		name, rest, _ := strings.Cut(e, "@")
-		ep, err := cluster.ParseEndpoint(podIP(name) + "@" + rest)
+		addr, rest, _ := strings.Cut(e, "@")
+		if p, ok := pods[addr]; ok {
+			addr = p.ip
+		}
+		ep, err := cluster.ParseEndpoint(addr + "@" + rest)
 		v.Must(err)
 		eps = append(eps, ep)
 	}
@@ -266,4 +270,53 @@ func (v *V) WaitInSet(node, set, addr, proto string, port uint16) {
 		}
 		return ok, "not in the set"
 	})
+}
+
+// events are the Events about the Service in namespace default, each
+// "TYPE REASON: MESSAGE".
+func events(name string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := guest.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Type+" "+e.Reason+": "+e.Message)
+	}
+	return out, nil
+}
+
+// WaitEvent waits up to 30 s for an Event about the Service with this
+// reason and every text in its message, shows the Events, and fails the
+// step without one.
+func (v *V) WaitEvent(name, reason string, texts ...string) {
+	var got []string
+	ok, last := waitUntil(30*time.Second, func() (bool, string) {
+		var err error
+		if got, err = events(name); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range got {
+			_, msg, _ := strings.Cut(e, reason+": ")
+			if strings.Contains(e, " "+reason+": ") && containsAll(msg, texts) {
+				return true, ""
+			}
+		}
+		return false, ""
+	})
+	v.Show("-", "kubectl get events --field-selector involvedObject.name="+name, strings.Join(got, "\n"))
+	if !ok {
+		v.Errorf("no %s Event on %s naming %q %s", reason, name, texts, last)
+	}
+}
+
+func containsAll(s string, texts []string) bool {
+	for _, t := range texts {
+		if !strings.Contains(s, t) {
+			return false
+		}
+	}
+	return true
 }

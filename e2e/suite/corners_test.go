@@ -287,3 +287,37 @@ func scenarioNodeSourceRanges(s *S) {
 		v.ExpectServed(v.Curl("node1", url), "hostname=web")
 	})
 }
+
+// scenarioLocalNoEndpoints: externalTrafficPolicy Local on a node without
+// local endpoints. node2 has no endpoint of the Service (web runs on node1).
+// Pods and processes on node2 that call the Service by its external address
+// (node2's NodePort, an external IP node2 receives) reach the cluster
+// endpoint, as with kube-proxy (kubernetes#97081); a client outside the
+// cluster sees a silent drop: no answer, no RST, no ICMP (curl times out,
+// exit 28, instead of being refused, exit 7).
+func scenarioLocalNoEndpoints(s *S) {
+	const extIP = "203.0.113.151"
+	s.Step("11", "Local policy, node2 without endpoints: c2 and node2 reach web through node2's NodePort and external IP; the outside client times out (no RST, no ICMP); node1 keeps "+clientAddr, func(v *V) {
+		v.Heading("Local policy, no endpoint on node2: in-cluster sources served, outsiders silently dropped")
+		v.corner("corner-local", service("{name: corner-local}", "type: NodePort", "externalTrafficPolicy: Local", "externalIPs: ["+extIP+"]",
+			"ports: [{port: 8011, targetPort: 8080, nodePort: 30111, protocol: TCP}]"))
+		v.WaitRealServers("node1", ipvs.TCP, extIP, 8011, podIP("web")+":8080")
+		// The client reaches the external IP through node2, as a router would send it.
+		if a := run("-", "ip -n client route replace "+extIP+"/32 via "+node2Addr); a.Status != 0 {
+			v.Fatalf("route %s via node2: %s", extIP, a.Out)
+		}
+		s.t.Cleanup(func() { run("-", "ip -n client route del "+extIP+"/32") })
+		// No endpoint on node2: its virtual server holds the cluster endpoint.
+		v.WaitRealServers("node2", ipvs.TCP, node2Addr, 30111, podIP("web")+":8080")
+		nodePort2 := "http://" + node2Addr + ":30111/"
+		external := "http://" + extIP + ":8011/"
+		for _, from := range []string{"c2", "node2"} {
+			v.ExpectServed(v.Curl(from, nodePort2), "hostname=web")
+			v.ExpectServed(v.Curl(from, external), "hostname=web")
+		}
+		v.ExpectSilence(v.Curl("client", nodePort2))
+		v.ExpectSilence(v.Curl("client", external))
+		// node1 has the endpoint: Local as usual, the client's address kept.
+		v.ExpectServed(v.Curl("client", "http://"+node1Addr+":30111/"), "hostname=web", "client_address="+clientAddr)
+	})
+}

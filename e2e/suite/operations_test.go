@@ -8,10 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // What an operator meets running the daemon: its scheduler flag, a
@@ -80,26 +78,7 @@ func scenarioSchedulerAnnotation(s *S) {
 		if code := v.Ask("c1", "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://"+hashed.Spec.ClusterIP+"/").Out; code != "200" {
 			v.Errorf("the mh Service answered %q, want 200", code)
 		}
-		var events []string
-		ok, _ := waitUntil(30*time.Second, func() (bool, string) {
-			events = nil
-			ctx, cancel := s.ctx()
-			defer cancel()
-			list, err := guest.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=typo41"})
-			if err != nil {
-				return false, err.Error()
-			}
-			found := false
-			for _, e := range list.Items {
-				events = append(events, e.Type+" "+e.Reason+": "+e.Message)
-				found = found || (e.Reason == "InvalidService" && strings.Contains(e.Message, "ipvsproxy.io/scheduler") && strings.Contains(e.Message, "mhh"))
-			}
-			return found, ""
-		})
-		v.Show("-", "kubectl get events --field-selector involvedObject.name=typo41", strings.Join(events, "\n"))
-		if !ok {
-			v.Errorf("no InvalidService Event naming ipvsproxy.io/scheduler and mhh: %q", events)
-		}
+		v.WaitEvent("typo41", "InvalidService", "ipvsproxy.io/scheduler", "mhh")
 	})
 }
 
