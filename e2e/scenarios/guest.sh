@@ -59,7 +59,7 @@ fi
 
 # Every scenario_N defined by the files above, in number order, except that 9 (restart) and 10
 # (cleanup) end the run: they stop the proxiers. E2E_SCENARIOS="11 12" runs only those, for a
-# quick loop while writing one (scenarios from 11 on set up the Services they use themselves).
+# quick loop while writing one (each scenario sets up the Services it uses itself).
 # The Go scenarios (e2e/suite) take their place in the same order, by their first verdict's number.
 mapfile -t order < <({
 	declare -F | awk '{ print $3 }' | sed -n 's/^scenario_\([0-9]*\)$/\1/p'
