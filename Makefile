@@ -27,6 +27,8 @@ unit: deps
 	$(GO) test -count=1 ./...
 	cd e2e/controlplane && $(GO) test -count=1 ./pki/ ./cluster/
 	cd e2e/conformance && $(GO) test -count=1 ./cmd/junitsummary/ ./ledger/
+	# The Go end-to-end scenarios run only in the VM (make e2e); here they are vetted, which compiles them.
+	cd e2e/suite && $(GO) vet -tags e2e ./...
 
 # The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy).
 vm-test: deps

@@ -4,8 +4,8 @@
 # keeps one of the machine's two cores busy; one run after the other left the second core mostly
 # idle while the suite became the longest stage of CI (about 25 minutes of a 45-minute budget).
 #
-#   first:  1-8 and 11-39 (the tutorial and the traffic corners), then 9 (restart under load:
-#           it needs 7's Service) and 10 (clean-up)
+#   first:  1-8 and 11-39 (the tutorial and the traffic corners), then 9 (restart under load: it
+#           restarts node1's daemon) and 10 (clean-up)
 #   second: 40 and up (migration, kube-proxy compatibility, ownership, IPv6, lifecycle), then 10
 #
 # Each half prints its scenarios as e2e/run.sh does; the last line sums both: `N passed, N failed`.
@@ -17,14 +17,22 @@ if [[ -n ${IPVSPROXY_E2E_SCENARIOS:-} ]]; then
 	exec "$here/run.sh" "$@"
 fi
 
-# The scenarios guest.sh would run by default: every scenario_N with a numeric N.
-mapfile -t all < <(sed -n 's/^scenario_\([0-9][0-9]*\)() *{.*/\1/p' "$here"/scenarios/[0-9]*.sh | sort -n)
+# The scenarios guest.sh would run by default: every scenario_N with a numeric N, and every Go
+# scenario of e2e/suite (its binary's -list: VERDICT SCENARIO, a scenario named by its first verdict).
+out=$(mktemp -d)
+trap 'rm -rf -- "$out"' EXIT
+go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
+(cd "$here/suite" && CGO_ENABLED=0 "$go" test -c -tags e2e -trimpath -o "$out/e2e-suite.test" .) || exit 1
+mapfile -t go_scenarios < <("$out/e2e-suite.test" -list | awk '$1 == $2 { print $2 }')
+((${#go_scenarios[@]})) || { echo "e2e: e2e/suite lists no Go scenario" >&2; exit 1; }
+mapfile -t bash_scenarios < <(sed -n 's/^scenario_\([0-9][0-9]*\)() *{.*/\1/p' "$here"/scenarios/[0-9]*.sh)
 # A definition the pattern above missed would drop a scenario from both halves without a word.
 defined=$(grep -ho '^scenario_[0-9][0-9]*()' "$here"/scenarios/*.sh | sort -u | wc -l)
-if ((defined != ${#all[@]})); then
-	echo "e2e: $defined scenarios defined but ${#all[@]} found for the halves; fix run-parallel.sh's pattern" >&2
+if ((defined != ${#bash_scenarios[@]})); then
+	echo "e2e: $defined scenarios defined but ${#bash_scenarios[@]} found for the halves; fix run-parallel.sh's pattern" >&2
 	exit 1
 fi
+mapfile -t all < <(printf '%s\n' "${bash_scenarios[@]}" "${go_scenarios[@]}" | sort -n)
 first=() second=()
 for n in "${all[@]}"; do
 	case $n in
@@ -35,8 +43,6 @@ done
 first+=(9 10)
 second+=(10)
 
-out=$(mktemp -d)
-trap 'rm -rf -- "$out"' EXIT
 start=$SECONDS
 echo "e2e: two runs at once: [${first[*]}] and [${second[*]}]"
 IPVSPROXY_E2E_SCENARIOS="${first[*]}" "$here/run.sh" "$@" >"$out/first.log" 2>&1 &

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh — the seed tutorial ("Using Source IP") as an end-to-end test: a real kube-apiserver on
 # this machine's loopback, one VM (the host kernel has no IPVS) with two nodes in network
-# namespaces, one `ipvsproxy run` per node, and the scenarios of issue 4 in e2e/scenarios/.
+# namespaces, one `ipvsproxy run` per node, and the scenarios of issue 4: bash ones in
+# e2e/scenarios/, Go ones in e2e/suite/ (built here as a test binary), run in one boot.
 #
 #   e2e/run.sh            PASS/FAIL per scenario, last line `N passed, N failed`; exit 1 on failure
 #   e2e/run.sh --demo     the same run, printed for a person: seed by seed, each command and its answer
@@ -88,6 +89,8 @@ if [[ ! -x $repo/bin/ipvsproxy ]]; then
 	make -C "$repo" build >&2
 fi
 (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/echoserver" ./e2e/echoserver)
+# The Go scenarios (e2e/suite, a module of its own), one test binary the guest runs after its setup.
+(cd "$repo/e2e/suite" && CGO_ENABLED=0 "$go" test -c -tags e2e -trimpath -o "$work/e2e-suite.test" .)
 # This run's own e2ectl, beside links to the cached control plane: the cache is shared by every
 # checkout on the machine, and a run from another branch rebuilt the cached e2ectl under a running
 # one ("unknown command create-servicecidr").
@@ -138,6 +141,7 @@ set +e
 IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
 	--timeout "${IPVSPROXY_VM_TIMEOUT:-2400}" --results "$work/results" --host-port "6443:$APISERVER_PORT" \
 	-e "E2E_BIN=$cp_bin" -e "ECHOSERVER=$work/echoserver" -e "E2E_DEMO=$demo" \
+	-e "E2E_SUITE=$work/e2e-suite.test" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
 	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" \
 	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" \

@@ -8,7 +8,7 @@ readonly udp_src_port=40053
 
 scenario_8() {
 	heading "UDP: replies resume from a live endpoint after the endpoint is deleted"
-	local info
+	local info udp_ip
 	info=$(kc apply-service - <<'YAML'
 apiVersion: v1
 kind: Service

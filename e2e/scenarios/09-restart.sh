@@ -1,6 +1,6 @@
 # 09-restart.sh — a daemon restart must not disturb traffic: the new process adopts what the old
-# one wrote instead of rewriting it. A pod on node1 sends requests without pause to the spread
-# Service while node1's daemon is killed (SIGKILL, as an OOM kill or a node drain would) and
+# one wrote instead of rewriting it. A pod on node1 sends requests without pause to a Service with
+# three endpoints (restart9, its own) while node1's daemon is killed (SIGKILL, as an OOM kill or a node drain would) and
 # started again. Evidence that nothing was rewritten:
 #   - `ipvsadm -Ln` is the same before and after;
 #   - the virtual servers' connection counters (`ipvsadm -Ln --stats`) only grew (a virtual
@@ -15,11 +15,24 @@
 
 scenario_9() {
 	heading "Restart the daemon under load"
-	local stop=/run/e2e-restart.stop log=$E2E_LOGS/restart-requests.log
+	local stop=/run/e2e-restart.stop log=$E2E_LOGS/restart-requests.log info ip
 	rm -f "$stop" "$log"
+	info=$(kc apply-service - <<'YAML'
+apiVersion: v1
+kind: Service
+metadata: {name: restart9}
+spec:
+  ports: [{port: 80, targetPort: 8080, protocol: TCP}]
+YAML
+	) || { verdict 9 "restart under load: apply-service" false; return; }
+	ip=$(field CLUSTER_IP "$info")
+	kc set-endpoints restart9 "$(pod_ip web)@node1" "$(pod_ip s3)@node1" "$(pod_ip s2)@node2" ||
+		{ verdict 9 "restart under load: set-endpoints" false; return; }
+	show - "e2ectl apply-service restart9.yaml && e2ectl set-endpoints restart9 web s3 s2  # cluster IP $ip" ""
+	wait_real_servers node1 tcp "$ip:80" "$(printf '%s:8080\n' "$(pod_ip web)" "$(pod_ip s3)" "$(pod_ip s2)" | sort | tr '\n' ' ' | sed 's/ $//')"
 	ip netns exec c1 bash -c "
 		while [[ ! -e $stop ]]; do
-			curl -s -o /dev/null -w '%{http_code}\n' --max-time 3 http://$spread_ip/ || echo failed
+			curl -s -o /dev/null -w '%{http_code}\n' --max-time 3 http://$ip/ || echo failed
 		done" >"$log" 2>&1 &
 	local loop=$!
 	sleep 2
@@ -59,6 +72,7 @@ scenario_9() {
 	ipt_after=$(ip netns exec node1 iptables-save -c)
 	sets_after=$(ip netns exec node1 ipset list)
 	ask node1 "curl -s localhost:10249/metrics | grep -E '^ipvsproxy_(sync_full_total|sync_partial_total|kernel_write_failures_total)'"
+	kc delete-service restart9 >/dev/null
 
 	verdict 9 "restart under load: no request failed, IPVS, iptables and ipsets not rewritten" \
 		restart_ok "$synced" "$codes" "$ipvs_before" "$ipvs_after" "$stats_before" "$stats_after" \

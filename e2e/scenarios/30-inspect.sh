@@ -34,6 +34,9 @@ YAML
 	for i in 1 2 3 4 5 6; do
 		ask c1 "curl -s --max-time 5 -o /dev/null -w '%{http_code}' $ip"
 	done
+	# IPVS reports connection counts its estimator summed from per-CPU counters, every 2 s: wait
+	# for them rather than read a count that lags the requests.
+	wait_until 10 inspect_connections_at_least 6
 	ask node1 "$ipvsproxy inspect --service default/inspect-web"
 	local table=$answer
 	printf '%s\n' "$table" >"$E2E_LOGS/inspect-node1-table.txt"
@@ -44,6 +47,13 @@ YAML
 	inspect_on node1 -o yaml --service default/inspect-web >"$E2E_LOGS/inspect-node1.yaml" 2>&1
 	verdict 30 "inspect on node1 names default/inspect-web:http, both endpoints with their nodes, flows > 0 after 6 requests" \
 		inspect_named_ok "$table" "$json"
+}
+
+# inspect_connections_at_least N: node1's inspect counts N or more connections to inspect-web's cluster IP.
+inspect_connections_at_least() {
+	local n
+	n=$(inspect_on node1 -o json --service default/inspect-web | jq -r '[.virtualServers[] | select(.type == "ClusterIP") | .stats.connections] | max // 0')
+	((n >= $1))
 }
 
 inspect_named_ok() {

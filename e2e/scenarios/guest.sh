@@ -6,7 +6,8 @@
 #
 # Environment (set by run.sh): E2E_BIN (e2ectl), ECHOSERVER, ADMIN_KUBECONFIG, PROXIER_KUBECONFIG,
 # E2E_PKI, E2E_LOGS (a writable directory the host keeps), E2E_HOST_ADDR (the API server's
-# address as the guest sees it), E2E_DEMO, E2E_SCENARIOS (optional: which scenarios, in order).
+# address as the guest sees it), E2E_DEMO, E2E_SCENARIOS (optional: which scenarios, in order),
+# E2E_SUITE (the Go scenarios of e2e/suite, a `go test -c -tags e2e` binary).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,11 +17,15 @@ export ECHOSERVER PATH=$repo/bin:$PATH
 
 . "$here/lib.sh"
 . "$here/setup.sh"
-# Set by earlier scenarios, read by later ones.
-cluster_ip= spread_ip= udp_ip= hc_port=
 for f in "$here"/[0-9][0-9]-*.sh; do
 	. "$f"
 done
+# The Go scenarios: go_scenario[VERDICT]=SCENARIO (scenario 2 prints verdicts 2 and 3).
+declare -A go_scenario=()
+if [[ -n ${E2E_SUITE:-} ]]; then
+	while read -r v n; do go_scenario[$v]=$n; done < <("$E2E_SUITE" -list)
+	((${#go_scenario[@]})) || { echo "FAIL 0 setup: $E2E_SUITE -list named no Go scenario"; echo "0 passed, 1 failed"; exit 1; }
+fi
 
 finish() {
 	if [[ -n ${setup_failed:-} ]]; then
@@ -54,16 +59,55 @@ fi
 
 # Every scenario_N defined by the files above, in number order, except that 9 (restart) and 10
 # (cleanup) end the run: they stop the proxiers. E2E_SCENARIOS="11 12" runs only those, for a
-# quick loop while writing one (scenarios from 11 on set up the Services they use themselves).
-mapfile -t order < <(declare -F | awk '{ print $3 }' | sed -n 's/^scenario_\([0-9]*\)$/\1/p' | sort -n |
+# quick loop while writing one (each scenario sets up the Services it uses itself).
+# The Go scenarios (e2e/suite) take their place in the same order, by their first verdict's number.
+mapfile -t order < <({
+	declare -F | awk '{ print $3 }' | sed -n 's/^scenario_\([0-9]*\)$/\1/p'
+	for v in "${!go_scenario[@]}"; do [[ ${go_scenario[$v]} != "$v" ]] || echo "$v"; done
+} | sort -n |
 	awk '$1 == 9 || $1 == 10 { last = last " " $1; next } { print } END { n = split(last, a, " "); for (i = 1; i <= n; i++) print a[i] }')
 if [[ -n ${E2E_SCENARIOS:-} ]]; then
 	read -r -a order <<<"$E2E_SCENARIOS"
 	echo "scenarios selected by E2E_SCENARIOS: ${order[*]}"
 fi
+
+# run_go N...: the Go scenarios N in one run of the suite binary; its PASS/FAIL lines are counted
+# like the bash verdicts'. A run that exits non-zero without a FAIL line (a panic, a failed
+# clean-up) counts as one failure.
+run_go() {
+	local line rc= fails=0
+	while IFS= read -r line; do
+		case $line in
+		PASS | FAIL) continue ;; # go test's own summary line: the verdicts above say it
+		"e2e-suite exit "*) rc=${line#e2e-suite exit }; continue ;;
+		"PASS "*) passed=$((passed + 1)) ;;
+		"FAIL "*) failed=$((failed + 1)) fails=$((fails + 1)) ;;
+		esac
+		printf '%s\n' "$line"
+	done < <(
+		E2E_REPO=$repo "$E2E_SUITE" -test.run '^TestScenarios$' -test.timeout 0 -scenarios "$*" 2>&1
+		echo "e2e-suite exit $?"
+	)
+	if [[ $rc != 0 ]] && ((fails == 0)); then
+		failed=$((failed + 1))
+		echo "FAIL $1 Go scenarios $*: e2e/suite exited ${rc:-?} without a failed verdict (output above)"
+	fi
+}
+
+declare -A go_ran=()
 for n in "${order[@]}"; do
 	t=$SECONDS
-	"scenario_$n"
+	if [[ -n ${go_scenario[$n]:-} ]]; then
+		n=${go_scenario[$n]}
+		[[ -z ${go_ran[$n]:-} ]] || continue
+		go_ran[$n]=1
+		run_go "$n"
+	elif declare -F "scenario_$n" >/dev/null; then
+		"scenario_$n"
+	else
+		failed=$((failed + 1))
+		echo "FAIL $n: no such scenario (neither scenario_$n in e2e/scenarios nor a Go one in e2e/suite)"
+	fi
 	((demo)) || echo "    (${n}: $((SECONDS - t))s)"
 done
 echo "scenarios took $((SECONDS - t0))s"
