@@ -46,7 +46,10 @@ var scenarios = []scenario{
 	{"13", []string{"13"}, "source_ranges_all", scenarioSourceRangesAll},
 	{"14", []string{"14"}, "health_check_lb_ip", scenarioHealthCheckLBIP},
 	{"15", []string{"15"}, "node_source_ranges", scenarioNodeSourceRanges},
+	{"18", []string{"18", "18v6"}, "internal_traffic_local", scenarioInternalTrafficLocal},
+	{"19", []string{"19", "19v6"}, "traffic_distribution", scenarioTrafficDistribution},
 	{"22", []string{"22"}, "scheduler_flag", scenarioSchedulerFlag},
+	{"23", []string{"23", "23v6"}, "affinity_timeout", scenarioAffinityTimeout},
 	{"41", []string{"41"}, "scheduler_annotation", scenarioSchedulerAnnotation},
 	{"42", []string{"42"}, "kube_proxy_metrics", scenarioKubeProxyMetrics},
 }
