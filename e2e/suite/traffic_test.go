@@ -51,14 +51,6 @@ func (f ipFamily) node(name string) string {
 	return addr
 }
 
-// client is the outside client's address of this family.
-func (f ipFamily) client() string {
-	if f == 6 {
-		return "2001:db8:1::79"
-	}
-	return clientAddr
-}
-
 // clusterIP is the Service's cluster IP of this family, "" without one.
 func (f ipFamily) clusterIP(svc *v1.Service) string {
 	for _, ip := range svc.Spec.ClusterIPs {
