@@ -163,7 +163,7 @@ func (t *ChangeTracker) triggerTime(slice *EndpointSlice) (time.Time, bool) {
 	if slice.TriggerTime == "" {
 		return time.Time{}, false
 	}
-	ts, ok, _ := metrics.NetworkProgrammingTrigger(slice.GetObjectMeta(), false, t.start)
+	ts, ok, _ := metrics.NetworkProgrammingTrigger(slice.objectMeta(), false, t.start)
 	return ts, ok
 }
 

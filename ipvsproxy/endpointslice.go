@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 
@@ -215,24 +216,12 @@ func (s *EndpointSlice) hintsIndex(h *discovery.EndpointHints) uint32 {
 	}
 	r := s.rareParts()
 	for i, o := range r.hints {
-		if equalStrings(o.zones, kept.zones) && equalStrings(o.nodes, kept.nodes) {
+		if slices.Equal(o.zones, kept.zones) && slices.Equal(o.nodes, kept.nodes) {
 			return uint32(i) + 1
 		}
 	}
 	r.hints = append(r.hints, kept)
 	return uint32(len(r.hints))
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // knownString is the constant among known equal to s, so that the
@@ -325,12 +314,19 @@ func (s *EndpointSlice) MoreAddresses() []string {
 	return out
 }
 
-// GetObjectMeta makes the slice's metadata as the API object had it, so
-// that meta.Accessor, and the informer's key functions and store with
-// it, take the slice. Only the kept fields are set, and changing the
-// result changes nothing of the slice.
+// GetObjectMeta is the slice's identity as metadata, so that meta.Accessor,
+// and the informer's key functions and store with it, take the slice:
+// namespace, name, UID and resource version. The store asks for it several
+// times per event, so it carries no label or annotation maps (objectMeta
+// has them); changing the result changes nothing of the slice.
 func (s *EndpointSlice) GetObjectMeta() metav1.Object {
-	m := &metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}
+	return &metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}
+}
+
+// objectMeta is the slice's metadata as the API object had it: the
+// identity, the service-name label and the trigger-time annotation.
+func (s *EndpointSlice) objectMeta() *metav1.ObjectMeta {
+	m := s.GetObjectMeta().(*metav1.ObjectMeta)
 	if s.ServiceName != "" {
 		m.Labels = map[string]string{discovery.LabelServiceName: s.ServiceName}
 	}
@@ -344,7 +340,7 @@ func (s *EndpointSlice) GetObjectMeta() metav1.Object {
 // tests, and for a person reading it): an address that parsed is printed
 // canonically.
 func (s *EndpointSlice) ToDiscovery() *discovery.EndpointSlice {
-	out := &discovery.EndpointSlice{ObjectMeta: *s.GetObjectMeta().(*metav1.ObjectMeta), AddressType: s.AddressType}
+	out := &discovery.EndpointSlice{ObjectMeta: *s.objectMeta(), AddressType: s.AddressType}
 	for _, p := range s.Ports {
 		kept := discovery.EndpointPort{Name: ptrTo(p.Name), Protocol: ptrTo(p.Protocol)}
 		if p.HasPort {
