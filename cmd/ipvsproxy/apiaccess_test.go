@@ -16,6 +16,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -125,7 +126,7 @@ func newDaemonUnderTest(t *testing.T) *daemonUnderTest {
 // start runs startInformers as runAction does and returns what it waits for.
 func (d *daemonUnderTest) start(t *testing.T, ctx context.Context, client *fake.Clientset) []cache.InformerSynced {
 	t.Helper()
-	synced, err := startInformers(ctx, client, "node1", d.proxier.Tracker(), d.proxier.ClusterNodes(),
+	synced, err := startInformers(ctx, kubeapitest.FromClientset(client), "node1", d.proxier.Tracker(), d.proxier.ClusterNodes(),
 		newAPIAccess(d.health, d.metrics.APIPermissionMissing, d.recorder, "node1"))
 	if err != nil {
 		t.Fatal(err)

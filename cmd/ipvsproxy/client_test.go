@@ -74,7 +74,7 @@ func TestInformerClientWatchOutlivesRequestTimeout(t *testing.T) {
 	defer cancel()
 
 	timeout := int64(300)
-	w, err := informers.CoreV1().Services("").Watch(ctx, metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+	w, err := informers.Services().Watch(ctx, metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestInformerClientWatchOutlivesRequestTimeout(t *testing.T) {
 	}
 
 	start = time.Now()
-	_, err = requests.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+	_, err = requests.Nodes().Get(ctx, "node1", metav1.GetOptions{})
 	if err == nil || time.Since(start) > 800*time.Millisecond {
 		t.Fatalf("a one-shot request answered in a second: err %v after %v, want its %v timeout", err, time.Since(start).Round(time.Millisecond), apiRequestTimeout)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/netif"
@@ -16,7 +17,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
 
@@ -206,7 +206,7 @@ func hostAddresses() ([]netip.Addr, error) {
 // missing: the ServiceCIDR list needs a permission and a Kubernetes version
 // that not every cluster has, and a node without its Node object falls back to
 // the host's addresses.
-func readClusterEvidence(ctx context.Context, client kubernetes.Interface, nodeName string, serviceCIDRs []netip.Prefix, timeout time.Duration) clusterEvidence {
+func readClusterEvidence(ctx context.Context, client kubeapi.Client, nodeName string, serviceCIDRs []netip.Prefix, timeout time.Duration) clusterEvidence {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var node *v1.Node
@@ -225,7 +225,7 @@ func readClusterEvidence(ctx context.Context, client kubernetes.Interface, nodeN
 		break
 	}
 	ranges := slices.Clone(serviceCIDRs)
-	if list, err := client.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{}); err == nil {
+	if list, err := client.ServiceCIDRs().List(ctx, metav1.ListOptions{}); err == nil {
 		for _, sc := range list.Items {
 			for _, s := range sc.Spec.CIDRs {
 				if p, err := netip.ParsePrefix(s); err == nil {
@@ -254,7 +254,7 @@ func resolveFamiliesOffline(requested string) ([]v1.IPFamily, error) {
 // familiesToProxy is --ip-families for run: the cluster's evidence read
 // through client, the host's addresses when there is none, the kernel's
 // support checked; the choice and its reason go to the log at start.
-func familiesToProxy(ctx context.Context, requested string, client kubernetes.Interface, nodeName string, serviceCIDRs []netip.Prefix, sysctlRoot string) ([]v1.IPFamily, error) {
+func familiesToProxy(ctx context.Context, requested string, client kubeapi.Client, nodeName string, serviceCIDRs []netip.Prefix, sysctlRoot string) ([]v1.IPFamily, error) {
 	var evidence clusterEvidence
 	var host []netip.Addr
 	if r := strings.TrimSpace(requested); r == "auto" || r == "" {
@@ -274,8 +274,8 @@ func familiesToProxy(ctx context.Context, requested string, client kubernetes.In
 
 // readNode reads one Node with a list by name: the ClusterRole grants list and
 // watch on Nodes (what the informer needs), not get.
-func readNode(ctx context.Context, client kubernetes.Interface, name string) (*v1.Node, error) {
-	list, err := client.CoreV1().Nodes().List(ctx, nodeListOptions(name))
+func readNode(ctx context.Context, client kubeapi.Client, name string) (*v1.Node, error) {
+	list, err := client.Nodes().List(ctx, nodeListOptions(name))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -137,12 +138,12 @@ func TestReadClusterEvidenceFromTheAPI(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes"},
 		Spec:       networkingv1.ServiceCIDRSpec{CIDRs: []string{"10.96.0.0/16", "2001:db8:96::/112"}},
 	})
-	e := readClusterEvidence(context.Background(), client, "node1", nil, time.Second)
+	e := readClusterEvidence(context.Background(), kubeapitest.FromClientset(client), "node1", nil, time.Second)
 	if sprint(e.families) != "[IPv4 IPv6]" || !strings.Contains(strings.Join(e.why, ","), "Service ranges [10.96.0.0 2001:db8:96::]") {
 		t.Errorf("evidence %v %v", e.families, e.why)
 	}
 	start := time.Now()
-	e = readClusterEvidence(context.Background(), fake.NewClientset(), "node1", []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, 1500*time.Millisecond)
+	e = readClusterEvidence(context.Background(), kubeapitest.FromClientset(fake.NewClientset()), "node1", []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}, 1500*time.Millisecond)
 	if sprint(e.families) != "[IPv4]" || time.Since(start) > 5*time.Second {
 		t.Errorf("without a Node: %v after %v", e.families, time.Since(start))
 	}
@@ -156,11 +157,11 @@ func TestNodeReadWithTheDeployedRole(t *testing.T) {
 	client.PrependReactor("get", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(v1.Resource("nodes"), "node1", errors.New("the ClusterRole has no get"))
 	})
-	e := readClusterEvidence(context.Background(), client, "node1", nil, time.Second)
+	e := readClusterEvidence(context.Background(), kubeapitest.FromClientset(client), "node1", nil, time.Second)
 	if sprint(e.families) != "[IPv4 IPv6]" {
 		t.Errorf("families without get: %v %v", e.families, e.why)
 	}
-	prefixes, err := resolvePrimaryNodePortAddresses(context.Background(), client, "node1", 2*time.Second)
+	prefixes, err := resolvePrimaryNodePortAddresses(context.Background(), kubeapitest.FromClientset(client), "node1", 2*time.Second)
 	if err != nil || len(prefixes) != 2 {
 		t.Errorf("primary node port addresses without get: %v %v", prefixes, err)
 	}

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -12,12 +12,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -67,14 +65,39 @@ func withoutLabels(keys ...string) string {
 	return s.String()
 }
 
-// newInformerFactory is every informer factory of the daemon: the caches
-// keep what trimCached leaves of each object.
-func newInformerFactory(client kubernetes.Interface, tweak func(*metav1.ListOptions)) informers.SharedInformerFactory {
-	opts := []informers.SharedInformerOption{informers.WithTransform(trimCached)}
-	if tweak != nil {
-		opts = append(opts, informers.WithTweakListOptions(tweak))
+// newInformer is every informer of the daemon: lw's kind as tweak selects
+// it, the cache keeping what transform leaves of each object (trimCached
+// unless said otherwise). Its store has no index: nothing here lists by
+// namespace, and at 10,000 Services the namespace index of client-go's
+// informers held 4 MB (a set of keys per namespace, a key string per
+// object). The client says whether its watches can stream a watch-list.
+func newInformer[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher[L], example runtime.Object, tweak func(*metav1.ListOptions), transform cache.TransformFunc) cache.SharedIndexInformer {
+	options := func(o metav1.ListOptions) metav1.ListOptions {
+		if tweak != nil {
+			tweak(&o)
+		}
+		return o
 	}
-	return informers.NewSharedInformerFactoryWithOptions(client, 0, opts...)
+	listWatch := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list, err := lw.List(ctx, options(o))
+			if err != nil {
+				return nil, err
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return lw.Watch(ctx, options(o))
+		},
+	}
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(listWatch, client),
+		example, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
+	if transform == nil {
+		transform = trimCached
+	}
+	// Only a started informer refuses a transform; this one is new.
+	_ = informer.SetTransform(transform)
+	return informer
 }
 
 // trimCached drops from a cached object what the proxier never reads. Every
@@ -142,30 +165,9 @@ func keepLabels(labels map[string]string, keep ...string) map[string]string {
 	return out
 }
 
-// unindexedServices and unindexedEndpointSlices are the factory's informers
-// without its namespace index: nothing here lists by namespace, and at
-// 10,000 Services the index held 4 MB (a set of keys per namespace, a key
-// string per object). The factory still sets its transform on them; tweak
-// must be the factory's own.
-func unindexedServices(f informers.SharedInformerFactory, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
-	return f.InformerFor(&v1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
-	})
-}
-
-func unindexedEndpointSlices(f informers.SharedInformerFactory, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
-	return f.InformerFor(&discovery.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, tweak)
-	})
-}
-
-// newClusterNodeInformerFactory watches every Node for the node guard, which
+// keepNodeAddresses is the cluster-node informer's transform. The node guard
 // reads only names and addresses: the cache keeps those alone (a Node's
 // status carries images, conditions and volumes, kilobytes each).
-func newClusterNodeInformerFactory(client kubernetes.Interface) informers.SharedInformerFactory {
-	return informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(keepNodeAddresses))
-}
-
 func keepNodeAddresses(obj any) (any, error) {
 	n, ok := obj.(*v1.Node)
 	if !ok {
@@ -183,27 +185,23 @@ func keepNodeAddresses(obj any) (any, error) {
 // show on the health endpoints), and the
 // ServiceCIDRs (optional, see watchServiceCIDRs). It returns what must have
 // synced before the first full sync.
-func startInformers(ctx context.Context, client kubernetes.Interface, nodeName string, tracker *ipvsproxy.ChangeTracker, clusterNodes *ipvsproxy.ClusterNodes, access *apiAccess) ([]cache.InformerSynced, error) {
+func startInformers(ctx context.Context, client kubeapi.Client, nodeName string, tracker *ipvsproxy.ChangeTracker, clusterNodes *ipvsproxy.ClusterNodes, access *apiAccess) ([]cache.InformerSynced, error) {
 	selectServices, selectSlices, selectNode := informerSelections(nodeName)
-	factory := newInformerFactory(client, selectServices)
-	sliceFactory := newInformerFactory(client, selectSlices)
-	nodeFactory := newInformerFactory(client, selectNode)
-	// Every Node's addresses, for the node guard: no external IP may take one.
-	clusterNodeFactory := newClusterNodeInformerFactory(client)
 	health := access.health
 	required := []struct {
 		informer cache.SharedIndexInformer
 		resource schema.GroupResource
 		handlers []cache.ResourceEventHandler
 	}{
-		{unindexedServices(factory, selectServices), v1.Resource("services"), []cache.ResourceEventHandler{tracker.ServiceHandler()}},
-		{unindexedEndpointSlices(sliceFactory, selectSlices), discovery.Resource("endpointslices"), []cache.ResourceEventHandler{tracker.EndpointSliceHandler()}},
-		{nodeFactory.Core().V1().Nodes().Informer(), v1.Resource("nodes"), []cache.ResourceEventHandler{tracker.NodeHandler(), cache.ResourceEventHandlerFuncs{
+		{newInformer(client, client.Services(), &v1.Service{}, selectServices, nil), v1.Resource("services"), []cache.ResourceEventHandler{tracker.ServiceHandler()}},
+		{newInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, nil), discovery.Resource("endpointslices"), []cache.ResourceEventHandler{tracker.EndpointSliceHandler()}},
+		{newInformer(client, client.Nodes(), &v1.Node{}, selectNode, nil), v1.Resource("nodes"), []cache.ResourceEventHandler{tracker.NodeHandler(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { health.SyncNode(asNode(obj)) },
 			UpdateFunc: func(_, obj any) { health.SyncNode(asNode(obj)) },
 			DeleteFunc: func(obj any) { health.SyncNode(nil) },
 		}}},
-		{clusterNodeFactory.Core().V1().Nodes().Informer(), v1.Resource("nodes"), []cache.ResourceEventHandler{clusterNodes.Handler()}},
+		// Every Node's addresses, for the node guard: no external IP may take one.
+		{newInformer(client, client.Nodes(), &v1.Node{}, nil, keepNodeAddresses), v1.Resource("nodes"), []cache.ResourceEventHandler{clusterNodes.Handler()}},
 	}
 	var synced []cache.InformerSynced
 	for _, r := range required {
@@ -222,8 +220,8 @@ func startInformers(ctx context.Context, client kubernetes.Interface, nodeName s
 			}
 		}
 	}
-	for _, f := range []informers.SharedInformerFactory{factory, sliceFactory, nodeFactory, clusterNodeFactory} {
-		f.Start(ctx.Done())
+	for _, r := range required {
+		go r.informer.RunWithContext(ctx)
 	}
 	return append(synced, watchServiceCIDRs(ctx, client, tracker, access)), nil
 }

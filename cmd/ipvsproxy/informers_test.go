@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -36,12 +37,11 @@ func TestInformerCachesTrimWhatTheProxierNeverReads(t *testing.T) {
 		},
 		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.20", Ports: []v1.ServicePort{{Port: 80}}},
 	}
-	client := fake.NewClientset(svc)
-	factory := newInformerFactory(client, nil)
-	informer := factory.Core().V1().Services().Informer()
+	client := kubeapitest.FromClientset(fake.NewClientset(svc))
+	informer := newInformer(client, client.Services(), &v1.Service{}, nil, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	factory.Start(ctx.Done())
+	go informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		t.Fatal("the Service informer did not sync")
 	}
@@ -212,15 +212,14 @@ func TestServiceAndSliceCachesHaveNoIndexAndStillTrim(t *testing.T) {
 	slice := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-abcde",
 		Labels: map[string]string{discovery.LabelServiceName: "web"}}, AddressType: discovery.AddressTypeIPv4,
 		Endpoints: []discovery.Endpoint{{Addresses: []string{"10.244.1.5"}, TargetRef: &v1.ObjectReference{Kind: "Pod", Name: "web-1"}}}}
-	client := fake.NewClientset(svc, other, slice)
+	client := kubeapitest.FromClientset(fake.NewClientset(svc, other, slice))
 	selectServices, selectSlices, _ := informerSelections("node1")
-	services := unindexedServices(newInformerFactory(client, selectServices), selectServices)
-	slicesFactory := newInformerFactory(client, selectSlices)
-	slices := unindexedEndpointSlices(slicesFactory, selectSlices)
+	services := newInformer(client, client.Services(), &v1.Service{}, selectServices, nil)
+	slices := newInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go services.RunWithContext(ctx)
-	slicesFactory.Start(ctx.Done())
+	go slices.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), services.HasSynced, slices.HasSynced) {
 		t.Fatal("the informers did not sync")
 	}
@@ -330,17 +329,17 @@ func TestTrackerFollowsCompactSlicesThroughTheInformer(t *testing.T) {
 	slice := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-abcde", ResourceVersion: "1",
 		Labels: map[string]string{discovery.LabelServiceName: "web"}}, AddressType: discovery.AddressTypeIPv4,
 		Endpoints: []discovery.Endpoint{{Addresses: []string{"10.244.1.5"}}}}
-	client := fake.NewClientset(slice)
+	fakeClient := fake.NewClientset(slice)
+	client := kubeapitest.FromClientset(fakeClient)
 	tracker := ipvsproxy.NewChangeTracker("node1", nil)
 	_, selectSlices, _ := informerSelections("node1")
-	factory := newInformerFactory(client, selectSlices)
-	informer := unindexedEndpointSlices(factory, selectSlices)
+	informer := newInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, nil)
 	if _, err := informer.AddEventHandler(tracker.EndpointSliceHandler()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	factory.Start(ctx.Done())
+	go informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		t.Fatal("the informer did not sync")
 	}
@@ -375,11 +374,11 @@ func TestTrackerFollowsCompactSlicesThroughTheInformer(t *testing.T) {
 	updated := slice.DeepCopy()
 	updated.ResourceVersion = "2"
 	updated.Endpoints[0].Addresses = []string{"10.244.1.6"}
-	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	if _, err := fakeClient.DiscoveryV1().EndpointSlices("default").Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("updated", []string{"10.244.1.6"})
-	if err := client.DiscoveryV1().EndpointSlices("default").Delete(ctx, "web-abcde", metav1.DeleteOptions{}); err != nil {
+	if err := fakeClient.DiscoveryV1().EndpointSlices("default").Delete(ctx, "web-abcde", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("deleted", nil)

@@ -167,15 +167,15 @@ func snapshotFromAPIServer(c *cli.Context, k inspect.Kernel) (snapshot.Snapshot,
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
 	// What the daemon's informers watch.
-	svcs, err := client.CoreV1().Services("").List(ctx, serviceListOptions())
+	svcs, err := client.Services().List(ctx, serviceListOptions())
 	if err != nil {
 		return snapshot.Snapshot{}, fmt.Errorf("list Services from the API server: %w", err)
 	}
-	slices, err := client.DiscoveryV1().EndpointSlices("").List(ctx, endpointSliceListOptions())
+	slices, err := client.EndpointSlices().List(ctx, endpointSliceListOptions())
 	if err != nil {
 		return snapshot.Snapshot{}, fmt.Errorf("list EndpointSlices from the API server: %w", err)
 	}
-	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	node, err := client.Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if err != nil {
 		node = nil // the zone only narrows topology hints; go on without it
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
 
@@ -55,7 +55,7 @@ func parseNodePortAddresses(value string) ([]netip.Prefix, error) {
 // node's primary addresses, read from its Node object as kube-proxy reads
 // them at start-up (the first InternalIP of each family, else the first
 // ExternalIP). It waits for the Node (a kubelet registers it) up to timeout.
-func resolvePrimaryNodePortAddresses(ctx context.Context, client kubernetes.Interface, nodeName string, timeout time.Duration) ([]netip.Prefix, error) {
+func resolvePrimaryNodePortAddresses(ctx context.Context, client kubeapi.Client, nodeName string, timeout time.Duration) ([]netip.Prefix, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {

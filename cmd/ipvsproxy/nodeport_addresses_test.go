@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -47,11 +48,11 @@ func TestPrimaryNodePortAddresses(t *testing.T) {
 		t.Errorf("primary addresses %s", got)
 	}
 	client := fake.NewClientset(node)
-	got, err := resolvePrimaryNodePortAddresses(context.Background(), client, "node1", time.Second)
+	got, err := resolvePrimaryNodePortAddresses(context.Background(), kubeapitest.FromClientset(client), "node1", time.Second)
 	if err != nil || fmt.Sprint(got) != "[198.51.100.1/32 2001:db8::7/128]" {
 		t.Errorf("resolved %v %v", got, err)
 	}
-	if _, err := resolvePrimaryNodePortAddresses(context.Background(), client, "node9", 1500*time.Millisecond); err == nil {
+	if _, err := resolvePrimaryNodePortAddresses(context.Background(), kubeapitest.FromClientset(client), "node9", 1500*time.Millisecond); err == nil {
 		t.Error("a missing Node resolved")
 	}
 }

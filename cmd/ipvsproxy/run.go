@@ -14,15 +14,13 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/metrics"
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,9 +91,9 @@ func runAction(c *cli.Context) error {
 	m.SetSchedulerFallback(prepared.Requested, prepared.SchedulerFellBack)
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(client.Events())
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "ipvsproxy", Host: nodeName})
+	recorder := broadcaster.NewRecorder(kubeapi.Scheme(), v1.EventSource{Component: "ipvsproxy", Host: nodeName})
 
 	health := healthcheck.NewProxyHealth(cfg.SyncPeriod, clock.RealClock{})
 	health.SetIPFamilies(cfg.Families...)
@@ -243,7 +241,7 @@ var apiRequestTimeout = 30 * time.Second
 // streamed watch-list that takes longer. A dead connection still ends the
 // informers' requests: client-go pings an HTTP/2 connection idle for 30 s
 // and closes it after 15 s without an answer.
-func newClients(kubeconfig string, options ...func(*rest.Config)) (requests, informers kubernetes.Interface, err error) {
+func newClients(kubeconfig string, options ...func(*rest.Config)) (requests, informers kubeapi.Client, err error) {
 	if requests, err = newClient(kubeconfig, options...); err != nil {
 		return nil, nil, err
 	}
@@ -254,7 +252,7 @@ func newClients(kubeconfig string, options ...func(*rest.Config)) (requests, inf
 	return requests, informers, nil
 }
 
-func newClient(kubeconfig string, options ...func(*rest.Config)) (kubernetes.Interface, error) {
+func newClient(kubeconfig string, options ...func(*rest.Config)) (kubeapi.Client, error) {
 	var restConfig *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -270,5 +268,5 @@ func newClient(kubeconfig string, options ...func(*rest.Config)) (kubernetes.Int
 	for _, o := range options {
 		o(restConfig)
 	}
-	return kubernetes.NewForConfig(restConfig)
+	return kubeapi.New(restConfig)
 }

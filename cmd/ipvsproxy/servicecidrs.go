@@ -5,11 +5,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	networking "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -40,7 +41,7 @@ const withoutServiceCIDRs = "proxying without ServiceCIDRs: --service-cidrs name
 //   - a list the ClusterRole forbids (one older than the daemon) counts as
 //     not served, reported by access, and the informer keeps retrying so a
 //     granted rule is taken up without a restart.
-func watchServiceCIDRs(ctx context.Context, client kubernetes.Interface, tracker *ipvsproxy.ChangeTracker, access *apiAccess) cache.InformerSynced {
+func watchServiceCIDRs(ctx context.Context, client kubeapi.Client, tracker *ipvsproxy.ChangeTracker, access *apiAccess) cache.InformerSynced {
 	var settled atomic.Bool
 	var informerSynced atomic.Pointer[cache.InformerSynced]
 	start := time.Now()
@@ -50,8 +51,7 @@ func watchServiceCIDRs(ctx context.Context, client kubernetes.Interface, tracker
 			settled.Store(true)
 			return
 		}
-		factory := newInformerFactory(client, nil)
-		informer := factory.Networking().V1().ServiceCIDRs().Informer()
+		informer := newInformer(client, client.ServiceCIDRs(), &networking.ServiceCIDR{}, nil, nil)
 		reg, err := informer.AddEventHandler(tracker.ServiceCIDRHandler())
 		if err == nil {
 			err = informer.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
@@ -71,7 +71,7 @@ func watchServiceCIDRs(ctx context.Context, client kubernetes.Interface, tracker
 		}
 		synced := cache.InformerSynced(reg.HasSynced)
 		informerSynced.Store(&synced)
-		factory.Start(ctx.Done())
+		go informer.RunWithContext(ctx)
 		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 			access.reportPermitted(serviceCIDRResource)
 		}
@@ -96,11 +96,11 @@ func watchServiceCIDRs(ctx context.Context, client kubernetes.Interface, tracker
 // discoverServiceCIDRs asks the API server whether it serves
 // networking.k8s.io/v1 servicecidrs, retrying with serviceCIDRDiscovery
 // while it answers with anything but a verdict. The error is only ctx's.
-func discoverServiceCIDRs(ctx context.Context, client kubernetes.Interface) (served bool, err error) {
+func discoverServiceCIDRs(ctx context.Context, client kubeapi.Client) (served bool, err error) {
 	attempt := 0
 	err = serviceCIDRDiscovery.DelayFunc().Until(ctx, true, false, func(context.Context) (bool, error) {
 		attempt++
-		resources, err := client.Discovery().ServerResourcesForGroupVersion("networking.k8s.io/v1")
+		resources, err := client.ServerResources(ctx, "networking.k8s.io/v1")
 		switch {
 		case apierrors.IsNotFound(err):
 			klog.InfoS("Not watching ServiceCIDRs; the API server does not serve networking.k8s.io/v1")

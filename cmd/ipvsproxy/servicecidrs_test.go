@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -54,7 +55,7 @@ func TestServiceCIDRDiscoveryRetriedUntilServed(t *testing.T) {
 	tracker := ipvsproxy.NewChangeTracker("node1", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	synced := watchServiceCIDRs(ctx, client, tracker, testAccess())
+	synced := watchServiceCIDRs(ctx, kubeapitest.FromClientset(client), tracker, testAccess())
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return synced() && len(tracker.ServiceCIDRRanges()) > 0, nil
 	}); err != nil {
@@ -81,7 +82,7 @@ func TestServiceCIDRDiscoveryFailingDoesNotHoldTheFirstSync(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	synced := watchServiceCIDRs(ctx, client, tracker, testAccess())
+	synced := watchServiceCIDRs(ctx, kubeapitest.FromClientset(client), tracker, testAccess())
 	if synced() {
 		t.Fatal("synced before discovery answered or the grace passed")
 	}
@@ -117,7 +118,7 @@ func TestServiceCIDRsNotServedSettleAtOnce(t *testing.T) {
 			failDiscovery(client, func(int64) bool { return false }, &calls)
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			synced := watchServiceCIDRs(ctx, client, ipvsproxy.NewChangeTracker("node1", nil), testAccess())
+			synced := watchServiceCIDRs(ctx, kubeapitest.FromClientset(client), ipvsproxy.NewChangeTracker("node1", nil), testAccess())
 			if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 				return synced(), nil
 			}); err != nil {

@@ -1,0 +1,195 @@
+// Package kubeapi is the daemon's client of the API server: the four kinds it
+// lists and watches (Services, EndpointSlices, Nodes, ServiceCIDRs), the
+// Events it writes and one discovery read, on REST clients whose scheme holds
+// those types alone.
+//
+// It stands in for client-go's clientset (kubernetes.Interface) and its
+// informer factory. Those reach every API group: their typed clients, apply
+// configurations, informers and listers, and a scheme that registers every
+// group's types at start. That code is about half of a daemon binary that
+// uses four kinds, and every node runs the daemon, so it is paid per node in
+// file pages and start-up heap (docs/performance.md has the figures).
+// Tests keep the clientset's fake behind the same interface
+// (kubeapitest.FromClientset); only the daemon's binary is spared it.
+package kubeapi
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	networking "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/gentype"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+)
+
+// Client is what the daemon and inspect ask of the API server.
+type Client interface {
+	Services() ListWatcher[*v1.ServiceList]
+	EndpointSlices() ListWatcher[*discovery.EndpointSliceList]
+	Nodes() Nodes
+	ServiceCIDRs() ListWatcher[*networking.ServiceCIDRList]
+	// Events is where the Event recorder writes.
+	Events() record.EventSink
+	// ServerResources is the API server's discovery document of one group
+	// version ("networking.k8s.io/v1"); a group version it does not serve
+	// is a NotFound error.
+	ServerResources(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error)
+}
+
+// ListWatcher lists and watches one kind across all namespaces.
+type ListWatcher[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// Nodes also reads one Node by name (inspect; the daemon lists by name,
+// which its ClusterRole grants).
+type Nodes interface {
+	ListWatcher[*v1.NodeList]
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error)
+}
+
+// scheme holds the types this client reads and writes, and the meta types
+// of lists, watches and options.
+var (
+	scheme         = runtime.NewScheme()
+	codecs         = serializer.NewCodecFactory(scheme)
+	parameterCodec = runtime.NewParameterCodec(scheme)
+)
+
+func init() {
+	utilruntime.Must(v1.AddToScheme(scheme))
+	utilruntime.Must(discovery.AddToScheme(scheme))
+	utilruntime.Must(networking.AddToScheme(scheme))
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+}
+
+// Scheme is the scheme of the kinds above: the Event recorder needs it to
+// name the object an Event is about.
+func Scheme() *runtime.Scheme { return scheme }
+
+type client struct {
+	services       *gentype.ClientWithList[*v1.Service, *v1.ServiceList]
+	endpointSlices *gentype.ClientWithList[*discovery.EndpointSlice, *discovery.EndpointSliceList]
+	nodes          *gentype.ClientWithList[*v1.Node, *v1.NodeList]
+	serviceCIDRs   *gentype.ClientWithList[*networking.ServiceCIDR, *networking.ServiceCIDRList]
+	core           rest.Interface
+	discovery      rest.Interface // the API server's root: discovery documents by path
+}
+
+// New is the client for a REST configuration: one REST client per API group,
+// each with the settings client-go's typed clients give their own, sharing
+// one HTTP client (one connection pool) as the clientset's do.
+func New(cfg *rest.Config) (Client, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("API server configuration: %w", err)
+	}
+	group := func(gv schema.GroupVersion, apiPath string) (*rest.RESTClient, error) {
+		c := rest.CopyConfig(cfg)
+		c.GroupVersion = &gv
+		c.APIPath = apiPath
+		c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, codecs).WithoutConversion()
+		if c.UserAgent == "" {
+			c.UserAgent = rest.DefaultKubernetesUserAgent()
+		}
+		return rest.RESTClientForConfigAndClient(c, httpClient)
+	}
+	core, err := group(v1.SchemeGroupVersion, "/api")
+	if err != nil {
+		return nil, err
+	}
+	disc, err := group(discovery.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, err
+	}
+	netw, err := group(networking.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, err
+	}
+	root := rest.CopyConfig(cfg)
+	root.GroupVersion, root.APIPath = nil, ""
+	// Discovery documents are read as JSON, whatever the configured
+	// content type of the objects.
+	root.ContentType, root.AcceptContentTypes = "application/json", "application/json"
+	root.NegotiatedSerializer = codecs.WithoutConversion()
+	if root.UserAgent == "" {
+		root.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rootClient, err := rest.UnversionedRESTClientForConfigAndClient(root, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &client{
+		services: gentype.NewClientWithList("services", core, parameterCodec, metav1.NamespaceAll,
+			func() *v1.Service { return &v1.Service{} }, func() *v1.ServiceList { return &v1.ServiceList{} },
+			gentype.PrefersProtobuf[*v1.Service]()),
+		endpointSlices: gentype.NewClientWithList("endpointslices", disc, parameterCodec, metav1.NamespaceAll,
+			func() *discovery.EndpointSlice { return &discovery.EndpointSlice{} },
+			func() *discovery.EndpointSliceList { return &discovery.EndpointSliceList{} },
+			gentype.PrefersProtobuf[*discovery.EndpointSlice]()),
+		nodes: gentype.NewClientWithList("nodes", core, parameterCodec, "",
+			func() *v1.Node { return &v1.Node{} }, func() *v1.NodeList { return &v1.NodeList{} },
+			gentype.PrefersProtobuf[*v1.Node]()),
+		serviceCIDRs: gentype.NewClientWithList("servicecidrs", netw, parameterCodec, "",
+			func() *networking.ServiceCIDR { return &networking.ServiceCIDR{} },
+			func() *networking.ServiceCIDRList { return &networking.ServiceCIDRList{} },
+			gentype.PrefersProtobuf[*networking.ServiceCIDR]()),
+		core:      core,
+		discovery: rootClient,
+	}, nil
+}
+
+func (c *client) Services() ListWatcher[*v1.ServiceList] { return c.services }
+func (c *client) EndpointSlices() ListWatcher[*discovery.EndpointSliceList] {
+	return c.endpointSlices
+}
+func (c *client) Nodes() Nodes                                           { return c.nodes }
+func (c *client) ServiceCIDRs() ListWatcher[*networking.ServiceCIDRList] { return c.serviceCIDRs }
+func (c *client) Events() record.EventSink                               { return eventSink{c.core} }
+
+func (c *client) ServerResources(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error) {
+	path := "/apis/" + groupVersion
+	if groupVersion == "v1" {
+		path = "/api/v1"
+	}
+	list := &metav1.APIResourceList{}
+	if err := c.discovery.Get().AbsPath(path).Do(ctx).Into(list); err != nil {
+		return nil, err
+	}
+	list.GroupVersion = groupVersion
+	return list, nil
+}
+
+// eventSink writes Events as client-go's EventSinkImpl does: each into its own
+// namespace, a repeat as a strategic-merge patch.
+type eventSink struct{ core rest.Interface }
+
+func (s eventSink) Create(e *v1.Event) (*v1.Event, error) {
+	out := &v1.Event{}
+	err := s.core.Post().NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Body(e).Do(context.Background()).Into(out)
+	return out, err
+}
+
+func (s eventSink) Update(e *v1.Event) (*v1.Event, error) {
+	out := &v1.Event{}
+	err := s.core.Put().NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Name(e.Name).Body(e).Do(context.Background()).Into(out)
+	return out, err
+}
+
+func (s eventSink) Patch(e *v1.Event, data []byte) (*v1.Event, error) {
+	out := &v1.Event{}
+	err := s.core.Patch(types.StrategicMergePatchType).NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Name(e.Name).
+		Body(data).Do(context.Background()).Into(out)
+	return out, err
+}
