@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -184,6 +185,11 @@ func TestBuildServiceGolden(t *testing.T) {
 			again := BuildService(c.svc, CompactEndpointSlices(c.slices(c.svc)), n, cfg)
 			if dumpService(st) != dumpService(again) {
 				t.Fatal("BuildService is not deterministic")
+			}
+			// The proxier builds what the compact Service gives back.
+			compact := BuildService(CompactService(c.svc).ToService(), CompactEndpointSlices(c.slices(c.svc)), n, cfg)
+			if diff := cmp.Diff(st, compact, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+				t.Errorf("BuildService (-API object +compact Service):\n%s", diff)
 			}
 			checkGolden(t, c.name, dumpService(st))
 		})

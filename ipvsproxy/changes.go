@@ -19,7 +19,8 @@ import (
 type ChangeTracker struct {
 	mu       sync.Mutex
 	nodeName string
-	services map[types.NamespacedName]*v1.Service
+	// services are the compact Services the informer's cache holds, shared.
+	services map[types.NamespacedName]*Service
 	// Slices are each Service's EndpointSlices, in a plain slice: a
 	// Service has one or a few, and with a map per Service the tracker held
 	// 531 bytes per slice, with this 310 (BenchmarkTrackerHeldMemory).
@@ -65,7 +66,7 @@ type PendingChanges struct {
 func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
 	t := &ChangeTracker{
 		nodeName: nodeName,
-		services: map[types.NamespacedName]*v1.Service{},
+		services: map[types.NamespacedName]*Service{},
 		Slices:   map[types.NamespacedName][]*EndpointSlice{},
 		notify:   notify,
 		start:    time.Now(),
@@ -95,8 +96,14 @@ func (t *ChangeTracker) fire() {
 	}
 }
 
-// SetService records a Service (added or updated).
+// SetService records a Service given as the API object (tests, inspect):
+// it keeps the compact form (SetCompactService).
 func (t *ChangeTracker) SetService(svc *v1.Service) {
+	t.SetCompactService(CompactService(svc))
+}
+
+// SetCompactService records a Service (added or updated).
+func (t *ChangeTracker) SetCompactService(svc *Service) {
 	name := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	t.mu.Lock()
 	t.services[name] = svc
@@ -283,20 +290,25 @@ func (t *ChangeTracker) Pending() (services, endpoints int, oldest time.Time) {
 	return t.pending.ServiceChanges, t.pending.EndpointChanges, t.pending.oldest
 }
 
-// Input returns the current Service (nil when absent) and its slices.
+// Input returns the current Service as the API object BuildService reads
+// (nil when absent; ToService, so the caller's own) and its slices.
 func (t *ChangeTracker) Input(name types.NamespacedName) (*v1.Service, []*EndpointSlice) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	svc := t.services[name]
 	var out []*EndpointSlice
 	for _, s := range t.Slices[name] {
 		out = append(out, s)
 	}
-	return svc, out
+	t.mu.Unlock()
+	if svc == nil {
+		return nil, out
+	}
+	return svc.ToService(), out
 }
 
-// Service returns the current Service, nil when absent.
-func (t *ChangeTracker) Service(name types.NamespacedName) *v1.Service {
+// Service returns the current Service, nil when absent. It is shared with
+// the cache: callers only read it.
+func (t *ChangeTracker) Service(name types.NamespacedName) *Service {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.services[name]
@@ -319,15 +331,24 @@ func (t *ChangeTracker) ServiceHandler() cache.ResourceEventHandler {
 		AddFunc:    func(obj any) { t.onService(obj) },
 		UpdateFunc: func(_, obj any) { t.onService(obj) },
 		DeleteFunc: func(obj any) {
-			if svc, ok := untombstone(obj).(*v1.Service); ok {
+			switch svc := untombstone(obj).(type) {
+			case *Service:
+				t.DeleteService(svc.Namespace, svc.Name)
+			case *v1.Service:
 				t.DeleteService(svc.Namespace, svc.Name)
 			}
 		},
 	}
 }
 
+// onService takes what the daemon's caches hold, compact Services
+// (CompactService); an informer without that transform hands API objects,
+// which are converted.
 func (t *ChangeTracker) onService(obj any) {
-	if svc, ok := obj.(*v1.Service); ok {
+	switch svc := obj.(type) {
+	case *Service:
+		t.SetCompactService(svc)
+	case *v1.Service:
 		t.SetService(svc)
 	}
 }
@@ -394,11 +415,11 @@ func sliceFamily(slice *EndpointSlice) (v1.IPFamily, bool) {
 }
 
 // CurrentServices lists every Service the tracker holds (the ownership
-// evidence of a full read).
-func (t *ChangeTracker) CurrentServices() []*v1.Service {
+// evidence of a full read), shared with the cache: callers only read them.
+func (t *ChangeTracker) CurrentServices() []*Service {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]*v1.Service, 0, len(t.services))
+	out := make([]*Service, 0, len(t.services))
 	for _, svc := range t.services {
 		out = append(out, svc)
 	}

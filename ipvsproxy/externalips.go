@@ -104,7 +104,7 @@ func NewClusterIPIndex() *ClusterIPIndex {
 
 // Update records svc (nil: deleted) and returns the other Services whose
 // external IPs must be checked again because a cluster IP came or went.
-func (x *ClusterIPIndex) Update(name types.NamespacedName, svc *v1.Service) []types.NamespacedName {
+func (x *ClusterIPIndex) Update(name types.NamespacedName, svc *Service) []types.NamespacedName {
 	old := x.service[name]
 	var now serviceAddresses
 	if svc != nil {
@@ -158,26 +158,16 @@ func (x *ClusterIPIndex) AppendNaming(out []types.NamespacedName, a netip.Addr, 
 	return out
 }
 
-// AddressesOf parses a Service's cluster IPs and external IPs; what does
-// not parse is the builder's to report.
-func AddressesOf(svc *v1.Service) serviceAddresses {
+// AddressesOf is a Service's cluster IPs and external IPs that parse
+// (unmapped, without repeats); what does not parse is the builder's to
+// report. The compact Service holds most already parsed.
+func AddressesOf(svc *Service) serviceAddresses {
 	var out serviceAddresses
-	parse := func(list []string) []netip.Addr {
-		var addrs []netip.Addr
-		for _, s := range list {
-			if a, err := netip.ParseAddr(s); err == nil && !slices.Contains(addrs, a.Unmap()) {
-				addrs = append(addrs, a.Unmap())
-			}
-		}
-		return addrs
+	if svc.Type != v1.ServiceTypeExternalName {
+		out.ClusterIPs = svc.clusterIPList().parsed()
 	}
-	ips := svc.Spec.ClusterIPs
-	if len(ips) == 0 && svc.Spec.ClusterIP != "" {
-		ips = []string{svc.Spec.ClusterIP}
+	if svc.rare != nil {
+		out.externalIPs = svc.rare.externalIPs.parsed()
 	}
-	if svc.Spec.Type != v1.ServiceTypeExternalName {
-		out.ClusterIPs = parse(ips)
-	}
-	out.externalIPs = parse(svc.Spec.ExternalIPs)
 	return out
 }

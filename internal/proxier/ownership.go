@@ -12,7 +12,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
-	v1 "k8s.io/api/core/v1"
 )
 
 // Ownership of virtual servers is recorded, not inferred: an address on
@@ -59,7 +58,7 @@ type serviceEvidence struct {
 
 // evidenceOf reads the cluster IPs of svcs; what does not parse names
 // nothing.
-func evidenceOf(svcs []*v1.Service) serviceEvidence {
+func evidenceOf(svcs []*ipvsproxy.Service) serviceEvidence {
 	e := serviceEvidence{clusterIPs: map[netip.Addr]bool{}}
 	for _, svc := range svcs {
 		for _, ip := range ipvsproxy.AddressesOf(svc).ClusterIPs {
