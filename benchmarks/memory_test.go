@@ -11,7 +11,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -70,16 +69,16 @@ func BenchmarkFullSyncLiveHeap(b *testing.B) {
 	}
 }
 
-// shapeObject is one Service or EndpointSlice of a shape, the slice compact
-// as the daemon's informer cache holds it.
+// shapeObject is one Service or EndpointSlice of a shape, compact as the
+// daemon's informer cache holds it.
 type shapeObject struct {
-	svc   *v1.Service
+	svc   *ipvsproxy.Service
 	slice *ipvsproxy.EndpointSlice
 }
 
 func (o shapeObject) apply(t *ipvsproxy.ChangeTracker) {
 	if o.svc != nil {
-		t.SetService(o.svc)
+		t.SetCompactService(o.svc)
 	} else {
 		t.SetSlice(o.slice)
 	}
@@ -89,7 +88,7 @@ func (o shapeObject) apply(t *ipvsproxy.ChangeTracker) {
 func shapeObjects(s shape.Shape) []shapeObject {
 	var out []shapeObject
 	for i := 0; i < s.Services; i++ {
-		out = append(out, shapeObject{svc: s.Service(i)})
+		out = append(out, shapeObject{svc: ipvsproxy.CompactService(s.Service(i))})
 		for _, sl := range s.Slices(i, s.Endpoints, 0) {
 			out = append(out, shapeObject{slice: ipvsproxy.CompactEndpointSlice(sl)})
 		}

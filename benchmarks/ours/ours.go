@@ -60,12 +60,13 @@ func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (s
 	}
 	// world is the latest of every object, for the restarted proxier.
 	world := map[string]any{}
+	// The Services and slices as the daemon's informer cache holds them:
+	// compact, shared by the cache (here world) and the tracker.
 	setService := func(svc *v1.Service) {
-		world["svc/"+svc.Name] = svc
-		p.Tracker().SetService(svc)
+		compact := ipvsproxy.CompactService(svc)
+		world["svc/"+svc.Name] = compact
+		p.Tracker().SetCompactService(compact)
 	}
-	// The slices as the daemon's informer cache holds them: compact, shared
-	// by the cache (here world) and the tracker.
 	setSlices := func(sls []*discovery.EndpointSlice) {
 		for _, sl := range sls {
 			compact := ipvsproxy.CompactEndpointSlice(sl)
@@ -165,8 +166,8 @@ func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (s
 		// The same world the first proxier ended with.
 		for _, obj := range world {
 			switch o := obj.(type) {
-			case *v1.Service:
-				p2.Tracker().SetService(o)
+			case *ipvsproxy.Service:
+				p2.Tracker().SetCompactService(o)
 			case *ipvsproxy.EndpointSlice:
 				p2.Tracker().SetSlice(o)
 			}

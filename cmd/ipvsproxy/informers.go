@@ -111,21 +111,29 @@ func newInformer[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher
 // endpoints: at 10 endpoints a slice, a cached endpoint held 284 bytes as a
 // trimmed discovery.Endpoint (the pod reference, zone and hostname dropped,
 // node names and conditions shared) and holds 52.8 now, 91.3 with the
-// tracker's files of it (BenchmarkCachedSliceMemory). The informer's store
-// and the tracker share it; nothing else reads the slice cache.
+// tracker's files of it (BenchmarkCachedSliceMemory).
 //
-// Of other objects it drops managedFields, often the largest part of an
-// object written by server-side apply, kubectl's
-// last-applied-configuration annotation, a second copy of the whole object,
-// and what trimService names. The informer hands over a freshly decoded
-// object, so changing it in place is safe; a compact slice (a transform may
-// be handed what it already made) and a tombstone are left as they are.
+// A Service becomes an ipvsproxy.Service, which keeps only what the
+// proxier reads (names, creation time, the scheduler annotations, type,
+// policies, cluster IPs parsed, ports, external IPs, source ranges, the load
+// balancer's ingress IPs and the affinity timeout): see
+// BenchmarkCachedServiceMemory for what it holds.
+//
+// The informer's store and the tracker share both; nothing else reads these
+// caches. Of other objects it drops managedFields, often the largest part of
+// an object written by server-side apply, and kubectl's
+// last-applied-configuration annotation, a second copy of the whole object.
+// The informer hands over a freshly decoded object, so changing it in place
+// is safe; a compact object (a transform may be handed what it already
+// made) and a tombstone are left as they are.
 func trimCached(obj any) (any, error) {
 	switch o := obj.(type) {
-	case *ipvsproxy.EndpointSlice, cache.DeletedFinalStateUnknown:
+	case *ipvsproxy.EndpointSlice, *ipvsproxy.Service, cache.DeletedFinalStateUnknown:
 		return obj, nil
 	case *discovery.EndpointSlice:
 		return ipvsproxy.CompactEndpointSlice(o), nil
+	case *v1.Service:
+		return ipvsproxy.CompactService(o), nil
 	}
 	m, err := meta.Accessor(obj)
 	if err != nil {
@@ -138,31 +146,7 @@ func trimCached(obj any) (any, error) {
 			m.SetAnnotations(a)
 		}
 	}
-	if o, ok := obj.(*v1.Service); ok {
-		trimService(o)
-	}
 	return obj, nil
-}
-
-// trimService drops the selector (the EndpointSlices say which pods serve)
-// and the labels, which only the API server's label selector reads.
-func trimService(s *v1.Service) {
-	s.Spec.Selector = nil
-	s.Labels = keepLabels(s.Labels, labelServiceProxyName, labelHeadless)
-}
-
-// keepLabels is the labels among keep, nil when none is set.
-func keepLabels(labels map[string]string, keep ...string) map[string]string {
-	var out map[string]string
-	for _, k := range keep {
-		if v, ok := labels[k]; ok {
-			if out == nil {
-				out = make(map[string]string, len(keep))
-			}
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // keepNodeAddresses is the cluster-node informer's transform. The node guard

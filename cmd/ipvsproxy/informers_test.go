@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -49,15 +51,16 @@ func TestInformerCachesTrimWhatTheProxierNeverReads(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("cached Service: ok=%v err=%v", ok, err)
 	}
-	got := obj.(*v1.Service)
-	if len(got.ManagedFields) != 0 {
-		t.Errorf("cached Service keeps managedFields: %v", got.ManagedFields)
+	compact, ok := obj.(*ipvsproxy.Service)
+	if !ok {
+		t.Fatalf("cached Service is a %T, want the compact *ipvsproxy.Service", obj)
 	}
-	if _, ok := got.Annotations[v1.LastAppliedConfigAnnotation]; ok {
-		t.Errorf("cached Service keeps %s", v1.LastAppliedConfigAnnotation)
+	got := compact.ToService()
+	if want := map[string]string{ipvsproxy.AnnotationScheduler: "rr"}; !maps.Equal(got.Annotations, want) {
+		t.Errorf("cached Service's annotations %v, want %v alone", got.Annotations, want)
 	}
-	if got.Annotations[ipvsproxy.AnnotationScheduler] != "rr" || got.Spec.ClusterIP != "10.96.0.20" {
-		t.Errorf("cached Service lost what the proxier reads: annotations %v, clusterIP %q", got.Annotations, got.Spec.ClusterIP)
+	if got.Spec.ClusterIP != "10.96.0.20" || len(got.Spec.Ports) != 1 || got.Spec.Ports[0].Port != 80 {
+		t.Errorf("cached Service lost what the proxier reads: %+v", got.Spec)
 	}
 }
 
@@ -105,15 +108,20 @@ func TestInformerCachesTrimSlicesAndServices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	compactSvc, ok := gotSvc.(*ipvsproxy.Service)
+	if !ok {
+		t.Fatalf("cached Service is a %T, want the compact *ipvsproxy.Service", gotSvc)
+	}
 	wantSvc := svc.DeepCopy()
 	wantSvc.Labels, wantSvc.Spec.Selector = nil, nil
-	if diff := cmp.Diff(wantSvc, gotSvc); diff != "" {
+	wantSvc.Spec.ClusterIPs = []string{wantSvc.Spec.ClusterIP} // always listed
+	if diff := cmp.Diff(wantSvc, compactSvc.ToService()); diff != "" {
 		t.Errorf("cached Service (-want +got):\n%s", diff)
 	}
 }
 
 // A tombstone has no object metadata of its own: it passes unchanged, and
-// so does a slice the transform already made compact.
+// so does a slice or Service the transform already made compact.
 func TestTrimCachedLeavesTombstones(t *testing.T) {
 	tomb := cache.DeletedFinalStateUnknown{Key: "default/web"}
 	got, err := trimCached(tomb)
@@ -123,6 +131,10 @@ func TestTrimCachedLeavesTombstones(t *testing.T) {
 	compact := ipvsproxy.CompactEndpointSlice(&discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-abcde"}})
 	if got, err := trimCached(compact); err != nil || got != compact {
 		t.Fatalf("trimCached(compact slice) = %v, %v", got, err)
+	}
+	compactSvc := ipvsproxy.CompactService(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"}})
+	if got, err := trimCached(compactSvc); err != nil || got != compactSvc {
+		t.Fatalf("trimCached(compact Service) = %v, %v", got, err)
 	}
 }
 
@@ -231,8 +243,10 @@ func TestServiceAndSliceCachesHaveNoIndexAndStillTrim(t *testing.T) {
 	if keys := services.GetStore().ListKeys(); len(keys) != 1 || keys[0] != "default/web" {
 		t.Errorf("the Service cache holds %v, want default/web alone (another proxy's Service left out)", keys)
 	}
-	if obj, ok, _ := services.GetStore().GetByKey("default/web"); !ok || len(obj.(*v1.Service).ManagedFields) != 0 {
-		t.Errorf("the cached Service is missing or keeps managedFields: %v", obj)
+	if obj, ok, _ := services.GetStore().GetByKey("default/web"); !ok {
+		t.Errorf("the cached Service is missing: %v", services.GetStore().ListKeys())
+	} else if _, compact := obj.(*ipvsproxy.Service); !compact {
+		t.Errorf("the cached Service is not the compact one: %#v", obj)
 	}
 	if obj, ok, _ := slices.GetStore().GetByKey("default/web-abcde"); !ok {
 		t.Errorf("the cached EndpointSlice is missing: %v", slices.GetStore().ListKeys())
@@ -379,6 +393,144 @@ func TestTrackerFollowsCompactSlicesThroughTheInformer(t *testing.T) {
 	}
 	waitFor("updated", []string{"10.244.1.6"})
 	if err := fakeClient.DiscoveryV1().EndpointSlices("default").Delete(ctx, "web-abcde", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("deleted", nil)
+	if keys := informer.GetStore().ListKeys(); len(keys) != 0 {
+		t.Errorf("the cache still holds %v", keys)
+	}
+}
+
+// BenchmarkCachedServiceMemory reports the heap a cached Service holds
+// after trimCached, decoded from protobuf as the informer decodes it: a
+// ClusterIP Service of one port as the API server writes it (defaults
+// applied, a selector, labels, managedFields of two managers).
+func BenchmarkCachedServiceMemory(b *testing.B) {
+	b.Run("cache", func(b *testing.B) { benchmarkServiceMemory(b, false) })
+	// The same Services filed by the tracker too, which shares them with
+	// the cache: what the daemon holds per Service for both.
+	b.Run("cache+tracker", func(b *testing.B) { benchmarkServiceMemory(b, true) })
+}
+
+func benchmarkServiceMemory(b *testing.B, track bool) {
+	const services = 5000
+	encoded := make([][]byte, services)
+	for i := range encoded {
+		name := fmt.Sprintf("svc-%d", i)
+		s := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fmt.Sprintf("bench-%d", i%50), Name: name, UID: types.UID(fmt.Sprintf("0b5e3c1a-0000-4000-8000-%012d", i)),
+				ResourceVersion: fmt.Sprint(100000 + i), CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)),
+				Labels: map[string]string{"app": name, "app.kubernetes.io/managed-by": "Helm"},
+				ManagedFields: []metav1.ManagedFieldsEntry{
+					{Manager: "helm", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1",
+						FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{".":{},"f:app":{}}},"f:spec":{"f:ports":{".":{},"k:{\"port\":80,\"protocol\":\"TCP\"}":{}},"f:selector":{}}}`)}},
+					{Manager: "kube-apiserver", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1",
+						FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:clusterIP":{}}}`)}},
+				}},
+			Spec: v1.ServiceSpec{
+				Type:                  v1.ServiceTypeClusterIP,
+				ClusterIP:             fmt.Sprintf("10.96.%d.%d", i/250, i%250),
+				ClusterIPs:            []string{fmt.Sprintf("10.96.%d.%d", i/250, i%250)},
+				IPFamilies:            []v1.IPFamily{v1.IPv4Protocol},
+				IPFamilyPolicy:        ptr.To(v1.IPFamilyPolicySingleStack),
+				InternalTrafficPolicy: ptr.To(v1.ServiceInternalTrafficPolicyCluster),
+				SessionAffinity:       v1.ServiceAffinityNone,
+				Selector:              map[string]string{"app": name},
+				Ports:                 []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			},
+		}
+		data, err := s.Marshal()
+		if err != nil {
+			b.Fatal(err)
+		}
+		encoded[i] = data
+	}
+	var held float64
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		cached := make([]any, services)
+		var tracker *ipvsproxy.ChangeTracker
+		if track {
+			tracker = ipvsproxy.NewChangeTracker("node1", func() {})
+		}
+		for i, data := range encoded {
+			s := &v1.Service{}
+			if err := s.Unmarshal(data); err != nil {
+				b.Fatal(err)
+			}
+			cached[i], _ = trimCached(s)
+			if track {
+				tracker.ServiceHandler().OnAdd(cached[i], true)
+			}
+		}
+		if track {
+			tracker.Drain()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		held = float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		runtime.KeepAlive(cached)
+		runtime.KeepAlive(tracker)
+	}
+	b.ReportMetric(held/services, "held-B/service")
+}
+
+// Through a real informer on a fake API server, the tracker follows a
+// Service the cache holds compact: added, updated (the store reads its
+// resource version and key through meta.Accessor) and deleted.
+func TestTrackerFollowsCompactServicesThroughTheInformer(t *testing.T) {
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", ResourceVersion: "1"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, ClusterIP: "10.96.0.20", ClusterIPs: []string{"10.96.0.20"}, Ports: []v1.ServicePort{{Port: 80, Protocol: v1.ProtocolTCP}}}}
+	clientset := fake.NewClientset(svc)
+	client := kubeapitest.FromClientset(clientset)
+	tracker := ipvsproxy.NewChangeTracker("node1", nil)
+	selectServices, _, _ := informerSelections("node1")
+	informer := newInformer(client, client.Services(), &v1.Service{}, selectServices, nil)
+	if _, err := informer.AddEventHandler(tracker.ServiceHandler()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	web := types.NamespacedName{Namespace: "default", Name: "web"}
+	clusterIPs := func() []string {
+		got, _ := tracker.Input(web)
+		if got == nil {
+			return nil
+		}
+		return got.Spec.ClusterIPs
+	}
+	waitFor := func(what string, want []string) {
+		t.Helper()
+		for !slices.Equal(clusterIPs(), want) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: the tracker holds cluster IPs %v, want %v", what, clusterIPs(), want)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	waitFor("added", []string{"10.96.0.20"})
+	if obj, ok, _ := informer.GetStore().GetByKey("default/web"); !ok {
+		t.Fatal("the Service is not in the cache")
+	} else if compact, ok := obj.(*ipvsproxy.Service); !ok {
+		t.Fatalf("the cache holds a %T", obj)
+	} else if filed := tracker.Service(web); filed != compact {
+		t.Errorf("the tracker files %p, not the cache's %p", filed, compact)
+	}
+	updated := svc.DeepCopy()
+	updated.ResourceVersion = "2"
+	updated.Spec.ClusterIPs = []string{"10.96.0.20", "2001:db8:96::20"}
+	if _, err := clientset.CoreV1().Services("default").Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("updated", []string{"10.96.0.20", "2001:db8:96::20"})
+	if err := clientset.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor("deleted", nil)
