@@ -106,6 +106,9 @@ func serviceCorpus() map[string]*v1.Service {
 		"external-ips-bad": svc("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{"203.0.113.5", "bogus", "0:0::1", "127.0.0.1", "::ffff:203.0.113.6", "fe80::1%eth0", "", "2001:DB8::7", "10.96.0.10", "10.244.1.9"}
 		}),
+		"external-ips-not-canonical": svc("web", "10.96.0.10", func(s *v1.Service) {
+			s.Spec.ExternalIPs = []string{"0:0::1", "2001:DB8::7", "203.0.113.5", "::FFFF:127.0.0.1"}
+		}),
 		"external-ip-guard": svc("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{"192.0.2.77", "10.96.0.99", "10.250.1.5", "203.0.113.200", "192.0.2.10", "203.0.113.10"}
 		}),
@@ -220,7 +223,7 @@ func TestCompactServiceKeepsWhatTheProxierReads(t *testing.T) {
 func TestToServiceSharesNothing(t *testing.T) {
 	for name, svc := range serviceCorpus() {
 		c := CompactService(svc)
-		want := c.ToService()
+		want := c.ToService().DeepCopy()
 		mess := c.ToService()
 		mess.Spec.ClusterIPs = append(mess.Spec.ClusterIPs[:0:0], "x")
 		for _, l := range [][]string{mess.Spec.ClusterIPs, mess.Spec.ExternalIPs, mess.Spec.LoadBalancerSourceRanges} {
@@ -414,4 +417,54 @@ func addressesOfAPIObject(svc *v1.Service) serviceAddresses {
 	}
 	out.externalIPs = parse(svc.Spec.ExternalIPs)
 	return out
+}
+
+// benchmarkedService is a Service as the API server writes a common one:
+// ClusterIP, one port, the defaults set.
+func benchmarkedService() *v1.Service {
+	return servicetest.Service("web", "10.96.0.10", func(s *v1.Service) {
+		s.UID, s.ResourceVersion = "0b5e3c1a-0000-4000-8000-000000000001", "123456"
+		s.Spec.IPFamilies, s.Spec.IPFamilyPolicy = []v1.IPFamily{v1.IPv4Protocol}, servicetest.Ptr(v1.IPFamilyPolicySingleStack)
+		s.Spec.InternalTrafficPolicy, s.Spec.SessionAffinity = servicetest.Ptr(v1.ServiceInternalTrafficPolicyCluster), v1.ServiceAffinityNone
+	})
+}
+
+// BenchmarkCompactService is the informer transform's work per Service
+// (once per Service and change).
+func BenchmarkCompactService(b *testing.B) {
+	svc := benchmarkedService()
+	b.ReportAllocs()
+	for b.Loop() {
+		CompactService(svc)
+	}
+}
+
+// BenchmarkToService is what the tracker's Input adds to each BuildService
+// (every Service of a cold or full sync).
+func BenchmarkToService(b *testing.B) {
+	c := CompactService(benchmarkedService())
+	b.ReportAllocs()
+	for b.Loop() {
+		c.ToService()
+	}
+}
+
+// BenchmarkAddressesOf is the guard index's and the ownership evidence's
+// read of a Service (every Service of a full sync), of the compact Service
+// and, before it, of the API object.
+func BenchmarkAddressesOf(b *testing.B) {
+	svc := benchmarkedService()
+	c := CompactService(svc)
+	b.Run("compact", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			AddressesOf(c)
+		}
+	})
+	b.Run("API object", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			addressesOfAPIObject(svc)
+		}
+	})
 }
