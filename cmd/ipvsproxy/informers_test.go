@@ -9,6 +9,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
@@ -536,5 +537,38 @@ func TestTrackerFollowsCompactServicesThroughTheInformer(t *testing.T) {
 	waitFor("deleted", nil)
 	if keys := informer.GetStore().ListKeys(); len(keys) != 0 {
 		t.Errorf("the cache still holds %v", keys)
+	}
+}
+
+// Cached Services share their namespace, port names and constant-valued
+// strings (type, policy, protocol) instead of each holding its decoded
+// copy.
+func TestCachedServicesShareNamespacesAndConstants(t *testing.T) {
+	decoded := func(name string) *ipvsproxy.Service {
+		s := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shared-ns", Name: name},
+			Spec: v1.ServiceSpec{Type: v1.ServiceTypeNodePort, ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyCluster,
+				ClusterIPs: []string{"10.96.0.10"}, Ports: []v1.ServicePort{{Name: "metrics", Protocol: v1.ProtocolUDP, Port: 9100}}}}
+		data, err := s.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh := &v1.Service{}
+		if err := fresh.Unmarshal(data); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := trimCached(fresh)
+		return got.(*ipvsproxy.Service)
+	}
+	a, b := decoded("a"), decoded("b")
+	for what, pair := range map[string][2]string{
+		"namespace":             {a.Namespace, b.Namespace},
+		"type":                  {string(a.Type), string(b.Type)},
+		"externalTrafficPolicy": {string(a.ExternalTrafficPolicy), string(b.ExternalTrafficPolicy)},
+		"port name":             {a.Ports[0].Name, b.Ports[0].Name},
+		"protocol":              {string(a.Ports[0].Protocol), string(b.Ports[0].Protocol)},
+	} {
+		if pair[0] != pair[1] || unsafe.StringData(pair[0]) != unsafe.StringData(pair[1]) {
+			t.Errorf("%s not shared: %q at %p, %q at %p", what, pair[0], unsafe.StringData(pair[0]), pair[1], unsafe.StringData(pair[1]))
+		}
 	}
 }
