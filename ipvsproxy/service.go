@@ -12,11 +12,12 @@ import (
 
 // Service is what the proxier keeps of a v1.Service: the daemon's informer
 // cache and the tracker hold these, not the API objects. Every node caches
-// every Service of the cluster, and a decoded v1.Service held about 1.2 KB
+// every Service of the cluster, and a decoded v1.Service held about 1 KB
 // after trimming (a 592-byte struct, and an allocation per string, slice,
 // map and pointer); this holds the fields every Service has in one struct,
 // the cluster IPs parsed, the ports in one array, and what few Services
-// have behind one pointer (BenchmarkCachedServiceMemory). Nothing is lost
+// have behind one pointer: 976 → 408 bytes in BenchmarkCachedServiceMemory.
+// Nothing is lost
 // that a reader uses: an address that is not in its canonical form is kept
 // as written, so it is reported as before, and ToService gives back the API
 // object's kept fields.
