@@ -117,9 +117,9 @@ func scenarioUDP(s *S) {
 		after, ok := resumed()
 		when := "never"
 		if ok {
-			when = seconds(after)
+			when = seconds(after) + "s"
 		}
-		v.name = fmt.Sprintf("UDP: after deleting %s, replies from %s within %ss (after %ss; e2ectl took %ss)", victim, survivor, seconds(limit), when, seconds(t0.Sub(tDel)))
+		v.name = fmt.Sprintf("UDP: after deleting %s, replies from %s within %ss (after %s; e2ectl took %ss)", victim, survivor, seconds(limit), when, seconds(t0.Sub(tDel)))
 		if !ok || after > limit {
 			v.Errorf("no reply from %s within %ss of the update", survivor, seconds(limit))
 		}
