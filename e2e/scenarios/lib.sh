@@ -200,3 +200,19 @@ corner_expect() {
 corner_expect_silence() {
 	((status == 28)) || corner_failures+=("${asked[-1]}: curl exit $status, want 28 (a silent drop)")
 }
+
+# kill_tree PID: stop a background pipeline started in a network namespace, descendants first
+# (from /proc, so nothing beyond the kernel and bash is needed).
+kill_tree() {
+	local c
+	for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+		kill_tree "$c"
+	done
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+# vs_gone NODE IP: the node holds no virtual server on IP.
+vs_gone() {
+	! ip netns exec "$1" ipvsadm -Ln | grep -qF " $2:"
+}

@@ -42,6 +42,7 @@ var scenarios = []scenario{
 	{"4", []string{"4", "5"}, "loadbalancer", scenarioLoadBalancer},
 	{"6", []string{"6"}, "proxymode", scenarioProxyMode},
 	{"7", []string{"7"}, "spread", scenarioSpread},
+	{"8", []string{"8"}, "udp", scenarioUDP},
 	{"11", []string{"11"}, "local_no_endpoints", scenarioLocalNoEndpoints},
 	{"12", []string{"12"}, "node_address", scenarioNodeAddress},
 	{"13", []string{"13"}, "source_ranges_all", scenarioSourceRangesAll},
@@ -54,8 +55,17 @@ var scenarios = []scenario{
 	{"25", []string{"25"}, "conflict_loser", scenarioConflictLoser},
 	{"26", []string{"26"}, "foreign_virtual_server", scenarioForeignVirtualServer},
 	{"27", []string{"27"}, "failing_object", scenarioFailingObject},
+	{"30", []string{"30", "31", "32"}, "inspect", scenarioInspect},
+	{"33", []string{"33"}, "inspect_local_nodeport", scenarioInspectLocalNodePort},
+	{"34", []string{"34"}, "inspect_source_ranges", scenarioInspectSourceRanges},
+	{"36", []string{"36"}, "health_starvation", scenarioHealthStarvation},
+	{"37", []string{"37"}, "conntrack_periodic", scenarioConntrackPeriodic},
+	{"38", []string{"38", "38v6"}, "sctp", scenarioSCTP},
 	{"41", []string{"41"}, "scheduler_annotation", scenarioSchedulerAnnotation},
 	{"42", []string{"42"}, "kube_proxy_metrics", scenarioKubeProxyMetrics},
+	{"45", []string{"45"}, "service_cidr_route", scenarioServiceCIDRRoute},
+	{"47", []string{"47"}, "node_guard", scenarioNodeGuard},
+	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
 }
 
 // guest is what guest.sh passes in the environment.
