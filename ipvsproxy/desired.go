@@ -25,20 +25,25 @@ import (
 // so that a sync costs what changed, not the size of the cluster.
 type DesiredState struct {
 	Services map[types.NamespacedName]*ServiceState
-	// Claims lists, per virtual server, every Service that wants it; the
+	// The claims and reference counts are the desired state's own: Set,
+	// SetForeign and SetRouted keep them, and the writer reads them through
+	// the methods in desired_read.go, so a count it relies on cannot be
+	// changed behind their back.
+	//
+	// claims lists, per virtual server, every Service that wants it; the
 	// first (oldest) one wins unless the key is foreign.
-	Claims map[ipvs.VirtualServerKey][]claim
-	// Foreign are keys the kernel holds a virtual server at that the
+	claims map[ipvs.VirtualServerKey][]claim
+	// foreign are keys the kernel holds a virtual server at that the
 	// proxier did not create (kernel.go: ownership).
-	Foreign   map[ipvs.VirtualServerKey]bool
-	AddrRefs  map[netip.Addr]int
-	EntryRefs map[SetEntryKey]int
+	foreign   map[ipvs.VirtualServerKey]bool
+	addrRefs  map[netip.Addr]int
+	entryRefs map[SetEntryKey]int
 	// Routes are the Service CIDRs routed local on kube-ipvs0 (routes.go).
 	Routes []netip.Prefix
-	// Unrouted are ranges whose route is not in place, as the writer loop
+	// unrouted are ranges whose route is not in place, as the writer loop
 	// last found: the cluster IPs routed by them are bound one by one
 	// meanwhile (setRouted).
-	Unrouted map[netip.Prefix]bool
+	unrouted map[netip.Prefix]bool
 	// Summary is what every sync reports about all Services (summary.go).
 	Summary serviceSummary
 }
@@ -78,11 +83,11 @@ func NewTouched() Touched {
 func NewDesiredState() *DesiredState {
 	return &DesiredState{
 		Services:  map[types.NamespacedName]*ServiceState{},
-		Claims:    map[ipvs.VirtualServerKey][]claim{},
-		Foreign:   map[ipvs.VirtualServerKey]bool{},
-		AddrRefs:  map[netip.Addr]int{},
-		EntryRefs: map[SetEntryKey]int{},
-		Unrouted:  map[netip.Prefix]bool{},
+		claims:    map[ipvs.VirtualServerKey][]claim{},
+		foreign:   map[ipvs.VirtualServerKey]bool{},
+		addrRefs:  map[netip.Addr]int{},
+		entryRefs: map[SetEntryKey]int{},
+		unrouted:  map[netip.Prefix]bool{},
 		Summary:   newServiceSummary(),
 	}
 }
@@ -94,9 +99,9 @@ func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touche
 		for i := range old.VirtualServers {
 			k := old.VirtualServers[i].VirtualServerKey
 			before := d.Winner(k)
-			d.Claims[k] = slices.DeleteFunc(d.Claims[k], func(c claim) bool { return c.Service == name })
-			if len(d.Claims[k]) == 0 {
-				delete(d.Claims, k)
+			d.claims[k] = slices.DeleteFunc(d.claims[k], func(c claim) bool { return c.Service == name })
+			if len(d.claims[k]) == 0 {
+				delete(d.claims, k)
 			}
 			d.rewin(k, before, t)
 		}
@@ -113,8 +118,8 @@ func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touche
 		vs := &st.VirtualServers[i]
 		k := vs.VirtualServerKey
 		before := d.Winner(k)
-		d.Claims[k] = append(d.Claims[k], claim{Service: name, order: claimRank(vs.Kind) + order, vs: vs})
-		slices.SortFunc(d.Claims[k], func(a, b claim) int { return cmp.Compare(a.order, b.order) })
+		d.claims[k] = append(d.claims[k], claim{Service: name, order: claimRank(vs.Kind) + order, vs: vs})
+		slices.SortFunc(d.claims[k], func(a, b claim) int { return cmp.Compare(a.order, b.order) })
 		d.rewin(k, before, t)
 	}
 }
@@ -122,14 +127,14 @@ func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touche
 // SetForeign records whether the kernel holds someone else's virtual server
 // at k; the Service that wanted k then loses it, and programs nothing for it.
 func (d *DesiredState) SetForeign(k ipvs.VirtualServerKey, foreign bool, t Touched) {
-	if d.Foreign[k] == foreign {
+	if d.foreign[k] == foreign {
 		return
 	}
 	before := d.Winner(k)
 	if foreign {
-		d.Foreign[k] = true
+		d.foreign[k] = true
 	} else {
-		delete(d.Foreign, k)
+		delete(d.foreign, k)
 	}
 	d.rewin(k, before, t)
 }
@@ -139,22 +144,22 @@ func (d *DesiredState) SetForeign(k ipvs.VirtualServerKey, foreign bool, t Touch
 // are bound one by one, each with its KUBE-IPVS-IPS member, as the builder
 // binds an address outside every routed range.
 func (d *DesiredState) SetRouted(r netip.Prefix, inPlace bool, t Touched) {
-	if d.Unrouted[r] == !inPlace {
+	if d.unrouted[r] == !inPlace {
 		return
 	}
 	n := 1
 	if inPlace {
 		n = -1
 	}
-	for k := range d.Claims {
+	for k := range d.claims {
 		if vs := d.Winner(k); vs != nil && vs.RoutedBy == r {
 			d.bindUnrouted(vs, n, t)
 		}
 	}
 	if inPlace {
-		delete(d.Unrouted, r)
+		delete(d.unrouted, r)
 	} else {
-		d.Unrouted[r] = true
+		d.unrouted[r] = true
 	}
 }
 
@@ -162,20 +167,20 @@ func (d *DesiredState) SetRouted(r netip.Prefix, inPlace bool, t Touched) {
 // cluster IP whose route is not in place, and its KUBE-IPVS-IPS member.
 func (d *DesiredState) bindUnrouted(vs *VirtualServerState, n int, t Touched) {
 	a := vs.Address
-	if d.AddrRefs[a] += n; d.AddrRefs[a] <= 0 {
-		delete(d.AddrRefs, a)
+	if d.addrRefs[a] += n; d.addrRefs[a] <= 0 {
+		delete(d.addrRefs, a)
 	}
 	t.Addresses[a] = true
 	k := SetEntryKey{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(a)), Entry: ipset.Entry{IP: a}}
-	if d.EntryRefs[k] += n; d.EntryRefs[k] <= 0 {
-		delete(d.EntryRefs, k)
+	if d.entryRefs[k] += n; d.entryRefs[k] <= 0 {
+		delete(d.entryRefs, k)
 	}
 	t.Entries[k] = true
 }
 
 // Winner is the desired state of k that counts, or nil.
 func (d *DesiredState) Winner(k ipvs.VirtualServerKey) *VirtualServerState {
-	if c := d.Claims[k]; len(c) > 0 && !d.Foreign[k] {
+	if c := d.claims[k]; len(c) > 0 && !d.foreign[k] {
 		return c[0].vs
 	}
 	return nil
@@ -201,18 +206,18 @@ func (d *DesiredState) rewin(k ipvs.VirtualServerKey, before *VirtualServerState
 func (d *DesiredState) contribute(vs *VirtualServerState, n int, t Touched) {
 	if vs.Bound {
 		a := vs.Address
-		if d.AddrRefs[a] += n; d.AddrRefs[a] <= 0 {
-			delete(d.AddrRefs, a)
+		if d.addrRefs[a] += n; d.addrRefs[a] <= 0 {
+			delete(d.addrRefs, a)
 		}
 		t.Addresses[a] = true
 	}
-	if vs.RoutedBy.IsValid() && d.Unrouted[vs.RoutedBy] {
+	if vs.RoutedBy.IsValid() && d.unrouted[vs.RoutedBy] {
 		d.bindUnrouted(vs, n, t)
 	}
 	for _, e := range vs.SetEntries {
 		k := e.Key()
-		if d.EntryRefs[k] += n; d.EntryRefs[k] <= 0 {
-			delete(d.EntryRefs, k)
+		if d.entryRefs[k] += n; d.entryRefs[k] <= 0 {
+			delete(d.entryRefs, k)
 		}
 		t.Entries[k] = true
 	}
@@ -225,7 +230,7 @@ func (d *DesiredState) VirtualServer(k ipvs.VirtualServerKey) *VirtualServerStat
 
 // Owner is the Service that wins k, if any.
 func (d *DesiredState) Owner(k ipvs.VirtualServerKey) (types.NamespacedName, bool) {
-	if c := d.Claims[k]; len(c) > 0 && !d.Foreign[k] {
+	if c := d.claims[k]; len(c) > 0 && !d.foreign[k] {
 		return c[0].Service, true
 	}
 	return types.NamespacedName{}, false
@@ -236,12 +241,12 @@ func (d *DesiredState) Owner(k ipvs.VirtualServerKey) (types.NamespacedName, boo
 func (d *DesiredState) Conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.NamespacedName][]Problem {
 	out := map[types.NamespacedName][]Problem{}
 	for k := range keys {
-		c := d.Claims[k]
+		c := d.claims[k]
 		losers, by, scope := c[min(1, len(c)):], "", ScopeCluster
 		if len(c) > 0 {
 			by = "Service " + c[0].Service.String()
 		}
-		if d.Foreign[k] {
+		if d.foreign[k] {
 			losers, by, scope = c, "a virtual server ipvsproxy did not create", ScopeNode
 		}
 		for _, loser := range losers {
@@ -264,8 +269,8 @@ func (st *ServiceState) ServiceRef() (ref v1.ObjectReference) {
 // tests, inspect).
 func (d *DesiredState) Dump() string {
 	var b strings.Builder
-	keys := make([]ipvs.VirtualServerKey, 0, len(d.Claims))
-	for k := range d.Claims {
+	keys := make([]ipvs.VirtualServerKey, 0, len(d.claims))
+	for k := range d.claims {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, CompareVSKey)
@@ -276,8 +281,8 @@ func (d *DesiredState) Dump() string {
 		}
 	}
 	b.WriteString("addresses on " + owned.DummyInterface + ":\n")
-	addrs := make([]netip.Addr, 0, len(d.AddrRefs))
-	for a := range d.AddrRefs {
+	addrs := make([]netip.Addr, 0, len(d.addrRefs))
+	for a := range d.addrRefs {
 		addrs = append(addrs, a)
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
@@ -291,8 +296,8 @@ func (d *DesiredState) Dump() string {
 		}
 	}
 	b.WriteString("ipset entries:\n")
-	entries := make([]string, 0, len(d.EntryRefs))
-	for k := range d.EntryRefs {
+	entries := make([]string, 0, len(d.entryRefs))
+	for k := range d.entryRefs {
 		entries = append(entries, k.Set+" "+k.Entry.String(owned.SetType(k.Set)))
 	}
 	slices.Sort(entries)

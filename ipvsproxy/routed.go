@@ -64,18 +64,18 @@ func (d *DesiredState) SetServiceRoutes(ranges []netip.Prefix, t Touched) {
 	for _, r := range d.Routes {
 		a, anchored, e := contribution(r)
 		if anchored {
-			if d.AddrRefs[a]--; d.AddrRefs[a] <= 0 {
-				delete(d.AddrRefs, a)
+			if d.addrRefs[a]--; d.addrRefs[a] <= 0 {
+				delete(d.addrRefs, a)
 			}
 			t.Addresses[a] = true
 			k := SetEntryKey{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(a)), Entry: ipset.Entry{IP: a}}
-			if d.EntryRefs[k]--; d.EntryRefs[k] <= 0 {
-				delete(d.EntryRefs, k)
+			if d.entryRefs[k]--; d.entryRefs[k] <= 0 {
+				delete(d.entryRefs, k)
 			}
 			t.Entries[k] = true
 		}
-		if d.EntryRefs[e]--; d.EntryRefs[e] <= 0 {
-			delete(d.EntryRefs, e)
+		if d.entryRefs[e]--; d.entryRefs[e] <= 0 {
+			delete(d.entryRefs, e)
 		}
 		t.Entries[e] = true
 	}
@@ -83,13 +83,13 @@ func (d *DesiredState) SetServiceRoutes(ranges []netip.Prefix, t Touched) {
 	for _, r := range d.Routes {
 		a, anchored, e := contribution(r)
 		if anchored {
-			d.AddrRefs[a]++
+			d.addrRefs[a]++
 			t.Addresses[a] = true
 			k := SetEntryKey{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(a)), Entry: ipset.Entry{IP: a}}
-			d.EntryRefs[k]++
+			d.entryRefs[k]++
 			t.Entries[k] = true
 		}
-		d.EntryRefs[e]++
+		d.entryRefs[e]++
 		t.Entries[e] = true
 	}
 }

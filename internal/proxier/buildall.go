@@ -72,10 +72,7 @@ func reserveFor(built []builtService, d *ipvsproxy.DesiredState, t *ipvsproxy.To
 			entries += len(vs.SetEntries)
 		}
 	}
-	reserve(&d.Claims, virtualServers)
-	reserve(&d.Services, len(built))
-	reserve(&d.AddrRefs, addresses)
-	reserve(&d.EntryRefs, entries)
+	d.Reserve(len(built), virtualServers, addresses, entries)
 	reserve(&t.VirtualServers, virtualServers)
 	reserve(&t.Addresses, addresses)
 	reserve(&t.Entries, entries)

@@ -67,7 +67,7 @@ type udpEndpoints map[netip.AddrPort]map[netip.AddrPort]bool
 
 func udpServing(d *ipvsproxy.DesiredState) udpEndpoints {
 	out := udpEndpoints{}
-	for k := range d.Claims {
+	for k := range d.VirtualServerKeys() {
 		if k.Protocol != ipvs.UDP {
 			continue
 		}

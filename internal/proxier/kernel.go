@@ -285,13 +285,13 @@ func (v *kernelView) touchAll(d *ipvsproxy.DesiredState, t ipvsproxy.Touched) {
 	for k := range v.virtualServers {
 		t.VirtualServers[k] = true
 	}
-	for k := range d.Claims {
+	for k := range d.VirtualServerKeys() {
 		t.VirtualServers[k] = true
 	}
 	for a := range v.addresses {
 		t.Addresses[a] = true
 	}
-	for a := range d.AddrRefs {
+	for a := range d.Addresses() {
 		t.Addresses[a] = true
 	}
 	for set, members := range v.sets {
@@ -309,7 +309,7 @@ func (v *kernelView) touchAll(d *ipvsproxy.DesiredState, t ipvsproxy.Touched) {
 			t.Entries[ipvsproxy.SetEntryKey{Set: set, Entry: e}] = true
 		}
 	}
-	for k := range d.EntryRefs {
+	for k := range d.SetEntries() {
 		t.Entries[k] = true
 	}
 }

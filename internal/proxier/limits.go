@@ -130,7 +130,7 @@ func entryDelta(d *ipvsproxy.DesiredState, old, new *ipvsproxy.ServiceState) map
 				continue
 			}
 			wanted[k] = true
-			if d.EntryRefs[k] == 0 {
+			if d.SetEntryRefs(k) == 0 {
 				delta[k.Set]++
 			}
 		}
@@ -138,7 +138,7 @@ func entryDelta(d *ipvsproxy.DesiredState, old, new *ipvsproxy.ServiceState) map
 	if old != nil {
 		for _, e := range old.SetEntries {
 			// Only old refers to it (it holds each entry once).
-			if k := e.Key(); !wanted[k] && d.EntryRefs[k] == 1 {
+			if k := e.Key(); !wanted[k] && d.SetEntryRefs(k) == 1 {
 				delta[k.Set]--
 			}
 		}
@@ -152,7 +152,7 @@ func entryDelta(d *ipvsproxy.DesiredState, old, new *ipvsproxy.ServiceState) map
 				continue
 			}
 			claimed[k] = true
-			if len(d.Claims[k]) == 0 {
+			if !d.Claimed(k) {
 				delta[recordEntry(k).Set]++
 			}
 		}
@@ -160,7 +160,7 @@ func entryDelta(d *ipvsproxy.DesiredState, old, new *ipvsproxy.ServiceState) map
 	if old != nil {
 		for i := range old.VirtualServers {
 			k := old.VirtualServers[i].VirtualServerKey
-			if c := d.Claims[k]; !claimed[k] && len(c) == 1 && c[0].Service == old.Name {
+			if !claimed[k] && d.ClaimedOnlyBy(k, old.Name) {
 				delta[recordEntry(k).Set]--
 				claimed[k] = true // once, even if old lists it twice
 			}

@@ -97,7 +97,7 @@ func (e foreignError) Error() string {
 func (r *reconciler) addressOps() operations[netip.Addr] {
 	return operations[netip.Addr]{
 		id:     addrID,
-		wanted: func(a netip.Addr) bool { return r.desired.AddrRefs[a] > 0 },
+		wanted: func(a netip.Addr) bool { return r.desired.WantsAddress(a) },
 		update: r.addAddress,
 		delete: r.deleteAddress,
 	}
@@ -141,7 +141,7 @@ func (r *reconciler) deleteAddress(a netip.Addr) error {
 func (r *reconciler) entryOps() operations[ipvsproxy.SetEntryKey] {
 	return operations[ipvsproxy.SetEntryKey]{
 		id:     entryID,
-		wanted: func(k ipvsproxy.SetEntryKey) bool { return r.desired.EntryRefs[k] > 0 },
+		wanted: func(k ipvsproxy.SetEntryKey) bool { return r.desired.SetEntryRefs(k) > 0 },
 		update: r.addEntry,
 		delete: r.deleteEntry,
 		later:  func(err error) bool { return errors.Is(err, ipset.ErrFull) },

@@ -120,7 +120,7 @@ func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int) {
 	if r.full {
 		// Someone else's virtual servers win their keys; ones that went
 		// away free theirs.
-		for k := range r.desired.Foreign {
+		for k := range r.desired.ForeignKeys() {
 			if !r.view.foreign[k] {
 				r.desired.SetForeign(k, false, t)
 			}
@@ -129,9 +129,9 @@ func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int) {
 			r.desired.SetForeign(k, true, t)
 		}
 		all := ipvsproxy.Touched{
-			VirtualServers: make(map[ipvs.VirtualServerKey]bool, len(r.desired.Claims)),
-			Addresses:      make(map[netip.Addr]bool, len(r.desired.AddrRefs)),
-			Entries:        make(map[ipvsproxy.SetEntryKey]bool, len(r.desired.EntryRefs)),
+			VirtualServers: make(map[ipvs.VirtualServerKey]bool, r.desired.VirtualServerCount()),
+			Addresses:      make(map[netip.Addr]bool, r.desired.AddressCount()),
+			Entries:        make(map[ipvsproxy.SetEntryKey]bool, r.desired.SetEntryCount()),
 		}
 		r.view.touchAll(r.desired, all)
 		t = mergeTouched(t, all, r.retries.waiting())

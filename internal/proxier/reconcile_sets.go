@@ -129,7 +129,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 	r.view.sets[s.Name] = members
 	delete(r.view.wrongSets, s.Name)
 	name := strings.TrimSuffix(s.Name, tempSetSuffix)
-	for k, n := range r.desired.EntryRefs {
+	for k, n := range r.desired.SetEntries() {
 		if k.Set != name || n <= 0 {
 			continue
 		}

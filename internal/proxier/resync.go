@@ -121,7 +121,7 @@ func (r *reconciler) resyncShare(share int, present map[ipvs.VirtualServerKey]ip
 		}
 	}
 	read := 0
-	for k := range r.desired.Claims {
+	for k := range r.desired.VirtualServerKeys() {
 		if shareOf(k, shares) != share {
 			continue
 		}

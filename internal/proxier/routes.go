@@ -77,7 +77,7 @@ func (r *reconciler) addServiceRoutes(t ipvsproxy.Touched) {
 	for _, p := range r.desired.Routes {
 		r.desired.SetRouted(p, r.view.routes[p], t)
 	}
-	for p := range r.desired.Unrouted {
+	for p := range r.desired.UnroutedRanges() {
 		if !slices.Contains(r.desired.Routes, p) {
 			r.desired.SetRouted(p, true, t) // no longer wanted: nothing to bind for it
 		}

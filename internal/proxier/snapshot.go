@@ -55,21 +55,21 @@ type snapshotInputs struct {
 func (p *Proxier) snapshotInputs() snapshotInputs {
 	in := snapshotInputs{
 		taken: p.now(), node: p.nodeInfo(), cfg: p.cfg, routes: slices.Clone(p.desired.Routes),
-		winners:   make([]*ipvsproxy.VirtualServerState, 0, len(p.desired.Claims)),
-		addresses: make([]netip.Addr, 0, len(p.desired.AddrRefs)),
-		entries:   make([]ipvsproxy.SetEntryKey, 0, len(p.desired.EntryRefs)),
+		winners:   make([]*ipvsproxy.VirtualServerState, 0, p.desired.VirtualServerCount()),
+		addresses: make([]netip.Addr, 0, p.desired.AddressCount()),
+		entries:   make([]ipvsproxy.SetEntryKey, 0, p.desired.SetEntryCount()),
 		services:  make(map[types.NamespacedName]*ipvsproxy.ServiceState, len(p.desired.Services)),
 		status:    p.statusLocked(),
 	}
-	for k := range p.desired.Claims {
+	for k := range p.desired.VirtualServerKeys() {
 		if vs := p.desired.VirtualServer(k); vs != nil {
 			in.winners = append(in.winners, vs)
 		}
 	}
-	for a := range p.desired.AddrRefs {
+	for a := range p.desired.Addresses() {
 		in.addresses = append(in.addresses, a)
 	}
-	for k := range p.desired.EntryRefs {
+	for k := range p.desired.SetEntries() {
 		in.entries = append(in.entries, k)
 	}
 	for vs, rss := range p.draining {
@@ -210,8 +210,8 @@ func OwnedSetNames(families []v1.IPFamily) []string {
 func (p *Proxier) VirtualServerNames() map[ipvs.VirtualServerKey]ipvsproxy.ServicePortName {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[ipvs.VirtualServerKey]ipvsproxy.ServicePortName, len(p.desired.Claims))
-	for k := range p.desired.Claims {
+	out := make(map[ipvs.VirtualServerKey]ipvsproxy.ServicePortName, p.desired.VirtualServerCount())
+	for k := range p.desired.VirtualServerKeys() {
 		out[k] = p.desired.VirtualServer(k).Port
 	}
 	return out

@@ -1,0 +1,71 @@
+package ipvsproxy
+
+import (
+	"iter"
+	"maps"
+	"net/netip"
+
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// What the writer reads of the desired state's claims and reference counts.
+// None of these change them.
+
+// VirtualServerKeys are the keys at least one Service claims.
+func (d *DesiredState) VirtualServerKeys() iter.Seq[ipvs.VirtualServerKey] { return maps.Keys(d.claims) }
+
+// VirtualServerCount is how many keys are claimed.
+func (d *DesiredState) VirtualServerCount() int { return len(d.claims) }
+
+// Claimed says whether any Service claims k.
+func (d *DesiredState) Claimed(k ipvs.VirtualServerKey) bool { return len(d.claims[k]) > 0 }
+
+// ClaimedOnlyBy says whether name is the one Service that claims k.
+func (d *DesiredState) ClaimedOnlyBy(k ipvs.VirtualServerKey, name types.NamespacedName) bool {
+	c := d.claims[k]
+	return len(c) == 1 && c[0].Service == name
+}
+
+// Addresses are the addresses to bind on kube-ipvs0.
+func (d *DesiredState) Addresses() iter.Seq[netip.Addr] { return maps.Keys(d.addrRefs) }
+
+// AddressCount is how many addresses are to be bound.
+func (d *DesiredState) AddressCount() int { return len(d.addrRefs) }
+
+// WantsAddress says whether a is to be bound.
+func (d *DesiredState) WantsAddress(a netip.Addr) bool { return d.addrRefs[a] > 0 }
+
+// SetEntries are the wanted set members, each with how many virtual servers
+// want it.
+func (d *DesiredState) SetEntries() iter.Seq2[SetEntryKey, int] { return maps.All(d.entryRefs) }
+
+// SetEntryCount is how many set members are wanted.
+func (d *DesiredState) SetEntryCount() int { return len(d.entryRefs) }
+
+// SetEntryRefs is how many virtual servers want the member k.
+func (d *DesiredState) SetEntryRefs(k SetEntryKey) int { return d.entryRefs[k] }
+
+// ForeignKeys are the keys the kernel holds someone else's virtual server at.
+func (d *DesiredState) ForeignKeys() iter.Seq[ipvs.VirtualServerKey] { return maps.Keys(d.foreign) }
+
+// UnroutedRanges are the Service CIDRs whose route is not in place.
+func (d *DesiredState) UnroutedRanges() iter.Seq[netip.Prefix] { return maps.Keys(d.unrouted) }
+
+// Reserve sizes the empty maps a first sync is about to fill with about
+// this many claimed virtual servers, bound addresses and set members:
+// growing them one entry at a time was a fifth of a cold sync of 10,000
+// Services (rehashing). Maps that hold anything are left alone.
+func (d *DesiredState) Reserve(services, virtualServers, addresses, entries int) {
+	reserve(&d.Services, services)
+	reserve(&d.claims, virtualServers)
+	reserve(&d.addrRefs, addresses)
+	reserve(&d.entryRefs, entries)
+}
+
+// reserve replaces an empty map with one sized for n entries.
+func reserve[K comparable, V any](m *map[K]V, n int) {
+	if len(*m) == 0 && n > 0 {
+		*m = make(map[K]V, n)
+	}
+}
