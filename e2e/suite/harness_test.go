@@ -47,8 +47,11 @@ var scenarios = []scenario{
 	{"13", []string{"13"}, "source_ranges_all", scenarioSourceRangesAll},
 	{"14", []string{"14"}, "health_check_lb_ip", scenarioHealthCheckLBIP},
 	{"15", []string{"15"}, "node_source_ranges", scenarioNodeSourceRanges},
+	{"16", []string{"16"}, "host_firewall", scenarioHostFirewall},
+	{"17", []string{"17"}, "local_detect", scenarioLocalDetect},
 	{"18", []string{"18", "18v6"}, "internal_traffic_local", scenarioInternalTrafficLocal},
 	{"19", []string{"19", "19v6"}, "traffic_distribution", scenarioTrafficDistribution},
+	{"21", []string{"21"}, "external_ip_guard", scenarioExternalIPGuard},
 	{"22", []string{"22"}, "scheduler_flag", scenarioSchedulerFlag},
 	{"23", []string{"23", "23v6"}, "affinity_timeout", scenarioAffinityTimeout},
 	{"25", []string{"25"}, "conflict_loser", scenarioConflictLoser},
@@ -56,6 +59,7 @@ var scenarios = []scenario{
 	{"27", []string{"27"}, "failing_object", scenarioFailingObject},
 	{"41", []string{"41"}, "scheduler_annotation", scenarioSchedulerAnnotation},
 	{"42", []string{"42"}, "kube_proxy_metrics", scenarioKubeProxyMetrics},
+	{"48", []string{"48"}, "ownership_record", scenarioOwnershipRecord},
 }
 
 // guest is what guest.sh passes in the environment.
