@@ -37,7 +37,8 @@ first=() second=()
 for n in "${all[@]}"; do
 	case $n in
 	9 | 10) ;;
-	*) if ((n < 40)); then first+=("$n"); else second+=("$n"); fi ;;
+	# A Go scenario's number may end in a letter (39a, 39b): its digits place it.
+	*) if ((${n%%[!0-9]*} < 40)); then first+=("$n"); else second+=("$n"); fi ;;
 	esac
 done
 first+=(9 10)

@@ -164,43 +164,6 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # field NAME TEXT: the value of NAME= in TEXT (first match).
 field() { sed -n "s/^$1=//p" <<<"$2" | head -n1; }
 
-# The corner helpers of scenarios 16 and 17 (the traffic corners, most of them Go ones now).
-
-# corner_service NAME YAML: apply a Service and set its endpoints to web on node1; prints nothing,
-# sets $corner_info (service-info lines).
-corner_service() {
-	local name=$1 yaml=$2
-	corner_info=$(kc apply-service - <<<"$yaml") || return 1
-	show - "e2ectl apply-service $name.yaml" "$(grep -E '^(TYPE|CLUSTER_IP|EXTERNAL_TRAFFIC_POLICY|HEALTH_CHECK_NODE_PORT)=' <<<"$corner_info")"
-	kc set-endpoints "$name" "$(pod_ip web)@node1" || return 1
-	show - "e2ectl set-endpoints $name $(pod_ip web)@node1" ""
-}
-
-# corner_curl WHERE URL: curl with a short timeout; $answer is the body's hostname= and
-# client_address= lines, or curl's message, and $status its exit status (28: timed out, no reply;
-# 7: refused or unreachable).
-corner_curl() {
-	ask "$1" "curl -sS --max-time 3 $2 | grep -E '^(hostname|client_address)=' | tr '\n' ' '; exit \${PIPESTATUS[0]}"
-}
-
-# corner_expect TEXT...: collect a failure unless the last corner_curl's answer holds every TEXT
-# and curl succeeded.
-corner_expect() {
-	local want
-	if ((status != 0)); then
-		corner_failures+=("${asked[-1]}: curl exit $status, want an answer")
-		return
-	fi
-	for want in "$@"; do
-		[[ $answer == *"$want"* ]] || corner_failures+=("${asked[-1]}: want $want")
-	done
-}
-
-# corner_expect_silence: the last corner_curl timed out (no reply, no RST, no ICMP).
-corner_expect_silence() {
-	((status == 28)) || corner_failures+=("${asked[-1]}: curl exit $status, want 28 (a silent drop)")
-}
-
 # kill_tree PID: stop a background pipeline started in a network namespace, descendants first
 # (from /proc, so nothing beyond the kernel and bash is needed).
 kill_tree() {

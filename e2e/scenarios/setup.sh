@@ -14,7 +14,8 @@ readonly ipvsproxy=$repo/bin/ipvsproxy
 readonly node1_addr=198.51.100.1 node2_addr=198.51.100.2 client_addr=198.51.100.79 vip=203.0.113.140
 readonly node1_addr6=2001:db8:1::1 node2_addr6=2001:db8:1::2 client_addr6=2001:db8:1::79 vip6=2001:db8:113::140
 readonly cluster_cidrs=10.244.0.0/16,2001:db8:244::/48
-# Two periodic syncs bound how long stale state may survive (scenario 8).
+# Two periodic syncs bound how long stale state may survive (scenario 8). e2e/suite/proxier_test.go
+# has these three as constants of its own.
 readonly sync_period=10s min_sync_period=100ms
 
 # name node ip role (role: http, udp or client)
@@ -63,6 +64,8 @@ setup_pods() {
 
 # start_proxier NODE: one daemon in the node's namespace, as a DaemonSet pod with hostNetwork
 # would run, with the proxier's own ServiceAccount token (deploy/base's RBAC).
+# e2e/suite/proxier_test.go starts, stops and restarts the daemon of a Go scenario the same way
+# (these flags, log and pid files): change both together.
 start_proxier() {
 	local node=$1
 	echo "--- start $(date -u +%T.%N)" >>"$E2E_LOGS/ipvsproxy-$node.log"

@@ -23,10 +23,6 @@ import (
 // programs left running while a step measures (senders, listeners, stand-in
 // daemons) and the kube-ipvs0 readers.
 
-// syncPeriod is setup.sh's --ipvs-sync-period: two of them bound how long
-// stale state may survive.
-const syncPeriod = 10 * time.Second
-
 // timedLine is one line a background program printed, stamped on arrival.
 type timedLine struct {
 	at   time.Time

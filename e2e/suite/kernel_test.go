@@ -4,7 +4,6 @@ package suite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
@@ -584,10 +582,4 @@ func proxierPID(node string) int {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid
-}
-
-// alive: the process exists (signal 0 reaches it).
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return pid > 0 && (err == nil || errors.Is(err, syscall.EPERM))
 }
