@@ -295,15 +295,28 @@ func (t *ChangeTracker) Pending() (services, endpoints int, oldest time.Time) {
 func (t *ChangeTracker) Input(name types.NamespacedName) (*v1.Service, []*EndpointSlice) {
 	t.mu.Lock()
 	svc := t.services[name]
-	var out []*EndpointSlice
-	for _, s := range t.Slices[name] {
-		out = append(out, s)
-	}
+	out := t.slicesOf(name)
 	t.mu.Unlock()
 	if svc == nil {
 		return nil, out
 	}
 	return svc.ToService(), out
+}
+
+// EndpointSlicesOf returns the Service's current slices alone: for readers
+// of the endpoints, without the API object Input makes.
+func (t *ChangeTracker) EndpointSlicesOf(name types.NamespacedName) []*EndpointSlice {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.slicesOf(name)
+}
+
+func (t *ChangeTracker) slicesOf(name types.NamespacedName) []*EndpointSlice {
+	var out []*EndpointSlice
+	for _, s := range t.Slices[name] {
+		out = append(out, s)
+	}
+	return out
 }
 
 // Service returns the current Service, nil when absent. It is shared with

@@ -13,7 +13,9 @@ import (
 // None of these change them.
 
 // VirtualServerKeys are the keys at least one Service claims.
-func (d *DesiredState) VirtualServerKeys() iter.Seq[ipvs.VirtualServerKey] { return maps.Keys(d.claims) }
+func (d *DesiredState) VirtualServerKeys() iter.Seq[ipvs.VirtualServerKey] {
+	return maps.Keys(d.claims)
+}
 
 // VirtualServerCount is how many keys are claimed.
 func (d *DesiredState) VirtualServerCount() int { return len(d.claims) }

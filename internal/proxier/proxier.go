@@ -471,7 +471,7 @@ func (p *Proxier) nodeInfo() ipvsproxy.NodeInfo {
 		info.Listening = p.view.listening
 	}
 	info.OtherNodes = p.clusterNodes.Others(p.nodeName)
-	_, apiSlices := p.tracker.Input(ipvsproxy.KubernetesService)
+	apiSlices := p.tracker.EndpointSlicesOf(ipvsproxy.KubernetesService)
 	info.APIServers = ipvsproxy.APIServerAddresses(apiSlices)
 	info.ServiceCIDRs = p.tracker.ServiceCIDRRanges()
 	info.RoutedServiceCIDRs = p.desired.Routes

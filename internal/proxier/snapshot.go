@@ -153,7 +153,7 @@ type endpointConditions struct {
 // builder's own functions (endpointsByPort, topologyMode).
 func (p *Proxier) endpointConditions(name types.NamespacedName, node ipvsproxy.NodeInfo, families []v1.IPFamily) endpointConditions {
 	c := endpointConditions{endpoints: map[ipvsproxy.PortKey]map[netip.AddrPort]ipvsproxy.Endpoint{}, topology: map[ipvsproxy.PortKey]bool{}}
-	_, endpointSlices := p.tracker.Input(name)
+	endpointSlices := p.tracker.EndpointSlicesOf(name)
 	for _, family := range families {
 		byPort, _ := ipvsproxy.EndpointsByPort(endpointSlices, family)
 		for k, eps := range byPort {
