@@ -167,7 +167,6 @@ func (c *client) ServerResources(ctx context.Context, groupVersion string) (*met
 	if err := c.discovery.Get().AbsPath(path).Do(ctx).Into(list); err != nil {
 		return nil, err
 	}
-	list.GroupVersion = groupVersion
 	return list, nil
 }
 
