@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -44,13 +43,7 @@ type background struct {
 // Background starts cmd under bash in namespace where ("-": the VM's root
 // namespace) and stops it when the scenario ends, if the step has not.
 func (v *V) Background(where, cmd string) *background {
-	var c *exec.Cmd
-	if where == "-" {
-		c = exec.Command("bash", "-c", cmd)
-	} else {
-		c = exec.Command("ip", "netns", "exec", where, "bash", "-c", cmd)
-		c.Env = append(os.Environ(), "IPVSPROXY_LOCK_FILE=/run/ipvsproxy-"+where+".lock")
-	}
+	c := shell(where, cmd)
 	// A group of its own, so that Stop reaches the pipeline's members too.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := c.StdoutPipe()

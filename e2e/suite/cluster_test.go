@@ -188,15 +188,35 @@ func inNamespace(name string, fn func(netns.NsHandle) error) error {
 	return fn(h)
 }
 
-// virtualServers reads the node's IPVS table with the project's ipvs package.
-func virtualServers(node string) ([]ipvs.VirtualServer, error) {
-	var vss []ipvs.VirtualServer
-	err := inNamespace(node, func(h netns.NsHandle) error {
+// withIPVS and withIPSet run fn on the project's ipvs or ipset package
+// opened in the node's namespace.
+func withIPVS(node string, fn func(ipvs.Interface) error) error {
+	return inNamespace(node, func(h netns.NsHandle) error {
 		k, err := ipvs.NewInNamespace(h)
 		if err != nil {
 			return err
 		}
 		defer k.Close()
+		return fn(k)
+	})
+}
+
+func withIPSet(node string, fn func(*ipset.Kernel) error) error {
+	return inNamespace(node, func(h netns.NsHandle) error {
+		k, err := ipset.NewInNamespace(h)
+		if err != nil {
+			return err
+		}
+		defer k.Close()
+		return fn(k)
+	})
+}
+
+// virtualServers reads the node's IPVS table with the project's ipvs package.
+func virtualServers(node string) ([]ipvs.VirtualServer, error) {
+	var vss []ipvs.VirtualServer
+	err := withIPVS(node, func(k ipvs.Interface) error {
+		var err error
 		vss, err = k.VirtualServers()
 		return err
 	})
@@ -210,12 +230,7 @@ func realServers(where string, proto ipvs.Protocol, addr string, port uint16) ([
 		return nil, err
 	}
 	var rss []ipvs.RealServer
-	err = inNamespace(where, func(h netns.NsHandle) error {
-		k, err := ipvs.NewInNamespace(h)
-		if err != nil {
-			return err
-		}
-		defer k.Close()
+	err = withIPVS(where, func(k ipvs.Interface) error {
 		rss, err = k.RealServers(ipvs.VirtualServerKey{Protocol: proto, Address: a, Port: port})
 		return err
 	})
@@ -244,12 +259,7 @@ func (v *V) WaitRealServers(node string, proto ipvs.Protocol, addr string, port 
 // project's ipset package.
 func inSet(node, set string, want ipset.Entry) (bool, error) {
 	var found bool
-	err := inNamespace(node, func(h netns.NsHandle) error {
-		k, err := ipset.NewInNamespace(h)
-		if err != nil {
-			return err
-		}
-		defer k.Close()
+	err := withIPSet(node, func(k *ipset.Kernel) error {
 		entries, err := k.Entries(set)
 		if err != nil {
 			return err

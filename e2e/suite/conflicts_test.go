@@ -10,7 +10,6 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/vishvananda/netns"
 )
 
 // What one object costs the others: two Services on one key, a virtual
@@ -126,18 +125,6 @@ func scenarioForeignVirtualServer(s *S) {
 		if now, err := vsShape("node1", key); err != nil || now != before {
 			v.Errorf("deleting the Service changed the foreign virtual server: %q (%v)", now, err)
 		}
-	})
-}
-
-// withIPVS runs fn on the node's IPVS table, opened with the ipvs package.
-func withIPVS(node string, fn func(ipvs.Interface) error) error {
-	return inNamespace(node, func(h netns.NsHandle) error {
-		k, err := ipvs.NewInNamespace(h)
-		if err != nil {
-			return err
-		}
-		defer k.Close()
-		return fn(k)
 	})
 }
 

@@ -292,16 +292,22 @@ func (v *V) record(where, cmd, answer string) {
 	}
 }
 
+// shell is cmd under bash in namespace where ("-": the VM's root
+// namespace), with the node's lock file named as its daemon's, so an
+// ipvsproxy command run there waits for the same lock.
+func shell(where, cmd string) *exec.Cmd {
+	if where == "-" {
+		return exec.Command("bash", "-c", cmd)
+	}
+	c := exec.Command("ip", "netns", "exec", where, "bash", "-c", cmd)
+	c.Env = append(os.Environ(), "IPVSPROXY_LOCK_FILE=/run/ipvsproxy-"+where+".lock")
+	return c
+}
+
 // run runs cmd under bash in namespace where without recording it (waits,
 // set-up the tutorial does not show).
 func run(where, cmd string) Answer {
-	var c *exec.Cmd
-	if where == "-" {
-		c = exec.Command("bash", "-c", cmd)
-	} else {
-		c = exec.Command("ip", "netns", "exec", where, "bash", "-c", cmd)
-		c.Env = append(os.Environ(), "IPVSPROXY_LOCK_FILE=/run/ipvsproxy-"+where+".lock")
-	}
+	c := shell(where, cmd)
 	out, err := c.CombinedOutput()
 	a := Answer{Out: strings.TrimRight(string(out), "\n")}
 	if err != nil {

@@ -16,13 +16,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -173,7 +174,7 @@ func startBackground(v *V, where, log, script string) *pipeline {
 	f, err := os.OpenFile(log, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	v.Must(err)
 	defer f.Close()
-	cmd := exec.Command("ip", "netns", "exec", where, "bash", "-c", script)
+	cmd := shell(where, script)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	v.Must(cmd.Start())
@@ -199,12 +200,7 @@ func ipvsTable(node string) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	err = inNamespace(node, func(h netns.NsHandle) error {
-		k, err := ipvs.NewInNamespace(h)
-		if err != nil {
-			return err
-		}
-		defer k.Close()
+	err = withIPVS(node, func(k ipvs.Interface) error {
 		vss, err := k.VirtualServers()
 		if err != nil {
 			return err
@@ -228,12 +224,7 @@ func ipvsTable(node string) (string, error) {
 // virtual server deleted and added again would restart from 0).
 func vsConnections(node string) (map[ipvs.VirtualServerKey]uint64, error) {
 	out := map[ipvs.VirtualServerKey]uint64{}
-	err := inNamespace(node, func(h netns.NsHandle) error {
-		k, err := ipvs.NewInNamespace(h)
-		if err != nil {
-			return err
-		}
-		defer k.Close()
+	err := withIPVS(node, func(k ipvs.Interface) error {
 		sr, ok := k.(ipvs.StatsReader)
 		if !ok {
 			return fmt.Errorf("the ipvs kernel table reads no counters")
@@ -251,12 +242,7 @@ func vsConnections(node string) (map[ipvs.VirtualServerKey]uint64, error) {
 // the kernel's order, read with the ipset package.
 func ipsetDump(node string) (string, error) {
 	var b strings.Builder
-	err := inNamespace(node, func(h netns.NsHandle) error {
-		k, err := ipset.NewInNamespace(h)
-		if err != nil {
-			return err
-		}
-		defer k.Close()
+	err := withIPSet(node, func(k *ipset.Kernel) error {
 		sets, err := k.Sets()
 		if err != nil {
 			return err

@@ -16,7 +16,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/vishvananda/netns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -43,12 +42,7 @@ func savedRules(node string, family iptables.Family, table iptables.Table) (map[
 // project's ipset package.
 func ipsetHeader(node, name string) (ipset.Set, error) {
 	var found ipset.Set
-	err := inNamespace(node, func(h netns.NsHandle) error {
-		k, err := ipset.NewInNamespace(h)
-		if err != nil {
-			return err
-		}
-		defer k.Close()
+	err := withIPSet(node, func(k *ipset.Kernel) error {
 		sets, err := k.Sets()
 		if err != nil {
 			return err
