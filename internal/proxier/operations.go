@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
@@ -40,9 +41,9 @@ type outcome[K comparable] struct {
 	err error
 }
 
-// updateAll runs update on the wanted keys and settles each; it returns
-// the outcomes ops.later picked, unsettled.
-func updateAll[K comparable](r *reconciler, ops operations[K], keys map[K]bool) (later []outcome[K]) {
+// updateAll runs update on the wanted keys, in the order keys gives them,
+// and settles each; it returns the outcomes ops.later picked, unsettled.
+func updateAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K]) (later []outcome[K]) {
 	for k := range keys {
 		if !ops.wanted(k) {
 			continue
@@ -69,7 +70,7 @@ func settleKey[K comparable](r *reconciler, ops operations[K], k K, err error) {
 }
 
 // deleteAll runs delete on the keys nobody wants and settles each.
-func deleteAll[K comparable](r *reconciler, ops operations[K], keys map[K]bool) {
+func deleteAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K]) {
 	for k := range keys {
 		if !ops.wanted(k) {
 			settleKey(r, ops, k, ops.delete(k))
