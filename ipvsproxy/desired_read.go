@@ -65,6 +65,13 @@ func (d *DesiredState) Reserve(services, virtualServers, addresses, entries int)
 	reserve(&d.entryRefs, entries)
 }
 
+// Reserve sizes the empty maps of t, as DesiredState.Reserve does.
+func (t *Touched) Reserve(virtualServers, addresses, entries int) {
+	reserve(&t.VirtualServers, virtualServers)
+	reserve(&t.Addresses, addresses)
+	reserve(&t.Entries, entries)
+}
+
 // reserve replaces an empty map with one sized for n entries.
 func reserve[K comparable, V any](m *map[K]V, n int) {
 	if len(*m) == 0 && n > 0 {

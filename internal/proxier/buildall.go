@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -73,17 +74,8 @@ func reserveFor(built []builtService, d *ipvsproxy.DesiredState, t *ipvsproxy.To
 		}
 	}
 	d.Reserve(len(built), virtualServers, addresses, entries)
-	reserve(&t.VirtualServers, virtualServers)
-	reserve(&t.Addresses, addresses)
-	reserve(&t.Entries, entries)
-	if view != nil {
-		reserve(&view.virtualServers, virtualServers)
-	}
-}
-
-// reserve replaces an empty map with one sized for n entries.
-func reserve[K comparable, V any](m *map[K]V, n int) {
-	if len(*m) == 0 && n > 0 {
-		*m = make(map[K]V, n)
+	t.Reserve(virtualServers, addresses, entries)
+	if view != nil && len(view.virtualServers) == 0 && virtualServers > 0 {
+		view.virtualServers = make(map[ipvs.VirtualServerKey]*kernelVirtualServer, virtualServers)
 	}
 }
