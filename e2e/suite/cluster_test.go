@@ -241,7 +241,13 @@ func realServers(where string, proto ipvs.Protocol, addr string, port uint16) ([
 // exactly these real servers ("IP:PORT", any order).
 func (v *V) WaitRealServers(node string, proto ipvs.Protocol, addr string, port uint16, want ...string) {
 	slices.Sort(want)
-	v.WaitUntil(30*time.Second, fmt.Sprintf("%s's %s %s:%d has not exactly %v", node, proto, addr, port, want), func() (bool, string) {
+	v.WaitUntil(30*time.Second, fmt.Sprintf("%s's %s %s:%d has not exactly %v", node, proto, addr, port, want), hasRealServers(node, proto, addr, port, want))
+}
+
+// hasRealServers is the condition that the node's virtual server exists
+// with exactly the real servers want (sorted), read with the ipvs package.
+func hasRealServers(node string, proto ipvs.Protocol, addr string, port uint16, want []string) func() (bool, string) {
+	return func() (bool, string) {
 		rss, err := realServers(node, proto, addr, port)
 		if err != nil {
 			return false, err.Error()
@@ -252,7 +258,7 @@ func (v *V) WaitRealServers(node string, proto ipvs.Protocol, addr string, port 
 		}
 		slices.Sort(got)
 		return slices.Equal(got, want), fmt.Sprintf("real servers %v", got)
-	})
+	}
 }
 
 // inSet tells whether the node's ipset has the entry, read with the
