@@ -84,7 +84,7 @@ func (r *reconciler) ensureSet(want ownedSet) error {
 	if err := r.k.IPSet.CreateSet(want.Set); err != nil {
 		return err
 	}
-	r.view.sets[want.Name] = make(map[ipset.Entry]bool, r.setSizes[want.Name])
+	r.view.sets[want.Name] = newSetMembers(r.setSizes[want.Name])
 	return nil
 }
 
@@ -147,7 +147,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 	if err := r.k.IPSet.CreateSet(s); err != nil {
 		return err
 	}
-	members := map[ipset.Entry]bool{}
+	members := newSetMembers(0)
 	r.view.sets[s.Name] = members
 	delete(r.view.wrongSets, s.Name)
 	name := strings.TrimSuffix(s.Name, tempSetSuffix)
@@ -159,7 +159,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 		if err := r.k.IPSet.AddEntry(s.Name, k.Entry); err != nil && !errors.Is(err, ipset.ErrExists) {
 			return fmt.Errorf("fill ipset %s: %w", s.Name, err)
 		}
-		members[k.Entry] = true
+		members.add(k.Entry)
 	}
 	return nil
 }
