@@ -60,6 +60,7 @@ func (p *Proxier) buildServices(names map[types.NamespacedName]bool, node ipvspr
 // members in the view are sized when the reconciler creates the sets.
 func reserveFor(built []builtService, d *ipvsproxy.DesiredState, t *ipvsproxy.Touched, view *kernelView) {
 	var virtualServers, addresses, entries int
+	perSet := map[string]int{}
 	for _, b := range built {
 		if b.state == nil {
 			continue
@@ -71,9 +72,12 @@ func reserveFor(built []builtService, d *ipvsproxy.DesiredState, t *ipvsproxy.To
 				addresses++
 			}
 			entries += len(vs.SetEntries)
+			for _, e := range vs.SetEntries {
+				perSet[e.Set]++
+			}
 		}
 	}
-	d.Reserve(len(built), virtualServers, addresses, entries)
+	d.Reserve(len(built), virtualServers, addresses, perSet)
 	t.Reserve(virtualServers, addresses, entries)
 	if view != nil && len(view.virtualServers) == 0 && virtualServers > 0 {
 		view.virtualServers = make(map[ipvs.VirtualServerKey]*kernelVirtualServer, virtualServers)

@@ -155,14 +155,14 @@ func (r *reconciler) addEntry(k ipvsproxy.SetEntryKey) error {
 	if !ok {
 		return pendingError{fmt.Errorf("ipset %s is not present", k.Set)}
 	}
-	if members.has(k.Entry) {
+	if members.Has(k.Entry) {
 		return nil
 	}
 	r.writes++
 	err := r.k.IPSet.AddEntry(k.Set, k.Entry)
 	switch {
 	case err == nil || errors.Is(err, ipset.ErrExists):
-		members.add(k.Entry)
+		members.Put(k.Entry, struct{}{})
 		return nil
 	case errors.Is(err, ipset.ErrNotFound):
 		r.setVanished(k.Set)
@@ -171,7 +171,7 @@ func (r *reconciler) addEntry(k ipvsproxy.SetEntryKey) error {
 }
 
 func (r *reconciler) deleteEntry(k ipvsproxy.SetEntryKey) error {
-	if !r.view.sets[k.Set].has(k.Entry) {
+	if !r.view.sets[k.Set].Has(k.Entry) {
 		return nil
 	}
 	if r.deletionsHeld() {
@@ -180,7 +180,7 @@ func (r *reconciler) deleteEntry(k ipvsproxy.SetEntryKey) error {
 	r.writes++
 	err := r.k.IPSet.DeleteEntry(k.Set, k.Entry)
 	if err == nil || errors.Is(err, ipset.ErrNotFound) {
-		r.view.sets[k.Set].remove(k.Entry)
+		r.view.sets[k.Set].Delete(k.Entry)
 		return nil
 	}
 	return err
@@ -201,7 +201,7 @@ func (r *reconciler) record(k ipvs.VirtualServerKey) error {
 	if !ok {
 		return fmt.Errorf("record %s as ours: ipset %s is not present", k, e.Set)
 	}
-	if members.has(e.Entry) {
+	if members.Has(e.Entry) {
 		return nil
 	}
 	r.writes++
@@ -211,7 +211,7 @@ func (r *reconciler) record(k ipvs.VirtualServerKey) error {
 		}
 		return fmt.Errorf("record %s as ours: %w", k, err)
 	}
-	members.add(e.Entry)
+	members.Put(e.Entry, struct{}{})
 	return nil
 }
 
@@ -219,14 +219,14 @@ func (r *reconciler) record(k ipvs.VirtualServerKey) error {
 // gone.
 func (r *reconciler) unrecord(k ipvs.VirtualServerKey) error {
 	e := recordEntry(k)
-	if !r.view.sets[e.Set].has(e.Entry) {
+	if !r.view.sets[e.Set].Has(e.Entry) {
 		return nil
 	}
 	r.writes++
 	if err := r.k.IPSet.DeleteEntry(e.Set, e.Entry); err != nil && !errors.Is(err, ipset.ErrNotFound) {
 		return fmt.Errorf("remove the record of %s: %w", k, err)
 	}
-	r.view.sets[e.Set].remove(e.Entry)
+	r.view.sets[e.Set].Delete(e.Entry)
 	return nil
 }
 

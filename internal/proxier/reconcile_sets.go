@@ -84,7 +84,7 @@ func (r *reconciler) ensureSet(want ownedSet) error {
 	if err := r.k.IPSet.CreateSet(want.Set); err != nil {
 		return err
 	}
-	r.view.sets[want.Name] = newSetMembers(r.setSizes[want.Name])
+	r.view.sets[want.Name] = ipset.NewEntryMap[struct{}](r.setSizes[want.Name])
 	return nil
 }
 
@@ -147,7 +147,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 	if err := r.k.IPSet.CreateSet(s); err != nil {
 		return err
 	}
-	members := newSetMembers(0)
+	members := ipset.NewEntryMap[struct{}](0)
 	r.view.sets[s.Name] = members
 	delete(r.view.wrongSets, s.Name)
 	name := strings.TrimSuffix(s.Name, tempSetSuffix)
@@ -159,7 +159,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 		if err := r.k.IPSet.AddEntry(s.Name, k.Entry); err != nil && !errors.Is(err, ipset.ErrExists) {
 			return fmt.Errorf("fill ipset %s: %w", s.Name, err)
 		}
-		members.add(k.Entry)
+		members.Put(k.Entry, struct{}{})
 	}
 	return nil
 }
