@@ -366,7 +366,7 @@ func scenarioIPv6UDP(s *S) {
 		after, ok := resumed()
 		when := "never"
 		if ok {
-			when = seconds(after)
+			when = seconds(after) + "s"
 		}
 		if !ok || after > limit {
 			v.Errorf("no reply from %s within %ss of the endpoint's deletion", survivor, seconds(limit))
@@ -389,7 +389,7 @@ func scenarioIPv6UDP(s *S) {
 		if len(stale) > 0 {
 			v.Errorf("node1 still has a flow to %s: %s", victimIP, strings.Join(stale, "; "))
 		}
-		v.name = fmt.Sprintf("UDP over IPv6 [%s]:53 from c1 port %d (seen as %s): after deleting %s, replies from %s after %ss (limit %ss), no flow to it left",
+		v.name = fmt.Sprintf("UDP over IPv6 [%s]:53 from c1 port %d (seen as %s): after deleting %s, replies from %s after %s (limit %ss), no flow to it left",
 			ip, sourcePort, strings.Join(seen, ","), victim, survivor, when, seconds(limit))
 		v.DeleteService(svc)
 	})
