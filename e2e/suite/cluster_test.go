@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -27,6 +28,9 @@ const (
 	node2Addr  = "198.51.100.2"
 	clientAddr = "198.51.100.79"
 	vip        = "203.0.113.140" // the load balancer's
+
+	clientAddr6 = "2001:db8:1::79"
+	vip6        = "2001:db8:113::140" // the load balancer's IPv6 VIP
 )
 
 // pods are setup.sh's: name → node and IPv4 address.
@@ -210,6 +214,22 @@ func withIPSet(node string, fn func(*ipset.Kernel) error) error {
 		defer k.Close()
 		return fn(k)
 	})
+}
+
+// conntrackFlows are the node's conntrack flows of one family (4 or 6),
+// read with the project's conntrack package.
+func conntrackFlows(node string, family int) ([]conntrack.Flow, error) {
+	var flows []conntrack.Flow
+	err := inNamespace(node, func(h netns.NsHandle) error {
+		t, err := conntrack.NewInNamespace(int(h))
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		flows, err = t.Flows(family)
+		return err
+	})
+	return flows, err
 }
 
 // virtualServers reads the node's IPVS table with the project's ipvs package.

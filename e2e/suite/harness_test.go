@@ -78,6 +78,14 @@ var scenarios = []scenario{
 	{"47", []string{"47"}, "node_guard", scenarioNodeGuard},
 	{"48", []string{"48"}, "ownership_record", scenarioOwnershipRecord},
 	{"49", []string{"49"}, "older_clusterrole", scenarioOlderClusterRole},
+	{"50", []string{"50"}, "ipv6_dual_stack_clusterip", scenarioDualStackClusterIP},
+	{"51", []string{"51"}, "ipv6_prefer_dual_stack", scenarioPreferDualStack},
+	{"52", []string{"52"}, "ipv6_nodeport", scenarioIPv6NodePort},
+	{"53", []string{"53"}, "ipv6_loadbalancer", scenarioIPv6LoadBalancer},
+	{"54", []string{"54"}, "ipv6_source_ranges", scenarioIPv6SourceRanges},
+	{"55", []string{"55"}, "ipv6_external_ip", scenarioIPv6ExternalIP},
+	{"56", []string{"56"}, "ipv6_udp", scenarioIPv6UDP},
+	{"57", []string{"57"}, "ipv6_inspect", scenarioIPv6Inspect},
 	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
 }
 
