@@ -331,18 +331,25 @@ func connText(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// kpmOwnSetCount counts kube-proxy's own sets on node (kpmOwnSets).
-func (v *V) kpmOwnSetCount(node, when string) int {
+// setsMatching are the names of the node's ip sets that re matches, read
+// with the ipset package.
+func setsMatching(node string, re *regexp.Regexp) ([]string, error) {
 	var names []string
 	err := withIPSet(node, func(k *ipset.Kernel) error {
 		sets, err := k.Sets()
 		for _, s := range sets {
-			if kpmOwnSets.MatchString(s.Name) {
+			if re.MatchString(s.Name) {
 				names = append(names, s.Name)
 			}
 		}
 		return err
 	})
+	return names, err
+}
+
+// kpmOwnSetCount counts kube-proxy's own sets on node (kpmOwnSets).
+func (v *V) kpmOwnSetCount(node, when string) int {
+	names, err := setsMatching(node, kpmOwnSets)
 	if err != nil {
 		v.Errorf("list %s's ip sets: %v", node, err)
 	}
@@ -585,16 +592,7 @@ var ipvsproxyOwnSets = regexp.MustCompile(`IPVS-OWNED|SERVICE-CIDRS|NO-NODE|IPVS
 // remove: ipvsproxy's own sets, its Service-range routes on kube-ipvs0, its
 // mangle filter (OUT-FILTER).
 func kpmAfterKubeProxyLeft(node string) (string, error) {
-	var sets []string
-	err := withIPSet(node, func(k *ipset.Kernel) error {
-		all, err := k.Sets()
-		for _, s := range all {
-			if ipvsproxyOwnSets.MatchString(s.Name) {
-				sets = append(sets, s.Name)
-			}
-		}
-		return err
-	})
+	sets, err := setsMatching(node, ipvsproxyOwnSets)
 	if err != nil {
 		return "", err
 	}
