@@ -58,7 +58,7 @@ e2e-migrate: deps build
 # machine they are most of the run, and the VM stages leave a core idle for them. fuzz: FUZZTIME per
 # target (2 targets).
 # e2e/stages.sh runs them in this order and prints each one's time.
-TEST_STAGES := prebuild unit fuzz bench-smoke vm-test e2e conformance-smoke
+TEST_STAGES := prebuild unit fuzz bench-smoke vm-test e2e bench-daemon-smoke conformance-smoke
 test:
 	MAKE="$(MAKE)" e2e/stages.sh $(TEST_STAGES)
 
@@ -85,9 +85,15 @@ bench:
 
 # The daemon tier: the real `ipvsproxy run` and kube-proxy --proxy-mode=ipvs in the VM against the
 # real API server, N Services × 10 endpoints (docs/performance.md, "The daemon tier").
-.PHONY: bench-daemon
+.PHONY: bench-daemon bench-daemon-smoke
 bench-daemon:
 	e2e/vm/bench-daemon.sh 1000 10000
+
+# bench-daemon-smoke: the daemon tier's smoke form (make test runs it): 100 Services, both sides;
+# fails unless each became ready, programmed every Service and the endpoint change, and produced
+# its figures.
+bench-daemon-smoke: deps build
+	e2e/vm/bench-daemon.sh --smoke
 
 # The conntrack clean-up at a million flows (issue 8), in the VM: a network namespace here holds
 # at most the host's nf_conntrack_max, which is not ours to raise.
