@@ -73,11 +73,14 @@ var scenarios = []scenario{
 	{"40", []string{"40"}, "config_file", scenarioConfigFile},
 	{"41", []string{"41"}, "scheduler_annotation", scenarioSchedulerAnnotation},
 	{"42", []string{"42"}, "kube_proxy_metrics", scenarioKubeProxyMetrics},
+	{"43", []string{"43"}, "migrate", scenarioMigrate},
 	{"45", []string{"45"}, "service_cidr_route", scenarioServiceCIDRRoute},
 	{"46", []string{"46"}, "resync_shares", scenarioResyncShares},
 	{"47", []string{"47"}, "node_guard", scenarioNodeGuard},
 	{"48", []string{"48"}, "ownership_record", scenarioOwnershipRecord},
 	{"49", []string{"49"}, "older_clusterrole", scenarioOlderClusterRole},
+	{"60", []string{"60"}, "terminating_endpoint", scenarioTerminatingEndpoint},
+	{"61", []string{"61"}, "service_deletion_drains", scenarioServiceDeletionDrains},
 	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
 }
 
