@@ -133,13 +133,13 @@ func scenarioMigrate(s *S) {
 		v.Show("node1", "ipvsadm -Ln; iptables-save; ip6tables-save; ipset list  # read with the ipvs, iptables and ipset packages, compared with before the second clean-up",
 			fmt.Sprintf("IPVS same: %v, iptables same: %v, ipsets same: %v", before.ipvs == after.ipvs, before.rules == after.rules, before.sets == after.sets))
 		if before.ipvs != after.ipvs {
-			v.Errorf("the second clean-up changed IPVS: before %q, after %q", before.ipvs, after.ipvs)
+			v.Errorf("the second clean-up changed IPVS: %s", lineChanges(before.ipvs, after.ipvs))
 		}
 		if before.rules != after.rules {
-			v.Errorf("the second clean-up changed iptables: before %q, after %q", before.rules, after.rules)
+			v.Errorf("the second clean-up changed iptables: %s", lineChanges(before.rules, after.rules))
 		}
 		if before.sets != after.sets {
-			v.Errorf("the second clean-up changed the ipsets: before %q, after %q", before.sets, after.sets)
+			v.Errorf("the second clean-up changed the ipsets: %s", lineChanges(before.sets, after.sets))
 		}
 		if !strings.Contains(again.Out, "count=0") {
 			v.Errorf("the second clean-up removed something: %s", oneline(again.Out))
@@ -335,4 +335,28 @@ func (v *V) DaemonSetsFor(node string) string {
 	on := strings.Join(names, " ")
 	v.Show("-", "e2ectl daemonsets-for "+node, on)
 	return on
+}
+
+// lineChanges says briefly how after differs from before, line by line:
+// how many lines went and came, and the first of each.
+func lineChanges(before, after string) string {
+	was, is := strings.Split(before, "\n"), strings.Split(after, "\n")
+	var gone, came []string
+	for _, l := range was {
+		if !slices.Contains(is, l) {
+			gone = append(gone, l)
+		}
+	}
+	for _, l := range is {
+		if !slices.Contains(was, l) {
+			came = append(came, l)
+		}
+	}
+	first := func(ls []string) string {
+		if len(ls) == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (first %q)", ls[0])
+	}
+	return fmt.Sprintf("%d lines gone%s, %d came%s", len(gone), first(gone), len(came), first(came))
 }
