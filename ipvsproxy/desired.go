@@ -35,9 +35,12 @@ type DesiredState struct {
 	claims map[ipvs.VirtualServerKey][]claim
 	// foreign are keys the kernel holds a virtual server at that the
 	// proxier did not create (kernel.go: ownership).
-	foreign   map[ipvs.VirtualServerKey]bool
-	addrRefs  map[netip.Addr]int
-	entryRefs map[SetEntryKey]int
+	foreign  map[ipvs.VirtualServerKey]bool
+	addrRefs map[netip.Addr]int
+	// entryRefs count, per set, the virtual servers that want each member
+	// (countEntry); entryCount is how many members are wanted.
+	entryRefs  map[string]*ipset.EntryMap[int]
+	entryCount int
 	// Routes are the Service CIDRs routed local on kube-ipvs0 (routes.go).
 	Routes []netip.Prefix
 	// unrouted are ranges whose route is not in place, as the writer loop
@@ -86,7 +89,7 @@ func NewDesiredState() *DesiredState {
 		claims:    map[ipvs.VirtualServerKey][]claim{},
 		foreign:   map[ipvs.VirtualServerKey]bool{},
 		addrRefs:  map[netip.Addr]int{},
-		entryRefs: map[SetEntryKey]int{},
+		entryRefs: map[string]*ipset.EntryMap[int]{},
 		unrouted:  map[netip.Prefix]bool{},
 		Summary:   newServiceSummary(),
 	}
@@ -172,10 +175,30 @@ func (d *DesiredState) bindUnrouted(vs *VirtualServerState, n int, t Touched) {
 	}
 	t.Addresses[a] = true
 	k := SetEntryKey{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(a)), Entry: ipset.Entry{IP: a}}
-	if d.entryRefs[k] += n; d.entryRefs[k] <= 0 {
-		delete(d.entryRefs, k)
-	}
+	d.countEntry(k, n)
 	t.Entries[k] = true
+}
+
+// countEntry counts (n > 0) or uncounts (n < 0) the member k; one counted
+// by nothing is forgotten.
+func (d *DesiredState) countEntry(k SetEntryKey, n int) {
+	refs := d.entryRefs[k.Set]
+	was, _ := refs.Get(k.Entry)
+	now := was + n
+	switch {
+	case now > 0:
+		if refs == nil {
+			refs = ipset.NewEntryMap[int](0)
+			d.entryRefs[k.Set] = refs
+		}
+		if was <= 0 {
+			d.entryCount++
+		}
+		refs.Put(k.Entry, now)
+	case was > 0:
+		refs.Delete(k.Entry)
+		d.entryCount--
+	}
 }
 
 // Winner is the desired state of k that counts, or nil.
@@ -216,9 +239,7 @@ func (d *DesiredState) contribute(vs *VirtualServerState, n int, t Touched) {
 	}
 	for _, e := range vs.SetEntries {
 		k := e.Key()
-		if d.entryRefs[k] += n; d.entryRefs[k] <= 0 {
-			delete(d.entryRefs, k)
-		}
+		d.countEntry(k, n)
 		t.Entries[k] = true
 	}
 }
@@ -296,8 +317,8 @@ func (d *DesiredState) Dump() string {
 		}
 	}
 	b.WriteString("ipset entries:\n")
-	entries := make([]string, 0, len(d.entryRefs))
-	for k := range d.entryRefs {
+	entries := make([]string, 0, d.entryCount)
+	for k := range d.SetEntries() {
 		entries = append(entries, k.Set+" "+k.Entry.String(owned.SetType(k.Set)))
 	}
 	slices.Sort(entries)

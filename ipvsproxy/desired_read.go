@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 
+	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -40,13 +41,26 @@ func (d *DesiredState) WantsAddress(a netip.Addr) bool { return d.addrRefs[a] > 
 
 // SetEntries are the wanted set members, each with how many virtual servers
 // want it.
-func (d *DesiredState) SetEntries() iter.Seq2[SetEntryKey, int] { return maps.All(d.entryRefs) }
+func (d *DesiredState) SetEntries() iter.Seq2[SetEntryKey, int] {
+	return func(yield func(SetEntryKey, int) bool) {
+		for set, refs := range d.entryRefs {
+			for e, n := range refs.All() {
+				if !yield(SetEntryKey{Set: set, Entry: e}, n) {
+					return
+				}
+			}
+		}
+	}
+}
 
 // SetEntryCount is how many set members are wanted.
-func (d *DesiredState) SetEntryCount() int { return len(d.entryRefs) }
+func (d *DesiredState) SetEntryCount() int { return d.entryCount }
 
 // SetEntryRefs is how many virtual servers want the member k.
-func (d *DesiredState) SetEntryRefs(k SetEntryKey) int { return d.entryRefs[k] }
+func (d *DesiredState) SetEntryRefs(k SetEntryKey) int {
+	n, _ := d.entryRefs[k.Set].Get(k.Entry)
+	return n
+}
 
 // ForeignKeys are the keys the kernel holds someone else's virtual server at.
 func (d *DesiredState) ForeignKeys() iter.Seq[ipvs.VirtualServerKey] { return maps.Keys(d.foreign) }
@@ -55,14 +69,25 @@ func (d *DesiredState) ForeignKeys() iter.Seq[ipvs.VirtualServerKey] { return ma
 func (d *DesiredState) UnroutedRanges() iter.Seq[netip.Prefix] { return maps.Keys(d.unrouted) }
 
 // Reserve sizes the empty maps a first sync is about to fill with about
-// this many claimed virtual servers, bound addresses and set members:
-// growing them one entry at a time was a fifth of a cold sync of 10,000
-// Services (rehashing). Maps that hold anything are left alone.
-func (d *DesiredState) Reserve(services, virtualServers, addresses, entries int) {
+// this many claimed virtual servers, bound addresses and members of each
+// set: growing them one entry at a time was a fifth of a cold sync of
+// 10,000 Services (rehashing). Maps that hold anything are left alone.
+func (d *DesiredState) Reserve(services, virtualServers, addresses int, entries map[string]int) {
 	reserve(&d.Services, services)
 	reserve(&d.claims, virtualServers)
 	reserve(&d.addrRefs, addresses)
-	reserve(&d.entryRefs, entries)
+	for set, n := range entries {
+		if d.entryRefs[set].Len() == 0 && n > 0 {
+			d.entryRefs[set] = ipset.NewEntryMap[int](n)
+		}
+	}
+}
+
+// Reserve sizes the empty maps of t, as DesiredState.Reserve does.
+func (t *Touched) Reserve(virtualServers, addresses, entries int) {
+	reserve(&t.VirtualServers, virtualServers)
+	reserve(&t.Addresses, addresses)
+	reserve(&t.Entries, entries)
 }
 
 // reserve replaces an empty map with one sized for n entries.

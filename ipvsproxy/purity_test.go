@@ -35,7 +35,7 @@ var (
 // listed.
 var valueTypePackages = map[string][]string{
 	"ipvs":      {"ParseSchedulerFlags", "StockSchedulers"},
-	"ipset":     nil,
+	"ipset":     {"NewEntryMap"},
 	"iptables":  {"SavedRules"},
 	"conntrack": nil,
 	"listeners": nil,

@@ -69,14 +69,10 @@ func (d *DesiredState) SetServiceRoutes(ranges []netip.Prefix, t Touched) {
 			}
 			t.Addresses[a] = true
 			k := SetEntryKey{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(a)), Entry: ipset.Entry{IP: a}}
-			if d.entryRefs[k]--; d.entryRefs[k] <= 0 {
-				delete(d.entryRefs, k)
-			}
+			d.countEntry(k, -1)
 			t.Entries[k] = true
 		}
-		if d.entryRefs[e]--; d.entryRefs[e] <= 0 {
-			delete(d.entryRefs, e)
-		}
+		d.countEntry(e, -1)
 		t.Entries[e] = true
 	}
 	d.Routes = slices.Clone(ranges)
@@ -86,10 +82,10 @@ func (d *DesiredState) SetServiceRoutes(ranges []netip.Prefix, t Touched) {
 			d.addrRefs[a]++
 			t.Addresses[a] = true
 			k := SetEntryKey{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(a)), Entry: ipset.Entry{IP: a}}
-			d.entryRefs[k]++
+			d.countEntry(k, +1)
 			t.Entries[k] = true
 		}
-		d.entryRefs[e]++
+		d.countEntry(e, +1)
 		t.Entries[e] = true
 	}
 }

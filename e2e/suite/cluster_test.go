@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -27,6 +28,9 @@ const (
 	node2Addr  = "198.51.100.2"
 	clientAddr = "198.51.100.79"
 	vip        = "203.0.113.140" // the load balancer's
+
+	clientAddr6 = "2001:db8:1::79"
+	vip6        = "2001:db8:113::140" // the load balancer's IPv6 VIP
 )
 
 // pods are setup.sh's: name → node and IPv4 address.
@@ -229,6 +233,22 @@ func withIPSet(node string, fn func(*ipset.Kernel) error) error {
 	})
 }
 
+// conntrackFlows are the node's conntrack flows of one family (4 or 6),
+// read with the project's conntrack package.
+func conntrackFlows(node string, family int) ([]conntrack.Flow, error) {
+	var flows []conntrack.Flow
+	err := inNamespace(node, func(h netns.NsHandle) error {
+		t, err := conntrack.NewInNamespace(int(h))
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		flows, err = t.Flows(family)
+		return err
+	})
+	return flows, err
+}
+
 // virtualServers reads the node's IPVS table with the project's ipvs package.
 func virtualServers(node string) ([]ipvs.VirtualServer, error) {
 	var vss []ipvs.VirtualServer
@@ -258,7 +278,13 @@ func realServers(where string, proto ipvs.Protocol, addr string, port uint16) ([
 // exactly these real servers ("IP:PORT", any order).
 func (v *V) WaitRealServers(node string, proto ipvs.Protocol, addr string, port uint16, want ...string) {
 	slices.Sort(want)
-	v.WaitUntil(30*time.Second, fmt.Sprintf("%s's %s %s:%d has not exactly %v", node, proto, addr, port, want), func() (bool, string) {
+	v.WaitUntil(30*time.Second, fmt.Sprintf("%s's %s %s:%d has not exactly %v", node, proto, addr, port, want), hasRealServers(node, proto, addr, port, want))
+}
+
+// hasRealServers is the condition that the node's virtual server exists
+// with exactly the real servers want (sorted), read with the ipvs package.
+func hasRealServers(node string, proto ipvs.Protocol, addr string, port uint16, want []string) func() (bool, string) {
+	return func() (bool, string) {
 		rss, err := realServers(node, proto, addr, port)
 		if err != nil {
 			return false, err.Error()
@@ -269,7 +295,7 @@ func (v *V) WaitRealServers(node string, proto ipvs.Protocol, addr string, port 
 		}
 		slices.Sort(got)
 		return slices.Equal(got, want), fmt.Sprintf("real servers %v", got)
-	})
+	}
 }
 
 // inSet tells whether the node's ipset has the entry, read with the

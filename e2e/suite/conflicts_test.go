@@ -50,12 +50,17 @@ func scenarioConflictLoser(s *S) {
 	})
 }
 
-// routeVia makes the client route addr via a node until the scenario ends.
+// routeVia makes the client route addr (either family) via a node's
+// address until the scenario ends, as a router or BGP speaker would.
 func (v *V) routeVia(addr, node string) {
-	if a := run("-", "ip -n client route replace "+addr+"/32 via "+node); a.Status != 0 {
+	host := addr + "/32"
+	if familyOf(addr) == 6 {
+		host = addr + "/128"
+	}
+	if a := run("-", "ip -n client route replace "+host+" via "+node); a.Status != 0 {
 		v.Fatalf("route %s via %s: %s", addr, node, a.Out)
 	}
-	v.s.t.Cleanup(func() { run("-", "ip -n client route del "+addr+"/32") })
+	v.s.t.Cleanup(func() { run("-", "ip -n client route del "+host) })
 }
 
 // scenarioForeignVirtualServer: a virtual server someone else made is never

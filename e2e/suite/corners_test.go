@@ -21,11 +21,12 @@ import (
 // Service addresses, source ranges, health-check node ports), each on a
 // Service of its own with web on node1 as its endpoint.
 
-// Curl fetches url from where with a short timeout. Its answer is the body's
-// hostname= and client_address= lines, or curl's message; its status is
-// curl's (28: timed out, no reply; 7: refused or unreachable).
+// Curl fetches url from where with a short timeout (-g: an IPv6 address in
+// brackets is no glob). Its answer is the body's hostname= and
+// client_address= lines, each followed by a space, or curl's message; its
+// status is curl's (28: timed out, no reply; 7: refused or unreachable).
 func (v *V) Curl(where, url string) Answer {
-	return v.Ask(where, "curl -sS --max-time 3 "+url+" | grep -E '^(hostname|client_address)=' | tr '\\n' ' '; exit ${PIPESTATUS[0]}")
+	return v.Ask(where, "curl -gsS --max-time 3 "+url+" | grep -E '^(hostname|client_address)=' | tr '\\n' ' '; exit ${PIPESTATUS[0]}")
 }
 
 // ExpectServed fails the step unless a answered and holds every want.
@@ -58,15 +59,24 @@ func (v *V) last() string {
 
 // LoadBalance makes the load balancer forward VIP:port to both nodes (with
 // hc, weighted by each node's health check) until the scenario ends.
-func (v *V) LoadBalance(port int, hc string) {
-	args := []string{"lb-add", "tcp", strconv.Itoa(port)}
+func (v *V) LoadBalance(port int, hc string) { v.loadBalance(4, port, hc) }
+
+// LoadBalance6 is LoadBalance for VIP6 to the nodes' IPv6 addresses.
+func (v *V) LoadBalance6(port int, hc string) { v.loadBalance(6, port, hc) }
+
+func (v *V) loadBalance(f ipFamily, port int, hc string) {
+	add, del := "lb-add", "lb-del"
+	if f == 6 {
+		add, del = "lb6-add", "lb6-del"
+	}
+	args := []string{add, "tcp", strconv.Itoa(port)}
 	if hc != "" {
 		args = append(args, hc)
 	}
 	v.Must(topology(args...))
 	t := v.s.t
 	t.Cleanup(func() {
-		if err := topology("lb-del", "tcp", strconv.Itoa(port)); err != nil {
+		if err := topology(del, "tcp", strconv.Itoa(port)); err != nil {
 			t.Errorf("clean-up: %v", err)
 		}
 	})

@@ -267,18 +267,7 @@ func sctpPeer(addr string) string {
 // verdict, and the step goes on.
 func (d *dual) WaitRealServers(f ipFamily, node string, proto ipvs.Protocol, addr string, port int, want ...string) {
 	slices.Sort(want)
-	ok, last := waitUntil(30*time.Second, func() (bool, string) {
-		rss, err := realServers(node, proto, addr, uint16(port))
-		if err != nil {
-			return false, err.Error()
-		}
-		var got []string
-		for _, rs := range rss {
-			got = append(got, rs.String())
-		}
-		slices.Sort(got)
-		return slices.Equal(got, want), fmt.Sprintf("real servers %v", got)
-	})
+	ok, last := waitUntil(30*time.Second, hasRealServers(node, proto, addr, uint16(port), want))
 	if !ok {
 		d.Errorf(f, "after 30s, %s's %s %s has not exactly %v: %s", node, proto, hostPort(addr, port), want, last)
 	}

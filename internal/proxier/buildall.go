@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -59,6 +60,7 @@ func (p *Proxier) buildServices(names map[types.NamespacedName]bool, node ipvspr
 // members in the view are sized when the reconciler creates the sets.
 func reserveFor(built []builtService, d *ipvsproxy.DesiredState, t *ipvsproxy.Touched, view *kernelView) {
 	var virtualServers, addresses, entries int
+	perSet := map[string]int{}
 	for _, b := range built {
 		if b.state == nil {
 			continue
@@ -70,20 +72,14 @@ func reserveFor(built []builtService, d *ipvsproxy.DesiredState, t *ipvsproxy.To
 				addresses++
 			}
 			entries += len(vs.SetEntries)
+			for _, e := range vs.SetEntries {
+				perSet[e.Set]++
+			}
 		}
 	}
-	d.Reserve(len(built), virtualServers, addresses, entries)
-	reserve(&t.VirtualServers, virtualServers)
-	reserve(&t.Addresses, addresses)
-	reserve(&t.Entries, entries)
-	if view != nil {
-		reserve(&view.virtualServers, virtualServers)
-	}
-}
-
-// reserve replaces an empty map with one sized for n entries.
-func reserve[K comparable, V any](m *map[K]V, n int) {
-	if len(*m) == 0 && n > 0 {
-		*m = make(map[K]V, n)
+	d.Reserve(len(built), virtualServers, addresses, perSet)
+	t.Reserve(virtualServers, addresses, entries)
+	if view != nil && len(view.virtualServers) == 0 && virtualServers > 0 {
+		view.virtualServers = make(map[ipvs.VirtualServerKey]*kernelVirtualServer, virtualServers)
 	}
 }

@@ -31,7 +31,7 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 	if err != nil && !errors.Is(err, ipset.ErrUnsupported) {
 		fail(fmt.Errorf("list ipsets: %w", err))
 	}
-	members := map[string]map[ipset.Entry]bool{}
+	members := map[string]*ipset.EntryMap[struct{}]{}
 	for _, s := range sets {
 		if owned.BaseName(s.Name) != owned.SetOwned || s.Type != ipset.HashIPPort {
 			continue
@@ -41,9 +41,9 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 			fail(fmt.Errorf("list ipset %s: %w", s.Name, err))
 			continue
 		}
-		members[s.Name] = map[ipset.Entry]bool{}
+		members[s.Name] = ipset.NewEntryMap[struct{}](len(entries))
 		for _, e := range entries {
-			members[s.Name][e] = true
+			members[s.Name].Put(e, struct{}{})
 		}
 	}
 	routes, err := ownRoutes(k)

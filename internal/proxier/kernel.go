@@ -25,7 +25,7 @@ type kernelView struct {
 	routes map[netip.Prefix]bool
 	// sets maps each owned set present in the kernel with the right type
 	// to its members, the ownership record's included (ownership.go).
-	sets map[string]map[ipset.Entry]bool
+	sets map[string]*ipset.EntryMap[struct{}]
 	// wrongSets are owned sets present with another type or family (an
 	// older layout); the reconciler replaces them.
 	wrongSets map[string]ipset.Set
@@ -154,7 +154,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services serviceEvidenc
 		foreign:        map[ipvs.VirtualServerKey]bool{},
 		addresses:      map[netip.Addr]bool{},
 		routes:         map[netip.Prefix]bool{},
-		sets:           map[string]map[ipset.Entry]bool{},
+		sets:           map[string]*ipset.EntryMap[struct{}]{},
 		wrongSets:      map[string]ipset.Set{},
 	}
 	addrs, err := readAddresses(k)
@@ -208,9 +208,9 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services serviceEvidenc
 		if err != nil {
 			return nil, fmt.Errorf("list ipset %s: %w", want.Name, err)
 		}
-		members := make(map[ipset.Entry]bool, len(entries))
+		members := ipset.NewEntryMap[struct{}](len(entries))
 		for _, e := range entries {
-			members[e] = true
+			members.Put(e, struct{}{})
 		}
 		view.sets[want.Name] = members
 	}
@@ -298,14 +298,14 @@ func (v *kernelView) touchAll(d *ipvsproxy.DesiredState, t ipvsproxy.Touched) {
 		if owned.BaseName(set) == owned.SetOwned {
 			// Records are written with their virtual servers: touch
 			// those, so a record without one is removed.
-			for e := range members {
+			for e := range members.Keys() {
 				if k, ok := owned.RecordKey(e); ok {
 					t.VirtualServers[k] = true
 				}
 			}
 			continue
 		}
-		for e := range members {
+		for e := range members.Keys() {
 			t.Entries[ipvsproxy.SetEntryKey{Set: set, Entry: e}] = true
 		}
 	}

@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
@@ -40,9 +41,9 @@ type outcome[K comparable] struct {
 	err error
 }
 
-// updateAll runs update on the wanted keys and settles each; it returns
-// the outcomes ops.later picked, unsettled.
-func updateAll[K comparable](r *reconciler, ops operations[K], keys map[K]bool) (later []outcome[K]) {
+// updateAll runs update on the wanted keys, in the order keys gives them,
+// and settles each; it returns the outcomes ops.later picked, unsettled.
+func updateAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K]) (later []outcome[K]) {
 	for k := range keys {
 		if !ops.wanted(k) {
 			continue
@@ -69,7 +70,7 @@ func settleKey[K comparable](r *reconciler, ops operations[K], k K, err error) {
 }
 
 // deleteAll runs delete on the keys nobody wants and settles each.
-func deleteAll[K comparable](r *reconciler, ops operations[K], keys map[K]bool) {
+func deleteAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K]) {
 	for k := range keys {
 		if !ops.wanted(k) {
 			settleKey(r, ops, k, ops.delete(k))
@@ -154,14 +155,14 @@ func (r *reconciler) addEntry(k ipvsproxy.SetEntryKey) error {
 	if !ok {
 		return pendingError{fmt.Errorf("ipset %s is not present", k.Set)}
 	}
-	if members[k.Entry] {
+	if members.Has(k.Entry) {
 		return nil
 	}
 	r.writes++
 	err := r.k.IPSet.AddEntry(k.Set, k.Entry)
 	switch {
 	case err == nil || errors.Is(err, ipset.ErrExists):
-		members[k.Entry] = true
+		members.Put(k.Entry, struct{}{})
 		return nil
 	case errors.Is(err, ipset.ErrNotFound):
 		r.setVanished(k.Set)
@@ -170,7 +171,7 @@ func (r *reconciler) addEntry(k ipvsproxy.SetEntryKey) error {
 }
 
 func (r *reconciler) deleteEntry(k ipvsproxy.SetEntryKey) error {
-	if !r.view.sets[k.Set][k.Entry] {
+	if !r.view.sets[k.Set].Has(k.Entry) {
 		return nil
 	}
 	if r.deletionsHeld() {
@@ -179,7 +180,7 @@ func (r *reconciler) deleteEntry(k ipvsproxy.SetEntryKey) error {
 	r.writes++
 	err := r.k.IPSet.DeleteEntry(k.Set, k.Entry)
 	if err == nil || errors.Is(err, ipset.ErrNotFound) {
-		delete(r.view.sets[k.Set], k.Entry)
+		r.view.sets[k.Set].Delete(k.Entry)
 		return nil
 	}
 	return err
@@ -200,7 +201,7 @@ func (r *reconciler) record(k ipvs.VirtualServerKey) error {
 	if !ok {
 		return fmt.Errorf("record %s as ours: ipset %s is not present", k, e.Set)
 	}
-	if members[e.Entry] {
+	if members.Has(e.Entry) {
 		return nil
 	}
 	r.writes++
@@ -210,7 +211,7 @@ func (r *reconciler) record(k ipvs.VirtualServerKey) error {
 		}
 		return fmt.Errorf("record %s as ours: %w", k, err)
 	}
-	members[e.Entry] = true
+	members.Put(e.Entry, struct{}{})
 	return nil
 }
 
@@ -218,14 +219,14 @@ func (r *reconciler) record(k ipvs.VirtualServerKey) error {
 // gone.
 func (r *reconciler) unrecord(k ipvs.VirtualServerKey) error {
 	e := recordEntry(k)
-	if !r.view.sets[e.Set][e.Entry] {
+	if !r.view.sets[e.Set].Has(e.Entry) {
 		return nil
 	}
 	r.writes++
 	if err := r.k.IPSet.DeleteEntry(e.Set, e.Entry); err != nil && !errors.Is(err, ipset.ErrNotFound) {
 		return fmt.Errorf("remove the record of %s: %w", k, err)
 	}
-	delete(r.view.sets[e.Set], e.Entry)
+	r.view.sets[e.Set].Delete(e.Entry)
 	return nil
 }
 

@@ -121,7 +121,7 @@ func readAddresses(k adapters.Kernel) (kernelAddresses, error) {
 // (in sets, as read) and, for the legacy rule, the addresses. present is
 // the kernel's list of sets. It reads nothing itself: the caller's one
 // read of the addresses serves the view and the ownership alike.
-func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]map[ipset.Entry]bool, routes []netip.Prefix, addrs kernelAddresses, services serviceEvidence, previous map[ipvs.VirtualServerKey]bool) ownership {
+func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*ipset.EntryMap[struct{}], routes []netip.Prefix, addrs kernelAddresses, services serviceEvidence, previous map[ipvs.VirtualServerKey]bool) ownership {
 	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, services: services, previous: previous}
 	ours := map[string]bool{}
 	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
@@ -141,7 +141,7 @@ func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]ma
 			continue
 		}
 		anyRecord = true
-		for e := range members {
+		for e := range members.Keys() {
 			if key, ok := owned.RecordKey(e); ok {
 				o.recorded[key] = true
 			}
@@ -163,7 +163,7 @@ func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]ma
 // isRecorded reports whether the view holds k's ownership record.
 func (v *kernelView) isRecorded(k ipvs.VirtualServerKey) bool {
 	e := recordEntry(k)
-	return v.sets[e.Set][e.Entry]
+	return v.sets[e.Set].Has(e.Entry)
 }
 
 // OwnerOf decides ownership, with the same rule as readKernel, from kernel

@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -153,22 +154,35 @@ func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int) {
 // path: the sets and the link first, on a full sync the Service CIDR
 // routes (routes.go), then addresses and set members that
 // new virtual servers need, then the virtual servers (those that go first),
-// removals last.
+// removals last, the routes after the addresses they stop needing.
 func (r *reconciler) apply(t ipvsproxy.Touched) {
+	routes := r.routeOps()
 	addresses, entries, virtualServers := r.addressOps(), r.entryOps(), r.virtualServerOps()
-	r.ensureSets()
+	if r.full || r.retries.kindDue(snapshot.ObjectSetEntry) {
+		defs, order := r.ownedSets()
+		sets := r.setOps(defs)
+		// A set of the wrong type is replaced once the missing ones are
+		// there: replacing restores rules that reference all of them.
+		for _, w := range updateAll(r, sets, slices.Values(order)) {
+			var wrong wrongTypeError
+			errors.As(w.err, &wrong)
+			r.settle(sets.id(w.key), r.replaceSet(wrong))
+		}
+	}
 	r.ensureDummy()
 	if r.full {
-		r.addServiceRoutes(t)
+		r.addAnchors()
+		updateAll(r, routes, slices.Values(r.desired.Routes))
+		r.markRouted(t)
 	}
-	updateAll(r, addresses, t.Addresses)
+	updateAll(r, addresses, maps.Keys(t.Addresses))
 	// A set at its maxelem takes a new member only once the members this
 	// sync removes are gone (the admission keeps the total within it): such
 	// an add waits for the deletions below, and virtual servers that go are
 	// removed first, with their ownership records.
-	waitForRoom := updateAll(r, entries, t.Entries)
-	deleteAll(r, virtualServers, t.VirtualServers)
-	foreign := updateAll(r, virtualServers, t.VirtualServers)
+	waitForRoom := updateAll(r, entries, maps.Keys(t.Entries))
+	deleteAll(r, virtualServers, maps.Keys(t.VirtualServers))
+	foreign := updateAll(r, virtualServers, maps.Keys(t.VirtualServers))
 	// A virtual server someone else made in the way wins its key: the
 	// Service that wanted it loses it, and the members and addresses it
 	// counted for are removed below with the others nobody wants.
@@ -181,13 +195,13 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 		r.settle(vsID(found.key), nil) // someone else's: nothing of ours to retry
 		r.desired.SetForeign(found.key, true, t)
 	}
-	deleteAll(r, entries, t.Entries)
+	deleteAll(r, entries, maps.Keys(t.Entries))
 	for _, k := range waitForRoom {
 		r.settle(entries.id(k.key), entries.update(k.key))
 	}
-	deleteAll(r, addresses, t.Addresses)
+	deleteAll(r, addresses, maps.Keys(t.Addresses))
 	// A Service CIDR stops being local once its cluster IPs are bound.
-	r.removeServiceRoutes()
+	deleteAll(r, routes, r.routesDue())
 }
 
 // ensureDummy creates kube-ipvs0 when the view was just read or an address

@@ -15,56 +15,77 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// ensureSets creates the owned sets that are missing and replaces the ones
-// with the wrong type (an older layout). It runs when the view was just read
-// and when a set's retry is due.
-func (r *reconciler) ensureSets() {
-	if !r.full && !r.retries.kindDue(snapshot.ObjectSetEntry) {
-		return
+// setOps create the owned sets that are missing. One present with the
+// wrong type (an older layout) is picked for later and replaced
+// (replaceSet) once the missing ones are there. Owned sets are never
+// deleted while the proxier runs; `ipvsproxy cleanup` removes them.
+func (r *reconciler) setOps(defs map[string]ownedSet) operations[string] {
+	return operations[string]{
+		id:     func(name string) objectID { return namedID(snapshot.ObjectSetEntry, name) },
+		wanted: func(string) bool { return true },
+		update: func(name string) error { return r.ensureSet(defs[name]) },
+		delete: func(string) error { return nil },
+		later:  func(err error) bool { return errors.As(err, new(wrongTypeError)) },
 	}
-	// Missing sets first: replacing one restores rules that reference
-	// all of them.
-	type wrong struct {
-		family     v1.IPFamily
-		have, want ipset.Set
-	}
-	var replace []wrong
+}
+
+// ownedSet is one owned set of one family.
+type ownedSet struct {
+	family v1.IPFamily
+	ipset.Set
+}
+
+// ownedSets are the owned sets by name, and their names in the order they
+// are created: per family the ownership record first, and the others only
+// once it is there. Owned sets without a record set are what a version that
+// kept no record leaves, and a restart adopts by the older rule there
+// (ownership.go: legacy), which could take someone else's virtual server on
+// a node address. A record set that failed to be created must not leave
+// that picture behind.
+func (r *reconciler) ownedSets() (map[string]ownedSet, []string) {
+	defs := map[string]ownedSet{}
+	var order []string
 	for _, family := range r.cfg.Families {
-		// The ownership record first, and the others only once it is there:
-		// owned sets without a record set are what a version that kept no
-		// record leaves, and a restart adopts by the older rule there
-		// (ownership.go: legacy), which could take someone else's virtual
-		// server on a node address. A record set that failed to be created
-		// must not leave that picture behind.
 		sets := owned.Sets([]v1.IPFamily{family}, r.cfg.IPSetMaxElements)
 		slices.SortStableFunc(sets, func(a, b ipset.Set) int { return cmp.Compare(recordFirst(a), recordFirst(b)) })
-		recordName := owned.SetName(owned.SetOwned, family)
-		for _, want := range sets {
-			id := namedID(snapshot.ObjectSetEntry, want.Name)
-			if _, ok := r.view.sets[want.Name]; ok {
-				r.settle(id, nil)
-				continue
-			}
-			if have, ok := r.view.wrongSets[want.Name]; ok {
-				replace = append(replace, wrong{family, have, want})
-				continue
-			}
-			_, recorded := r.view.sets[recordName]
-			if _, wrong := r.view.wrongSets[recordName]; want.Name != recordName && !recorded && !wrong {
-				r.settle(id, pendingError{fmt.Errorf("ipset %s waits for the ownership record set %s", want.Name, recordName)})
-				continue
-			}
-			r.writes++
-			err := r.k.IPSet.CreateSet(want)
-			if err == nil {
-				r.view.sets[want.Name] = make(map[ipset.Entry]bool, r.setSizes[want.Name])
-			}
-			r.settle(id, err)
+		for _, s := range sets {
+			defs[s.Name] = ownedSet{family, s}
+			order = append(order, s.Name)
 		}
 	}
-	for _, w := range replace {
-		r.settle(namedID(snapshot.ObjectSetEntry, w.want.Name), r.replaceSet(w.family, w.have, w.want))
+	return defs, order
+}
+
+// wrongTypeError is the outcome of an owned set present with another type
+// or family: it is replaced after the pass.
+type wrongTypeError struct {
+	family     v1.IPFamily
+	have, want ipset.Set
+}
+
+func (e wrongTypeError) Error() string {
+	return fmt.Sprintf("ipset %s has type %s, want %s", e.want.Name, e.have.Type, e.want.Type)
+}
+
+// ensureSet creates the owned set want unless the view has it.
+func (r *reconciler) ensureSet(want ownedSet) error {
+	if _, ok := r.view.sets[want.Name]; ok {
+		return nil
 	}
+	if have, ok := r.view.wrongSets[want.Name]; ok {
+		return wrongTypeError{want.family, have, want.Set}
+	}
+	recordName := owned.SetName(owned.SetOwned, want.family)
+	_, recorded := r.view.sets[recordName]
+	if _, wrong := r.view.wrongSets[recordName]; want.Name != recordName && !recorded && !wrong {
+		return pendingError{fmt.Errorf("ipset %s waits for the ownership record set %s", want.Name, recordName)}
+	}
+	r.writes++
+	if err := r.k.IPSet.CreateSet(want.Set); err != nil {
+		return err
+	}
+	r.view.sets[want.Name] = ipset.NewEntryMap[struct{}](r.setSizes[want.Name])
+	return nil
 }
 
 // replaceSet gives an owned set the right type. A set nothing references is
@@ -75,7 +96,8 @@ func (r *reconciler) ensureSets() {
 // right type is filled, the family's rules are restored pointing at it, the
 // old set is destroyed and created with the right type and filled, the
 // rules point back, and the temporary set goes.
-func (r *reconciler) replaceSet(family v1.IPFamily, have, want ipset.Set) error {
+func (r *reconciler) replaceSet(w wrongTypeError) error {
+	family, have, want := w.family, w.have, w.want
 	r.writes++
 	err := r.k.IPSet.DestroySet(want.Name)
 	switch {
@@ -125,7 +147,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 	if err := r.k.IPSet.CreateSet(s); err != nil {
 		return err
 	}
-	members := map[ipset.Entry]bool{}
+	members := ipset.NewEntryMap[struct{}](0)
 	r.view.sets[s.Name] = members
 	delete(r.view.wrongSets, s.Name)
 	name := strings.TrimSuffix(s.Name, tempSetSuffix)
@@ -137,7 +159,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 		if err := r.k.IPSet.AddEntry(s.Name, k.Entry); err != nil && !errors.Is(err, ipset.ErrExists) {
 			return fmt.Errorf("fill ipset %s: %w", s.Name, err)
 		}
-		members[k.Entry] = true
+		members.Put(k.Entry, struct{}{})
 	}
 	return nil
 }

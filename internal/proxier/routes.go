@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"errors"
+	"iter"
 	"maps"
 	"net/netip"
 	"slices"
@@ -46,14 +47,24 @@ func (p *Proxier) routedServiceCIDRs(host []netip.Addr) []netip.Prefix {
 	return out
 }
 
-// addServiceRoutes is the writer loop's first pass on a full sync: it adds
-// the wanted routes the kernel lacks, each after its range's anchor
-// address, and then tells the desired state which ranges' routes are in
-// place. A range whose route is not (the kernel refused it, or another
-// owner's route holds the range) gets its cluster IPs bound one by one in
-// the same sync, and a range is local before its cluster IPs are unbound:
-// the addresses pass comes after this one.
-func (r *reconciler) addServiceRoutes(t ipvsproxy.Touched) {
+// routeOps add and delete our Service CIDR routes on kube-ipvs0. The
+// wanted routes are added on a full sync only (only a full sync changes
+// them), after their anchors (addAnchors); the ones nobody wants are
+// deleted last, so a range's cluster IPs are bound before it stops being
+// local.
+func (r *reconciler) routeOps() operations[netip.Prefix] {
+	return operations[netip.Prefix]{
+		id:     routeID,
+		wanted: func(p netip.Prefix) bool { return slices.Contains(r.desired.Routes, p) },
+		update: r.addRoute,
+		delete: r.deleteRoute,
+	}
+}
+
+// addAnchors binds each wanted range's anchor address before its route:
+// the kernel flushes a link's IPv4 routes when it loses its last IPv4
+// address.
+func (r *reconciler) addAnchors() {
 	if len(r.desired.Routes) > 0 {
 		r.ensureDummy()
 	}
@@ -71,9 +82,13 @@ func (r *reconciler) addServiceRoutes(t ipvsproxy.Touched) {
 			}
 		}
 	}
-	for _, p := range r.desired.Routes {
-		r.settle(routeID(p), r.addRoute(p))
-	}
+}
+
+// markRouted tells the desired state which ranges' routes are in place,
+// after the routes pass. A range whose route is not (the kernel refused it,
+// or another owner's route holds the range) gets its cluster IPs bound one
+// by one in the same sync: the addresses pass comes after this one.
+func (r *reconciler) markRouted(t ipvsproxy.Touched) {
 	for _, p := range r.desired.Routes {
 		r.desired.SetRouted(p, r.view.routes[p], t)
 	}
@@ -103,19 +118,15 @@ func (r *reconciler) addRoute(p netip.Prefix) error {
 	return nil
 }
 
-// removeServiceRoutes deletes our routes nobody wants. apply calls it last,
-// so a range's cluster IPs are bound before it stops being local. Only a
-// full sync changes the wanted ranges.
-func (r *reconciler) removeServiceRoutes() {
-	for p := range r.view.routes {
-		if slices.Contains(r.desired.Routes, p) {
-			continue
+// routesDue are our routes in the kernel that the routes pass looks at:
+// all of them on a full sync, else those not backing off.
+func (r *reconciler) routesDue() iter.Seq[netip.Prefix] {
+	return func(yield func(netip.Prefix) bool) {
+		for p := range r.view.routes {
+			if (r.full || !r.retries.waits(routeID(p))) && !yield(p) {
+				return
+			}
 		}
-		id := routeID(p)
-		if !r.full && r.retries.waits(id) {
-			continue
-		}
-		r.settle(id, r.deleteRoute(p))
 	}
 }
 

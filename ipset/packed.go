@@ -1,0 +1,179 @@
+package ipset
+
+import (
+	"iter"
+	"net/netip"
+)
+
+// EntryMap is a map keyed by Entry that keeps its keys packed. An Entry as
+// a map key is 104 bytes with a string to hash; the proxier keeps every
+// member of every owned set in such maps (at 10,000 Services about 20,000,
+// each looked up on every full sync), where a packed key is 38 bytes of
+// plain memory. An entry that would not unpack the same (a zoned address, a
+// protocol other than tcp, udp and sctp, both IP2 and Net) is kept as it
+// is. Reads of a nil EntryMap find nothing.
+type EntryMap[V any] struct {
+	packed map[packedEntry]V
+	other  map[Entry]V
+}
+
+// packedEntry is an Entry packed: the addresses as 16 bytes each, the
+// protocol as its index in packedProtocols, and which fields are set.
+type packedEntry struct {
+	ip, ip2 [16]byte
+	port    uint16
+	proto   uint8
+	flags   uint8
+	bits    uint8
+}
+
+// The flags of a packedEntry: which of the entry's addresses are valid and
+// IPv4, and whether ip2 holds IP2 or the address of Net.
+const (
+	packedIP uint8 = 1 << iota
+	packedIP4
+	packedIP2
+	packedIP24
+	packedNet
+)
+
+var packedProtocols = [...]string{"", "tcp", "udp", "sctp"}
+
+// NewEntryMap is an empty EntryMap with room for n entries.
+func NewEntryMap[V any](n int) *EntryMap[V] {
+	return &EntryMap[V]{packed: make(map[packedEntry]V, n)}
+}
+
+// pack packs e; ok is false when the packed form would not unpack to e
+// exactly.
+func pack(e Entry) (p packedEntry, ok bool) {
+	proto := -1
+	for i, name := range packedProtocols {
+		if name == e.Protocol {
+			proto = i
+		}
+	}
+	if proto < 0 || e.IP2.IsValid() && e.Net.IsValid() {
+		return p, false
+	}
+	p.proto, p.port = uint8(proto), e.Port
+	if e.IP.IsValid() {
+		p.ip, p.flags = e.IP.As16(), packedIP
+		if e.IP.Is4() {
+			p.flags |= packedIP4
+		}
+	}
+	second := e.IP2
+	if e.Net.IsValid() {
+		second, p.bits, p.flags = e.Net.Addr(), uint8(e.Net.Bits()), p.flags|packedNet
+	}
+	if second.IsValid() {
+		p.ip2, p.flags = second.As16(), p.flags|packedIP2
+		if second.Is4() {
+			p.flags |= packedIP24
+		}
+	}
+	return p, p.entry() == e
+}
+
+// entry unpacks p.
+func (p packedEntry) entry() Entry {
+	addr := func(b [16]byte, valid, is4 uint8) netip.Addr {
+		switch {
+		case p.flags&valid == 0:
+			return netip.Addr{}
+		case p.flags&is4 != 0:
+			return netip.AddrFrom16(b).Unmap()
+		}
+		return netip.AddrFrom16(b)
+	}
+	e := Entry{IP: addr(p.ip, packedIP, packedIP4), Protocol: packedProtocols[p.proto], Port: p.port}
+	second := addr(p.ip2, packedIP2, packedIP24)
+	if p.flags&packedNet != 0 {
+		e.Net = netip.PrefixFrom(second, int(p.bits))
+	} else {
+		e.IP2 = second
+	}
+	return e
+}
+
+// Get is e's value and whether e is in m.
+func (m *EntryMap[V]) Get(e Entry) (v V, ok bool) {
+	if m == nil {
+		return v, false
+	}
+	if p, packed := pack(e); packed {
+		v, ok = m.packed[p]
+		return v, ok
+	}
+	v, ok = m.other[e]
+	return v, ok
+}
+
+// Has reports whether e is in m.
+func (m *EntryMap[V]) Has(e Entry) bool {
+	_, ok := m.Get(e)
+	return ok
+}
+
+// Put sets e's value.
+func (m *EntryMap[V]) Put(e Entry, v V) {
+	if p, packed := pack(e); packed {
+		m.packed[p] = v
+		return
+	}
+	if m.other == nil {
+		m.other = map[Entry]V{}
+	}
+	m.other[e] = v
+}
+
+// Delete removes e.
+func (m *EntryMap[V]) Delete(e Entry) {
+	if m == nil {
+		return
+	}
+	if p, packed := pack(e); packed {
+		delete(m.packed, p)
+		return
+	}
+	delete(m.other, e)
+}
+
+// Len is the number of entries in m.
+func (m *EntryMap[V]) Len() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.packed) + len(m.other)
+}
+
+// All yields every entry with its value, in no order.
+func (m *EntryMap[V]) All() iter.Seq2[Entry, V] {
+	return func(yield func(Entry, V) bool) {
+		if m == nil {
+			return
+		}
+		for p, v := range m.packed {
+			if !yield(p.entry(), v) {
+				return
+			}
+		}
+		for e, v := range m.other {
+			if !yield(e, v) {
+				return
+			}
+		}
+	}
+}
+
+// Keys yields every entry, in no order.
+func (m *EntryMap[V]) Keys() iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
+		for e := range m.All() {
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}

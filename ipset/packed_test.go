@@ -1,0 +1,82 @@
+package ipset
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+)
+
+// Every shape of member the owned sets hold, in both families, comes back
+// from the packed form exactly; the ones that cannot (a zone, another
+// protocol) are kept as they are. An entry is found, listed and removed
+// under the entry it was put as and no other, with its value.
+func TestEntryMapKeepsEveryEntryExactly(t *testing.T) {
+	a4, b4 := netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("10.244.1.5")
+	a6, b6 := netip.MustParseAddr("2001:db8:96::a"), netip.MustParseAddr("2001:db8:244:1::5")
+	mapped := netip.AddrFrom16(a4.As16()) // ::ffff:10.96.0.10, not 10.96.0.10
+	entries := []Entry{
+		{IP: a4},
+		{IP: a6},
+		{IP: mapped},
+		{IP: a4, Protocol: "tcp", Port: 80},
+		{IP: a4, Protocol: "udp", Port: 80},
+		{IP: a4, Protocol: "sctp", Port: 80},
+		{IP: a6, Protocol: "tcp", Port: 443},
+		{IP: a4, Protocol: "tcp", Port: 80, IP2: b4},
+		{IP: a6, Protocol: "tcp", Port: 80, IP2: b6},
+		{IP: a4, Protocol: "tcp", Port: 80, Net: netip.MustParsePrefix("198.51.100.0/24")},
+		{IP: a6, Protocol: "tcp", Port: 80, Net: netip.MustParsePrefix("2001:db8:1::/64")},
+		{IP: a4, Protocol: "tcp", Port: 80, Net: netip.MustParsePrefix("0.0.0.0/0")},
+		{Net: netip.MustParsePrefix("10.96.0.0/16")},
+		{Net: netip.MustParsePrefix("2001:db8:96::/112")},
+		{Net: netip.PrefixFrom(b4, 16)}, // not masked: kept as given
+		{Port: 30080},
+		{Protocol: "tcp", Port: 30080},
+		{IP: netip.MustParseAddr("fe80::1%eth0"), Protocol: "tcp", Port: 80}, // zoned: kept unpacked
+		{IP: a4, Protocol: "icmp", Port: 0},                                  // no packed protocol: kept unpacked
+		{IP: a4, Protocol: "tcp", Port: 80, IP2: b4, Net: netip.MustParsePrefix("198.51.100.0/24")},
+	}
+	s := NewEntryMap[int](0)
+	for i, e := range entries {
+		if s.Has(e) {
+			t.Fatalf("entry %d %+v found before it was put", i, e)
+		}
+		s.Put(e, i)
+		if v, ok := s.Get(e); !ok || v != i {
+			t.Fatalf("entry %d %+v: got %d, %v after it was put", i, e, v, ok)
+		}
+	}
+	if s.Len() != len(entries) {
+		t.Fatalf("Len %d after putting %d distinct entries", s.Len(), len(entries))
+	}
+	// Only the last three do not pack: every shape the owned sets hold does.
+	if len(s.other) != 3 {
+		t.Errorf("%d entries kept unpacked (%+v), want the 3 that cannot pack", len(s.other), s.other)
+	}
+	got := map[Entry]int{}
+	for e, v := range s.All() {
+		got[e] = v
+	}
+	for i, e := range entries {
+		if v, ok := got[e]; !ok || v != i {
+			t.Errorf("All() gave %+v as %d, %v; want %d", e, v, ok, i)
+		}
+	}
+	if len(got) != len(entries) || len(slices.Collect(s.Keys())) != len(entries) {
+		t.Errorf("All() listed %d entries, Keys() %d, want %d", len(got), len(slices.Collect(s.Keys())), len(entries))
+	}
+	for i, e := range entries {
+		s.Delete(e)
+		if s.Has(e) {
+			t.Errorf("entry %d %+v still found after it was deleted", i, e)
+		}
+		if s.Len() != len(entries)-i-1 {
+			t.Fatalf("Len %d after deleting %d of %d", s.Len(), i+1, len(entries))
+		}
+	}
+	var none *EntryMap[bool] // a set the view does not hold
+	if none.Has(entries[0]) || none.Len() != 0 || slices.Collect(none.Keys()) != nil {
+		t.Error("a nil EntryMap has entries")
+	}
+	none.Delete(entries[0])
+}
