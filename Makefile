@@ -46,7 +46,8 @@ e2e: deps build
 
 # e2e-migrate: the migration from the real kube-proxy (44, also in `make e2e`); the rollbacks
 # (44rollback to its IPVS mode, 44rbiptables, 44rbnftables) and the migration from its iptables and
-# nftables modes are left out of `make e2e` for time.
+# nftables modes are left out of `make e2e` for time (e2e/suite/kubeproxy_migrate_test.go: its
+# scenarios run by name only).
 .PHONY: e2e-migrate
 e2e-migrate: deps build
 	IPVSPROXY_E2E_SCENARIOS="44 44rollback 44iptables 44nftables 44rbiptables 44rbnftables" e2e/run.sh

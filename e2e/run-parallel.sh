@@ -18,12 +18,13 @@ if [[ -n ${IPVSPROXY_E2E_SCENARIOS:-} ]]; then
 fi
 
 # The scenarios guest.sh would run by default: every scenario_N with a numeric N, and every Go
-# scenario of e2e/suite (its binary's -list: VERDICT SCENARIO, a scenario named by its first verdict).
+# scenario of e2e/suite (its binary's -list: VERDICT SCENARIO, a scenario named by its first verdict)
+# but those it marks by-name (run when named only).
 out=$(mktemp -d)
 trap 'rm -rf -- "$out"' EXIT
 go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 (cd "$here/suite" && CGO_ENABLED=0 "$go" test -c -tags e2e -trimpath -o "$out/e2e-suite.test" .) || exit 1
-mapfile -t go_scenarios < <("$out/e2e-suite.test" -list | awk '$1 == $2 { print $2 }')
+mapfile -t go_scenarios < <("$out/e2e-suite.test" -list | awk '$1 == $2 && $3 != "by-name" { print $2 }')
 ((${#go_scenarios[@]})) || { echo "e2e: e2e/suite lists no Go scenario" >&2; exit 1; }
 mapfile -t bash_scenarios < <(sed -n 's/^scenario_\([0-9][0-9]*\)() *{.*/\1/p' "$here"/scenarios/[0-9]*.sh)
 # A definition the pattern above missed would drop a scenario from both halves without a word.

@@ -95,7 +95,7 @@ func applyToFakes(t *testing.T, st *ServiceState, cfg Config) {
 			t.Fatalf("kernel would refuse set %s: %v", s.Name, err)
 		}
 	}
-	for _, e := range st.SetEntries {
+	for e := range st.SetEntryKeys() {
 		if err := sets.AddEntry(e.Set, e.Entry); err != nil {
 			t.Fatalf("kernel would refuse: %v", err)
 		}

@@ -20,10 +20,14 @@ export ECHOSERVER PATH=$repo/bin:$PATH
 for f in "$here"/[0-9][0-9]-*.sh; do
 	. "$f"
 done
-# The Go scenarios: go_scenario[VERDICT]=SCENARIO (scenario 2 prints verdicts 2 and 3).
-declare -A go_scenario=()
+# The Go scenarios: go_scenario[VERDICT]=SCENARIO (scenario 2 prints verdicts 2 and 3); those
+# listed "by-name" (44rollback ...) run only when E2E_SCENARIOS names them, for time.
+declare -A go_scenario=() go_by_name=()
 if [[ -n ${E2E_SUITE:-} ]]; then
-	while read -r v n; do go_scenario[$v]=$n; done < <("$E2E_SUITE" -list)
+	while read -r v n how; do
+		go_scenario[$v]=$n
+		[[ $how != by-name ]] || go_by_name[$n]=1
+	done < <("$E2E_SUITE" -list)
 	((${#go_scenario[@]})) || { echo "FAIL 0 setup: $E2E_SUITE -list named no Go scenario"; echo "0 passed, 1 failed"; exit 1; }
 fi
 
@@ -63,7 +67,7 @@ fi
 # The Go scenarios (e2e/suite) take their place in the same order, by their first verdict's number.
 mapfile -t order < <({
 	declare -F | awk '{ print $3 }' | sed -n 's/^scenario_\([0-9]*\)$/\1/p'
-	for v in "${!go_scenario[@]}"; do [[ ${go_scenario[$v]} != "$v" ]] || echo "$v"; done
+	for v in "${!go_scenario[@]}"; do [[ ${go_scenario[$v]} != "$v" || -n ${go_by_name[$v]:-} ]] || echo "$v"; done
 } | sort -n |
 	awk '$1 == 9 || $1 == 10 { last = last " " $1; next } { print } END { n = split(last, a, " "); for (i = 1; i <= n; i++) print a[i] }')
 if [[ -n ${E2E_SCENARIOS:-} ]]; then

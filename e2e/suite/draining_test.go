@@ -27,9 +27,9 @@ import (
 // catch, and a gap of 5 s or more would be a stall worth failing.
 const streamLineGapMax = 5.0
 
-// stream is a GET /stream over HTTP/1.0 held open from a namespace, each
+// httpStream is a GET /stream over HTTP/1.0 held open from a namespace, each
 // line stamped on arrival.
-type stream struct{ bg *background }
+type httpStream struct{ bg *background }
 
 // streamLine is one line of a stream: when it came, and from which pod.
 type streamLine struct {
@@ -40,17 +40,17 @@ type streamLine struct {
 // OpenStream starts a stream from where to addr:port. socat's linger=0
 // makes its end an RST, so IPVS holds the closed connection 10 s (CLOSE),
 // not 2 min (TIME_WAIT).
-func (v *V) OpenStream(where, addr string, port int) *stream {
+func (v *V) OpenStream(where, addr string, port int) *httpStream {
 	cmd := fmt.Sprintf(`(printf 'GET /stream HTTP/1.0\r\n\r\n'; sleep 600) | socat - TCP:%s,linger=0 2>/dev/null`,
 		net.JoinHostPort(addr, strconv.Itoa(port)))
-	st := &stream{bg: v.Background(where, cmd)}
+	st := &httpStream{bg: v.Background(where, cmd)}
 	// Before Background's own clean-up: an RST, so IPVS lets the connection go in 10 s.
 	v.s.t.Cleanup(st.Close)
 	return st
 }
 
 // Lines are the stream's "hostname=NAME seq=N" lines so far.
-func (st *stream) Lines() []streamLine {
+func (st *httpStream) Lines() []streamLine {
 	var out []streamLine
 	for _, l := range st.bg.Lines() {
 		if rest, ok := strings.CutPrefix(l.text, "hostname="); ok {
@@ -65,7 +65,7 @@ func (st *stream) Lines() []streamLine {
 // then resets its socket, linger=0; were its input closed first it would
 // send a FIN, and IPVS would hold the connection 2 min), then the rest of
 // the pipeline.
-func (st *stream) Close() {
+func (st *httpStream) Close() {
 	for _, pid := range groupMembers(st.bg.cmd.Process.Pid, "socat") {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
@@ -101,7 +101,7 @@ func groupMembers(pgid int, comm string) []int {
 // Gap is the largest gap in seconds between consecutive lines that arrived
 // between from and to (a zero time: no bound), with the lines' count, as
 // "0.13 (57 lines)".
-func (st *stream) Gap(from, to time.Time) (float64, string) {
+func (st *httpStream) Gap(from, to time.Time) (float64, string) {
 	var gap float64
 	var last time.Time
 	n := 0
@@ -119,7 +119,7 @@ func (st *stream) Gap(from, to time.Time) (float64, string) {
 }
 
 // From counts the lines after t by pod (shown with reachedText).
-func (st *stream) From(t time.Time) map[string]int {
+func (st *httpStream) From(t time.Time) map[string]int {
 	counts := map[string]int{}
 	for _, l := range st.Lines() {
 		if l.at.After(t) {
@@ -304,7 +304,7 @@ func scenarioServiceDeletionDrains(s *S) {
 		stC := v.OpenStream("c1", ip, 8061)
 		stN := v.OpenStream("client", node1Addr, 30161)
 		for _, x := range []struct {
-			st  *stream
+			st  *httpStream
 			via string
 		}{{stC, "the cluster IP"}, {stN, "the NodePort"}} {
 			if ok, _ := waitUntil(20*time.Second, func() (bool, string) { return len(x.st.Lines()) > 0, "" }); !ok {

@@ -22,7 +22,7 @@ import (
 
 var (
 	scenariosFlag = flag.String("scenarios", "", "run these scenarios in this order, space-separated (a verdict's number selects its scenario); empty: all")
-	listFlag      = flag.Bool("list", false, "print `VERDICT SCENARIO` for every verdict and exit (no VM needed)")
+	listFlag      = flag.Bool("list", false, "print `VERDICT SCENARIO` for every verdict, `VERDICT SCENARIO by-name` for those of the scenarios run by name only, and exit (no VM needed)")
 )
 
 // A scenario is one t.Run: it writes its own Services and prints one verdict
@@ -74,6 +74,7 @@ var scenarios = []scenario{
 	{"41", []string{"41"}, "scheduler_annotation", scenarioSchedulerAnnotation},
 	{"42", []string{"42"}, "kube_proxy_metrics", scenarioKubeProxyMetrics},
 	{"43", []string{"43"}, "migrate", scenarioMigrate},
+	{"44", []string{"44", "44v6"}, "migrate_kube_proxy", scenarioMigrateKubeProxy},
 	{"45", []string{"45"}, "service_cidr_route", scenarioServiceCIDRRoute},
 	{"46", []string{"46"}, "resync_shares", scenarioResyncShares},
 	{"47", []string{"47"}, "node_guard", scenarioNodeGuard},
@@ -92,6 +93,16 @@ var scenarios = []scenario{
 	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
 }
 
+// byName are the scenarios left out of the default order, for time: a
+// selection runs them when it names them (`make e2e-migrate`).
+var byName = []scenario{
+	{"44rollback", []string{"44rollback"}, "rollback_kube_proxy_ipvs", scenarioRollbackKubeProxyIPVS},
+	{"44iptables", []string{"44iptables"}, "migrate_kube_proxy_iptables", scenarioMigrateKubeProxyMode("iptables")},
+	{"44nftables", []string{"44nftables"}, "migrate_kube_proxy_nftables", scenarioMigrateKubeProxyMode("nftables")},
+	{"44rbiptables", []string{"44rbiptables"}, "rollback_kube_proxy_iptables", scenarioRollbackKubeProxyMode("iptables")},
+	{"44rbnftables", []string{"44rbnftables"}, "rollback_kube_proxy_nftables", scenarioRollbackKubeProxyMode("nftables")},
+}
+
 // guest is what guest.sh passes in the environment.
 var guest struct {
 	repo   string // the checkout (bin/ipvsproxy, e2e/topology/topology.sh)
@@ -106,6 +117,11 @@ func TestMain(m *testing.M) {
 		for _, sc := range scenarios {
 			for _, v := range sc.verdicts {
 				fmt.Println(v, sc.num)
+			}
+		}
+		for _, sc := range byName {
+			for _, v := range sc.verdicts {
+				fmt.Println(v, sc.num, "by-name")
 			}
 		}
 		os.Exit(0)
@@ -142,19 +158,21 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-// selectScenarios maps the numbers of a selection to scenarios, each once.
+// selectScenarios maps the numbers of a selection to scenarios, each once;
+// an empty one is the default order (without byName).
 func selectScenarios(list string) ([]scenario, error) {
 	if strings.TrimSpace(list) == "" {
 		return scenarios, nil
 	}
+	all := slices.Concat(scenarios, byName)
 	var out []scenario
 	for _, n := range strings.Fields(list) {
-		i := slices.IndexFunc(scenarios, func(sc scenario) bool { return slices.Contains(sc.verdicts, n) })
+		i := slices.IndexFunc(all, func(sc scenario) bool { return slices.Contains(sc.verdicts, n) })
 		if i < 0 {
 			return nil, fmt.Errorf("no Go scenario has verdict %q", n)
 		}
-		if !slices.ContainsFunc(out, func(sc scenario) bool { return sc.num == scenarios[i].num }) {
-			out = append(out, scenarios[i])
+		if !slices.ContainsFunc(out, func(sc scenario) bool { return sc.num == all[i].num }) {
+			out = append(out, all[i])
 		}
 	}
 	return out, nil

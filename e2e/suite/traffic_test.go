@@ -73,8 +73,9 @@ func hostPort(ip string, port int) string {
 // dual is one step run on both families at once: an IPv4 failure fails the
 // step's own verdict, an IPv6 one the verdict NUMv6 that DualStep prints after it.
 type dual struct {
-	v    *V
-	why6 []string
+	v     *V
+	why6  []string
+	name6 string // set by fn: the IPv6 verdict's name with what fn measured
 }
 
 // Errorf fails the verdict of that family and goes on.
@@ -104,6 +105,9 @@ func (s *S) DualStep(num, name, name6 string, fn func(v *V, d *dual)) {
 		s.failed = ""
 	}
 	s.Step(num+"v6", name6, func(v *V) {
+		if d.name6 != "" {
+			v.name = d.name6
+		}
 		for _, why := range d.why6 {
 			v.Errorf("%s", why)
 		}

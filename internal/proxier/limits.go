@@ -124,11 +124,7 @@ func entryDelta(d *ipvsproxy.DesiredState, old, new *ipvsproxy.ServiceState) map
 	delta := map[string]int{}
 	wanted := map[ipvsproxy.SetEntryKey]bool{}
 	if new != nil {
-		for _, e := range new.SetEntries {
-			k := e.Key()
-			if wanted[k] {
-				continue
-			}
+		for k := range new.SetEntryKeys() {
 			wanted[k] = true
 			if d.SetEntryRefs(k) == 0 {
 				delta[k.Set]++
@@ -136,9 +132,9 @@ func entryDelta(d *ipvsproxy.DesiredState, old, new *ipvsproxy.ServiceState) map
 		}
 	}
 	if old != nil {
-		for _, e := range old.SetEntries {
-			// Only old refers to it (it holds each entry once).
-			if k := e.Key(); !wanted[k] && d.SetEntryRefs(k) == 1 {
+		for k := range old.SetEntryKeys() {
+			// Only old refers to it (it yields each entry once).
+			if !wanted[k] && d.SetEntryRefs(k) == 1 {
 				delta[k.Set]--
 			}
 		}
