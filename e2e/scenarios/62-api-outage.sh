@@ -39,6 +39,60 @@
 # and moving62's IPv6 cluster IP sending c2 to s3, each timed like their IPv4 twins. (The kernel
 # snapshots, verdict 62, hold both families' state.)
 
+# The streams' helpers (the Go scenarios 60 and 61 have their own, in e2e/suite/draining_test.go).
+# Under emulation on a loaded host a stream that nothing touched showed gaps of up to 2.4 s (CPU
+# starvation, at no particular step); a cut connection stops for good, which the lines after each
+# step catch, and a gap of 5 s or more would be a stall worth failing.
+readonly stream_line_gap_max=5.0
+
+# stream_start WHERE ADDR PORT LOG: a GET /stream over HTTP/1.0 from WHERE in the background,
+# each line stamped with its arrival time in LOG; sets $stream_pid. socat's linger=0 makes its
+# end an RST, so IPVS holds the closed connection 10 s (CLOSE), not 2 min (TIME_WAIT).
+stream_start() {
+	local where=$1 addr=$2 port=$3 log=$4
+	: >"$log"
+	ip netns exec "$where" bash -c "(printf 'GET /stream HTTP/1.0\r\n\r\n'; sleep 600) |
+		socat - TCP:$addr:$port,linger=0 2>/dev/null |
+		while IFS= read -r line; do [[ \$line == hostname=* ]] && echo \"\$EPOCHREALTIME \$line\"; done" >>"$log" 2>&1 &
+	stream_pid=$!
+}
+
+# stream_stop PID: SIGKILL socat first (the kernel then closes its socket with an RST; were its
+# input closed first it would send a FIN, and IPVS would hold the connection 2 min), then the
+# rest of the pipeline.
+stream_stop() {
+	local all=() p
+	descendants() {
+		local c
+		for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+			all+=("$c")
+			descendants "$c"
+		done
+	}
+	descendants "$1"
+	for p in "${all[@]}"; do
+		[[ $(cat /proc/"$p"/comm 2>/dev/null) == socat ]] && kill -KILL "$p" 2>/dev/null
+	done
+	kill -KILL "${all[@]}" "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+}
+
+# stream_gap LOG [FROM [TO]]: the largest gap in seconds between consecutive lines of LOG that
+# arrived between FROM and TO (epoch seconds), with the lines' count: "0.13 (57 lines)".
+stream_gap() {
+	awk -v from="${2:-0}" -v to="${3:-9e12}" '$1 >= from && $1 <= to {
+		if (n && $1 - last > gap) gap = $1 - last; last = $1; n++ }
+		END { printf "%.2f (%d lines)\n", gap, n }' "$1"
+}
+
+# stream_from LOG SINCE: the hostnames of the lines after SINCE, counted.
+stream_from() { awk -v t="$2" '$1 > t { sub(/^hostname=/, "", $2); print $2 }' "$1" | sort | uniq -c | tr -s ' \n' ' '; }
+
+# weight_of NODE PROTO VIP:PORT RS: the real server's weight, empty when it is not there.
+weight_of() {
+	ip netns exec "$1" ipvsadm -Ln "--$2-service" "$3" 2>/dev/null | awk -v rs="$4" '$1 == "->" && $2 == rs { print $4 }'
+}
+
 readonly outage62_seconds=80 outage62_recovery_max=90 outage62_nodeport=30162
 readonly outage62_comment=e2e-outage-62
 

@@ -94,10 +94,17 @@ func (v *V) DeleteService(svc *v1.Service) {
 	v.Must(deleteService(svc))
 }
 
-// deleteService deletes svc and its EndpointSlices as `e2ectl
-// delete-service` does, then waits until neither node has a virtual server
-// for its cluster IPs.
-func deleteService(svc *v1.Service) error {
+// DeleteServiceObjects deletes a Service the scenario applied, with its
+// EndpointSlices, without waiting for the nodes: for a scenario that watches
+// what they do with its virtual servers.
+func (v *V) DeleteServiceObjects(svc *v1.Service) {
+	v.Must(deleteServiceObjects(svc))
+	v.s.owned[cluster.ServiceRef{Namespace: svc.Namespace, Name: svc.Name}] = nil
+}
+
+// deleteServiceObjects deletes svc and its EndpointSlices as `e2ectl
+// delete-service` does.
+func deleteServiceObjects(svc *v1.Service) error {
 	ref := cluster.ServiceRef{Namespace: svc.Namespace, Name: svc.Name}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -107,6 +114,16 @@ func deleteService(svc *v1.Service) error {
 	}
 	if err := guest.client.CoreV1().Services(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
 		return fmt.Errorf("delete Service %s: %w", ref, err)
+	}
+	return nil
+}
+
+// deleteService deletes svc and its EndpointSlices, then waits until
+// neither node has a virtual server for its cluster IPs.
+func deleteService(svc *v1.Service) error {
+	ref := cluster.ServiceRef{Namespace: svc.Namespace, Name: svc.Name}
+	if err := deleteServiceObjects(svc); err != nil {
+		return err
 	}
 	for _, node := range []string{"node1", "node2"} {
 		ok, last := waitUntil(30*time.Second, func() (bool, string) {

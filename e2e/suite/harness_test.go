@@ -73,6 +73,7 @@ var scenarios = []scenario{
 	{"40", []string{"40"}, "config_file", scenarioConfigFile},
 	{"41", []string{"41"}, "scheduler_annotation", scenarioSchedulerAnnotation},
 	{"42", []string{"42"}, "kube_proxy_metrics", scenarioKubeProxyMetrics},
+	{"43", []string{"43"}, "migrate", scenarioMigrate},
 	{"44", []string{"44", "44v6"}, "migrate_kube_proxy", scenarioMigrateKubeProxy},
 	{"45", []string{"45"}, "service_cidr_route", scenarioServiceCIDRRoute},
 	{"46", []string{"46"}, "resync_shares", scenarioResyncShares},
@@ -87,6 +88,8 @@ var scenarios = []scenario{
 	{"55", []string{"55"}, "ipv6_external_ip", scenarioIPv6ExternalIP},
 	{"56", []string{"56"}, "ipv6_udp", scenarioIPv6UDP},
 	{"57", []string{"57"}, "ipv6_inspect", scenarioIPv6Inspect},
+	{"60", []string{"60"}, "terminating_endpoint", scenarioTerminatingEndpoint},
+	{"61", []string{"61"}, "service_deletion_drains", scenarioServiceDeletionDrains},
 	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
 }
 

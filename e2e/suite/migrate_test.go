@@ -1,0 +1,362 @@
+//go:build e2e
+
+package suite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
+	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The node-by-node migration of docs/migrate-from-kube-proxy.md, step by
+// step. kubectl's place is taken by the cluster package (what e2ectl's
+// label-node, create-daemonset, patch-daemonset and daemonsets-for call),
+// each step shown as the kubectl command it stands for.
+
+// migratePort is scenario 43's node port.
+const migratePort = 30043
+
+// proxyLabel is the node label both proxies' DaemonSets select on.
+const proxyLabel = "ipvsproxy.io/proxy"
+
+// kubeProxyChains are the chains only kube-proxy's iptables mode makes.
+var kubeProxyChains = regexp.MustCompile(`KUBE-(SVC|SEP|NODEPORTS|EXTERNAL-SERVICES|PROXY-FIREWALL|PROXY-CANARY)`)
+
+// scenarioMigrate: kube-proxy's DaemonSet (kubeadm's) and ipvsproxy's
+// select on the node label ipvsproxy.io/proxy; relabelling node1 moves it
+// from one to the other (no DaemonSet controller runs here: DaemonSetsFor
+// says which DaemonSets would run a pod on the node). node1 carries
+// kube-proxy's iptables-mode leftovers: between the proxies, its nat DNAT
+// to an endpoint that is gone breaks the node's own connection to the
+// cluster IP. The init container's command removes them (and nothing of
+// ipvsproxy's), ipvsproxy starts and serves the cluster IP and the
+// NodePort; the command again (a pod restart) changes nothing. (Once
+// ipvsproxy has synced, most leftovers no longer act: it rewrites nat
+// KUBE-SERVICES, its jumps come first, and IPVS rewrites a local
+// connection's destination before filter OUTPUT; the clean-up is what
+// removes them, which the counts check.) Rollback: the rollback pod's
+// `ipvsproxy cleanup`, and node1 back on kube-proxy. The DaemonSets and
+// the Nodes' labels are as they were when the scenario ends.
+func scenarioMigrate(s *S) {
+	s.Step("43", "migration node by node: label moves node1 between the DaemonSets; kube-proxy's leftovers (which break the node's connection between proxies) removed by the init container's command, cluster IP and NodePort served; a second run changes nothing; rollback cleans and hands back", func(v *V) {
+		v.Heading("node-by-node migration from kube-proxy: labels, the init container's clean-up, rollback")
+		svc := v.ApplyService(service("{name: migrate43}", "type: NodePort",
+			fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", migratePort)))
+		ip := svc.Spec.ClusterIP
+		v.SetEndpoints(svc, "web@node1")
+		v.WaitRealServers("node1", ipvs.TCP, node1Addr, migratePort, podIP("web")+":8080")
+		nodePortURL := fmt.Sprintf("http://%s:%d/", node1Addr, migratePort)
+		code := func(where, url, comment string) string {
+			return v.Ask(where, "curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 "+url+"  # "+comment).Out
+		}
+
+		// 1. Both DaemonSets on the label; every node starts on kube-proxy.
+		manifest, err := os.ReadFile(filepath.Join(guest.repo, "e2e/scenarios/testdata/kube-proxy-daemonset.yaml"))
+		v.Must(err)
+		ds, err := cluster.DecodeDaemonSet(manifest)
+		v.Must(err)
+		v.ApplyDaemonSet(ds)
+		v.Show("-", "kubectl apply -f kube-proxy-daemonset.yaml  # kubeadm's, as e2ectl create-daemonset", "")
+		for _, n := range []string{"node1", "node2"} {
+			v.LabelNode(n, "kubernetes.io/os", "linux")
+			v.LabelNode(n, proxyLabel, "kube-proxy")
+		}
+		v.Show("-", "kubectl label node --all "+proxyLabel+"=kube-proxy", "")
+		v.PatchDaemonSet("kube-system", "kube-proxy", "deploy/overlays/migrate/kube-proxy-patch.yaml")
+		v.Show("-", "kubectl -n kube-system patch daemonset kube-proxy --patch-file deploy/overlays/migrate/kube-proxy-patch.yaml", "")
+		v.PatchDaemonSet("kube-system", "ipvsproxy", "deploy/overlays/migrate/daemonset-patch.yaml")
+		v.Show("-", "kubectl apply -k deploy/overlays/migrate  # its patch, as e2ectl patch-daemonset", "")
+		if on := v.DaemonSetsFor("node1"); on != "kube-proxy" {
+			v.Errorf("node1 on '%s' before, want kube-proxy only", on)
+		}
+
+		// node1 as kube-proxy left it: ipvsproxy not running, kube-proxy's rules in the kernel.
+		v.StopProxier("node1", syscall.SIGTERM)
+		v.installKubeProxyLeftovers("node1", ip)
+		if refused := code("node1", "http://"+ip+"/", "between the proxies: kube-proxy's DNAT"); refused == "200" {
+			v.Errorf("kube-proxy's leftover DNAT did not break the node's connection to the cluster IP")
+		}
+
+		// 2. Move node1: the label, then what the DaemonSet's pod runs there.
+		v.LabelNode("node1", proxyLabel, "ipvsproxy")
+		v.Show("-", "kubectl label node node1 "+proxyLabel+"=ipvsproxy --overwrite", "")
+		if on := v.DaemonSetsFor("node1"); on != "ipvsproxy" {
+			v.Errorf("node1 on '%s' after relabelling, want ipvsproxy only", on)
+		}
+		cleaned := v.Ask("node1", "ipvsproxy cleanup --kube-proxy-leftovers  # the init container")
+		if cleaned.Status != 0 {
+			v.Errorf("cleanup --kube-proxy-leftovers failed: %s", oneline(cleaned.Out))
+		}
+		if !strings.Contains(cleaned.Out, "Removed kube-proxy's leftovers") || strings.Contains(cleaned.Out, "count=0") {
+			v.Errorf("the init container removed nothing: %s", oneline(cleaned.Out))
+		}
+		left, err := kubeProxyRules("node1")
+		v.Must(err)
+		v.Show("node1", "iptables-save | grep -cE '"+kubeProxyChains.String()+"'  # read with the iptables package", strconv.Itoa(left))
+		if left != 0 {
+			v.Errorf("%d kube-proxy rules left", left)
+		}
+		v.StartProxier("node1", proxierRun{})
+		waitUntil(30*time.Second, func() (bool, string) {
+			a := run("client", "curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 "+nodePortURL)
+			return a.Out == "200", a.Out
+		})
+		if served := code("client", nodePortURL, "ipvsproxy on node1"); served != "200" {
+			v.Errorf("NodePort %s under ipvsproxy, want 200", served)
+		}
+		if served := code("node1", "http://"+ip+"/", "the node's own connection"); served != "200" {
+			v.Errorf("the node's connection to the cluster IP: %s, want 200", served)
+		}
+
+		// A restart of the pod runs the init container again, after the old container stopped (it
+		// holds the node lock while it runs): nothing of ipvsproxy's goes.
+		v.StopProxier("node1", syscall.SIGTERM)
+		before, err := proxierState("node1")
+		v.Must(err)
+		again := v.Ask("node1", "ipvsproxy cleanup --kube-proxy-leftovers  # a restart's init container")
+		after, err := proxierState("node1")
+		v.Must(err)
+		v.Show("node1", "ipvsadm -Ln; iptables-save; ip6tables-save; ipset list  # read with the ipvs, iptables and ipset packages, compared with before the second clean-up",
+			fmt.Sprintf("IPVS same: %v, iptables same: %v, ipsets same: %v", before.ipvs == after.ipvs, before.rules == after.rules, before.sets == after.sets))
+		if before.ipvs != after.ipvs {
+			v.Errorf("the second clean-up changed IPVS: %s", lineChanges(before.ipvs, after.ipvs))
+		}
+		if before.rules != after.rules {
+			v.Errorf("the second clean-up changed iptables: %s", lineChanges(before.rules, after.rules))
+		}
+		if before.sets != after.sets {
+			v.Errorf("the second clean-up changed the ipsets: %s", lineChanges(before.sets, after.sets))
+		}
+		if !strings.Contains(again.Out, "count=0") {
+			v.Errorf("the second clean-up removed something: %s", oneline(again.Out))
+		}
+		v.StartProxier("node1", proxierRun{})
+		if still := code("client", nodePortURL, "after the second clean-up"); still != "200" {
+			v.Errorf("NodePort %s after the second clean-up", still)
+		}
+
+		// 3. Rollback: off both DaemonSets, the rollback pod's command, back on kube-proxy.
+		v.LabelNode("node1", proxyLabel, "rollback")
+		v.Show("-", "kubectl label node node1 "+proxyLabel+"=rollback --overwrite", "")
+		if on := v.DaemonSetsFor("node1"); on != "" {
+			v.Errorf("node1 on '%s' during rollback, want neither", on)
+		}
+		v.StopProxier("node1", syscall.SIGTERM)
+		if a := v.Ask("node1", "ipvsproxy cleanup  # the rollback pod"); a.Status != 0 {
+			v.Errorf("rollback cleanup failed: %s", oneline(a.Out))
+		}
+		l, err := leftovers("node1")
+		v.Must(err)
+		gone := fmt.Sprintf("%d %d %d %d", len(l.virtualServers), len(l.sets), l.kubeRules4, l.kubeRules6)
+		v.Show("node1", "ipvsadm -Ln | grep -cE '^(TCP|UDP)'; ipset list -n | grep -c KUBE-; iptables-save | grep -c KUBE-; ip6tables-save | grep -c KUBE-  # read with the ipvs, ipset and iptables packages", gone)
+		if gone != "0 0 0 0" {
+			v.Errorf("after rollback's cleanup: virtual servers, KUBE- sets, KUBE- rules, KUBE- IPv6 rules = %s", gone)
+		}
+		v.LabelNode("node1", proxyLabel, "kube-proxy")
+		v.Show("-", "kubectl label node node1 "+proxyLabel+"=kube-proxy --overwrite", "")
+		if on := v.DaemonSetsFor("node1"); on != "kube-proxy" {
+			v.Errorf("node1 on '%s' after rollback, want kube-proxy", on)
+		}
+
+		// Leave node1 as the other scenarios expect it.
+		v.RestoreProxier("node1")
+	})
+}
+
+// installKubeProxyLeftovers writes into node's iptables what kube-proxy
+// v1.36's iptables mode leaves after it stops, for the NodePort Service
+// migrate43 on clusterIP (testdata/kube-proxy-leftovers.rules). Should the
+// scenario end before its clean-up removed them, they are removed then.
+func (v *V) installKubeProxyLeftovers(node, clusterIP string) {
+	rules, err := os.ReadFile(filepath.Join(guest.repo, "e2e/scenarios/testdata/kube-proxy-leftovers.rules"))
+	v.Must(err)
+	text := strings.NewReplacer("CLUSTER_IP", clusterIP, "NODE_PORT", strconv.Itoa(migratePort)).Replace(string(rules))
+	ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS("/run/netns/"+node))
+	v.Must(err)
+	t := v.s.t
+	// Registered after StopProxier's guard, so it runs before the guard
+	// restores the daemon (clean-ups run last first).
+	t.Cleanup(func() {
+		if n, err := kubeProxyRules(node); err != nil || n == 0 {
+			return
+		}
+		// The command waits for the node's lock: the daemon first.
+		if err := stopProxier(node, syscall.SIGTERM); err != nil {
+			t.Errorf("clean-up: %v", err)
+		}
+		if a := run(node, "ipvsproxy cleanup --kube-proxy-leftovers"); a.Status != 0 {
+			t.Errorf("clean-up: ipvsproxy cleanup --kube-proxy-leftovers: %s", oneline(a.Out))
+		}
+		if err := restoreProxier(node, 120*time.Second); err != nil {
+			t.Errorf("clean-up: %v", err)
+		}
+	})
+	v.Must(ipt.Restore([]byte(text)))
+	v.Show(node, "iptables-restore --noflush < kube-proxy-leftovers.rules  # CLUSTER_IP="+clusterIP+" NODE_PORT="+strconv.Itoa(migratePort)+", with the iptables package", "")
+}
+
+// savedTables is the node's filter, nat, mangle and raw tables of a
+// family, read with the iptables package (no counters).
+func savedTables(node string, family iptables.Family) (string, error) {
+	ipt, err := iptables.New(family, iptables.InNetNS("/run/netns/"+node))
+	if err != nil {
+		return "", err
+	}
+	order := []iptables.Table{iptables.TableFilter, iptables.TableNAT, iptables.TableMangle, "raw"}
+	tables, err := ipt.SaveTables(order...)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, t := range order {
+		b.Write(tables[t])
+	}
+	return b.String(), nil
+}
+
+// kubeProxyRules counts the node's IPv4 rule and chain lines naming a chain
+// only kube-proxy makes.
+func kubeProxyRules(node string) (int, error) {
+	saved, err := savedTables(node, iptables.IPv4)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range strings.Split(saved, "\n") {
+		if kubeProxyChains.MatchString(l) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// nodeState is what of the proxier's a node holds, to compare before and
+// after a command that must not touch it.
+type nodeState struct{ ipvs, rules, sets string }
+
+func proxierState(node string) (nodeState, error) {
+	var st nodeState
+	var err error
+	if st.ipvs, err = ipvsTable(node); err != nil {
+		return st, err
+	}
+	for _, f := range []iptables.Family{iptables.IPv4, iptables.IPv6} {
+		saved, err := savedTables(node, f)
+		if err != nil {
+			return st, err
+		}
+		st.rules += saved
+	}
+	st.sets, err = ipsetDump(node)
+	return st, err
+}
+
+// ApplyDaemonSet creates or replaces ds as `kubectl apply -f` would; when
+// the scenario ends the DaemonSet is deleted, or the one it replaced put
+// back.
+func (v *V) ApplyDaemonSet(ds *appsv1.DaemonSet) {
+	ctx, cancel := v.s.ctx()
+	defer cancel()
+	old, err := cluster.ApplyDaemonSet(ctx, guest.client, ds)
+	v.Must(err)
+	t := v.s.t
+	t.Cleanup(func() {
+		if err := restoreDaemonSet(ds.Namespace, ds.Name, old); err != nil {
+			t.Errorf("clean-up: %v", err)
+		}
+	})
+}
+
+// PatchDaemonSet patches namespace/name with the repository's file as
+// `kubectl patch --patch-file` does; the DaemonSet is put back when the
+// scenario ends.
+func (v *V) PatchDaemonSet(namespace, name, file string) {
+	patch, err := os.ReadFile(filepath.Join(guest.repo, file))
+	v.Must(err)
+	ctx, cancel := v.s.ctx()
+	defer cancel()
+	old, err := cluster.PatchDaemonSet(ctx, guest.client, namespace, name, patch)
+	v.Must(err)
+	t := v.s.t
+	t.Cleanup(func() {
+		if err := restoreDaemonSet(namespace, name, old); err != nil {
+			t.Errorf("clean-up: %v", err)
+		}
+	})
+}
+
+// restoreDaemonSet puts back old's labels, annotations and spec; old nil:
+// deletes the DaemonSet.
+func restoreDaemonSet(namespace, name string, old *appsv1.DaemonSet) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dss := guest.client.AppsV1().DaemonSets(namespace)
+	if old == nil {
+		if err := dss.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete DaemonSet %s/%s: %w", namespace, name, err)
+		}
+		return nil
+	}
+	cur, err := dss.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil // deleted by a later clean-up of the same scenario
+	} else if err != nil {
+		return err
+	}
+	cur.Labels, cur.Annotations, cur.Spec = old.Labels, old.Annotations, old.Spec
+	if _, err := dss.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("put DaemonSet %s/%s back: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// DaemonSetsFor names, space-separated, the DaemonSets of kube-system that
+// would run a pod on node, shown as `e2ectl daemonsets-for` prints them.
+func (v *V) DaemonSetsFor(node string) string {
+	ctx, cancel := v.s.ctx()
+	defer cancel()
+	names, err := cluster.DaemonSetsFor(ctx, guest.client, "kube-system", node)
+	v.Must(err)
+	slices.Sort(names)
+	on := strings.Join(names, " ")
+	v.Show("-", "e2ectl daemonsets-for "+node, on)
+	return on
+}
+
+// lineChanges says briefly how after differs from before, line by line:
+// how many lines went and came, and the first of each.
+func lineChanges(before, after string) string {
+	was, is := strings.Split(before, "\n"), strings.Split(after, "\n")
+	var gone, came []string
+	for _, l := range was {
+		if !slices.Contains(is, l) {
+			gone = append(gone, l)
+		}
+	}
+	for _, l := range is {
+		if !slices.Contains(was, l) {
+			came = append(came, l)
+		}
+	}
+	first := func(ls []string) string {
+		if len(ls) == 0 {
+			return ""
+		}
+		return fmt.Sprintf(" (first %q)", ls[0])
+	}
+	return fmt.Sprintf("%d lines gone%s, %d came%s", len(gone), first(gone), len(came), first(came))
+}
