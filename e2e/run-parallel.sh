@@ -17,28 +17,20 @@ if [[ -n ${IPVSPROXY_E2E_SCENARIOS:-} ]]; then
 	exec "$here/run.sh" "$@"
 fi
 
-# The scenarios guest.sh would run by default: every scenario_N with a numeric N, and every Go
-# scenario of e2e/suite (its binary's -list: VERDICT SCENARIO, a scenario named by its first verdict)
-# but those it marks by-name (run when named only).
+# The scenarios guest.sh would run by default: every scenario of e2e/suite (its binary's -list:
+# VERDICT SCENARIO, a scenario named by its first verdict) but those it marks by-name (run when
+# named only).
 out=$(mktemp -d)
 trap 'rm -rf -- "$out"' EXIT
 go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 (cd "$here/suite" && CGO_ENABLED=0 "$go" test -c -tags e2e -trimpath -o "$out/e2e-suite.test" .) || exit 1
-mapfile -t go_scenarios < <("$out/e2e-suite.test" -list | awk '$1 == $2 && $3 != "by-name" { print $2 }')
-((${#go_scenarios[@]})) || { echo "e2e: e2e/suite lists no Go scenario" >&2; exit 1; }
-mapfile -t bash_scenarios < <(sed -n 's/^scenario_\([0-9][0-9]*\)() *{.*/\1/p' "$here"/scenarios/[0-9]*.sh)
-# A definition the pattern above missed would drop a scenario from both halves without a word.
-defined=$(grep -ho '^scenario_[0-9][0-9]*()' "$here"/scenarios/*.sh | sort -u | wc -l)
-if ((defined != ${#bash_scenarios[@]})); then
-	echo "e2e: $defined scenarios defined but ${#bash_scenarios[@]} found for the halves; fix run-parallel.sh's pattern" >&2
-	exit 1
-fi
-mapfile -t all < <(printf '%s\n' "${bash_scenarios[@]}" "${go_scenarios[@]}" | sort -n)
+mapfile -t all < <("$out/e2e-suite.test" -list | awk '$1 == $2 && $3 != "by-name" { print $2 }' | sort -n)
+((${#all[@]})) || { echo "e2e: e2e/suite lists no scenario" >&2; exit 1; }
 first=() second=()
 for n in "${all[@]}"; do
 	case $n in
 	9 | 10) ;;
-	# A Go scenario's number may end in a letter (39a, 39b): its digits place it.
+	# A scenario's number may end in a letter (39a, 39b): its digits place it.
 	*) if ((${n%%[!0-9]*} < 40)); then first+=("$n"); else second+=("$n"); fi ;;
 	esac
 done

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# guest.sh — the scenarios of issue 4, run as root inside the VM by e2e/run.sh (never on a host:
-# it builds network namespaces and starts daemons). Prints one PASS/FAIL line per scenario with
-# the commands it ran and what they answered, then `N passed, N failed`; exits 1 on any failure.
-# With E2E_DEMO=1 it prints the seeds' transcript instead: each command, then its answer.
+# guest.sh — the end-to-end scenarios (the Go tests of e2e/suite), run as root inside the VM by
+# e2e/run.sh (never on a host: it builds network namespaces and starts daemons). Sets up the
+# cluster, then runs the scenarios in order: one PASS/FAIL line per verdict with the commands it
+# ran and what they answered, then `N passed, N failed`; exits 1 on any failure. With E2E_DEMO=1
+# it prints the seeds' transcript instead: each command, then its answer.
 #
 # Environment (set by run.sh): E2E_BIN (e2ectl), ECHOSERVER, ADMIN_KUBECONFIG, PROXIER_KUBECONFIG,
 # E2E_PKI, E2E_LOGS (a writable directory the host keeps), E2E_HOST_ADDR (the API server's
@@ -17,19 +18,15 @@ export ECHOSERVER PATH=$repo/bin:$PATH
 
 . "$here/lib.sh"
 . "$here/setup.sh"
-for f in "$here"/[0-9][0-9]-*.sh; do
-	. "$f"
-done
 # The Go scenarios: go_scenario[VERDICT]=SCENARIO (scenario 2 prints verdicts 2 and 3); those
 # listed "by-name" (44rollback ...) run only when E2E_SCENARIOS names them, for time.
 declare -A go_scenario=() go_by_name=()
-if [[ -n ${E2E_SUITE:-} ]]; then
-	while read -r v n how; do
-		go_scenario[$v]=$n
-		[[ $how != by-name ]] || go_by_name[$n]=1
-	done < <("$E2E_SUITE" -list)
-	((${#go_scenario[@]})) || { echo "FAIL 0 setup: $E2E_SUITE -list named no Go scenario"; echo "0 passed, 1 failed"; exit 1; }
-fi
+[[ -x ${E2E_SUITE:-} ]] || { echo "FAIL 0 setup: E2E_SUITE (the e2e/suite test binary) is not set or not executable"; echo "0 passed, 1 failed"; exit 1; }
+while read -r v n how; do
+	go_scenario[$v]=$n
+	[[ $how != by-name ]] || go_by_name[$n]=1
+done < <("$E2E_SUITE" -list)
+((${#go_scenario[@]})) || { echo "FAIL 0 setup: $E2E_SUITE -list named no Go scenario"; echo "0 passed, 1 failed"; exit 1; }
 
 finish() {
 	if [[ -n ${setup_failed:-} ]]; then
@@ -58,15 +55,12 @@ if ((demo)); then
 	show - "e2ectl create-nodes  # kubectl get nodes" "$(kc create-nodes)"
 	note "pods: $(awk 'NF { printf "%s%s %s on %s", sep, $1, $3, $2; sep = ", " }' <<<"$pods")"
 	note "client $client_addr is outside the cluster; the load balancer's VIP is $vip"
-	asked=()
 fi
 
-# Every scenario_N defined by the files above, in number order, except that 9 (restart) and 10
-# (cleanup) end the run: they stop the proxiers. E2E_SCENARIOS="11 12" runs only those, for a
-# quick loop while writing one (each scenario sets up the Services it uses itself).
-# The Go scenarios (e2e/suite) take their place in the same order, by their first verdict's number.
+# Every Go scenario (e2e/suite) by its first verdict's number, in number order, except that 9
+# (restart) and 10 (cleanup) end the run: they stop the proxiers. E2E_SCENARIOS="11 12" runs only
+# those, for a quick loop while writing one (each scenario sets up the Services it uses itself).
 mapfile -t order < <({
-	declare -F | awk '{ print $3 }' | sed -n 's/^scenario_\([0-9]*\)$/\1/p'
 	for v in "${!go_scenario[@]}"; do [[ ${go_scenario[$v]} != "$v" || -n ${go_by_name[$v]:-} ]] || echo "$v"; done
 } | sort -n |
 	awk '$1 == 9 || $1 == 10 { last = last " " $1; next } { print } END { n = split(last, a, " "); for (i = 1; i <= n; i++) print a[i] }')
@@ -106,11 +100,9 @@ for n in "${order[@]}"; do
 		[[ -z ${go_ran[$n]:-} ]] || continue
 		go_ran[$n]=1
 		run_go "$n"
-	elif declare -F "scenario_$n" >/dev/null; then
-		"scenario_$n"
 	else
 		failed=$((failed + 1))
-		echo "FAIL $n: no such scenario (neither scenario_$n in e2e/scenarios nor a Go one in e2e/suite)"
+		echo "FAIL $n: no such scenario in e2e/suite"
 	fi
 	((demo)) || echo "    (${n}: $((SECONDS - t))s)"
 done

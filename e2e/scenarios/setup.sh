@@ -12,7 +12,6 @@
 readonly topo=$repo/e2e/topology/topology.sh
 readonly ipvsproxy=$repo/bin/ipvsproxy
 readonly node1_addr=198.51.100.1 node2_addr=198.51.100.2 client_addr=198.51.100.79 vip=203.0.113.140
-readonly node1_addr6=2001:db8:1::1 node2_addr6=2001:db8:1::2 client_addr6=2001:db8:1::79 vip6=2001:db8:113::140
 readonly cluster_cidrs=10.244.0.0/16,2001:db8:244::/48
 # Two periodic syncs bound how long stale state may survive (scenario 8). e2e/suite/proxier_test.go
 # has these three as constants of its own.
@@ -30,26 +29,6 @@ u2 node2 10.244.2.40 udp
 "
 
 pod_ip() { awk -v n="$1" '$1 == n { print $3 }' <<<"$pods"; }
-# pod_ip6 NAME: the pod's IPv6 address (topology.sh derives 2001:db8:244:N::X from 10.244.N.X).
-pod_ip6() { pod_ip "$1" | awk -F. '{ printf "2001:db8:244:%s::%s\n", $3, $4 }'; }
-# pod_addr FAMILY NAME: the pod's address of that IP family (4 or 6).
-pod_addr() { if [[ $1 == 6 ]]; then pod_ip6 "$2"; else pod_ip "$2"; fi; }
-# node_addr6_of NODE: the node's IPv6 address (node1_addr6, node2_addr6).
-node_addr6_of() { local v=${1}_addr6; echo "${!v}"; }
-# bracketed IP: IP as it stands before :PORT or in a URL ([IP] for IPv6).
-bracketed() { if [[ $1 == *:* ]]; then echo "[$1]"; else echo "$1"; fi; }
-# dual_endpoints POD@REST...: e2ectl set-endpoints arguments naming each pod's IPv4 and IPv6
-# address (REST: the node and any hints, as e2ectl takes them), one a line.
-dual_endpoints() {
-	local s
-	for s in "$@"; do printf '%s@%s\n%s@%s\n' "$(pod_ip "${s%%@*}")" "${s#*@}" "$(pod_ip6 "${s%%@*}")" "${s#*@}"; done
-}
-# cluster_ip_of FAMILY INFO: the cluster IP of that family (4 or 6) in e2ectl apply-service's
-# answer INFO (its CLUSTER_IPS= line).
-cluster_ip_of() {
-	field CLUSTER_IPS "$2" | tr ',' '\n' | awk -v f="$1" '(f == 6) == (index($0, ":") > 0) { print; exit }'
-}
-
 setup_pods() {
 	local name node ip role
 	while read -r name node ip role; do

@@ -94,16 +94,29 @@ func (v *V) DeleteService(svc *v1.Service) {
 	v.Must(deleteService(svc))
 }
 
-// DeleteServiceObjects deletes a Service the scenario applied, with its
-// EndpointSlices, without waiting for the nodes: for a scenario that watches
-// what they do with its virtual servers.
+// DeleteServiceObjects deletes a Service the scenario applied from the API,
+// before its end, leaving the wait for its virtual servers to the caller.
 func (v *V) DeleteServiceObjects(svc *v1.Service) {
-	v.Must(deleteServiceObjects(svc))
 	v.s.owned[cluster.ServiceRef{Namespace: svc.Namespace, Name: svc.Name}] = nil
+	v.Must(deleteServiceObjects(svc))
 }
 
-// deleteServiceObjects deletes svc and its EndpointSlices as `e2ectl
-// delete-service` does.
+// deleteService deletes svc and its EndpointSlices as `e2ectl
+// delete-service` does, then waits until neither node has a virtual server
+// for its cluster IPs.
+func deleteService(svc *v1.Service) error {
+	if err := deleteServiceObjects(svc); err != nil {
+		return err
+	}
+	for _, node := range []string{"node1", "node2"} {
+		if ok, last := waitNoVirtualServer(node, svc.Spec.ClusterIPs, 30*time.Second); !ok {
+			return fmt.Errorf("%s deleted, but %s %s after 30s", cluster.ServiceRef{Namespace: svc.Namespace, Name: svc.Name}, node, last)
+		}
+	}
+	return nil
+}
+
+// deleteServiceObjects deletes svc and its EndpointSlices from the API.
 func deleteServiceObjects(svc *v1.Service) error {
 	ref := cluster.ServiceRef{Namespace: svc.Namespace, Name: svc.Name}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -118,31 +131,21 @@ func deleteServiceObjects(svc *v1.Service) error {
 	return nil
 }
 
-// deleteService deletes svc and its EndpointSlices, then waits until
-// neither node has a virtual server for its cluster IPs.
-func deleteService(svc *v1.Service) error {
-	ref := cluster.ServiceRef{Namespace: svc.Namespace, Name: svc.Name}
-	if err := deleteServiceObjects(svc); err != nil {
-		return err
-	}
-	for _, node := range []string{"node1", "node2"} {
-		ok, last := waitUntil(30*time.Second, func() (bool, string) {
-			vss, err := virtualServers(node)
-			if err != nil {
-				return false, err.Error()
-			}
-			for _, vs := range vss {
-				if slices.Contains(svc.Spec.ClusterIPs, vs.Address.String()) {
-					return false, "still has " + vs.String()
-				}
-			}
-			return true, ""
-		})
-		if !ok {
-			return fmt.Errorf("%s deleted, but %s %s after 30s", ref, node, last)
+// waitNoVirtualServer waits up to limit until the node has no virtual
+// server at any of addrs (any port and protocol); last says which one stays.
+func waitNoVirtualServer(node string, addrs []string, limit time.Duration) (bool, string) {
+	return waitUntil(limit, func() (bool, string) {
+		vss, err := virtualServers(node)
+		if err != nil {
+			return false, err.Error()
 		}
-	}
-	return nil
+		for _, vs := range vss {
+			if slices.Contains(addrs, vs.Address.String()) {
+				return false, "still has " + vs.String()
+			}
+		}
+		return true, ""
+	})
 }
 
 // SetEndpoints makes the Service's endpoints exactly these, each

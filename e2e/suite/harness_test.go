@@ -90,6 +90,7 @@ var scenarios = []scenario{
 	{"57", []string{"57"}, "ipv6_inspect", scenarioIPv6Inspect},
 	{"60", []string{"60"}, "terminating_endpoint", scenarioTerminatingEndpoint},
 	{"61", []string{"61"}, "service_deletion_drains", scenarioServiceDeletionDrains},
+	{"62", []string{"62", "62v6"}, "api_outage", scenarioAPIOutage},
 	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
 }
 
@@ -243,8 +244,10 @@ func (v *V) report() {
 		}
 		fmt.Printf("FAIL %s %s: %s\n", v.num, v.name, oneline(strings.Join(v.why, "; ")))
 		dump = filepath.Join(guest.logs, "scenario-"+v.num+"-failure.txt")
-		// The nodes' state now, before the clean-up and later scenarios change it.
-		if err := os.WriteFile(dump, []byte(dumpNodes("node1", "node2")), 0o644); err != nil {
+		// Every reason (the line above keeps 400 characters of them), then the nodes' state
+		// now, before the clean-up and later scenarios change it.
+		reasons := "----- every reason\n" + strings.Join(v.why, "\n") + "\n"
+		if err := os.WriteFile(dump, []byte(reasons+dumpNodes("node1", "node2")), 0o644); err != nil {
 			fmt.Printf("    (could not write %s: %v)\n", dump, err)
 			dump = ""
 		}

@@ -122,10 +122,7 @@ func errText(err error) string {
 // is served by s3 as a bare-metal user wants, and each refusal is an
 // ExternalIPRefused Event.
 func scenarioNodeGuard(s *S) {
-	api := os.Getenv("E2E_HOST_ADDR")
-	if api == "" {
-		api = "192.0.2.100"
-	}
+	api := apiServerAddr()
 	pki := os.Getenv("E2E_PKI")
 	s.Step("47", "external IPs on node1's :22 (a listener), node2's address and the API server's are refused with Events; node1 and c1 still reach node1's sshd, node2's kubelet and the API; node1's :80 is served", func(v *V) {
 		v.Heading("External IPs cannot take the node's own ports, another Node or the API server")

@@ -95,8 +95,8 @@ func (k *kubeProxy) Stop() {
 	}
 }
 
-// stream is one e2e/echoserver -measure run in a namespace.
-type stream struct {
+// measuredStream is one e2e/echoserver -measure run in a namespace.
+type measuredStream struct {
 	name string
 	b    *background
 }
@@ -104,8 +104,8 @@ type stream struct {
 // StartStream starts a measuring stream named name in where's namespace:
 // proto tcp (one connection to addr's /stream) or udp (a datagram per
 // 100 ms from one source port).
-func (v *V) StartStream(name, where, proto, addr string) *stream {
-	return &stream{name: name, b: v.Background(where, "exec "+echoserver()+" -measure "+proto+" -to "+addr)}
+func (v *V) StartStream(name, where, proto, addr string) *measuredStream {
+	return &measuredStream{name: name, b: v.Background(where, "exec "+echoserver()+" -measure "+proto+" -to "+addr)}
 }
 
 // streamReport is a stream's last line: received=N max_gap=S ... error=E
@@ -115,7 +115,7 @@ type streamReport string
 // EndStreams stops the streams at once (stopped one by one, the last would
 // count the others' stopping as its own final silence) and returns each
 // one's report, in order.
-func EndStreams(streams ...*stream) []streamReport {
+func EndStreams(streams ...*measuredStream) []streamReport {
 	for _, st := range streams {
 		_ = syscall.Kill(-st.b.cmd.Process.Pid, syscall.SIGTERM)
 	}
@@ -394,7 +394,7 @@ func (v *V) kpmNewConnections(s kpmServices, d *dual, when string) {
 // control (c1 to web's pod IP, no proxy).
 type kpmStreams struct {
 	names   []string // control first, then the IPv4 ones, then the IPv6 ones
-	streams []*stream
+	streams []*measuredStream
 }
 
 func (v *V) kpmStartStreams(s kpmServices) kpmStreams {

@@ -195,9 +195,22 @@ func (b *pipeline) stop() {
 // the connection counts (which move): a line per virtual server, then one
 // per real server with its forwarding method (procForwards) and weight.
 func ipvsTable(node string) (string, error) {
+	t, err := readIPVS(node)
+	return t.text, err
+}
+
+// ipvsState is one read of a node's IPVS table: ipvsTable's text and, from
+// the same read, each virtual server's real servers.
+type ipvsState struct {
+	text        string
+	realServers map[ipvs.VirtualServerKey][]ipvs.RealServer
+}
+
+func readIPVS(node string) (ipvsState, error) {
+	st := ipvsState{realServers: map[ipvs.VirtualServerKey][]ipvs.RealServer{}}
 	forwards, err := procForwards(node)
 	if err != nil {
-		return "", err
+		return st, err
 	}
 	var b strings.Builder
 	err = withIPVS(node, func(k ipvs.Interface) error {
@@ -211,13 +224,15 @@ func ipvsTable(node string) (string, error) {
 			if err != nil {
 				return err
 			}
+			st.realServers[vs.VirtualServerKey] = rss
 			for _, rs := range rss {
 				fmt.Fprintf(&b, "  -> %s %s weight %d\n", rs, forwards[procForwardKey(vs.VirtualServerKey, rs.RealServerKey)], rs.Weight)
 			}
 		}
 		return nil
 	})
-	return b.String(), err
+	st.text = b.String()
+	return st, err
 }
 
 // vsConnections are the node's virtual servers' connection counters (a
@@ -261,6 +276,64 @@ func ipsetDump(node string) (string, error) {
 		return nil
 	})
 	return b.String(), err
+}
+
+// kernelState is everything the proxier writes into a node, read with the
+// project's packages, without what traffic changes (IPVS connection counts,
+// rule and chain counters), as text in a stable order: the IPVS table
+// (readIPVS), every ipset with its members (ipsetDump), the filter, nat,
+// mangle and raw tables of iptables and ip6tables (the iptables package,
+// which saves without counters), and kube-ipvs0's addresses and Service
+// routes (the netif package). ipvs holds the IPVS table of the same read.
+type kernelState struct {
+	text string
+	ipvs ipvsState
+}
+
+func readKernel(node string) (kernelState, error) {
+	var ks kernelState
+	var b strings.Builder
+	var err error
+	if ks.ipvs, err = readIPVS(node); err != nil {
+		return ks, err
+	}
+	b.WriteString("== IPVS\n" + ks.ipvs.text)
+	sets, err := ipsetDump(node)
+	if err != nil {
+		return ks, err
+	}
+	b.WriteString("== ipsets\n" + sets)
+	tables := []iptables.Table{iptables.TableFilter, iptables.TableNAT, iptables.TableMangle, "raw"}
+	for _, f := range []iptables.Family{iptables.IPv4, iptables.IPv6} {
+		ipt, err := iptables.New(f, iptables.InNetNS("/run/netns/"+node))
+		if err != nil {
+			return ks, err
+		}
+		saved, err := ipt.SaveTables(tables...)
+		if err != nil {
+			return ks, err
+		}
+		fmt.Fprintf(&b, "== %s rules\n", f)
+		for _, t := range tables {
+			b.Write(saved[t])
+		}
+	}
+	err = withDummy(node, func(k netif.Interface) error {
+		addrs, err := k.DummyAddresses()
+		if err != nil {
+			return err
+		}
+		routes, err := k.ServiceRoutes()
+		if err != nil {
+			return err
+		}
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		slices.SortFunc(routes, func(a, b netip.Prefix) int { return strings.Compare(a.String(), b.String()) })
+		b.WriteString("== kube-ipvs0 addresses\n" + joined(addrs) + "\n== kube-ipvs0 Service routes\n" + joined(routes) + "\n")
+		return nil
+	})
+	ks.text = b.String()
+	return ks, err
 }
 
 // ruleCounter is one iptables rule with its packet counter.

@@ -73,9 +73,11 @@ func hostPort(ip string, port int) string {
 // dual is one step run on both families at once: an IPv4 failure fails the
 // step's own verdict, an IPv6 one the verdict NUMv6 that DualStep prints after it.
 type dual struct {
-	v     *V
-	why6  []string
-	name6 string // set by fn: the IPv6 verdict's name with what fn measured
+	v    *V
+	why6 []string
+	// name6, when fn sets it, replaces the IPv6 verdict's name (one that
+	// carries what the step measured).
+	name6 string
 }
 
 // Errorf fails the verdict of that family and goes on.
