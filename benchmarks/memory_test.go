@@ -3,7 +3,10 @@ package benchmarks
 import (
 	"fmt"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"testing"
+	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
@@ -94,4 +97,78 @@ func shapeObjects(s shape.Shape) []shapeObject {
 		}
 	}
 	return out
+}
+
+// BenchmarkColdSyncPeakLiveHeap reports how far the live heap rises above
+// what stays live while the cold sync of N Services runs
+// (peak-over-end-MiB): what the sync holds only for its duration. The heap
+// target is the live heap times 1 + GOGC/100, so this transient, not the
+// end state, sets the daemon's peak RSS after its first sync. The collector
+// runs at GOGC=2 during the sync so that the live heap it measures at each
+// cycle's end follows the true one to within 2%.
+func BenchmarkColdSyncPeakLiveHeap(b *testing.B) {
+	klog.SetLogger(discardLogger())
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			var over, end float64
+			for i := 0; i < b.N; i++ {
+				s := shape.Shape{Services: n, Endpoints: 10}
+				objects := shapeObjects(s)
+				k := ours.FakeKernel(netif.NewFake(owned.DummyInterface))
+				p, err := proxier.New(ours.Config(s), shape.NodeName, k, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, o := range objects {
+					o.apply(p.Tracker())
+				}
+				runtime.GC()
+				before := liveHeap()
+				peak := watchPeakLiveHeap()
+				old := debug.SetGCPercent(2)
+				res := p.Sync()
+				debug.SetGCPercent(old)
+				highest := peak()
+				if res.Err() != nil {
+					b.Fatal(res.Err())
+				}
+				runtime.GC()
+				after := liveHeap()
+				runtime.KeepAlive(p)
+				runtime.KeepAlive(objects)
+				over = (float64(highest) - float64(after)) / (1 << 20)
+				end = (float64(after) - float64(before)) / (1 << 20)
+			}
+			b.ReportMetric(over, "peak-over-end-MiB")
+			b.ReportMetric(end, "kept-by-the-sync-MiB")
+		})
+	}
+}
+
+// liveHeap is the live heap the last collection marked.
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// watchPeakLiveHeap samples the live heap every millisecond until the
+// returned function is called, which returns the highest sample.
+func watchPeakLiveHeap() func() uint64 {
+	stop, done := make(chan struct{}), make(chan uint64)
+	go func() {
+		highest := liveHeap()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- max(highest, liveHeap())
+				return
+			case <-t.C:
+				highest = max(highest, liveHeap())
+			}
+		}
+	}()
+	return func() uint64 { close(stop); return <-done }
 }
