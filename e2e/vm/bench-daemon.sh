@@ -11,8 +11,8 @@
 #
 # --smoke: N=100, no periodic re-check; fails unless both sides became ready, programmed every
 # Service and produced their figures (make test runs it). Otherwise results go to
-# benchmarks/results/<date>-vm-daemon.json (one JSON object per side and N) and, with the heap
-# profiles, under $IPVSPROXY_E2E_CACHE/runs.
+# benchmarks/results/<date>-vm-daemon.json (one JSON object per side and N), a Markdown table
+# and PNG plots beside it, and, with the heap profiles, under $IPVSPROXY_E2E_CACHE/runs.
 # Env: IPVSPROXY_BENCH_SIDES (default "ipvsproxy kube-proxy"), IPVSPROXY_VM_MEM (guest MiB,
 # default 3072), IPVSPROXY_BENCH_OUT (the JSON file), IPVSPROXY_BENCH_HEAP=1 (keep ipvsproxy's
 # heap profile per N), IPVSPROXY_BENCH_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
@@ -130,6 +130,10 @@ if [[ -z $smoke ]]; then
 			"| \(.services) | \(.side)\(if .ok then "" else " (not ready after \(.timed_out_after_s // "?") s)" end) | \(.peak_rss_mib|f) | \(.ready_s|f) | \(.connect_s|f) | \(.endpoint_change_s|f) | \(.network_programming_s|f) | \(.cold_sync_s|f) | \(.full_resync_s|f) | \(.cpu_s|f) |"' "$out"
 	} >"${out%.json}.md"
 	say "table in ${out%.json}.md"
+	# The plots beside it (benchmarks/harness/cmd/daemonplot: peak RSS, ready, cold sync, full
+	# re-check against Services, a line per side).
+	(cd "$repo/benchmarks/harness" && "$go" run ./cmd/daemonplot -o "${out%.json}" "$out") >&2 ||
+		say "warning: the plots were not drawn"
 fi
 
 if [[ -n $smoke ]]; then
