@@ -6,7 +6,9 @@ import (
 	"bufio"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,27 +161,72 @@ const streamLineGapMax = 5 * time.Second
 
 // stream is a GET /stream over HTTP/1.0 (the echo server writes a line every
 // 100 ms) from a namespace through ADDR:PORT, each line stamped on arrival.
-// socat's linger=0 makes its end (Stop's SIGKILL) an RST, so IPVS holds the
-// closed connection 10 s (CLOSE), not 2 min (TIME_WAIT).
 type stream struct {
 	*background
 	where, target string
 }
 
-// Stream starts one; the scenario stops it at its end if the step did not.
+// streamLine is one line of a stream: when it came, and from which pod.
+type streamLine struct {
+	at   time.Time
+	host string
+}
+
+// Stream starts one; the scenario closes it at its end if the step did not.
 func (v *V) Stream(where, ip string, port int) *stream {
 	target := hostPort(ip, port)
 	b := v.Background(where, fmt.Sprintf(`(printf 'GET /stream HTTP/1.0\r\n\r\n'; sleep 1800) | socat - TCP:%s,linger=0 2>/dev/null`, target))
-	return &stream{background: b, where: where, target: target}
+	s := &stream{background: b, where: where, target: target}
+	// Before Background's own clean-up (cleanups run last first).
+	v.s.t.Cleanup(s.Close)
+	return s
 }
 
-// received are the stream's lines ("hostname=NAME seq=N"), not the HTTP
-// header.
-func (s *stream) received() []timedLine {
-	var out []timedLine
+// Close ends the connection with an RST, so IPVS holds the closed
+// connection 10 s (CLOSE), not 2 min (TIME_WAIT): socat is killed first and
+// the kernel resets its socket (linger=0); were its input closed first it
+// would send a FIN. Then the rest of the pipeline.
+func (s *stream) Close() {
+	for _, pid := range groupMembers(s.cmd.Process.Pid, "socat") {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	s.Stop()
+}
+
+// groupMembers are the processes of process group pgid named comm.
+func groupMembers(pgid int, comm string) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var pids []int
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
+			continue
+		}
+		// After the command: state, ppid, pgrp.
+		f := strings.Fields(s[end+1:])
+		if len(f) < 3 || s[open+1:end] != comm || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(s[:open])); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// Received are the stream's "hostname=NAME seq=N" lines so far (not the
+// HTTP header).
+func (s *stream) Received() []streamLine {
+	var out []streamLine
 	for _, l := range s.Lines() {
-		if strings.HasPrefix(l.text, "hostname=") {
-			out = append(out, l)
+		if rest, ok := strings.CutPrefix(l.text, "hostname="); ok {
+			host, _, _ := strings.Cut(rest, " ")
+			out = append(out, streamLine{l.at, host})
 		}
 	}
 	return out
@@ -187,22 +234,22 @@ func (s *stream) received() []timedLine {
 
 // WaitFlowing waits up to limit for the stream's first line.
 func (s *stream) WaitFlowing(limit time.Duration) bool {
-	ok, _ := waitUntil(limit, func() (bool, string) { return len(s.received()) > 0, "" })
+	ok, _ := waitUntil(limit, func() (bool, string) { return len(s.Received()) > 0, "" })
 	return ok
 }
 
 // Gap is the largest gap between consecutive lines that arrived between
-// from and to, and how many lines arrived then.
+// from and to (a zero time: no bound), and how many lines arrived then.
 func (s *stream) Gap(from, to time.Time) (time.Duration, int) {
 	var gap time.Duration
 	var last time.Time
 	n := 0
-	for _, l := range s.received() {
-		if l.at.Before(from) || l.at.After(to) {
+	for _, l := range s.Received() {
+		if (!from.IsZero() && l.at.Before(from)) || (!to.IsZero() && l.at.After(to)) {
 			continue
 		}
-		if n > 0 && l.at.Sub(last) > gap {
-			gap = l.at.Sub(last)
+		if n > 0 {
+			gap = max(gap, l.at.Sub(last))
 		}
 		last = l.at
 		n++
@@ -216,20 +263,14 @@ func (s *stream) GapText(from, to time.Time) string {
 	return fmt.Sprintf("%.2f (%d lines)", gap.Seconds(), n)
 }
 
-// From counts the lines after t by the endpoint that wrote them: "s2 x12"
-// ("" when none came).
-func (s *stream) From(t time.Time) string {
+// From counts the lines after t by the pod that wrote them (shown with
+// reachedText).
+func (s *stream) From(t time.Time) map[string]int {
 	counts := map[string]int{}
-	for _, l := range s.received() {
+	for _, l := range s.Received() {
 		if l.at.After(t) {
-			name, _, _ := strings.Cut(strings.TrimPrefix(l.text, "hostname="), " ")
-			counts[name]++
+			counts[l.host]++
 		}
 	}
-	var parts []string
-	for name, n := range counts {
-		parts = append(parts, fmt.Sprintf("%s x%d", name, n))
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ", ")
+	return counts
 }

@@ -5,13 +5,9 @@ package suite
 import (
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -23,109 +19,6 @@ import (
 
 // The largest gap allowed between two lines is streamLineGapMax
 // (background_test.go), as for the outage's streams.
-var gapMaxSeconds = streamLineGapMax.Seconds()
-
-// httpStream is a GET /stream over HTTP/1.0 held open from a namespace, each
-// line stamped on arrival.
-type httpStream struct{ bg *background }
-
-// streamLine is one line of a stream: when it came, and from which pod.
-type streamLine struct {
-	at   time.Time
-	host string
-}
-
-// OpenStream starts a stream from where to addr:port. socat's linger=0
-// makes its end an RST, so IPVS holds the closed connection 10 s (CLOSE),
-// not 2 min (TIME_WAIT).
-func (v *V) OpenStream(where, addr string, port int) *httpStream {
-	cmd := fmt.Sprintf(`(printf 'GET /stream HTTP/1.0\r\n\r\n'; sleep 600) | socat - TCP:%s,linger=0 2>/dev/null`,
-		net.JoinHostPort(addr, strconv.Itoa(port)))
-	st := &httpStream{bg: v.Background(where, cmd)}
-	// Before Background's own clean-up: an RST, so IPVS lets the connection go in 10 s.
-	v.s.t.Cleanup(st.Close)
-	return st
-}
-
-// Lines are the stream's "hostname=NAME seq=N" lines so far.
-func (st *httpStream) Lines() []streamLine {
-	var out []streamLine
-	for _, l := range st.bg.Lines() {
-		if rest, ok := strings.CutPrefix(l.text, "hostname="); ok {
-			host, _, _ := strings.Cut(rest, " ")
-			out = append(out, streamLine{l.at, host})
-		}
-	}
-	return out
-}
-
-// Close ends the connection with an RST: socat is killed first (the kernel
-// then resets its socket, linger=0; were its input closed first it would
-// send a FIN, and IPVS would hold the connection 2 min), then the rest of
-// the pipeline.
-func (st *httpStream) Close() {
-	for _, pid := range groupMembers(st.bg.cmd.Process.Pid, "socat") {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-	st.bg.Stop()
-}
-
-// groupMembers are the processes of process group pgid named comm.
-func groupMembers(pgid int, comm string) []int {
-	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var pids []int
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || end < open {
-			continue
-		}
-		// After the command: state, ppid, pgrp.
-		f := strings.Fields(s[end+1:])
-		if len(f) < 3 || s[open+1:end] != comm || f[2] != strconv.Itoa(pgid) {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(s[:open])); err == nil {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// Gap is the largest gap in seconds between consecutive lines that arrived
-// between from and to (a zero time: no bound), with the lines' count, as
-// "0.13 (57 lines)".
-func (st *httpStream) Gap(from, to time.Time) (float64, string) {
-	var gap float64
-	var last time.Time
-	n := 0
-	for _, l := range st.Lines() {
-		if (!from.IsZero() && l.at.Before(from)) || (!to.IsZero() && l.at.After(to)) {
-			continue
-		}
-		if n > 0 {
-			gap = max(gap, l.at.Sub(last).Seconds())
-		}
-		last = l.at
-		n++
-	}
-	return gap, fmt.Sprintf("%.2f (%d lines)", gap, n)
-}
-
-// From counts the lines after t by pod (shown with reachedText).
-func (st *httpStream) From(t time.Time) map[string]int {
-	counts := map[string]int{}
-	for _, l := range st.Lines() {
-		if l.at.After(t) {
-			counts[l.host]++
-		}
-	}
-	return counts
-}
 
 // vsState is a TCP virtual server's real servers read with the ipvs
 // package; gone: no such virtual server.
@@ -175,11 +68,11 @@ func scenarioTerminatingEndpoint(s *S) {
 		v.Show("-", "e2ectl apply-service life.yaml && e2ectl set-endpoints life web@node1 s2@node2", "CLUSTER_IP="+ip)
 		v.WaitRealServers("node1", ipvs.TCP, ip, 8060, podIP("web")+":8080", podIP("s2")+":8080")
 
-		st := v.OpenStream("c1", ip, 8060)
+		st := v.Stream("c1", ip, 8060)
 		v.WaitUntil(20*time.Second, fmt.Sprintf("no stream line from %s:8060", ip), func() (bool, string) {
-			return len(st.Lines()) > 0, "no line"
+			return len(st.Received()) > 0, "no line"
 		})
-		victim := st.Lines()[0].host
+		victim := st.Received()[0].host
 		var survivor, vnode, snode string
 		switch victim {
 		case "web":
@@ -257,11 +150,12 @@ func scenarioTerminatingEndpoint(s *S) {
 		} else {
 			v.Errorf("%s still in node1's IPVS 45 s after the stream closed", vrs)
 		}
-		gap, gapText := st.Gap(time.Time{}, tClose)
+		gap, _ := st.Gap(time.Time{}, tClose)
+		gapText := st.GapText(time.Time{}, tClose)
 		v.Show("c1", "# the stream: largest gap between lines while "+victim+" turned terminating and was removed",
 			fmt.Sprintf("%s; from %s after the removal: %s; real server gone %s s after the stream closed (IPVS CLOSE 10 s + a sync)", gapText, victim, after, took))
-		if gap >= gapMaxSeconds {
-			v.Errorf("largest gap %.2f s, want < %.1f s", gap, gapMaxSeconds)
+		if gap >= streamLineGapMax {
+			v.Errorf("largest gap %.2f s, want < %.1f s", gap.Seconds(), streamLineGapMax.Seconds())
 		}
 		if rss, gone, err := vsState("node1", ip, 8060); err == nil && !gone {
 			var got []string
@@ -299,13 +193,13 @@ func scenarioServiceDeletionDrains(s *S) {
 		v.WaitRealServers("node1", ipvs.TCP, ip, 8061, want...)
 		v.WaitRealServers("node1", ipvs.TCP, node1Addr, 30161, want...)
 
-		stC := v.OpenStream("c1", ip, 8061)
-		stN := v.OpenStream("client", node1Addr, 30161)
+		stC := v.Stream("c1", ip, 8061)
+		stN := v.Stream("client", node1Addr, 30161)
 		for _, x := range []struct {
-			st  *httpStream
+			st  *stream
 			via string
 		}{{stC, "the cluster IP"}, {stN, "the NodePort"}} {
-			if ok, _ := waitUntil(20*time.Second, func() (bool, string) { return len(x.st.Lines()) > 0, "" }); !ok {
+			if ok, _ := waitUntil(20*time.Second, func() (bool, string) { return len(x.st.Received()) > 0, "" }); !ok {
 				v.Errorf("no line through %s", x.via)
 			}
 		}
@@ -376,19 +270,20 @@ func scenarioServiceDeletionDrains(s *S) {
 		}
 		time.Sleep(1500 * time.Millisecond)
 		stN.Close()
-		linesN := stN.Lines()
+		linesN := stN.Received()
 		var lastN, lastNDel time.Duration
 		if len(linesN) > 0 {
 			lastN, lastNDel = linesN[len(linesN)-1].at.Sub(tSeen), linesN[len(linesN)-1].at.Sub(tDel)
 		}
-		gapC, gapCText := stC.Gap(time.Time{}, tClose)
-		gapN, gapNText := stN.Gap(time.Time{}, tMid)
+		gapC, _ := stC.Gap(time.Time{}, tClose)
+		gapN, _ := stN.Gap(time.Time{}, tMid)
+		gapCText, gapNText := stC.GapText(time.Time{}, tClose), stN.GapText(time.Time{}, tMid)
 		v.Show("-", "# streams, seconds after node1 set the weights to 0",
 			fmt.Sprintf("cluster IP: largest gap %s until closed at %ss, virtual server gone %ss after (%ss after the weights went 0); NodePort from %s: largest gap %s, last line at %ss (%ss after the deletion began; limit %s, sync period %s), virtual server gone by %ss",
 				gapCText, seconds(tClose.Sub(tSeen)), tookC, goneC, clientAddr, gapNText, seconds(lastN), seconds(lastNDel), limit, syncPeriod, tookN))
-		for _, g := range []float64{gapC, gapN} {
-			if g >= gapMaxSeconds {
-				v.Errorf("largest gap %.2f s, want < %.1f s", g, gapMaxSeconds)
+		for _, g := range []time.Duration{gapC, gapN} {
+			if g >= streamLineGapMax {
+				v.Errorf("largest gap %.2f s, want < %.1f s", g.Seconds(), streamLineGapMax.Seconds())
 			}
 		}
 		// Cut at the first sync after the limit: not before the limit counted from the deletion's
@@ -402,6 +297,6 @@ func scenarioServiceDeletionDrains(s *S) {
 
 		v.RestoreProxierWithin("node1", 60*time.Second)
 		v.name = fmt.Sprintf("Service deleted: streams through its cluster IP and NodePort kept flowing at weight 0 (gaps %.2f/%.2f s); cluster IP's virtual server gone %ss after its stream closed; the NodePort's stream cut %ss after the weights went 0 (limit %s)",
-			gapC, gapN, tookC, seconds(lastN), limit)
+			gapC.Seconds(), gapN.Seconds(), tookC, seconds(lastN), limit)
 	})
 }

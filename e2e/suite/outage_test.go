@@ -644,7 +644,7 @@ func scenarioAPIOutage(s *S) {
 
 		// The streams: unbroken across the outage and the return.
 		tEnd := time.Now()
-		after := map[*stream]string{}
+		after := map[*stream]map[string]int{}
 		for _, f := range families {
 			for _, st := range streams[f] {
 				after[st] = st.From(tRestore)
@@ -659,7 +659,7 @@ func scenarioAPIOutage(s *S) {
 				gaps[f] = append(gaps[f], fmt.Sprintf("%.2f", gap.Seconds()))
 				shown = append(shown, st.where+" -> "+st.target+" "+st.GapText(tCut, tEnd))
 				kind := [2]string{"ClusterIP", "NodePort"}[i]
-				if after[st] == "" {
+				if len(after[st]) == 0 {
 					d.Errorf(f, "the IPv%d %s stream has no line after the API's return", f, kind)
 				}
 				if gap >= streamLineGapMax {
