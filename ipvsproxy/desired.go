@@ -263,12 +263,19 @@ func (d *DesiredState) Conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.
 	out := map[types.NamespacedName][]Problem{}
 	for k := range keys {
 		c := d.claims[k]
-		losers, by, scope := c[min(1, len(c)):], "", ScopeCluster
-		if len(c) > 0 {
-			by = "Service " + c[0].Service.String()
+		foreign := d.foreign[k]
+		losers := c[min(1, len(c)):]
+		if foreign {
+			losers = c
 		}
-		if d.foreign[k] {
-			losers, by, scope = c, "a virtual server ipvsproxy did not create", ScopeNode
+		if len(losers) == 0 {
+			// The usual key, claimed once: no message to make (a full
+			// sync asks about every key).
+			continue
+		}
+		by, scope := "Service "+c[0].Service.String(), ScopeCluster
+		if foreign {
+			by, scope = "a virtual server ipvsproxy did not create", ScopeNode
 		}
 		for _, loser := range losers {
 			st := d.Services[loser.Service]

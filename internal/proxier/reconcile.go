@@ -408,8 +408,13 @@ func drainingCount(d map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time)
 // have.
 func adoptDraining(view *kernelView, desired *ipvsproxy.DesiredState, draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time, deadline time.Time) {
 	for k, kvs := range view.virtualServers {
+		// The scan of the list first: it is cheaper than the lookup of
+		// the desired state, and almost never finds one.
+		if k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
+			continue
+		}
 		want := desired.VirtualServer(k)
-		if want == nil || k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
+		if want == nil {
 			continue
 		}
 		for _, rs := range kvs.realServers {
