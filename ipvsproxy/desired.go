@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"strings"
@@ -259,7 +260,7 @@ func (d *DesiredState) Owner(k ipvs.VirtualServerKey) (types.NamespacedName, boo
 
 // Conflicts lists a PortConflict problem for every Service that lost one of
 // the given virtual servers, to another Service or to a foreign one.
-func (d *DesiredState) Conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.NamespacedName][]Problem {
+func (d *DesiredState) Conflicts(keys iter.Seq[ipvs.VirtualServerKey]) map[types.NamespacedName][]Problem {
 	out := map[types.NamespacedName][]Problem{}
 	for k := range keys {
 		c := d.claims[k]

@@ -278,38 +278,3 @@ func maxElemOf(s ipset.Set) uint32 {
 	}
 	return s.MaxElem
 }
-
-// touchAll marks every object of the view and of the desired state, so a
-// full sync compares everything.
-func (v *kernelView) touchAll(d *ipvsproxy.DesiredState, t ipvsproxy.Touched) {
-	for k := range v.virtualServers {
-		t.VirtualServers[k] = true
-	}
-	for k := range d.VirtualServerKeys() {
-		t.VirtualServers[k] = true
-	}
-	for a := range v.addresses {
-		t.Addresses[a] = true
-	}
-	for a := range d.Addresses() {
-		t.Addresses[a] = true
-	}
-	for set, members := range v.sets {
-		if owned.BaseName(set) == owned.SetOwned {
-			// Records are written with their virtual servers: touch
-			// those, so a record without one is removed.
-			for e := range members.Keys() {
-				if k, ok := owned.RecordKey(e); ok {
-					t.VirtualServers[k] = true
-				}
-			}
-			continue
-		}
-		for e := range members.Keys() {
-			t.Entries[ipvsproxy.SetEntryKey{Set: set, Entry: e}] = true
-		}
-	}
-	for k := range d.SetEntries() {
-		t.Entries[k] = true
-	}
-}

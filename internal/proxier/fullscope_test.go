@@ -1,0 +1,119 @@
+package proxier
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+)
+
+// What a full sync compares (fullScope): every object of the view and of
+// the desired state, each once, except those backing off.
+
+// fullScopeProxier is a proxier on fk, whose writes go through f, with the
+// Service web synced.
+func fullScopeProxier(t *testing.T, fk *fakeKernel, f *faults, now *time.Time) *Proxier {
+	t.Helper()
+	p, err := New(testConfig(), servicetest.ThisNode, fk.faultyKernel(f), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.now = func() time.Time { return *now }
+	p.Tracker().SetService(apiServerService())
+	svc := servicetest.Service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	return p
+}
+
+// countWrites makes f fail every write op to object (a key's text) and
+// counts them.
+func countWrites(f *faults, op string, object ipvs.VirtualServerKey) *int {
+	n := new(int)
+	f.set(func(o, obj string) error {
+		if o == op && obj == object.String() {
+			*n++
+			return errors.New("netlink: no buffer space")
+		}
+		return nil
+	})
+	return n
+}
+
+// A record nobody claims, without its virtual server (a crash between the
+// two deletes), is removed by the next full sync.
+func TestFullSyncRemovesARecordWithoutItsVirtualServer(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	gone := webVSFor("10.96.0.99")
+	recordAsOurs(t, fk, gone)
+	p.RequestFullSync()
+	if res := mustSync(t, p); !res.Full {
+		t.Fatal("not a full sync")
+	}
+	e := recordEntry(gone)
+	entries, err := fk.ipset.Entries(e.Set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, have := range entries {
+		if have == e.Entry {
+			t.Fatalf("the record of %s is still there", gone)
+		}
+	}
+	if len(entries) != 1 {
+		t.Fatalf("records %v, want web's only", entries)
+	}
+}
+
+// A virtual server whose write failed is not written by a full sync before
+// its retry is due (one write per backoff), and is once it is.
+func TestFullSyncLeavesAnObjectBackingOffAlone(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	adds := countWrites(f, "ipvs-add", webVS)
+	if err := fk.ipvs.DeleteVirtualServer(webVS); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{1, 1, 2} {
+		if i == 2 {
+			now = now.Add(retryMin)
+		}
+		p.RequestFullSync()
+		if res := p.Sync(); !res.Full || !res.Completed {
+			t.Fatalf("sync %d: full=%v completed=%v", i, res.Full, res.Completed)
+		}
+		if *adds != want {
+			t.Fatalf("after full sync %d: %d attempts to create %s, want %d", i, *adds, webVS, want)
+		}
+	}
+}
+
+// A virtual server nobody wants, held both by the view and by its record,
+// is compared once per full sync: a delete that fails is tried once, and
+// counted once.
+func TestFullSyncComparesAnUnwantedVirtualServerOnce(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	deletes := countWrites(f, "ipvs-delete", webVS)
+	p.Tracker().DeleteService("default", "web")
+	if res := p.Sync(); res.Full || *deletes != 1 {
+		t.Fatalf("partial sync: full=%v, %d deletes of %s", res.Full, *deletes, webVS)
+	}
+	now = now.Add(retryMin) // due: no longer backing off
+	p.RequestFullSync()
+	res := p.Sync()
+	if !res.Full || *deletes != 2 {
+		t.Fatalf("full sync: full=%v, %d deletes of %s in all, want 2", res.Full, *deletes, webVS)
+	}
+	if n := res.WriteErrors[string(snapshot.ObjectVirtualServer)]; n != 1 {
+		t.Fatalf("full sync: %d ipvs write errors %v, want 1", n, res.WriteErrors)
+	}
+	if _, err := fk.ipvs.RealServers(webVS); err != nil {
+		t.Fatalf("%s: %v", webVS, err)
+	}
+}
