@@ -147,8 +147,9 @@ func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
 // --ipvs-exclude-cidrs are read too, so that a Service's can be kept up to
 // date; the reconciler never deletes one nobody wants there. wasOurs are
 // the virtual servers the previous view held (nil at the first read): one of
-// them stays ours without its record (ownership.recovered).
-func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool) (*kernelView, error) {
+// them stays ours without its record (ownership.recovered), as can one on
+// a cluster IP that services (read only then) names.
+func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services func() serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool) (*kernelView, error) {
 	view := &kernelView{
 		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
 		foreign:        map[ipvs.VirtualServerKey]bool{},

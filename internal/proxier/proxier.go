@@ -307,7 +307,8 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 		// the next sync full, which reads first.
 		p.view = &kernelView{hostAddresses: previous.hostAddresses, listening: previous.listening}
 	}
-	view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.CurrentServices()), wasOurs)
+	currentEvidence := func() serviceEvidence { return evidenceOf(p.tracker.CurrentServices()) }
+	view, err := readKernel(p.kernel, p.cfg, currentEvidence, wasOurs)
 	if err != nil {
 		p.ownedBeforeFailedRead = wasOurs
 		klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
