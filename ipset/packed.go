@@ -202,3 +202,37 @@ func (m *EntryMap[V]) Keys() iter.Seq[Entry] {
 		}
 	}
 }
+
+// EntriesNotIn yields the entries of m that the map other returns lacks,
+// comparing packed keys: no entry is unpacked but those yielded, and sets
+// of 10,000 members that differ in a few differ in a few unpackings.
+// other is asked again after each entry yielded: the caller may have
+// replaced its map meanwhile. A nil map holds nothing.
+func EntriesNotIn[V, W any](m *EntryMap[V], other func() *EntryMap[W]) iter.Seq[Entry] {
+	return func(yield func(Entry) bool) {
+		if m == nil {
+			return
+		}
+		o := other()
+		for p := range m.packed {
+			if o != nil {
+				if _, ok := o.packed[p]; ok {
+					continue
+				}
+			}
+			if !yield(p.entry()) {
+				return
+			}
+			o = other()
+		}
+		for e := range m.other {
+			if o.Has(e) {
+				continue
+			}
+			if !yield(e) {
+				return
+			}
+			o = other()
+		}
+	}
+}

@@ -2,11 +2,14 @@ package proxier
 
 import (
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
@@ -115,5 +118,38 @@ func TestFullSyncComparesAnUnwantedVirtualServerOnce(t *testing.T) {
 	}
 	if _, err := fk.ipvs.RealServers(webVS); err != nil {
 		t.Fatalf("%s: %v", webVS, err)
+	}
+}
+
+// A set member whose add failed, found in the kernel at the next full sync
+// (added by someone else meanwhile), is settled by it: in step, no write,
+// and no longer failing.
+func TestFullSyncSettlesAFailedMemberFoundInStep(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	member := ipset.Entry{IP: netip.MustParseAddr("10.96.0.11"), Protocol: "tcp", Port: 80}
+	f.set(func(op, obj string) error {
+		if op == "ipset-add" && obj == owned.SetClusterIP+" "+member.String(owned.SetType(owned.SetClusterIP)) {
+			return errors.New("netlink: no buffer space")
+		}
+		return nil
+	})
+	svc := servicetest.Service("api", "10.96.0.11")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "api-a", 8080, "10.244.1.6@node1"))
+	if res := p.Sync(); res.FailingObjects[string(snapshot.ObjectSetEntry)] != 1 {
+		t.Fatalf("failing %v, want the member", res.FailingObjects)
+	}
+	if err := fk.ipset.AddEntry(owned.SetClusterIP, member); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(retryMin)
+	p.RequestFullSync()
+	res := p.Sync()
+	if !res.Full || res.Writes != 0 || len(res.FailingObjects) != 0 {
+		t.Fatalf("full=%v writes=%d failing=%v, want a full sync with nothing to write or failing", res.Full, res.Writes, res.FailingObjects)
+	}
+	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
+		t.Fatalf("status %+v", st.Objects)
 	}
 }

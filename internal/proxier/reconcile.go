@@ -132,7 +132,7 @@ func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int) {
 		for k := range r.view.foreign {
 			r.desired.SetForeign(k, true, t)
 		}
-		r.scope = newFullScope(r.view, r.desired, t, r.retries.waiting())
+		r.scope = newFullScope(r.view, r.desired, t, r.retries.waiting(), r.status)
 		adoptDraining(r.view, r.desired, r.draining, r.now.Add(r.cfg.DrainTimeout))
 	} else {
 		resynced = r.refresh(t, share)
