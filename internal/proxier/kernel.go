@@ -227,6 +227,9 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services func() service
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
+	// Sized for all, most of them ours: grown one at a time, the map was
+	// rehashed on every full read.
+	view.virtualServers = make(map[ipvs.VirtualServerKey]*kernelVirtualServer, len(all))
 	for _, vs := range all {
 		if !owner.owns(vs.VirtualServerKey, cfg) {
 			view.foreign[vs.VirtualServerKey] = true

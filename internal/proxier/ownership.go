@@ -133,11 +133,19 @@ func readAddresses(k adapters.Kernel) (kernelAddresses, error) {
 // (nil: none). It reads nothing itself: the caller's one read of the
 // addresses serves the view and the ownership alike.
 func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*ipset.EntryMap[struct{}], routes []netip.Prefix, addrs kernelAddresses, services func() serviceEvidence, previous map[ipvs.VirtualServerKey]bool) *ownership {
-	o := &ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, previous: previous}
 	ours := map[string]bool{}
 	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
 		ours[s.Name] = true
 	}
+	// Sized for every record: grown one at a time, the map of 10,000 was
+	// rehashed on every full read.
+	records := 0
+	for _, s := range present {
+		if ours[s.Name] && owned.BaseName(s.Name) == owned.SetOwned {
+			records += sets[s.Name].Len()
+		}
+	}
+	o := &ownership{recorded: make(map[ipvs.VirtualServerKey]bool, records), bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, previous: previous}
 	anyRecord, anyOurs := false, false
 	for _, s := range present {
 		if !ours[s.Name] {
