@@ -165,6 +165,12 @@ func (m *EntryMap[V]) Delete(e Entry) {
 	delete(m.other, e)
 }
 
+// Clear removes every entry, keeping the room they took.
+func (m *EntryMap[V]) Clear() {
+	clear(m.packed)
+	clear(m.other)
+}
+
 // Len is the number of entries in m.
 func (m *EntryMap[V]) Len() int {
 	if m == nil {

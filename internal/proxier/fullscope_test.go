@@ -2,7 +2,9 @@ package proxier
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	v1 "k8s.io/api/core/v1"
 )
 
 // What a full sync compares (fullScope): every object of the view and of
@@ -151,5 +154,63 @@ func TestFullSyncSettlesAFailedMemberFoundInStep(t *testing.T) {
 	}
 	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
 		t.Fatalf("status %+v", st.Objects)
+	}
+}
+
+// Each full read starts from an empty view (its maps recycled from the
+// last one's): a member and an address removed behind the proxier's back
+// are missing from it, and written again.
+func TestFullSyncRestoresAMemberAndAnAddressRemovedBehindItsBack(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	member := ipset.Entry{IP: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", Port: 80}
+	if err := fk.ipset.DeleteEntry(owned.SetClusterIP, member); err != nil {
+		t.Fatal(err)
+	}
+	external := netip.MustParseAddr("203.0.113.10")
+	svc := servicetest.Service("web", "10.96.0.10", func(s *v1.Service) { s.Spec.ExternalIPs = []string{external.String()} })
+	p.Tracker().SetService(svc)
+	mustSync(t, p) // binds the external IP
+	if err := fk.netif.DeleteDummyAddress(external); err != nil {
+		t.Fatal(err)
+	}
+	p.RequestFullSync()
+	if res := mustSync(t, p); !res.Full || res.Writes != 2 {
+		t.Fatalf("full=%v writes=%d, want a full sync writing the member and the address", res.Full, res.Writes)
+	}
+	entries, err := fk.ipset.Entries(owned.SetClusterIP)
+	if err != nil || !slices.Contains(entries, member) {
+		t.Fatalf("%s holds %v (%v), want %v", owned.SetClusterIP, entries, err, member)
+	}
+	if bound, err := fk.netif.DummyAddresses(); err != nil || !slices.Contains(bound, external) {
+		t.Fatalf("bound %v (%v), want %s", bound, err, external)
+	}
+}
+
+// The room a view's maps took is taken again by the next read only for at
+// least half as many entries: a cluster that shrank does not keep the room
+// of its largest size.
+func TestRecycledViewRoomFollowsTheClusterSize(t *testing.T) {
+	v := &kernelView{virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{}, addresses: map[netip.Addr]bool{},
+		sets: map[string]*ipset.EntryMap[struct{}]{owned.SetClusterIP: ipset.NewEntryMap[struct{}](0)}}
+	for i := range 100 {
+		a := netip.AddrFrom4([4]byte{10, 96, 0, byte(i)})
+		v.virtualServers[webVSFor(a.String())] = &kernelVirtualServer{}
+		v.addresses[a] = true
+		v.sets[owned.SetClusterIP].Put(ipset.Entry{IP: a, Protocol: "tcp", Port: 80}, struct{}{})
+	}
+	r := v.recycle()
+	if len(r.virtualServers)+len(r.addresses)+r.sets[owned.SetClusterIP].Len() != 0 {
+		t.Fatal("recycled maps are not empty")
+	}
+	same := func(a, b any) bool { return fmt.Sprintf("%p", a) == fmt.Sprintf("%p", b) }
+	if !same(r.virtualServersFor(50), r.virtualServers) || !same(r.addressesFor(80), r.addresses) || r.setFor(owned.SetClusterIP, 100) != r.sets[owned.SetClusterIP] {
+		t.Error("room for as many entries, or half, was not taken again")
+	}
+	if same(r.virtualServersFor(49), r.virtualServers) || same(r.addressesFor(1), r.addresses) || r.setFor(owned.SetClusterIP, 10) == r.sets[owned.SetClusterIP] {
+		t.Error("room for more than twice as many entries was taken again")
+	}
+	if r.setFor(owned.SetExternalIP, 10) == nil || (recycledView{}).virtualServersFor(10) == nil {
+		t.Error("no room where none was recycled")
 	}
 }
