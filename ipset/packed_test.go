@@ -80,3 +80,55 @@ func TestEntryMapKeepsEveryEntryExactly(t *testing.T) {
 	}
 	none.Delete(entries[0])
 }
+
+// EntriesNotIn yields exactly the entries of one map the other lacks,
+// packed or not, each once; and it compares with the map the caller holds
+// after each entry yielded, not the one it held at the start.
+func TestEntriesNotInYieldsTheDifference(t *testing.T) {
+	a4, b4 := netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("10.96.0.11")
+	zoned := netip.MustParseAddr("fe80::1%eth0")
+	m := NewEntryMap[int](0)
+	in := NewEntryMap[struct{}](0)
+	both := []Entry{{IP: a4, Protocol: "tcp", Port: 80}, {IP: zoned, Protocol: "tcp", Port: 80}}
+	only := []Entry{{IP: b4, Protocol: "tcp", Port: 80}, {IP: zoned, Protocol: "udp", Port: 53}, {IP: a4, Protocol: "icmp"}}
+	for _, e := range both {
+		m.Put(e, 1)
+		in.Put(e, struct{}{})
+	}
+	for _, e := range only {
+		m.Put(e, 1)
+	}
+	in.Put(Entry{IP: b4, Protocol: "udp", Port: 80}, struct{}{}) // only in the other
+	got := slices.Collect(EntriesNotIn(m, func() *EntryMap[struct{}] { return in }))
+	if len(got) != len(only) {
+		t.Fatalf("got %v, want %v", got, only)
+	}
+	for _, e := range only {
+		if !slices.Contains(got, e) {
+			t.Errorf("%+v missing from %v", e, got)
+		}
+	}
+	if got := slices.Collect(EntriesNotIn(m, func() *EntryMap[struct{}] { return nil })); len(got) != len(both)+len(only) {
+		t.Errorf("against nothing: %d entries, want all %d", len(got), len(both)+len(only))
+	}
+	var none *EntryMap[int]
+	if got := slices.Collect(EntriesNotIn(none, func() *EntryMap[struct{}] { return in })); len(got) != 0 {
+		t.Errorf("a nil map yielded %v", got)
+	}
+	// The caller's map holds all but one packed entry, and goes once that
+	// one is yielded: every entry after it is then missing, the three
+	// kept unpacked (listed after the packed ones) at least.
+	current := NewEntryMap[struct{}](0)
+	for e := range m.All() {
+		current.Put(e, struct{}{})
+	}
+	current.Delete(only[0])
+	var after []Entry
+	for e := range EntriesNotIn(m, func() *EntryMap[struct{}] { return current }) {
+		after = append(after, e)
+		current = nil
+	}
+	if len(after) < 1+len(m.other) || after[0] != only[0] {
+		t.Errorf("yielded %v once the map went, want %+v first and then every entry left (the map in hand asked again)", after, only[0])
+	}
+}

@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"cmp"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 	"strings"
@@ -259,16 +260,23 @@ func (d *DesiredState) Owner(k ipvs.VirtualServerKey) (types.NamespacedName, boo
 
 // Conflicts lists a PortConflict problem for every Service that lost one of
 // the given virtual servers, to another Service or to a foreign one.
-func (d *DesiredState) Conflicts(keys map[ipvs.VirtualServerKey]bool) map[types.NamespacedName][]Problem {
+func (d *DesiredState) Conflicts(keys iter.Seq[ipvs.VirtualServerKey]) map[types.NamespacedName][]Problem {
 	out := map[types.NamespacedName][]Problem{}
 	for k := range keys {
 		c := d.claims[k]
-		losers, by, scope := c[min(1, len(c)):], "", ScopeCluster
-		if len(c) > 0 {
-			by = "Service " + c[0].Service.String()
+		foreign := d.foreign[k]
+		losers := c[min(1, len(c)):]
+		if foreign {
+			losers = c
 		}
-		if d.foreign[k] {
-			losers, by, scope = c, "a virtual server ipvsproxy did not create", ScopeNode
+		if len(losers) == 0 {
+			// The usual key, claimed once: no message to make (a full
+			// sync asks about every key).
+			continue
+		}
+		by, scope := "Service "+c[0].Service.String(), ScopeCluster
+		if foreign {
+			by, scope = "a virtual server ipvsproxy did not create", ScopeNode
 		}
 		for _, loser := range losers {
 			st := d.Services[loser.Service]

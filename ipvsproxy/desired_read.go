@@ -53,6 +53,20 @@ func (d *DesiredState) SetEntries() iter.Seq2[SetEntryKey, int] {
 	}
 }
 
+// EntrySets are the sets that have held wanted members.
+func (d *DesiredState) EntrySets() iter.Seq[string] { return maps.Keys(d.entryRefs) }
+
+// SetEntriesNotIn yields the wanted members of set that the map have
+// returns lacks (have is asked again after each member yielded).
+func (d *DesiredState) SetEntriesNotIn(set string, have func() *ipset.EntryMap[struct{}]) iter.Seq[ipset.Entry] {
+	return ipset.EntriesNotIn(d.entryRefs[set], have)
+}
+
+// UnwantedEntries yields the members of have that set is not to hold.
+func (d *DesiredState) UnwantedEntries(set string, have *ipset.EntryMap[struct{}]) iter.Seq[ipset.Entry] {
+	return ipset.EntriesNotIn(have, func() *ipset.EntryMap[int] { return d.entryRefs[set] })
+}
+
 // SetEntryCount is how many set members are wanted.
 func (d *DesiredState) SetEntryCount() int { return d.entryCount }
 

@@ -35,7 +35,7 @@ var (
 // listed.
 var valueTypePackages = map[string][]string{
 	"ipvs":      {"ParseSchedulerFlags", "StockSchedulers"},
-	"ipset":     {"NewEntryMap"},
+	"ipset":     {"NewEntryMap", "EntriesNotIn"},
 	"iptables":  {"SavedRules"},
 	"conntrack": nil,
 	"listeners": nil,

@@ -40,5 +40,16 @@ func RecordKey(e ipset.Entry) (ipvs.VirtualServerKey, bool) {
 }
 
 // EntryProtocol is a protocol as the owned sets' members carry it
-// ("tcp", "udp", "sctp").
-func EntryProtocol(p ipvs.Protocol) string { return strings.ToLower(p.String()) }
+// ("tcp", "udp", "sctp"). The three are constants: a full sync asks once
+// per virtual server, and lowering the name allocated each time.
+func EntryProtocol(p ipvs.Protocol) string {
+	switch p {
+	case ipvs.TCP:
+		return "tcp"
+	case ipvs.UDP:
+		return "udp"
+	case ipvs.SCTP:
+		return "sctp"
+	}
+	return strings.ToLower(p.String())
+}

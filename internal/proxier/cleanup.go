@@ -53,7 +53,7 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 	vsFailed := false
 	// The addresses matter only to the legacy rule (no record set).
 	addrs, addrErr := readAddresses(k)
-	owner := readOwnership(cfg, sets, members, nil, addrs, serviceEvidence{}, nil)
+	owner := readOwnership(cfg, sets, members, nil, addrs, nil, nil)
 	if addrErr != nil && owner.legacy {
 		fail(addrErr)
 		vsFailed = true

@@ -147,20 +147,22 @@ func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
 // --ipvs-exclude-cidrs are read too, so that a Service's can be kept up to
 // date; the reconciler never deletes one nobody wants there. wasOurs are
 // the virtual servers the previous view held (nil at the first read): one of
-// them stays ours without its record (ownership.recovered).
-func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool) (*kernelView, error) {
+// them stays ours without its record (ownership.recovered), as can one on
+// a cluster IP that services (read only then) names.
+// The view is filled in room recycled from the previous one's (nil maps:
+// none).
+func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services func() serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool, recycled recycledView) (*kernelView, error) {
 	view := &kernelView{
-		virtualServers: map[ipvs.VirtualServerKey]*kernelVirtualServer{},
-		foreign:        map[ipvs.VirtualServerKey]bool{},
-		addresses:      map[netip.Addr]bool{},
-		routes:         map[netip.Prefix]bool{},
-		sets:           map[string]*ipset.EntryMap[struct{}]{},
-		wrongSets:      map[string]ipset.Set{},
+		foreign:   map[ipvs.VirtualServerKey]bool{},
+		routes:    map[netip.Prefix]bool{},
+		sets:      map[string]*ipset.EntryMap[struct{}]{},
+		wrongSets: map[string]ipset.Set{},
 	}
 	addrs, err := readAddresses(k)
 	if err != nil {
 		return nil, err
 	}
+	view.addresses = recycled.addressesFor(len(addrs.bound))
 	for _, a := range addrs.bound {
 		view.addresses[a.Unmap()] = true
 	}
@@ -208,7 +210,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services serviceEvidenc
 		if err != nil {
 			return nil, fmt.Errorf("list ipset %s: %w", want.Name, err)
 		}
-		members := ipset.NewEntryMap[struct{}](len(entries))
+		members := recycled.setFor(want.Name, len(entries))
 		for _, e := range entries {
 			members.Put(e, struct{}{})
 		}
@@ -226,6 +228,9 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services serviceEvidenc
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
+	view.virtualServers = recycled.virtualServersFor(len(all))
+	// One allocation for all, most of them ours.
+	kept := make([]kernelVirtualServer, 0, len(all))
 	for _, vs := range all {
 		if !owner.owns(vs.VirtualServerKey, cfg) {
 			view.foreign[vs.VirtualServerKey] = true
@@ -238,9 +243,63 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, services serviceEvidenc
 		if err != nil {
 			return nil, fmt.Errorf("list real servers of %s: %w", vs.VirtualServerKey, err)
 		}
-		view.virtualServers[vs.VirtualServerKey] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
+		kept = append(kept, kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)})
+		view.virtualServers[vs.VirtualServerKey] = &kept[len(kept)-1]
 	}
 	return view, nil
+}
+
+// recycledView is the room of a view's largest maps, emptied, for the next
+// full read to fill instead of allocating its own: at 10,000 Services
+// 10,000 virtual servers, up to as many addresses and 20,000 to 30,000 set
+// members, every full sync. A map is taken again only for at least half
+// as many entries as it held, so that a cluster that shrank does not keep
+// the room of its largest size.
+type recycledView struct {
+	virtualServers map[ipvs.VirtualServerKey]*kernelVirtualServer
+	addresses      map[netip.Addr]bool
+	sets           map[string]*ipset.EntryMap[struct{}]
+	// held are how many entries each map held, sets' by name.
+	heldVirtualServers, heldAddresses int
+	heldMembers                       map[string]int
+}
+
+// recycle empties v's maps, which lets the objects they held go, and gives
+// their room; v is not used again.
+func (v *kernelView) recycle() recycledView {
+	r := recycledView{virtualServers: v.virtualServers, addresses: v.addresses, sets: v.sets,
+		heldVirtualServers: len(v.virtualServers), heldAddresses: len(v.addresses), heldMembers: map[string]int{}}
+	clear(v.virtualServers)
+	clear(v.addresses)
+	for name, members := range v.sets {
+		r.heldMembers[name] = members.Len()
+		members.Clear()
+	}
+	return r
+}
+
+// fits: room that held held entries is taken again for n.
+func fits(held, n int) bool { return held > 0 && n >= held/2 }
+
+func (r recycledView) virtualServersFor(n int) map[ipvs.VirtualServerKey]*kernelVirtualServer {
+	if r.virtualServers != nil && fits(r.heldVirtualServers, n) {
+		return r.virtualServers
+	}
+	return make(map[ipvs.VirtualServerKey]*kernelVirtualServer, n)
+}
+
+func (r recycledView) addressesFor(n int) map[netip.Addr]bool {
+	if r.addresses != nil && fits(r.heldAddresses, n) {
+		return r.addresses
+	}
+	return make(map[netip.Addr]bool, n)
+}
+
+func (r recycledView) setFor(name string, n int) *ipset.EntryMap[struct{}] {
+	if members := r.sets[name]; members != nil && fits(r.heldMembers[name], n) {
+		return members
+	}
+	return ipset.NewEntryMap[struct{}](n)
 }
 
 // listedRealServers lists the real servers of a virtual server the caller
@@ -277,39 +336,4 @@ func maxElemOf(s ipset.Set) uint32 {
 		return ipset.DefaultMaxElem
 	}
 	return s.MaxElem
-}
-
-// touchAll marks every object of the view and of the desired state, so a
-// full sync compares everything.
-func (v *kernelView) touchAll(d *ipvsproxy.DesiredState, t ipvsproxy.Touched) {
-	for k := range v.virtualServers {
-		t.VirtualServers[k] = true
-	}
-	for k := range d.VirtualServerKeys() {
-		t.VirtualServers[k] = true
-	}
-	for a := range v.addresses {
-		t.Addresses[a] = true
-	}
-	for a := range d.Addresses() {
-		t.Addresses[a] = true
-	}
-	for set, members := range v.sets {
-		if owned.BaseName(set) == owned.SetOwned {
-			// Records are written with their virtual servers: touch
-			// those, so a record without one is removed.
-			for e := range members.Keys() {
-				if k, ok := owned.RecordKey(e); ok {
-					t.VirtualServers[k] = true
-				}
-			}
-			continue
-		}
-		for e := range members.Keys() {
-			t.Entries[ipvsproxy.SetEntryKey{Set: set, Entry: e}] = true
-		}
-	}
-	for k := range d.SetEntries() {
-		t.Entries[k] = true
-	}
 }

@@ -48,6 +48,11 @@ type ownership struct {
 	routes   []netip.Prefix
 	services serviceEvidence
 	previous map[ipvs.VirtualServerKey]bool
+	// readEvidence, when set, reads services and bound on the first
+	// virtual server without a record that needs them: with every one
+	// recorded, the usual full sync, the 10,000 Services' cluster IPs
+	// and the bound addresses are never gathered.
+	readEvidence func()
 }
 
 // serviceEvidence is what the current Services name that only the API
@@ -80,9 +85,13 @@ func evidenceOf(svcs []*ipvsproxy.Service) serviceEvidence {
 // such evidence (a Service author chooses them, and someone else's virtual
 // server may be there first): after a restart without the record they are
 // foreign, each with a PortConflict Event.
-func (o ownership) recovered(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
+func (o *ownership) recovered(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
 	if o.previous[k] {
 		return true
+	}
+	if o.readEvidence != nil {
+		o.readEvidence()
+		o.readEvidence = nil
 	}
 	a := k.Address
 	if cfg.Excluded(a) || !o.services.clusterIPs[a] {
@@ -95,7 +104,7 @@ func (o ownership) recovered(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool
 // recorded stays its own inside --ipvs-exclude-cidrs too (a Service there
 // is still served; the ranges only forbid deleting what nobody wants, as in
 // kube-proxy); the legacy address rule never claims anything in them.
-func (o ownership) owns(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
+func (o *ownership) owns(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
 	if o.recorded[k] || o.recovered(k, cfg) {
 		return true
 	}
@@ -119,14 +128,24 @@ func readAddresses(k adapters.Kernel) (kernelAddresses, error) {
 
 // readOwnership builds the ownership from the members of the record sets
 // (in sets, as read) and, for the legacy rule, the addresses. present is
-// the kernel's list of sets. It reads nothing itself: the caller's one
-// read of the addresses serves the view and the ownership alike.
-func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*ipset.EntryMap[struct{}], routes []netip.Prefix, addrs kernelAddresses, services serviceEvidence, previous map[ipvs.VirtualServerKey]bool) ownership {
-	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, services: services, previous: previous}
+// the kernel's list of sets; services gives the current Services'
+// evidence, asked for only if a virtual server without a record needs it
+// (nil: none). It reads nothing itself: the caller's one read of the
+// addresses serves the view and the ownership alike.
+func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*ipset.EntryMap[struct{}], routes []netip.Prefix, addrs kernelAddresses, services func() serviceEvidence, previous map[ipvs.VirtualServerKey]bool) *ownership {
 	ours := map[string]bool{}
 	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
 		ours[s.Name] = true
 	}
+	// Sized for every record: grown one at a time, the map of 10,000 was
+	// rehashed on every full read.
+	records := 0
+	for _, s := range present {
+		if ours[s.Name] && owned.BaseName(s.Name) == owned.SetOwned {
+			records += sets[s.Name].Len()
+		}
+	}
+	o := &ownership{recorded: make(map[ipvs.VirtualServerKey]bool, records), bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, previous: previous}
 	anyRecord, anyOurs := false, false
 	for _, s := range present {
 		if !ours[s.Name] {
@@ -148,14 +167,24 @@ func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*i
 		}
 	}
 	o.legacy = anyOurs && !anyRecord
-	if !o.legacy && len(services.clusterIPs) == 0 {
-		return o
+	readAddressEvidence := func() {
+		for _, a := range addrs.bound {
+			o.bound[a.Unmap()] = true
+		}
+		for _, a := range addrs.host {
+			o.host[a.Unmap()] = true
+		}
 	}
-	for _, a := range addrs.bound {
-		o.bound[a.Unmap()] = true
+	if o.legacy {
+		readAddressEvidence()
 	}
-	for _, a := range addrs.host {
-		o.host[a.Unmap()] = true
+	if services != nil {
+		o.readEvidence = func() {
+			o.services = services()
+			if !o.legacy && len(o.services.clusterIPs) > 0 {
+				readAddressEvidence()
+			}
+		}
 	}
 	return o
 }
@@ -170,7 +199,7 @@ func (v *kernelView) isRecorded(k ipvs.VirtualServerKey) bool {
 // state someone else read (inspect): the members of the owned sets present,
 // keyed by set name, and the addresses on kube-ipvs0 and of the node.
 func OwnerOf(cfg ipvsproxy.Config, sets map[string][]ipset.Entry, dummy, host []netip.Addr) func(ipvs.VirtualServerKey) bool {
-	o := ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}}
+	o := &ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}}
 	anyRecord, anyOurs := false, false
 	for _, s := range owned.Sets(cfg.Families, 0) {
 		members, ok := sets[s.Name]

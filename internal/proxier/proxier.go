@@ -293,6 +293,7 @@ func (p *Proxier) fullSyncDue(changes ipvsproxy.PendingChanges, retries retryQue
 // that keeps syncs full: nothing can be compared until it succeeds.
 func (p *Proxier) readKernel(res *SyncResult) bool {
 	wasOurs := p.ownedBeforeFailedRead
+	var recycled recycledView
 	if previous := p.view; previous != nil {
 		if wasOurs == nil {
 			wasOurs = make(map[ipvs.VirtualServerKey]bool, len(previous.virtualServers))
@@ -301,13 +302,16 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 			}
 		}
 		// The previous view goes before the read: at 10,000 Services it
-		// holds every real server, and the new one is built beside it.
-		// What the node's description reads (nodeInfo, the inspect
-		// snapshot) stays until the read succeeds; a failed read makes
-		// the next sync full, which reads first.
+		// holds every real server, and the new one is built beside it,
+		// in its emptied maps. What the node's description reads
+		// (nodeInfo, the inspect snapshot) stays until the read
+		// succeeds; a failed read makes the next sync full, which reads
+		// first.
+		recycled = previous.recycle()
 		p.view = &kernelView{hostAddresses: previous.hostAddresses, listening: previous.listening}
 	}
-	view, err := readKernel(p.kernel, p.cfg, evidenceOf(p.tracker.CurrentServices()), wasOurs)
+	currentEvidence := func() serviceEvidence { return evidenceOf(p.tracker.CurrentServices()) }
+	view, err := readKernel(p.kernel, p.cfg, currentEvidence, wasOurs, recycled)
 	if err != nil {
 		p.ownedBeforeFailedRead = wasOurs
 		klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
@@ -409,7 +413,7 @@ func (p *Proxier) cleanConntrack(w *reconciler, full bool, stale staleFiltersCol
 // server, its problems (Events), and the Services of objects that started
 // failing; it fills in what the writer did.
 func (p *Proxier) reportSync(w *reconciler, names map[types.NamespacedName]bool, res *SyncResult) {
-	conflicts := p.desired.Conflicts(w.touched.VirtualServers)
+	conflicts := p.desired.Conflicts(w.comparedVirtualServers())
 	for name := range names {
 		p.reportProblems(name, conflicts[name])
 	}

@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"net/netip"
 	"slices"
@@ -50,8 +51,10 @@ type reconciler struct {
 	now     time.Time
 	// full is set on a full sync: the view was just read.
 	full bool
-	// touched are the objects this sync compares; run owns the set.
+	// touched are the objects this sync compares; run owns the set. On a
+	// full sync scope adds every other object to them (fullscope.go).
 	touched ipvsproxy.Touched
+	scope   *fullScope
 	writes  int
 	errs    []writeError
 	// newlyFailed are the objects that entered the error state in this
@@ -129,13 +132,7 @@ func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int) {
 		for k := range r.view.foreign {
 			r.desired.SetForeign(k, true, t)
 		}
-		all := ipvsproxy.Touched{
-			VirtualServers: make(map[ipvs.VirtualServerKey]bool, r.desired.VirtualServerCount()),
-			Addresses:      make(map[netip.Addr]bool, r.desired.AddressCount()),
-			Entries:        make(map[ipvsproxy.SetEntryKey]bool, r.desired.SetEntryCount()),
-		}
-		r.view.touchAll(r.desired, all)
-		t = mergeTouched(t, all, r.retries.waiting())
+		r.scope = newFullScope(r.view, r.desired, t, r.retries.waiting(), r.status)
 		adoptDraining(r.view, r.desired, r.draining, r.now.Add(r.cfg.DrainTimeout))
 	} else {
 		resynced = r.refresh(t, share)
@@ -175,14 +172,14 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 		updateAll(r, routes, slices.Values(r.desired.Routes))
 		r.markRouted(t)
 	}
-	updateAll(r, addresses, maps.Keys(t.Addresses))
+	updateAll(r, addresses, r.addressesToAdd(t))
 	// A set at its maxelem takes a new member only once the members this
 	// sync removes are gone (the admission keeps the total within it): such
 	// an add waits for the deletions below, and virtual servers that go are
 	// removed first, with their ownership records.
-	waitForRoom := updateAll(r, entries, maps.Keys(t.Entries))
-	deleteAll(r, virtualServers, maps.Keys(t.VirtualServers))
-	foreign := updateAll(r, virtualServers, maps.Keys(t.VirtualServers))
+	waitForRoom := updateAll(r, entries, r.entriesToAdd(t))
+	deleteAll(r, virtualServers, r.virtualServersToRemove(t))
+	foreign := updateAll(r, virtualServers, r.virtualServersToUpdate(t))
 	// A virtual server someone else made in the way wins its key: the
 	// Service that wanted it loses it, and the members and addresses it
 	// counted for are removed below with the others nobody wants.
@@ -195,11 +192,11 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 		r.settle(vsID(found.key), nil) // someone else's: nothing of ours to retry
 		r.desired.SetForeign(found.key, true, t)
 	}
-	deleteAll(r, entries, maps.Keys(t.Entries))
+	deleteAll(r, entries, r.entriesToRemove(t))
 	for _, k := range waitForRoom {
 		r.settle(entries.id(k.key), entries.update(k.key))
 	}
-	deleteAll(r, addresses, maps.Keys(t.Addresses))
+	deleteAll(r, addresses, r.addressesToRemove(t))
 	// A Service CIDR stops being local once its cluster IPs are bound.
 	deleteAll(r, routes, r.routesDue())
 }
@@ -408,8 +405,13 @@ func drainingCount(d map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time)
 // have.
 func adoptDraining(view *kernelView, desired *ipvsproxy.DesiredState, draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time, deadline time.Time) {
 	for k, kvs := range view.virtualServers {
+		// The scan of the list first: it is cheaper than the lookup of
+		// the desired state, and almost never finds one.
+		if k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
+			continue
+		}
 		want := desired.VirtualServer(k)
-		if want == nil || k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
+		if want == nil {
 			continue
 		}
 		for _, rs := range kvs.realServers {
@@ -435,35 +437,53 @@ func hasWeightZero(rss realServerList) bool {
 	return false
 }
 
-// mergeTouched returns t's objects and all's, except those of all that t
-// lacks and skip lists. It reuses all, so a full sync costs the few objects
-// t and skip hold on top of touching everything, not a second pass over
-// every object.
-func mergeTouched(t, all ipvsproxy.Touched, skip []objectID) ipvsproxy.Touched {
-	for _, id := range skip {
-		switch o := id.(type) {
-		case vsObject:
-			if k := ipvs.VirtualServerKey(o); !t.VirtualServers[k] {
-				delete(all.VirtualServers, k)
-			}
-		case addrObject:
-			if a := netip.Addr(o); !t.Addresses[a] {
-				delete(all.Addresses, a)
-			}
-		case entryObject:
-			if e := ipvsproxy.SetEntryKey(o); !t.Entries[e] {
-				delete(all.Entries, e)
-			}
-		}
+// The keys each pass of apply looks at: on a partial sync the touched
+// objects, on a full sync every object (fullScope).
+
+func (r *reconciler) addressesToAdd(t ipvsproxy.Touched) iter.Seq[netip.Addr] {
+	if r.scope == nil {
+		return maps.Keys(t.Addresses)
 	}
-	for k := range t.VirtualServers {
-		all.VirtualServers[k] = true
+	return r.scope.addressesToAdd()
+}
+
+func (r *reconciler) addressesToRemove(t ipvsproxy.Touched) iter.Seq[netip.Addr] {
+	if r.scope == nil {
+		return maps.Keys(t.Addresses)
 	}
-	for a := range t.Addresses {
-		all.Addresses[a] = true
+	return r.scope.addressesToRemove()
+}
+
+func (r *reconciler) entriesToAdd(t ipvsproxy.Touched) iter.Seq[ipvsproxy.SetEntryKey] {
+	if r.scope == nil {
+		return maps.Keys(t.Entries)
 	}
-	for k := range t.Entries {
-		all.Entries[k] = true
+	return r.scope.entriesToAdd()
+}
+
+func (r *reconciler) entriesToRemove(t ipvsproxy.Touched) iter.Seq[ipvsproxy.SetEntryKey] {
+	if r.scope == nil {
+		return maps.Keys(t.Entries)
 	}
-	return all
+	return r.scope.entriesToRemove()
+}
+
+func (r *reconciler) virtualServersToUpdate(t ipvsproxy.Touched) iter.Seq[ipvs.VirtualServerKey] {
+	if r.scope == nil {
+		return maps.Keys(t.VirtualServers)
+	}
+	return r.scope.virtualServersToUpdate()
+}
+
+func (r *reconciler) virtualServersToRemove(t ipvsproxy.Touched) iter.Seq[ipvs.VirtualServerKey] {
+	if r.scope == nil {
+		return maps.Keys(t.VirtualServers)
+	}
+	return r.scope.virtualServersToRemove()
+}
+
+// comparedVirtualServers are the virtual servers this sync compared that
+// a Service may have lost (Conflicts): only a claimed one can have been.
+func (r *reconciler) comparedVirtualServers() iter.Seq[ipvs.VirtualServerKey] {
+	return r.virtualServersToUpdate(r.touched)
 }
