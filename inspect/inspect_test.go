@@ -522,22 +522,26 @@ func TestCheckSeesSchedulerFlagsTheSyncRewrites(t *testing.T) {
 }
 
 // The sync status's failing objects are the writer's own status entries:
-// each line names the object, its error and its next retry.
+// each line names the object, since when it fails, its error and its next
+// retry, once (the failed writes are the same objects).
 func TestTableShowsFailingObjects(t *testing.T) {
 	now := time.Date(2026, 12, 3, 16, 0, 0, 0, time.UTC)
 	r := Report{Time: now, Status: &snapshot.SyncStatus{
-		FailedWrites: []snapshot.FailedWrite{},
 		Objects: []snapshot.ObjectStatus{{
 			Kind: snapshot.ObjectVirtualServer, Object: "virtual server TCP 10.96.0.10:80", Services: []string{"default/web"},
 			State: snapshot.StateError, Since: now.Add(-time.Minute), LastError: "no such scheduler", NextRetry: now.Add(time.Second),
 		}},
 	}}
+	r.Status.FailedWrites = snapshot.FailedWritesOf(r.Status.Objects)
 	var b bytes.Buffer
 	if err := WriteTable(&b, r, TableOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	want := "error virtual server TCP 10.96.0.10:80: no such scheduler; next retry 2026-12-03T16:00:01Z"
+	want := "error virtual server TCP 10.96.0.10:80 since 2026-12-03T15:59:00Z (1m0s ago): no such scheduler; next retry 2026-12-03T16:00:01Z"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("table:\n%s\nwant a line %q", b.String(), want)
+	}
+	if n := strings.Count(b.String(), "10.96.0.10:80"); n != 1 {
+		t.Errorf("table:\n%s\nnames the failing virtual server %d times, want once", b.String(), n)
 	}
 }

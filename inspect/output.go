@@ -192,14 +192,14 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 			fmt.Fprintf(w, "deletions held since %s (%s): the Service default/kubernetes is absent, so the Service list is not believed; nothing is removed until it returns\n",
 				st.DeletionsHeldSince.UTC().Format(time.RFC3339), ago(st.DeletionsHeldSince, r.Time))
 		}
-		for _, f := range st.FailedWrites {
-			fmt.Fprintf(w, "failing since %s (%s): %s: %s\n", f.Since.UTC().Format(time.RFC3339), ago(f.Since, r.Time), f.Object, f.Error)
-		}
 		for _, o := range st.Objects {
 			if o.State == "done" {
 				continue
 			}
 			line := fmt.Sprintf("%s %s", o.State, o.Object)
+			if o.State == "error" && !o.Since.IsZero() {
+				line += fmt.Sprintf(" since %s (%s)", o.Since.UTC().Format(time.RFC3339), ago(o.Since, r.Time))
+			}
 			if o.LastError != "" {
 				line += ": " + o.LastError
 			}

@@ -98,7 +98,9 @@ type objectStatus struct {
 	since     time.Time // entered this state
 	lastError error
 	attempts  int // failed writes in a row
-	nextRetry time.Time
+	// lastAttempt is the start of the sync of the last failed write.
+	lastAttempt time.Time
+	nextRetry   time.Time
 	// services are the Services the object is for, when it failed first.
 	services []string
 }
@@ -124,6 +126,7 @@ func (s *statusTable) failed(id objectID, err error, now time.Time) bool {
 	}
 	st.lastError = err
 	st.attempts++
+	st.lastAttempt = now
 	st.nextRetry = now.Add(backoff(st.attempts))
 	return first
 }
@@ -253,7 +256,7 @@ func (s *statusTable) snapshot() []snapshot.ObjectStatus {
 			o.LastError = st.lastError.Error()
 		}
 		if st.state == snapshot.StateError {
-			o.NextRetry = st.nextRetry
+			o.NextRetry, o.LastAttempt = st.nextRetry, st.lastAttempt
 		}
 		out = append(out, o)
 	}

@@ -318,7 +318,6 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 		res.WriteErrors[string(snapshot.ObjectRead)]++
 		p.needFull = true
 		p.objects.failed(namedID(snapshot.ObjectRead, "kernel state"), err, res.Start)
-		p.status.recordWrites([]writeError{{object: string(snapshot.ObjectRead), err: err}}, res.Start)
 		return false
 	}
 	p.objects.done(namedID(snapshot.ObjectRead, "kernel state"))
@@ -429,7 +428,6 @@ func (p *Proxier) reportSync(w *reconciler, names map[types.NamespacedName]bool,
 			res.IPTablesFailures[e.family]++
 		}
 	}
-	p.status.recordWrites(w.errs, res.Start)
 	p.reportFailures(w.newlyFailed)
 	res.Draining = drainingCount(p.draining)
 	res.DeletionsHeld, res.HeldDeletions = p.hold.held, p.objects.heldDeletions()

@@ -10,6 +10,8 @@ import (
 // what is queued, which kernel writes fail and since when. Objects is the
 // writer's per-object status (its status table): every object pending or
 // in error, with its error and next retry; a done object is not listed.
+// FailedWrites is the same table's objects in error, in the shape inspect's
+// JSON had before the table (FailedWritesOf): one model, two views.
 type SyncStatus struct {
 	LastFullSync    time.Time `json:"lastFullSync,omitzero"`
 	LastPartialSync time.Time `json:"lastPartialSync,omitzero"`
@@ -22,8 +24,8 @@ type SyncStatus struct {
 	ServiceChangesQueued  int       `json:"serviceChangesQueued"`
 	EndpointChangesQueued int       `json:"endpointChangesQueued"`
 	OldestQueued          time.Time `json:"oldestQueued,omitzero"`
-	// FailedWrites are the kernel writes that failed in the last sync,
-	// each with the first sync in a row it failed in.
+	// FailedWrites are the kernel writes failing now (Objects in error),
+	// each since the first sync in a row it failed in.
 	FailedWrites []FailedWrite  `json:"failedWrites"`
 	Objects      []ObjectStatus `json:"objects"`
 	// DeletionsHeldSince is set while the Service default/kubernetes is
@@ -32,7 +34,8 @@ type SyncStatus struct {
 	DeletionsHeldSince time.Time `json:"deletionsHeldSince,omitzero"`
 }
 
-// FailedWrite is one kernel write that keeps failing.
+// FailedWrite is one kernel write that keeps failing: an object in error,
+// named by its error.
 type FailedWrite struct {
 	// Object is the kind of kernel object (ipvs, address, ipset, iptables,
 	// conntrack, read).
@@ -82,7 +85,21 @@ type ObjectStatus struct {
 	Since     time.Time `json:"since,omitzero"`
 	LastError string    `json:"lastError,omitempty"`
 	Attempts  int       `json:"attempts,omitempty"`
-	NextRetry time.Time `json:"nextRetry,omitzero"`
+	// LastAttempt is the start of the sync of its last failed write (in
+	// error only).
+	LastAttempt time.Time `json:"lastAttempt,omitzero"`
+	NextRetry   time.Time `json:"nextRetry,omitzero"`
+}
+
+// FailedWritesOf are the objects in error as failed writes, in their order.
+func FailedWritesOf(objects []ObjectStatus) []FailedWrite {
+	out := []FailedWrite{}
+	for _, o := range objects {
+		if o.State == StateError {
+			out = append(out, FailedWrite{Object: string(o.Kind), Error: o.LastError, Since: o.Since, LastAttempt: o.LastAttempt})
+		}
+	}
+	return out
 }
 
 // String is one line per object, for logs and tests.
