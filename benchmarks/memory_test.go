@@ -10,6 +10,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -43,14 +44,7 @@ func BenchmarkFullSyncLiveHeap(b *testing.B) {
 				s := shape.Shape{Services: n, Endpoints: 10}
 				objects := shapeObjects(s)
 				withInputs := heap()
-				k := ours.FakeKernel(netif.NewFake(owned.DummyInterface))
-				p, err := proxier.New(ours.Config(s), shape.NodeName, k, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, o := range objects {
-					o.apply(p.Tracker())
-				}
+				p, k := unsyncedProxier(b, s, objects)
 				if res := p.Sync(); res.Err() != nil {
 					b.Fatal(res.Err())
 				}
@@ -70,6 +64,20 @@ func BenchmarkFullSyncLiveHeap(b *testing.B) {
 			b.ReportMetric(own, "proxier-MiB")
 		})
 	}
+}
+
+// unsyncedProxier is a proxier of shape s on the fakes, its tracker holding
+// objects, not synced yet; and its kernel.
+func unsyncedProxier(b *testing.B, s shape.Shape, objects []shapeObject) (*proxier.Proxier, adapters.Kernel) {
+	k := ours.FakeKernel(netif.NewFake(owned.DummyInterface))
+	p, err := proxier.New(ours.Config(s), shape.NodeName, k, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, o := range objects {
+		o.apply(p.Tracker())
+	}
+	return p, k
 }
 
 // shapeObject is one Service or EndpointSlice of a shape, compact as the
@@ -114,14 +122,7 @@ func BenchmarkColdSyncPeakLiveHeap(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				s := shape.Shape{Services: n, Endpoints: 10}
 				objects := shapeObjects(s)
-				k := ours.FakeKernel(netif.NewFake(owned.DummyInterface))
-				p, err := proxier.New(ours.Config(s), shape.NodeName, k, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, o := range objects {
-					o.apply(p.Tracker())
-				}
+				p, _ := unsyncedProxier(b, s, objects)
 				runtime.GC()
 				before := liveHeap()
 				peak := watchPeakLiveHeap()

@@ -172,14 +172,14 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 		updateAll(r, routes, slices.Values(r.desired.Routes))
 		r.markRouted(t)
 	}
-	updateAll(r, addresses, r.addressesToAdd(t))
+	updateAll(r, addresses, passKeys(r, t.Addresses, (*fullScope).addressesToAdd))
 	// A set at its maxelem takes a new member only once the members this
 	// sync removes are gone (the admission keeps the total within it): such
 	// an add waits for the deletions below, and virtual servers that go are
 	// removed first, with their ownership records.
-	waitForRoom := updateAll(r, entries, r.entriesToAdd(t))
-	deleteAll(r, virtualServers, r.virtualServersToRemove(t))
-	foreign := updateAll(r, virtualServers, r.virtualServersToUpdate(t))
+	waitForRoom := updateAll(r, entries, passKeys(r, t.Entries, (*fullScope).entriesToAdd))
+	deleteAll(r, virtualServers, passKeys(r, t.VirtualServers, (*fullScope).virtualServersToRemove))
+	foreign := updateAll(r, virtualServers, passKeys(r, t.VirtualServers, (*fullScope).virtualServersToUpdate))
 	// A virtual server someone else made in the way wins its key: the
 	// Service that wanted it loses it, and the members and addresses it
 	// counted for are removed below with the others nobody wants.
@@ -192,11 +192,11 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 		r.settle(vsID(found.key), nil) // someone else's: nothing of ours to retry
 		r.desired.SetForeign(found.key, true, t)
 	}
-	deleteAll(r, entries, r.entriesToRemove(t))
+	deleteAll(r, entries, passKeys(r, t.Entries, (*fullScope).entriesToRemove))
 	for _, k := range waitForRoom {
 		r.settle(entries.id(k.key), entries.update(k.key))
 	}
-	deleteAll(r, addresses, r.addressesToRemove(t))
+	deleteAll(r, addresses, passKeys(r, t.Addresses, (*fullScope).addressesToRemove))
 	// A Service CIDR stops being local once its cluster IPs are bound.
 	deleteAll(r, routes, r.routesDue())
 }
@@ -437,53 +437,18 @@ func hasWeightZero(rss realServerList) bool {
 	return false
 }
 
-// The keys each pass of apply looks at: on a partial sync the touched
-// objects, on a full sync every object (fullScope).
-
-func (r *reconciler) addressesToAdd(t ipvsproxy.Touched) iter.Seq[netip.Addr] {
+// passKeys are the keys a pass of apply looks at: on a partial sync the
+// touched ones, on a full sync every object's, as the scope yields them
+// (fullScope).
+func passKeys[K comparable](r *reconciler, touched map[K]bool, full func(*fullScope) iter.Seq[K]) iter.Seq[K] {
 	if r.scope == nil {
-		return maps.Keys(t.Addresses)
+		return maps.Keys(touched)
 	}
-	return r.scope.addressesToAdd()
-}
-
-func (r *reconciler) addressesToRemove(t ipvsproxy.Touched) iter.Seq[netip.Addr] {
-	if r.scope == nil {
-		return maps.Keys(t.Addresses)
-	}
-	return r.scope.addressesToRemove()
-}
-
-func (r *reconciler) entriesToAdd(t ipvsproxy.Touched) iter.Seq[ipvsproxy.SetEntryKey] {
-	if r.scope == nil {
-		return maps.Keys(t.Entries)
-	}
-	return r.scope.entriesToAdd()
-}
-
-func (r *reconciler) entriesToRemove(t ipvsproxy.Touched) iter.Seq[ipvsproxy.SetEntryKey] {
-	if r.scope == nil {
-		return maps.Keys(t.Entries)
-	}
-	return r.scope.entriesToRemove()
-}
-
-func (r *reconciler) virtualServersToUpdate(t ipvsproxy.Touched) iter.Seq[ipvs.VirtualServerKey] {
-	if r.scope == nil {
-		return maps.Keys(t.VirtualServers)
-	}
-	return r.scope.virtualServersToUpdate()
-}
-
-func (r *reconciler) virtualServersToRemove(t ipvsproxy.Touched) iter.Seq[ipvs.VirtualServerKey] {
-	if r.scope == nil {
-		return maps.Keys(t.VirtualServers)
-	}
-	return r.scope.virtualServersToRemove()
+	return full(r.scope)
 }
 
 // comparedVirtualServers are the virtual servers this sync compared that
 // a Service may have lost (Conflicts): only a claimed one can have been.
 func (r *reconciler) comparedVirtualServers() iter.Seq[ipvs.VirtualServerKey] {
-	return r.virtualServersToUpdate(r.touched)
+	return passKeys(r, r.touched.VirtualServers, (*fullScope).virtualServersToUpdate)
 }
