@@ -47,36 +47,22 @@ func NewEntryMap[V any](n int) *EntryMap[V] {
 // pack packs e; ok is false when the packed form would not unpack to e
 // exactly.
 func pack(e Entry) (p packedEntry, ok bool) {
-	if e.Net == (netip.Prefix{}) && e.IP2 == (netip.Addr{}) && e.IP.Zone() == "" {
-		// The common member (an address, protocol and port): it always
-		// unpacks the same, so the round trip below, a fifth of a full
-		// sync's set comparison, is not needed.
-		if proto, known := protocolIndex(e.Protocol); known {
-			p.proto, p.port = proto, e.Port
-			if e.IP.IsValid() {
-				p.ip, p.flags = e.IP.As16(), packedIP
-				if e.IP.Is4() {
-					p.flags |= packedIP4
-				}
-			}
-			return p, true
-		}
-	}
-	proto := -1
-	for i, name := range packedProtocols {
-		if name == e.Protocol {
-			proto = i
-		}
-	}
-	if proto < 0 || e.IP2.IsValid() && e.Net.IsValid() {
+	proto, known := protocolIndex(e.Protocol)
+	if !known || e.IP2.IsValid() && e.Net.IsValid() {
 		return p, false
 	}
-	p.proto, p.port = uint8(proto), e.Port
+	p.proto, p.port = proto, e.Port
 	if e.IP.IsValid() {
 		p.ip, p.flags = e.IP.As16(), packedIP
 		if e.IP.Is4() {
 			p.flags |= packedIP4
 		}
+	}
+	if e.Net == (netip.Prefix{}) && e.IP2 == (netip.Addr{}) && e.IP.Zone() == "" {
+		// The common member (an address, protocol and port) always
+		// unpacks the same: the round trip below, a fifth of a full
+		// sync's set comparison, is not needed.
+		return p, true
 	}
 	second := e.IP2
 	if e.Net.IsValid() {
