@@ -22,7 +22,7 @@ COPY . .
 # tools it runs do. The version is what `ipvsproxy version` and
 # kubernetes_build_info report.
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
-    -ldflags="-s -w -X main.version=$VERSION" -o /out/ipvsproxy ./cmd/ipvsproxy
+    -tags urfave_cli_no_docs -ldflags="-s -w -X main.version=$VERSION" -o /out/ipvsproxy ./cmd/ipvsproxy
 
 # The release the packages come from; the rootfs tarball built outside a
 # container comes from the build host's release, so keep them the same.

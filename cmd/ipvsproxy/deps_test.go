@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -23,6 +24,31 @@ func TestDaemonLinksNoAllGroupsClient(t *testing.T) {
 		if d == "k8s.io/client-go/kubernetes" || d == "k8s.io/client-go/informers" || d == "k8s.io/client-go/kubernetes/scheme" ||
 			strings.HasPrefix(d, "k8s.io/client-go/kubernetes/typed/") || strings.HasPrefix(d, "k8s.io/client-go/informers/") {
 			t.Errorf("the daemon links %s", d)
+		}
+	}
+}
+
+// Every build of the daemon leaves out urfave/cli's man-page writer, which
+// nothing calls but whose Markdown parser builds its tables at start (half a
+// MB of every node's heap): the tag is in each place the binary is built.
+func TestDaemonBuildsLeaveOutTheManPageWriter(t *testing.T) {
+	const tag = "urfave_cli_no_docs"
+	for _, f := range []string{"../../Makefile", "../../Dockerfile", "../../deploy/rootfs/build-rootfs.sh"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), tag) {
+			t.Errorf("%s builds the daemon without -tags %s", f, tag)
+		}
+	}
+	out, err := exec.Command("go", "list", "-deps", "-tags", tag, "-f", "{{.ImportPath}}", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, out)
+	}
+	for _, d := range strings.Fields(string(out)) {
+		if strings.Contains(d, "blackfriday") || strings.Contains(d, "go-md2man") {
+			t.Errorf("with -tags %s the daemon still links %s", tag, d)
 		}
 	}
 }

@@ -63,7 +63,7 @@ mkdir -p "$staging"
 if [ -z "$binary" ]; then
 	binary=$work/ipvsproxy
 	echo "build-rootfs: building ./cmd/ipvsproxy (static)" >&2
-	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$binary" ./cmd/ipvsproxy)
+	(cd "$repo" && CGO_ENABLED=0 go build -trimpath -tags urfave_cli_no_docs -ldflags="-s -w" -o "$binary" ./cmd/ipvsproxy)
 fi
 [ -x "$binary" ] || { echo "build-rootfs: $binary is not an executable" >&2; exit 1; }
 
