@@ -87,9 +87,13 @@ func (n NodeInfo) clusterIPOwner(a netip.Addr, self types.NamespacedName) (types
 // it as an external IP are rebuilt, so a refusal follows the other Service
 // being created or deleted later.
 type ClusterIPIndex struct {
-	Owners  map[netip.Addr][]types.NamespacedName // sorted
-	naming  map[netip.Addr]map[types.NamespacedName]bool
-	service map[types.NamespacedName]serviceAddresses
+	Owners map[netip.Addr][]types.NamespacedName // sorted
+	naming map[netip.Addr]map[types.NamespacedName]bool
+	// service is each Service as last recorded, to diff its addresses
+	// against the next: the compact Service the tracker holds anyway (a
+	// pointer, where a copy of its parsed addresses cost about 2 MB at
+	// 10,000 Services).
+	service map[types.NamespacedName]*Service
 }
 
 type serviceAddresses struct{ ClusterIPs, externalIPs []netip.Addr }
@@ -98,15 +102,17 @@ func NewClusterIPIndex() *ClusterIPIndex {
 	return &ClusterIPIndex{
 		Owners:  map[netip.Addr][]types.NamespacedName{},
 		naming:  map[netip.Addr]map[types.NamespacedName]bool{},
-		service: map[types.NamespacedName]serviceAddresses{},
+		service: map[types.NamespacedName]*Service{},
 	}
 }
 
 // Update records svc (nil: deleted) and returns the other Services whose
 // external IPs must be checked again because a cluster IP came or went.
 func (x *ClusterIPIndex) Update(name types.NamespacedName, svc *Service) []types.NamespacedName {
-	old := x.service[name]
-	var now serviceAddresses
+	var old, now serviceAddresses
+	if prev := x.service[name]; prev != nil {
+		old = AddressesOf(prev)
+	}
 	if svc != nil {
 		now = AddressesOf(svc)
 	}
@@ -144,7 +150,7 @@ func (x *ClusterIPIndex) Update(name types.NamespacedName, svc *Service) []types
 	if svc == nil {
 		delete(x.service, name)
 	} else {
-		x.service[name] = now
+		x.service[name] = svc
 	}
 	return dependents
 }
