@@ -132,13 +132,33 @@ start_side() {
 
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
+# sample_rss PID T0: a line per half second while PID lives: seconds since T0, VmRSS, RssAnon,
+# RssFile (KiB).
+sample_rss() {
+	echo "# seconds	VmRSS_KiB	RssAnon_KiB	RssFile_KiB"
+	while [[ -r /proc/$1/status ]]; do
+		awk -v t="$(now)" -v t0="$2" '$1 == "VmRSS:" { r = $2 } $1 == "RssAnon:" { a = $2 } $1 == "RssFile:" { f = $2 }
+			END { if (r != "") printf "%.1f\t%s\t%s\t%s\n", t - t0, r, a, f }' "/proc/$1/status" 2>/dev/null
+		sleep 0.5
+	done
+}
+
+# mark STEP TIME: the step as a comment line of the memory log, in seconds since the start.
+mark() { awk -v s="$1" -v t="$2" -v t0="$t0" 'BEGIN { printf "# %s %.1f\n", s, t - t0 }' >>"$rss_log"; }
+
 run_side() {
-	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt
+	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt rss_log sampler
 	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu
 	node_up
 	rm -f /run/bench-ready /run/bench-connect
 	t0=$(now)
 	start_side
+	# The process's memory over its run, every half second (seconds since start, VmRSS, RssAnon,
+	# RssFile in KiB), with the run's steps as comment lines: when the peak came, not only how high.
+	rss_log=$BENCH_LOGS/rss-$side-$BENCH_N.tsv
+	: >"$rss_log"
+	sample_rss "$pid" "$t0" >>"$rss_log" &
+	sampler=$!
 	first_at /run/bench-ready is_ready &
 	pollers+=($!)
 	first_at /run/bench-connect probe_connects &
@@ -162,6 +182,8 @@ run_side() {
 	wait "${pollers[@]}" 2>/dev/null
 	if ((ok)); then
 		t_ready=$(<"/run/bench-ready") t_connect=$(<"/run/bench-connect")
+		mark ready "$t_ready"
+		mark connected "$t_connect"
 		vs=$(ip netns exec "$node" ipvsadm -Ln | grep -c '^TCP')
 		log "ready after $(awk -v a="$t0" -v b="$t_ready" 'BEGIN { printf "%.1f", b - a }')s; $vs TCP virtual servers"
 		# The cold sync's figures before anything else moves them.
@@ -171,12 +193,14 @@ run_side() {
 		np_sum0=$(metric kubeproxy_network_programming_duration_seconds_sum) np_cnt0=$(metric kubeproxy_network_programming_duration_seconds_count)
 		local addr=10.244.255.$((200 + BENCH_ROUND))
 		t_write=$(kc add-bench-endpoint bench/svc-0 "$addr")
+		mark endpoint-written "$t_write"
 		deadline=$((SECONDS + 300))
 		until has_real_server "$addr"; do
 			((SECONDS < deadline)) || { log "the new endpoint $addr never reached the kernel"; ok=0; break; }
 			sleep 0.1
 		done
 		t_kernel=$(now)
+		mark endpoint-in-kernel "$t_kernel"
 		# Both record the latency when the sync that wrote it ends, after its kernel writes.
 		deadline=$((SECONDS + 300))
 		while np_cnt=$(metric kubeproxy_network_programming_duration_seconds_count) && [[ ${np_cnt%.*} == "${np_cnt0%.*}" ]] && ((SECONDS < deadline)); do
@@ -192,11 +216,13 @@ run_side() {
 			c0=$(metric "${name}_count" "$filter") s0=$(metric "${name}_sum" "$filter")
 			deadline=$((SECONDS + 120 + timeout))
 			c=$c0
+			mark waiting-for-full-recheck "$(now)"
 			while [[ ${c%.*} == "${c0%.*}" ]] && ((SECONDS < deadline)); do
 				sleep 2
 				c=$(metric "${name}_count" "$filter")
 			done
 			s=$(metric "${name}_sum" "$filter")
+			mark full-recheck-counted "$(now)"
 			[[ ${c%.*} != "${c0%.*}" ]] && resync=$(awk -v a="$s0" -v b="$s" -v n0="$c0" -v n="$c" 'BEGIN { printf "%.3f", (b - a) / (n - n0) }')
 		fi
 		if [[ $side == ipvsproxy* && -n ${BENCH_HEAP:-} ]]; then
@@ -208,6 +234,9 @@ run_side() {
 	# VmHWM counts the binary's text pages it touched as well as its heap: RssFile and RssAnon
 	# (at the end, not at the peak) tell them apart.
 	hwm=$(status_kb "$pid" VmHWM) rss=$(status_kb "$pid" VmRSS) anon=$(status_kb "$pid" RssAnon) file=$(status_kb "$pid" RssFile)
+	kill "$sampler" 2>/dev/null
+	wait "$sampler" 2>/dev/null
+	echo "# VmHWM $hwm" >>"$rss_log"
 	# The process's CPU time over the whole run (user + system): what a lower GOGC costs.
 	cpu=$(awk -v hz="$(getconf CLK_TCK 2>/dev/null || echo 100)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$pid/stat")
 	kill "$pid" 2>/dev/null

@@ -118,6 +118,12 @@ for n in "${sizes[@]}"; do
 	say "N=$n: VM run $((SECONDS - t))s, exit $vm_rc"
 	((vm_rc == 0)) || rc=1
 	[[ -f $work/results-$n/figures.json ]] && cat "$work/results-$n/figures.json" >>"$out"
+	# Each side's memory over its run (bench-daemon-guest.sh's sample_rss) beside the figures.
+	if [[ -z $smoke ]]; then
+		for f in "$work/results-$n"/rss-*.tsv; do
+			[[ -f $f ]] && cp "$f" "${out%.json}-${f##*/}"
+		done
+	fi
 done
 say "whole run $((SECONDS - t_all))s; figures in $out"
 cat "$out"
