@@ -97,8 +97,12 @@ func (d *DesiredState) Reserve(services, virtualServers, addresses int, entries 
 	}
 }
 
-// Reserve sizes the empty maps of t, as DesiredState.Reserve does.
+// Reserve sizes the empty maps of t, as DesiredState.Reserve does; not
+// those of a filtered t (Only), which records few.
 func (t *Touched) Reserve(virtualServers, addresses, entries int) {
+	if t.Only != nil {
+		return
+	}
 	reserve(&t.VirtualServers, virtualServers)
 	reserve(&t.Addresses, addresses)
 	reserve(&t.Entries, entries)

@@ -67,25 +67,25 @@ func (d *DesiredState) SetServiceRoutes(ranges []netip.Prefix, t Touched) {
 			if d.addrRefs[a]--; d.addrRefs[a] <= 0 {
 				delete(d.addrRefs, a)
 			}
-			t.Addresses[a] = true
+			t.address(a)
 			k := SetEntryKey{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(a)), Entry: ipset.Entry{IP: a}}
 			d.countEntry(k, -1)
-			t.Entries[k] = true
+			t.entry(k)
 		}
 		d.countEntry(e, -1)
-		t.Entries[e] = true
+		t.entry(e)
 	}
 	d.Routes = slices.Clone(ranges)
 	for _, r := range d.Routes {
 		a, anchored, e := contribution(r)
 		if anchored {
 			d.addrRefs[a]++
-			t.Addresses[a] = true
+			t.address(a)
 			k := SetEntryKey{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(a)), Entry: ipset.Entry{IP: a}}
 			d.countEntry(k, +1)
-			t.Entries[k] = true
+			t.entry(k)
 		}
 		d.countEntry(e, +1)
-		t.Entries[e] = true
+		t.entry(e)
 	}
 }

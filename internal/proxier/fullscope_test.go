@@ -214,3 +214,26 @@ func TestRecycledViewRoomFollowsTheClusterSize(t *testing.T) {
 		t.Error("no room where none was recycled")
 	}
 }
+
+// A full sync's build records only the objects with a status
+// (Touched.Only), but those it does: a virtual server backing off whose
+// Service changed is written by the next full sync at once, as by a
+// partial one, not when its retry comes.
+func TestFullSyncWritesABackingOffObjectWhoseServiceChanged(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	adds := countWrites(f, "ipvs-add", webVS)
+	if err := fk.ipvs.DeleteVirtualServer(webVS); err != nil {
+		t.Fatal(err)
+	}
+	p.RequestFullSync()
+	if res := p.Sync(); !res.Full || *adds != 1 {
+		t.Fatalf("full=%v, %d attempts to create %s, want 1", res.Full, *adds, webVS)
+	}
+	svc := servicetest.Service("web", "10.96.0.10")
+	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1", "10.244.1.6@node1"))
+	p.RequestFullSync()
+	if res := p.Sync(); !res.Full || *adds != 2 {
+		t.Fatalf("after web's endpoints changed: full=%v, %d attempts to create %s, want 2 (before its retry is due)", res.Full, *adds, webVS)
+	}
+}

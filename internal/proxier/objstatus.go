@@ -150,6 +150,17 @@ func (s *statusTable) pending(id objectID, why error, now time.Time) {
 // done forgets an object: it is as wanted.
 func (s *statusTable) done(id objectID) { delete(s.objects, id) }
 
+// A full sync's build records only the objects with a status
+// (ipvsproxy.Touched.Only): it compares every other one anyway.
+func (s *statusTable) KeepVirtualServer(k ipvs.VirtualServerKey) bool { return s.has(vsObject(k)) }
+func (s *statusTable) KeepAddress(a netip.Addr) bool                  { return s.has(addrObject(a)) }
+func (s *statusTable) KeepEntry(k ipvsproxy.SetEntryKey) bool         { return s.has(entryObject(k)) }
+
+func (s *statusTable) has(id objectID) bool {
+	_, ok := s.objects[id]
+	return ok
+}
+
 // empty reports whether no object is pending or failing.
 func (s *statusTable) empty() bool { return len(s.objects) == 0 }
 

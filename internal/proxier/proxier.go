@@ -262,6 +262,9 @@ func (p *Proxier) Sync() SyncResult {
 
 	// Build.
 	t := ipvsproxy.NewTouched()
+	if full {
+		t.Only = p.objects
+	}
 	names, stale := p.build(changes, full, &t)
 	res.Services = len(names)
 
