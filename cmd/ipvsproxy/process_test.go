@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"runtime/debug"
 	"testing"
 
@@ -82,5 +83,19 @@ func TestGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
 	applyGCPercent(func(name string) (string, bool) { return "200", name == "GOGC" })
 	if got := debug.SetGCPercent(100); got != 200 {
 		t.Errorf("with GOGC=200 in the environment the GC percent became %d, want it left at 200", got)
+	}
+}
+
+func TestHeapSamplingOnlyWithProfiling(t *testing.T) {
+	previous := runtime.MemProfileRate
+	t.Cleanup(func() { runtime.MemProfileRate = previous })
+	runtime.MemProfileRate = 512 * 1024
+	applyMemProfileRate(true)
+	if runtime.MemProfileRate != 512*1024 {
+		t.Errorf("with --profiling the heap sampling rate became %d, want Go's default kept", runtime.MemProfileRate)
+	}
+	applyMemProfileRate(false)
+	if runtime.MemProfileRate != 0 {
+		t.Errorf("without --profiling the heap sampling rate is %d, want 0 (off)", runtime.MemProfileRate)
 	}
 }

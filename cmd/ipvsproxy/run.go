@@ -46,6 +46,7 @@ func runAction(c *cli.Context) error {
 	}
 	applyOOMScoreAdj(c.Int("oom-score-adj"))
 	applyGCPercent(os.LookupEnv)
+	applyMemProfileRate(c.Bool("profiling"))
 	nodeName, err := nodeNameOf(c.String("hostname-override"))
 	if err != nil {
 		return err
