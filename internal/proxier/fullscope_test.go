@@ -237,3 +237,34 @@ func TestFullSyncWritesABackingOffObjectWhoseServiceChanged(t *testing.T) {
 		t.Fatalf("after web's endpoints changed: full=%v, %d attempts to create %s, want 2 (before its retry is due)", res.Full, *adds, webVS)
 	}
 }
+
+// A full read keeps the desired state's list of real servers for a virtual
+// server the kernel holds exactly as wanted, and lets go of what it read at
+// once, before the writer loop compares it; one that differs is kept as
+// read.
+func TestFullReadSharesTheDesiredRealServersItFindsInStep(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	evidence := func() serviceEvidence { return evidenceOf(p.tracker.CurrentServices()) }
+	read := func() *kernelView {
+		t.Helper()
+		v, err := readKernel(p.kernel, p.cfg, p.desired, evidence, nil, recycledView{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if kv := read().virtualServers[webVS]; kv == nil || !kv.shared {
+		t.Fatalf("%s in step: read as %+v, want the desired list shared", webVS, kv)
+	}
+	rss, err := fk.ipvs.RealServers(webVS)
+	if err != nil || len(rss) == 0 {
+		t.Fatalf("real servers of %s: %v %v", webVS, rss, err)
+	}
+	if err := fk.ipvs.DeleteRealServer(webVS, rss[0].RealServerKey); err != nil {
+		t.Fatal(err)
+	}
+	if kv := read().virtualServers[webVS]; kv == nil || kv.shared || len(kv.realServers) != len(rss)-1 {
+		t.Fatalf("%s with a real server removed behind its back: read as %+v, want its own list of %d", webVS, kv, len(rss)-1)
+	}
+}

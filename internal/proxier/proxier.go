@@ -314,7 +314,7 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 		p.view = &kernelView{hostAddresses: previous.hostAddresses, listening: previous.listening}
 	}
 	currentEvidence := func() serviceEvidence { return evidenceOf(p.tracker.CurrentServices()) }
-	view, err := readKernel(p.kernel, p.cfg, currentEvidence, wasOurs, recycled)
+	view, err := readKernel(p.kernel, p.cfg, p.desired, currentEvidence, wasOurs, recycled)
 	if err != nil {
 		p.ownedBeforeFailedRead = wasOurs
 		klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")

@@ -93,11 +93,11 @@ func (r *reconciler) refresh(t ipvsproxy.Touched, share int) (resynced int) {
 			delete(r.view.virtualServers, k)
 			delete(r.view.foreign, k)
 		case r.view.isRecorded(k):
-			rss, err := listedRealServers(r.k, k)
+			read, err := readVirtualServer(r.k, vs, r.desired.Winner(k))
 			if err != nil {
 				continue
 			}
-			r.view.virtualServers[k] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
+			r.view.virtualServers[k] = &read
 		}
 	}
 	return resynced
@@ -134,11 +134,11 @@ func (r *reconciler) resyncShare(share int, present map[ipvs.VirtualServerKey]ip
 		case !r.view.isRecorded(k):
 			// Not ours, new since the full sync, which decides.
 		default:
-			rss, err := listedRealServers(r.k, k)
+			kv, err := readVirtualServer(r.k, vs, r.desired.Winner(k))
 			if err != nil {
 				continue // gone meanwhile: the next list finds it missing
 			}
-			r.view.virtualServers[k] = &kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
+			r.view.virtualServers[k] = &kv
 			read++
 			touch(k)
 		}
