@@ -107,12 +107,14 @@ start_side() {
 		local bin=$IPVSPROXY env=
 		[[ $side == ipvsproxy-baseline ]] && bin=$IPVSPROXY_BASELINE
 		[[ $side == ipvsproxy-env ]] && env=${BENCH_IPVSPROXY_ENV:-}
+		# Profiling (pprof, and the heap sampling it needs) only when the heap profile is asked for:
+		# the DaemonSet runs without it, and so is measured.
 		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
 		[[ ${BENCH_WATCHLIST:-} == false ]] && env+=" KUBE_FEATURE_WatchListClient=false"
 		ip netns exec "$node" env $env "$bin" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
 			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr 10.244.0.0/16 \
 			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" --ipvs-resync-shares 1 \
-			--profiling --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
+			${BENCH_HEAP:+--profiling} --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
 		;;
 	kube-proxy)
 		local gates=()
