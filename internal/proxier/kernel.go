@@ -146,6 +146,11 @@ func sameRealServers(have realServerList, want []ipvs.RealServer) bool {
 	if len(have) != len(want) {
 		return false
 	}
+	if len(have) > 0 && &have[0] == &want[0] {
+		// The list the read already shared (readVirtualServer), compared
+		// again by the writer loop: the same elements.
+		return true
+	}
 	for i := range have {
 		if have[i].RealServerKey != want[i].RealServerKey || have[i].Weight != want[i].Weight {
 			return false
