@@ -10,7 +10,9 @@ import (
 // The daemon's binary reaches the API through internal/kubeapi alone: linking
 // client-go's clientset, its informer factory or the all-groups scheme puts
 // every API group's code back in every node's memory (about 17 MiB of the
-// daemon's start, docs/performance.md). Tests may use the clientset's fake.
+// daemon's start, docs/performance.md); client-go's generic typed client
+// (gentype) brings the fake clients' machinery (client-go/testing, managed
+// fields). Tests may use the clientset's fake.
 func TestDaemonLinksNoAllGroupsClient(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").CombinedOutput()
 	if err != nil {
@@ -22,6 +24,7 @@ func TestDaemonLinksNoAllGroupsClient(t *testing.T) {
 	}
 	for _, d := range deps {
 		if d == "k8s.io/client-go/kubernetes" || d == "k8s.io/client-go/informers" || d == "k8s.io/client-go/kubernetes/scheme" ||
+			d == "k8s.io/client-go/gentype" || d == "k8s.io/client-go/testing" ||
 			strings.HasPrefix(d, "k8s.io/client-go/kubernetes/typed/") || strings.HasPrefix(d, "k8s.io/client-go/informers/") {
 			t.Errorf("the daemon links %s", d)
 		}

@@ -16,6 +16,7 @@ package kubeapi
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -27,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/gentype"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 )
@@ -79,12 +79,51 @@ func init() {
 func Scheme() *runtime.Scheme { return scheme }
 
 type client struct {
-	services       *gentype.ClientWithList[*v1.Service, *v1.ServiceList]
-	endpointSlices *gentype.ClientWithList[*discovery.EndpointSlice, *discovery.EndpointSliceList]
-	nodes          *gentype.ClientWithList[*v1.Node, *v1.NodeList]
-	serviceCIDRs   *gentype.ClientWithList[*networking.ServiceCIDR, *networking.ServiceCIDRList]
+	services       resource[*v1.ServiceList]
+	endpointSlices resource[*discovery.EndpointSliceList]
+	nodes          nodes
+	serviceCIDRs   resource[*networking.ServiceCIDRList]
 	core           rest.Interface
 	discovery      rest.Interface // the API server's root: discovery documents by path
+}
+
+// resource lists and watches one kind across all namespaces, as client-go's
+// generated typed clients do (protobuf, the list options as query
+// parameters, TimeoutSeconds as the request's timeout). client-go's generic
+// typed client (gentype) would do the same, but it links client-go's fake
+// clients' machinery (client-go/testing, managed fields, JSON patch): 300 KB
+// of a binary every node runs.
+type resource[L runtime.Object] struct {
+	client  rest.Interface
+	name    string
+	newList func() L
+}
+
+func (r resource[L]) request(opts *metav1.ListOptions) *rest.Request {
+	var timeout time.Duration
+	if opts.TimeoutSeconds != nil {
+		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
+	}
+	return r.client.Get().UseProtobufAsDefault().Resource(r.name).VersionedParams(opts, parameterCodec).Timeout(timeout)
+}
+
+func (r resource[L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
+	list := r.newList()
+	err := r.request(&opts).Do(ctx).Into(list)
+	return list, err
+}
+
+func (r resource[L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return r.request(&opts).Watch(ctx)
+}
+
+type nodes struct{ resource[*v1.NodeList] }
+
+func (n nodes) Get(ctx context.Context, name string, opts metav1.GetOptions) (*v1.Node, error) {
+	node := &v1.Node{}
+	err := n.client.Get().UseProtobufAsDefault().Resource(n.name).Name(name).VersionedParams(&opts, parameterCodec).Do(ctx).Into(node)
+	return node, err
 }
 
 // New is the client for a REST configuration: one REST client per API group,
@@ -131,22 +170,12 @@ func New(cfg *rest.Config) (Client, error) {
 		return nil, err
 	}
 	return &client{
-		services: gentype.NewClientWithList("services", core, parameterCodec, metav1.NamespaceAll,
-			func() *v1.Service { return &v1.Service{} }, func() *v1.ServiceList { return &v1.ServiceList{} },
-			gentype.PrefersProtobuf[*v1.Service]()),
-		endpointSlices: gentype.NewClientWithList("endpointslices", disc, parameterCodec, metav1.NamespaceAll,
-			func() *discovery.EndpointSlice { return &discovery.EndpointSlice{} },
-			func() *discovery.EndpointSliceList { return &discovery.EndpointSliceList{} },
-			gentype.PrefersProtobuf[*discovery.EndpointSlice]()),
-		nodes: gentype.NewClientWithList("nodes", core, parameterCodec, "",
-			func() *v1.Node { return &v1.Node{} }, func() *v1.NodeList { return &v1.NodeList{} },
-			gentype.PrefersProtobuf[*v1.Node]()),
-		serviceCIDRs: gentype.NewClientWithList("servicecidrs", netw, parameterCodec, "",
-			func() *networking.ServiceCIDR { return &networking.ServiceCIDR{} },
-			func() *networking.ServiceCIDRList { return &networking.ServiceCIDRList{} },
-			gentype.PrefersProtobuf[*networking.ServiceCIDR]()),
-		core:      core,
-		discovery: rootClient,
+		services:       resource[*v1.ServiceList]{core, "services", func() *v1.ServiceList { return &v1.ServiceList{} }},
+		endpointSlices: resource[*discovery.EndpointSliceList]{disc, "endpointslices", func() *discovery.EndpointSliceList { return &discovery.EndpointSliceList{} }},
+		nodes:          nodes{resource[*v1.NodeList]{core, "nodes", func() *v1.NodeList { return &v1.NodeList{} }}},
+		serviceCIDRs:   resource[*networking.ServiceCIDRList]{netw, "servicecidrs", func() *networking.ServiceCIDRList { return &networking.ServiceCIDRList{} }},
+		core:           core,
+		discovery:      rootClient,
 	}, nil
 }
 
