@@ -53,6 +53,11 @@ func TestEntryMapKeepsEveryEntryExactly(t *testing.T) {
 	if len(s.other) != 3 {
 		t.Errorf("%d entries kept unpacked (%+v), want the 3 that cannot pack", len(s.other), s.other)
 	}
+	// The IPv4 addresses alone or with a protocol and port take 8 bytes
+	// each; an IPv4-mapped IPv6 address is not one of them.
+	if len(s.v4) != 4 {
+		t.Errorf("%d entries in 8 bytes (%+v), want the 4 IPv4 addresses with at most a protocol and port", len(s.v4), s.v4)
+	}
 	got := map[Entry]int{}
 	for e, v := range s.All() {
 		got[e] = v
@@ -86,11 +91,13 @@ func TestEntryMapKeepsEveryEntryExactly(t *testing.T) {
 // after each entry yielded, not the one it held at the start.
 func TestEntriesNotInYieldsTheDifference(t *testing.T) {
 	a4, b4 := netip.MustParseAddr("10.96.0.10"), netip.MustParseAddr("10.96.0.11")
-	zoned := netip.MustParseAddr("fe80::1%eth0")
+	zoned, a6 := netip.MustParseAddr("fe80::1%eth0"), netip.MustParseAddr("2001:db8::a")
 	m := NewEntryMap[int](0)
 	in := NewEntryMap[struct{}](0)
-	both := []Entry{{IP: a4, Protocol: "tcp", Port: 80}, {IP: zoned, Protocol: "tcp", Port: 80}}
-	only := []Entry{{IP: b4, Protocol: "tcp", Port: 80}, {IP: zoned, Protocol: "udp", Port: 53}, {IP: a4, Protocol: "icmp"}}
+	// Of each kind of key (IPv4 in 8 bytes, packed, kept as it is), one
+	// in both maps and one in the first only.
+	both := []Entry{{IP: a4, Protocol: "tcp", Port: 80}, {IP: a6, Protocol: "tcp", Port: 80}, {IP: zoned, Protocol: "tcp", Port: 80}}
+	only := []Entry{{IP: b4, Protocol: "tcp", Port: 80}, {IP: a6, Protocol: "tcp", Port: 81}, {IP: zoned, Protocol: "udp", Port: 53}, {IP: a4, Protocol: "icmp"}}
 	for _, e := range both {
 		m.Put(e, 1)
 		in.Put(e, struct{}{})
