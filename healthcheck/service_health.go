@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/events"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 )
 
@@ -26,7 +26,7 @@ const ReasonFailedToStartServiceHealthcheck = "FailedToStartServiceHealthcheck"
 // when it has at least one and the proxier is healthy, 503 otherwise.
 type ServiceHealthServer struct {
 	nodeAddresses []netip.Prefix
-	recorder      record.EventRecorder
+	recorder      events.Recorder
 	health        *ProxyHealth
 	settings      settings
 
@@ -47,7 +47,7 @@ type serviceListener struct {
 // nodeAddresses empty it listens on every address of the node; otherwise on
 // each node address inside one of the prefixes (kube-proxy's
 // --nodeport-addresses). recorder may be nil; health must not be.
-func NewServiceHealthServer(nodeAddresses []netip.Prefix, recorder record.EventRecorder, health *ProxyHealth, opts ...Option) *ServiceHealthServer {
+func NewServiceHealthServer(nodeAddresses []netip.Prefix, recorder events.Recorder, health *ProxyHealth, opts ...Option) *ServiceHealthServer {
 	return &ServiceHealthServer{
 		nodeAddresses: append([]netip.Prefix(nil), nodeAddresses...),
 		recorder:      recorder,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/events"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 )
 
@@ -31,7 +31,7 @@ const EventAPIPermissionMissing = "APIPermissionMissing"
 type apiAccess struct {
 	health   *healthcheck.ProxyHealth
 	missing  *prometheus.GaugeVec
-	recorder record.EventRecorder
+	recorder events.Recorder
 	node     *v1.ObjectReference
 
 	mu sync.Mutex
@@ -40,7 +40,7 @@ type apiAccess struct {
 	forbidden map[schema.GroupResource]string
 }
 
-func newAPIAccess(health *healthcheck.ProxyHealth, missing *prometheus.GaugeVec, recorder record.EventRecorder, nodeName string) *apiAccess {
+func newAPIAccess(health *healthcheck.ProxyHealth, missing *prometheus.GaugeVec, recorder events.Recorder, nodeName string) *apiAccess {
 	return &apiAccess{
 		health: health, missing: missing, recorder: recorder,
 		// Events about the node name it by name; kube-proxy uses the name as

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/events"
 	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
@@ -24,7 +25,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -91,10 +91,8 @@ func runAction(c *cli.Context) error {
 	m.RegisterRESTClient()
 	m.SetSchedulerFallback(prepared.Requested, prepared.SchedulerFellBack)
 
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(client.Events())
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(kubeapi.Scheme(), v1.EventSource{Component: "ipvsproxy", Host: nodeName})
+	recorder := events.New(client.Events(), kubeapi.Scheme(), v1.EventSource{Component: "ipvsproxy", Host: nodeName})
+	defer recorder.Shutdown()
 
 	health := healthcheck.NewProxyHealth(cfg.SyncPeriod, clock.RealClock{})
 	health.SetIPFamilies(cfg.Families...)

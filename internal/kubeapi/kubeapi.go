@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/events"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	networking "k8s.io/api/networking/v1"
@@ -29,7 +30,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 )
 
 // Client is what the daemon and inspect ask of the API server.
@@ -39,7 +39,7 @@ type Client interface {
 	Nodes() Nodes
 	ServiceCIDRs() ListWatcher[*networking.ServiceCIDRList]
 	// Events is where the Event recorder writes.
-	Events() record.EventSink
+	Events() events.Sink
 	// ServerResources is the API server's discovery document of one group
 	// version ("networking.k8s.io/v1"); a group version it does not serve
 	// is a NotFound error.
@@ -185,7 +185,7 @@ func (c *client) EndpointSlices() ListWatcher[*discovery.EndpointSliceList] {
 }
 func (c *client) Nodes() Nodes                                           { return c.nodes }
 func (c *client) ServiceCIDRs() ListWatcher[*networking.ServiceCIDRList] { return c.serviceCIDRs }
-func (c *client) Events() record.EventSink                               { return eventSink{c.core} }
+func (c *client) Events() events.Sink                                    { return eventSink{c.core} }
 
 func (c *client) ServerResources(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error) {
 	path := "/apis/" + groupVersion
@@ -199,8 +199,8 @@ func (c *client) ServerResources(ctx context.Context, groupVersion string) (*met
 	return list, nil
 }
 
-// eventSink writes Events as client-go's EventSinkImpl does: each into its own
-// namespace, a repeat as a strategic-merge patch.
+// eventSink writes Events as client-go's EventSinkImpl does, each into its
+// own namespace; a repeat is a JSON merge patch (events.Sink).
 type eventSink struct{ core rest.Interface }
 
 func (s eventSink) Create(e *v1.Event) (*v1.Event, error) {
@@ -209,15 +209,9 @@ func (s eventSink) Create(e *v1.Event) (*v1.Event, error) {
 	return out, err
 }
 
-func (s eventSink) Update(e *v1.Event) (*v1.Event, error) {
-	out := &v1.Event{}
-	err := s.core.Put().NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Name(e.Name).Body(e).Do(context.Background()).Into(out)
-	return out, err
-}
-
 func (s eventSink) Patch(e *v1.Event, data []byte) (*v1.Event, error) {
 	out := &v1.Event{}
-	err := s.core.Patch(types.StrategicMergePatchType).NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Name(e.Name).
+	err := s.core.Patch(types.MergePatchType).NamespaceIfScoped(e.Namespace, e.Namespace != "").Resource("events").Name(e.Name).
 		Body(data).Do(context.Background()).Into(out)
 	return out, err
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/events"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	networking "k8s.io/api/networking/v1"
@@ -20,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
 )
 
 const protobuf = "application/vnd.kubernetes.protobuf"
@@ -222,7 +222,7 @@ func TestClientReadsAndWritesThroughTheAPIPaths(t *testing.T) {
 				{"GET", "/apis/networking.k8s.io/v1", "", ""},
 				{"GET", "/apis/no.such.group/v1", "", ""},
 				{"POST", "/api/v1/namespaces/tenant/events", "", contentType},
-				{"PATCH", "/api/v1/namespaces/tenant/events/web.1", "", "application/strategic-merge-patch+json"},
+				{"PATCH", "/api/v1/namespaces/tenant/events/web.1", "", "application/merge-patch+json"},
 			}
 			seen := s.seen()
 			if len(seen) != len(want) {
@@ -249,10 +249,9 @@ func TestClientReadsAndWritesThroughTheAPIPaths(t *testing.T) {
 func TestSchemeNamesTheObjectsOfEvents(t *testing.T) {
 	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "u1"}}
 	sink := &recordingSink{}
-	broadcaster := record.NewBroadcaster()
-	defer broadcaster.Shutdown()
-	broadcaster.StartRecordingToSink(sink)
-	broadcaster.NewRecorder(Scheme(), v1.EventSource{Component: "ipvsproxy"}).Event(svc, v1.EventTypeWarning, "PortConflict", "taken")
+	recorder := events.New(sink, Scheme(), v1.EventSource{Component: "ipvsproxy"})
+	defer recorder.Shutdown()
+	recorder.Event(svc, v1.EventTypeWarning, "PortConflict", "taken")
 	deadline := time.Now().Add(5 * time.Second)
 	for sink.count() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -277,7 +276,6 @@ func (s *recordingSink) Create(e *v1.Event) (*v1.Event, error) {
 	s.events = append(s.events, e)
 	return e, nil
 }
-func (s *recordingSink) Update(e *v1.Event) (*v1.Event, error)          { return e, nil }
 func (s *recordingSink) Patch(e *v1.Event, _ []byte) (*v1.Event, error) { return e, nil }
 func (s *recordingSink) count() int {
 	s.mu.Lock()

@@ -12,11 +12,11 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/events"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 )
 
@@ -88,7 +88,7 @@ type Proxier struct {
 	cfg      ipvsproxy.Config
 	nodeName string
 	kernel   adapters.Kernel
-	recorder record.EventRecorder
+	recorder events.Recorder
 	tracker  *ipvsproxy.ChangeTracker
 	// OnSync, when set, is called after every sync.
 	OnSync func(SyncResult)
@@ -152,7 +152,7 @@ type Proxier struct {
 }
 
 // New returns a proxier; nothing touches the kernel before the first Sync.
-func New(cfg ipvsproxy.Config, nodeName string, k adapters.Kernel, recorder record.EventRecorder) (*Proxier, error) {
+func New(cfg ipvsproxy.Config, nodeName string, k adapters.Kernel, recorder events.Recorder) (*Proxier, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
@@ -162,7 +162,7 @@ func New(cfg ipvsproxy.Config, nodeName string, k adapters.Kernel, recorder reco
 		}
 	}
 	if recorder == nil {
-		recorder = &record.FakeRecorder{}
+		recorder = events.Discard{}
 	}
 	p := &Proxier{
 		cfg: cfg, nodeName: nodeName, kernel: k, recorder: recorder,

@@ -6,14 +6,14 @@ package kubeapitest
 import (
 	"context"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/events"
 	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	networking "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/watchlist"
 )
 
@@ -36,8 +36,18 @@ func (s clientset) ServiceCIDRs() kubeapi.ListWatcher[*networking.ServiceCIDRLis
 	return s.c.NetworkingV1().ServiceCIDRs()
 }
 
-func (s clientset) Events() record.EventSink {
-	return &typedcorev1.EventSinkImpl{Interface: s.c.CoreV1().Events(metav1.NamespaceAll)}
+func (s clientset) Events() events.Sink { return eventSink{s.c} }
+
+// eventSink writes Events through the fake's typed client, as the daemon's
+// through its REST client.
+type eventSink struct{ c kubernetes.Interface }
+
+func (s eventSink) Create(e *v1.Event) (*v1.Event, error) {
+	return s.c.CoreV1().Events(e.Namespace).Create(context.Background(), e, metav1.CreateOptions{})
+}
+
+func (s eventSink) Patch(e *v1.Event, mergePatch []byte) (*v1.Event, error) {
+	return s.c.CoreV1().Events(e.Namespace).Patch(context.Background(), e.Name, types.MergePatchType, mergePatch, metav1.PatchOptions{})
 }
 
 func (s clientset) ServerResources(_ context.Context, groupVersion string) (*metav1.APIResourceList, error) {
