@@ -20,9 +20,14 @@ for kv in gitVersion=$k8s_version gitMajor=1 gitMinor=36 gitTreeState=clean; do
 	ldflags+=" -X k8s.io/component-base/version.$kv"
 done
 
+# Static (CGO_ENABLED=0), as Kubernetes releases these binaries and as the conformance cluster's
+# binaries are built (e2e/conformance/build.sh): with the same settings and module versions (keep
+# go.mod's in step with that module's), the two builds share the compiled packages of
+# Kubernetes, which a cold `make test` would otherwise compile twice (with and without cgo).
+build_env="CGO_ENABLED=0"
 # Everything that decides the heavy binaries' content goes into the key.
 key=$(cat "$here/go.mod" "$here/go.sum" "$here/cmd/kube-apiserver/main.go" "$here/cmd/etcd/main.go" "$here/cmd/kube-proxy/main.go" \
-	<(echo "$ldflags") <("$GO" version) | sha256sum | cut -c1-16)
+	<(echo "$ldflags $build_env") <("$GO" version) | sha256sum | cut -c1-16)
 bin=$cache_root/$key
 mkdir -p "$bin"
 
@@ -40,7 +45,7 @@ else
 	# Build into a temporary dir and move in, so an interrupted build never
 	# leaves a half-written binary that the cache check would accept.
 	tmp=$(mktemp -d "$bin/.build.XXXXXX")
-	"$GO" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/etcd ./cmd/kube-proxy
+	env $build_env "$GO" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/etcd ./cmd/kube-proxy
 	mv "$tmp/kube-apiserver" "$tmp/etcd" "$tmp/kube-proxy" "$bin/"
 	rmdir "$tmp"
 	log "built kube-apiserver, etcd and kube-proxy in $(( $(date +%s) - start ))s"
