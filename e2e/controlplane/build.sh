@@ -24,10 +24,9 @@ done
 # binaries are built (e2e/conformance/build.sh): with the same settings and module versions (keep
 # go.mod's in step with that module's), the two builds share the compiled packages of
 # Kubernetes, which a cold `make test` would otherwise compile twice (with and without cgo).
-build_env="CGO_ENABLED=0"
 # Everything that decides the heavy binaries' content goes into the key.
 key=$(cat "$here/go.mod" "$here/go.sum" "$here/cmd/kube-apiserver/main.go" "$here/cmd/etcd/main.go" "$here/cmd/kube-proxy/main.go" \
-	<(echo "$ldflags $build_env") <("$GO" version) | sha256sum | cut -c1-16)
+	<(echo "$ldflags CGO_ENABLED=0") <("$GO" version) | sha256sum | cut -c1-16)
 bin=$cache_root/$key
 mkdir -p "$bin"
 
@@ -45,7 +44,7 @@ else
 	# Build into a temporary dir and move in, so an interrupted build never
 	# leaves a half-written binary that the cache check would accept.
 	tmp=$(mktemp -d "$bin/.build.XXXXXX")
-	env $build_env "$GO" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/etcd ./cmd/kube-proxy
+	CGO_ENABLED=0 "$GO" build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$tmp/" ./cmd/kube-apiserver ./cmd/etcd ./cmd/kube-proxy
 	mv "$tmp/kube-apiserver" "$tmp/etcd" "$tmp/kube-proxy" "$bin/"
 	rmdir "$tmp"
 	log "built kube-apiserver, etcd and kube-proxy in $(( $(date +%s) - start ))s"
