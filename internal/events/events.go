@@ -76,7 +76,7 @@ type Broadcaster struct {
 	once  sync.Once
 
 	// Owned by the writing goroutine.
-	written *lru.Cache // eventKey -> *v1.Event as last written
+	written *lru.Cache // kind of Event -> writtenEvent
 	similar *lru.Cache // similarKey -> *similarEvents
 	limits  *lru.Cache // object key -> *rate.Limiter
 }
@@ -167,6 +167,14 @@ func objectKey(e *v1.Event) string {
 	return fmt.Sprintf("%s/%s/%s/%s/%s/%s", o.Kind, o.Namespace, o.Name, o.UID, o.APIVersion, o.FieldPath)
 }
 
+// writtenEvent is what a repeat needs of the Event it repeats: not the
+// object the API server returned, whose managed fields would be kept too.
+type writtenEvent struct {
+	name, namespace string
+	first           metav1.Time
+	count           int32
+}
+
 type similarEvents struct {
 	messages map[string]bool
 	last     time.Time
@@ -206,15 +214,15 @@ func (b *Broadcaster) write(e *v1.Event) {
 
 	prev, repeat := b.written.Get(kind)
 	if repeat {
-		old := prev.(*v1.Event)
-		e.Name, e.Namespace = old.Name, old.Namespace
-		e.FirstTimestamp = old.FirstTimestamp
-		e.Count = old.Count + 1
+		old := prev.(writtenEvent)
+		e.Name, e.Namespace = old.name, old.namespace
+		e.FirstTimestamp = old.first
+		e.Count = old.count + 1
 	}
 	for try := 1; ; try++ {
 		written, err := b.send(e, repeat)
 		if err == nil {
-			b.written.Add(kind, written)
+			b.written.Add(kind, writtenEvent{name: written.Name, namespace: written.Namespace, first: written.FirstTimestamp, count: written.Count})
 			return
 		}
 		if !retryable(err) {
