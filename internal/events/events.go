@@ -167,6 +167,10 @@ func objectKey(e *v1.Event) string {
 	return fmt.Sprintf("%s/%s/%s/%s/%s/%s", o.Kind, o.Namespace, o.Name, o.UID, o.APIVersion, o.FieldPath)
 }
 
+// kindOf names the Events about one object of one type and reason, which
+// are combined when their messages are many.
+func kindOf(e *v1.Event) string { return objectKey(e) + "/" + e.Type + "/" + e.Reason }
+
 // writtenEvent is what a repeat needs of the Event it repeats: not the
 // object the API server returned, whose managed fields would be kept too.
 type writtenEvent struct {
@@ -195,7 +199,7 @@ func (b *Broadcaster) write(e *v1.Event) {
 
 	// Many different messages of one kind about one object become one
 	// Event, as client-go's aggregator makes them.
-	kind := obj + "/" + e.Type + "/" + e.Reason
+	kind := kindOf(e)
 	now := e.LastTimestamp.Time
 	s, _ := b.similar.Get(kind)
 	similar, _ := s.(*similarEvents)
@@ -204,7 +208,9 @@ func (b *Broadcaster) write(e *v1.Event) {
 		b.similar.Add(kind, similar)
 	}
 	similar.last = now
-	similar.messages[e.Message] = true
+	if len(similar.messages) < similarMax { // the set grows no larger than it needs to
+		similar.messages[e.Message] = true
+	}
 	if len(similar.messages) >= similarMax {
 		e.Message = combinedPrefix + e.Message
 		kind += "/combined"

@@ -192,6 +192,17 @@ func TestManyMessagesOfOneKindAreCombined(t *testing.T) {
 			t.Errorf("write %d: %+v, want a patch of the combined Event", i, w[i])
 		}
 	}
+	// Remembering the messages of one kind stops at what combining needs,
+	// however many different ones come.
+	for i := range 1000 {
+		b.Eventf(service("web"), v1.EventTypeWarning, "SyncFailed", "attempt %d", 100+i)
+	}
+	flush(t, b, s)
+	kind := kindOf(&v1.Event{Type: v1.EventTypeWarning, Reason: "SyncFailed",
+		InvolvedObject: v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: "tenant", Name: "web", UID: "uid-web"}})
+	if n := len(b.similarOf(kind).messages); n > similarMax {
+		t.Errorf("%d messages remembered, want at most %d", n, similarMax)
+	}
 }
 
 // One object gets 25 Events at once and then one every five minutes; others
@@ -277,6 +288,14 @@ func TestRecordingNeverBlocks(t *testing.T) {
 			t.Errorf("wrote %+v", x.event)
 		}
 	}
+}
+
+func (b *Broadcaster) similarOf(kind string) *similarEvents {
+	v, ok := b.similar.Get(kind)
+	if !ok {
+		return &similarEvents{}
+	}
+	return v.(*similarEvents)
 }
 
 // unnamed is an object no scheme knows.
