@@ -50,16 +50,15 @@ type Sink interface {
 // The limits client-go's recorder keeps (tools/record), so that an operator
 // sees the same number of Events as from kube-proxy.
 const (
-	queueLength       = 1000             // Events waiting to be written; more are dropped
-	cacheSize         = 4096             // Events and objects remembered for repeats and limits
-	spamBurst         = 25               // Events about one object at once
-	spamInterval      = 5 * time.Minute  // then one per interval
-	similarMax        = 10               // different messages of one kind before they are combined
-	similarInterval   = 10 * time.Minute // within this long
-	maxTries          = 12               // writes of one Event while the API server cannot be reached
-	retryInterval     = 10 * time.Second
-	combinedPrefix    = "(combined from similar events): "
-	eventTypesAllowed = "Normal or Warning"
+	queueLength     = 1000             // Events waiting to be written; more are dropped
+	cacheSize       = 4096             // Events and objects remembered for repeats and limits
+	spamBurst       = 25               // Events about one object at once
+	spamInterval    = 5 * time.Minute  // then one per interval
+	similarMax      = 10               // different messages of one kind before they are combined
+	similarInterval = 10 * time.Minute // within this long
+	maxTries        = 12               // writes of one Event while the API server cannot be reached
+	retryInterval   = 10 * time.Second
+	combinedPrefix  = "(combined from similar events): "
 )
 
 // Broadcaster queues Events and writes them to a Sink from one goroutine.
@@ -115,7 +114,7 @@ func (b *Broadcaster) Event(object runtime.Object, eventtype, reason, message st
 		return
 	}
 	if eventtype != v1.EventTypeNormal && eventtype != v1.EventTypeWarning {
-		klog.ErrorS(nil, "Event type must be "+eventTypesAllowed+"; not recording it", "type", eventtype, "reason", reason)
+		klog.ErrorS(nil, "Event type must be Normal or Warning; not recording it", "type", eventtype, "reason", reason)
 		return
 	}
 	now := metav1.NewTime(b.clock.Now())
@@ -186,14 +185,15 @@ type similarEvents struct {
 
 // write writes e, or the repeat it is, unless its object is over its limit.
 func (b *Broadcaster) write(e *v1.Event) {
-	obj := objectKey(e)
-	limiter, ok := b.limits.Get(obj + "/" + e.Type)
+	// client-go's spam filter limits one object's Events of one type.
+	spamKey := objectKey(e) + "/" + e.Type
+	limiter, ok := b.limits.Get(spamKey)
 	if !ok {
 		limiter = rate.NewLimiter(rate.Every(spamInterval), spamBurst)
-		b.limits.Add(obj+"/"+e.Type, limiter)
+		b.limits.Add(spamKey, limiter)
 	}
 	if !limiter.(*rate.Limiter).AllowN(b.clock.Now(), 1) {
-		klog.V(4).InfoS("Too many Events about one object; dropping one", "object", obj, "reason", e.Reason)
+		klog.V(4).InfoS("Too many Events about one object; dropping one", "object", spamKey, "reason", e.Reason)
 		return
 	}
 
