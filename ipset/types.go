@@ -95,8 +95,8 @@ type Interface interface {
 	// DestroySet destroys a set; ErrNotFound when missing, ErrBusy when an
 	// iptables rule still references it.
 	DestroySet(name string) error
-	// Entries lists a set's members (empty when none); ErrNotFound when the
-	// set is missing.
+	// Entries lists a set's members (empty when none), in no particular
+	// order; ErrNotFound when the set is missing.
 	Entries(name string) ([]Entry, error)
 	// AddEntry adds a member; ErrExists when present, ErrNotFound when the
 	// set is missing, ErrInvalidEntry when it does not fit the set's type or

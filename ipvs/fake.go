@@ -23,14 +23,19 @@ type Fake struct {
 	mu         sync.Mutex
 	schedulers map[string]bool
 	services   map[VirtualServerKey]*fakeService
-	timeouts   Timeouts
-	writes     int
-	closed     bool
+	// listed is the virtual servers in listing order, nil after a change:
+	// a listing of an unchanged table is a copy, as cheap as the fakes of
+	// kube-proxy that the benchmarks run it beside.
+	listed   []VirtualServer
+	timeouts Timeouts
+	writes   int
+	closed   bool
 }
 
 type fakeService struct {
-	vs    VirtualServer
-	dests map[RealServerKey]*RealServer
+	vs VirtualServer
+	// dests are kept in listing order, so that a listing is a copy.
+	dests []RealServer
 	// stats and destStats are the traffic counters (AddTraffic).
 	stats     Stats
 	destStats map[RealServerKey]Stats
@@ -94,11 +99,11 @@ func (f *Fake) SetConnections(vs VirtualServerKey, rs RealServerKey, active, ina
 	if !ok {
 		return fmt.Errorf("set connections of %s of %s: virtual server %w", rs, vs, ErrNotFound)
 	}
-	d, ok := svc.dests[rs]
+	i, ok := svc.dest(rs)
 	if !ok {
 		return fmt.Errorf("set connections of %s of %s: real server %w", rs, vs, ErrNotFound)
 	}
-	d.ActiveConnections, d.InactiveConnections = active, inactive
+	svc.dests[i].ActiveConnections, svc.dests[i].InactiveConnections = active, inactive
 	return nil
 }
 
@@ -120,12 +125,20 @@ func (f *Fake) VirtualServers() ([]VirtualServer, error) {
 		return nil, err
 	}
 	defer f.mu.Unlock()
-	out := []VirtualServer{}
-	for _, s := range f.services {
-		out = append(out, s.vs)
+	if f.listed == nil {
+		f.listed = make([]VirtualServer, 0, len(f.services))
+		for _, s := range f.services {
+			f.listed = append(f.listed, s.vs)
+		}
+		sortVirtualServers(f.listed)
 	}
-	sortVirtualServers(out)
-	return out, nil
+	return append(make([]VirtualServer, 0, len(f.listed)), f.listed...), nil
+}
+
+// dest finds a real server in svc's sorted list: its index, or where it
+// would go.
+func (svc *fakeService) dest(key RealServerKey) (int, bool) {
+	return slices.BinarySearchFunc(svc.dests, key, func(d RealServer, k RealServerKey) int { return compareRealKeys(d.RealServerKey, k) })
 }
 
 func (f *Fake) AddVirtualServer(vs VirtualServer) error {
@@ -144,7 +157,8 @@ func (f *Fake) AddVirtualServer(vs VirtualServer) error {
 	if !f.schedulers[vs.Scheduler] {
 		return fmt.Errorf("add virtual server %s: scheduler %q: %w", vs.VirtualServerKey, vs.Scheduler, ErrNoScheduler)
 	}
-	f.services[vs.VirtualServerKey] = &fakeService{vs: vs, dests: map[RealServerKey]*RealServer{}, destStats: map[RealServerKey]Stats{}}
+	f.services[vs.VirtualServerKey] = &fakeService{vs: vs, destStats: map[RealServerKey]Stats{}}
+	f.listed = nil
 	return nil
 }
 
@@ -165,6 +179,7 @@ func (f *Fake) UpdateVirtualServer(vs VirtualServer) error {
 		return fmt.Errorf("update virtual server %s: scheduler %q: %w", vs.VirtualServerKey, vs.Scheduler, ErrNoScheduler)
 	}
 	svc.vs = vs
+	f.listed = nil
 	return nil
 }
 
@@ -181,6 +196,7 @@ func (f *Fake) DeleteVirtualServer(key VirtualServerKey) error {
 		return fmt.Errorf("delete virtual server %s: %w", key, ErrNotFound)
 	}
 	delete(f.services, key)
+	f.listed = nil
 	return nil
 }
 
@@ -197,12 +213,7 @@ func (f *Fake) RealServers(key VirtualServerKey) ([]RealServer, error) {
 	if !ok {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, ErrNotFound)
 	}
-	out := make([]RealServer, 0, len(svc.dests))
-	for _, d := range svc.dests {
-		out = append(out, *d)
-	}
-	sortRealServers(out)
-	return out, nil
+	return append(make([]RealServer, 0, len(svc.dests)), svc.dests...), nil
 }
 
 func (f *Fake) ListedRealServers(key VirtualServerKey) ([]RealServer, error) {
@@ -226,10 +237,11 @@ func (f *Fake) AddRealServer(vs VirtualServerKey, rs RealServer) error {
 	if !ok {
 		return fmt.Errorf("add real server %s to %s: virtual server %w", rs.RealServerKey, vs, ErrNotFound)
 	}
-	if _, ok := svc.dests[rs.RealServerKey]; ok {
+	i, ok := svc.dest(rs.RealServerKey)
+	if ok {
 		return fmt.Errorf("add real server %s to %s: %w", rs.RealServerKey, vs, ErrExists)
 	}
-	svc.dests[rs.RealServerKey] = &rs
+	svc.dests = slices.Insert(svc.dests, i, rs)
 	return nil
 }
 
@@ -246,12 +258,12 @@ func (f *Fake) UpdateRealServer(vs VirtualServerKey, rs RealServer) error {
 	if !ok {
 		return fmt.Errorf("update real server %s of %s: virtual server %w", rs.RealServerKey, vs, ErrNotFound)
 	}
-	d, ok := svc.dests[rs.RealServerKey]
+	i, ok := svc.dest(rs.RealServerKey)
 	if !ok {
 		return fmt.Errorf("update real server %s of %s: %w", rs.RealServerKey, vs, ErrNotFound)
 	}
 	// Like the kernel, keep the connection counters: they belong to traffic.
-	d.Weight = rs.Weight
+	svc.dests[i].Weight = rs.Weight
 	return nil
 }
 
@@ -268,10 +280,11 @@ func (f *Fake) DeleteRealServer(vs VirtualServerKey, key RealServerKey) error {
 	if !ok {
 		return fmt.Errorf("delete real server %s of %s: virtual server %w", key, vs, ErrNotFound)
 	}
-	if _, ok := svc.dests[key]; !ok {
+	i, ok := svc.dest(key)
+	if !ok {
 		return fmt.Errorf("delete real server %s of %s: %w", key, vs, ErrNotFound)
 	}
-	delete(svc.dests, key)
+	svc.dests = slices.Delete(svc.dests, i, i+1)
 	delete(svc.destStats, key) // a real server added again starts from zero, as in the kernel
 	return nil
 }
@@ -334,9 +347,8 @@ func (f *Fake) Dump() string {
 			fmt.Fprintf(&b, " persistent %d", svc.vs.PersistenceTimeout/time.Second)
 		}
 		b.WriteByte('\n')
-		for _, rk := range slices.SortedFunc(maps.Keys(svc.dests), compareRealKeys) {
-			d := svc.dests[rk]
-			fmt.Fprintf(&b, "  -> %s weight %d", rk, d.Weight)
+		for _, d := range svc.dests {
+			fmt.Fprintf(&b, "  -> %s weight %d", d.RealServerKey, d.Weight)
 			if d.ActiveConnections != 0 || d.InactiveConnections != 0 {
 				fmt.Fprintf(&b, " active %d inactive %d", d.ActiveConnections, d.InactiveConnections)
 			}

@@ -151,3 +151,51 @@ func TestParseSchedulerFlags(t *testing.T) {
 		t.Errorf("For: %s", s)
 	}
 }
+
+// The listings are kept between writes (a copy of an unchanged table is
+// what a benchmark's re-check costs): every kind of write must show in the
+// next listing, and what a caller does with a listing must not.
+func TestFakeListingsFollowEveryWriteAndAreCopies(t *testing.T) {
+	f := NewFake()
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: udp80, Scheduler: "rr"}))
+	wantListed(t, f, "UDP 192.0.2.10:80 rr")
+	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+	wantListed(t, f, "TCP 192.0.2.10:80 rr", "UDP 192.0.2.10:80 rr")
+	ok(t, f.UpdateVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "wrr"}))
+	vss := wantListed(t, f, "TCP 192.0.2.10:80 wrr", "UDP 192.0.2.10:80 rr")
+	vss[0].Scheduler = "sh"
+	wantListed(t, f, "TCP 192.0.2.10:80 wrr", "UDP 192.0.2.10:80 rr")
+	ok(t, f.DeleteVirtualServer(udp80))
+	wantListed(t, f, "TCP 192.0.2.10:80 wrr")
+
+	ok(t, f.AddRealServer(tcp80, rs(rip4b, 8080, 1)))
+	wantRealServers(t, f, tcp80, rs(rip4b, 8080, 1))
+	ok(t, f.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+	wantRealServers(t, f, tcp80, rs(rip4a, 8080, 1), rs(rip4b, 8080, 1))
+	got, err := f.RealServers(tcp80)
+	ok(t, err)
+	got[0].Weight = 9
+	wantRealServers(t, f, tcp80, rs(rip4a, 8080, 1), rs(rip4b, 8080, 1))
+	ok(t, f.UpdateRealServer(tcp80, rs(rip4b, 8080, 0)))
+	ok(t, f.SetConnections(tcp80, RealServerKey{Address: rip4a, Port: 8080}, 3, 4))
+	busy := rs(rip4a, 8080, 1)
+	busy.ActiveConnections, busy.InactiveConnections = 3, 4
+	wantRealServers(t, f, tcp80, busy, rs(rip4b, 8080, 0))
+	ok(t, f.DeleteRealServer(tcp80, RealServerKey{Address: rip4a, Port: 8080}))
+	wantRealServers(t, f, tcp80, rs(rip4b, 8080, 0))
+	wantErr(t, f.DeleteRealServer(tcp80, RealServerKey{Address: rip4a, Port: 8080}), ErrNotFound)
+}
+
+func wantListed(t *testing.T, f *Fake, want ...string) []VirtualServer {
+	t.Helper()
+	vss, err := f.VirtualServers()
+	ok(t, err)
+	var got []string
+	for _, vs := range vss {
+		got = append(got, vs.VirtualServerKey.String()+" "+vs.Scheduler)
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("VirtualServers() =\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	return vss
+}

@@ -102,8 +102,8 @@ func (f *Fake) RealServerStats(key VirtualServerKey) (map[RealServerKey]Stats, e
 		return nil, fmt.Errorf("read real server stats of %s: %w", key, ErrNotFound)
 	}
 	out := map[RealServerKey]Stats{}
-	for k := range svc.dests {
-		out[k] = svc.destStats[k]
+	for _, d := range svc.dests {
+		out[d.RealServerKey] = svc.destStats[d.RealServerKey]
 	}
 	return out, nil
 }
@@ -122,7 +122,7 @@ func (f *Fake) AddTraffic(vs VirtualServerKey, rs RealServerKey, s Stats) error 
 	if !ok {
 		return fmt.Errorf("add traffic to %s of %s: virtual server %w", rs, vs, ErrNotFound)
 	}
-	if _, ok := svc.dests[rs]; !ok {
+	if _, ok := svc.dest(rs); !ok {
 		return fmt.Errorf("add traffic to %s of %s: real server %w", rs, vs, ErrNotFound)
 	}
 	svc.stats = svc.stats.Add(s)
