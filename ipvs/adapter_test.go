@@ -154,17 +154,28 @@ var adapterCases = []adapterCase{
 		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
 		ok(t, a.AddRealServer(tcp80, rs(rip4b, 8080, 1)))
 		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 2)))
-		got, err := a.ListedRealServers(tcp80)
+		want := []RealServer{rs(rip4a, 8080, 2), rs(rip4b, 8080, 1)}
+		same := func(a, b RealServer) bool { return a.RealServerKey == b.RealServerKey && a.Weight == b.Weight }
+		got, err := a.ListedRealServers(tcp80, nil)
 		ok(t, err)
-		if want := []RealServer{rs(rip4a, 8080, 2), rs(rip4b, 8080, 1)}; !slices.EqualFunc(got, want, func(a, b RealServer) bool { return a.RealServerKey == b.RealServerKey && a.Weight == b.Weight }) {
-			t.Fatalf("ListedRealServers(%s) = %v, want %v", tcp80, got, want)
+		if !slices.EqualFunc(got, want, same) {
+			t.Fatalf("ListedRealServers(%s, nil) = %v, want %v", tcp80, got, want)
+		}
+		// Into lent room: the same list, in that room.
+		room := make([]RealServer, 5, 8)
+		got, err = a.ListedRealServers(tcp80, room)
+		ok(t, err)
+		if !slices.EqualFunc(got, want, same) || &got[0] != &room[0] {
+			t.Fatalf("ListedRealServers(%s, room) = %v (in the room: %v), want %v in it", tcp80, got, &got[0] == &room[0], want)
 		}
 		// The kernel's dump of a virtual server that does not exist is
 		// empty, not an error: RealServers is the one that can tell.
-		got, err = a.ListedRealServers(udp80)
-		ok(t, err)
-		if got == nil || len(got) != 0 {
-			t.Fatalf("ListedRealServers(missing %s) = %#v, want an empty slice", udp80, got)
+		for _, into := range [][]RealServer{nil, room} {
+			got, err = a.ListedRealServers(udp80, into)
+			ok(t, err)
+			if got == nil || len(got) != 0 {
+				t.Fatalf("ListedRealServers(missing %s) = %#v, want an empty slice", udp80, got)
+			}
 		}
 		_, err = a.RealServers(udp80)
 		wantErr(t, err, ErrNotFound)
@@ -294,10 +305,12 @@ func wantErr(t *testing.T, err, sentinel error) {
 	}
 }
 
+// wantVirtualServers: a listing holds want, in any order (want is sorted).
 func wantVirtualServers(t *testing.T, a Interface, want ...VirtualServer) {
 	t.Helper()
 	got, err := a.VirtualServers()
 	ok(t, err)
+	sortVirtualServers(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("VirtualServers() =\n  %v\nwant\n  %v", got, want)
 	}

@@ -134,7 +134,14 @@ func (d *dumper) virtualServers() ([]VirtualServer, error) {
 	return out, err
 }
 
-func (d *dumper) realServers(key VirtualServerKey) ([]RealServer, error) {
+// realServers appends to into[:0], or (into nil) returns a new slice of
+// the list's length.
+func (d *dumper) realServers(key VirtualServerKey, into []RealServer) ([]RealServer, error) {
+	if into != nil {
+		into = into[:0]
+		err := d.eachRealServer(key, func(rs RealServer, _ Stats) { into = append(into, rs) })
+		return into, err
+	}
 	d.scratch = d.scratch[:0]
 	err := d.eachRealServer(key, func(rs RealServer, _ Stats) { d.scratch = append(d.scratch, rs) })
 	if err != nil {

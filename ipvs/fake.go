@@ -130,7 +130,6 @@ func (f *Fake) VirtualServers() ([]VirtualServer, error) {
 		for _, s := range f.services {
 			f.listed = append(f.listed, s.vs)
 		}
-		sortVirtualServers(f.listed)
 	}
 	return append(make([]VirtualServer, 0, len(f.listed)), f.listed...), nil
 }
@@ -201,6 +200,23 @@ func (f *Fake) DeleteVirtualServer(key VirtualServerKey) error {
 }
 
 func (f *Fake) RealServers(key VirtualServerKey) ([]RealServer, error) {
+	return f.listRealServers(key, nil)
+}
+
+func (f *Fake) ListedRealServers(key VirtualServerKey, into []RealServer) ([]RealServer, error) {
+	if into == nil {
+		into = []RealServer{}
+	}
+	rss, err := f.listRealServers(key, into)
+	if errors.Is(err, ErrNotFound) {
+		return into[:0], nil // as the kernel's dump of a missing one
+	}
+	return rss, err
+}
+
+// listRealServers puts the list in into's room, or (into nil) in a new
+// slice of its length.
+func (f *Fake) listRealServers(key VirtualServerKey, into []RealServer) ([]RealServer, error) {
 	if err := f.begin(false); err != nil {
 		return nil, err
 	}
@@ -213,15 +229,10 @@ func (f *Fake) RealServers(key VirtualServerKey) ([]RealServer, error) {
 	if !ok {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, ErrNotFound)
 	}
-	return append(make([]RealServer, 0, len(svc.dests)), svc.dests...), nil
-}
-
-func (f *Fake) ListedRealServers(key VirtualServerKey) ([]RealServer, error) {
-	rss, err := f.RealServers(key)
-	if errors.Is(err, ErrNotFound) {
-		return []RealServer{}, nil // as the kernel's dump of a missing one
+	if into == nil {
+		into = make([]RealServer, 0, len(svc.dests))
 	}
-	return rss, err
+	return append(into[:0], svc.dests...), nil
 }
 
 func (f *Fake) AddRealServer(vs VirtualServerKey, rs RealServer) error {

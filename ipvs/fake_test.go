@@ -190,6 +190,7 @@ func wantListed(t *testing.T, f *Fake, want ...string) []VirtualServer {
 	t.Helper()
 	vss, err := f.VirtualServers()
 	ok(t, err)
+	sortVirtualServers(vss)
 	var got []string
 	for _, vs := range vss {
 		got = append(got, vs.VirtualServerKey.String()+" "+vs.Scheduler)

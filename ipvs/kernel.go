@@ -108,7 +108,6 @@ func (k *kernel) VirtualServers() ([]VirtualServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
-	sortVirtualServers(out)
 	return out, nil
 }
 
@@ -164,16 +163,21 @@ func (k *kernel) DeleteVirtualServer(key VirtualServerKey) error {
 // dump answers an unknown one with an empty list, not an error, and
 // ErrNotFound must tell the two apart.
 func (k *kernel) RealServers(key VirtualServerKey) ([]RealServer, error) {
-	return k.listRealServers(key, true)
+	return k.listRealServers(key, true, nil)
 }
 
 // ListedRealServers is the destination dump alone: a virtual server that
 // does not exist answers an empty list.
-func (k *kernel) ListedRealServers(key VirtualServerKey) ([]RealServer, error) {
-	return k.listRealServers(key, false)
+func (k *kernel) ListedRealServers(key VirtualServerKey, into []RealServer) ([]RealServer, error) {
+	if into == nil {
+		into = []RealServer{}
+	}
+	return k.listRealServers(key, false, into)
 }
 
-func (k *kernel) listRealServers(key VirtualServerKey, askServiceFirst bool) ([]RealServer, error) {
+// listRealServers puts the list in into's room, or (into nil) in a new
+// slice of its length.
+func (k *kernel) listRealServers(key VirtualServerKey, askServiceFirst bool, into []RealServer) ([]RealServer, error) {
 	key, err := key.canonical()
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, err)
@@ -188,7 +192,7 @@ func (k *kernel) listRealServers(key VirtualServerKey, askServiceFirst bool) ([]
 			return nil, fmt.Errorf("list real servers of %s: %w", key, serviceError(err))
 		}
 	}
-	out, err := k.dump.realServers(key)
+	out, err := k.dump.realServers(key, into)
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, destinationError(err))
 	}

@@ -187,7 +187,8 @@ func TestDumpAgreesWithMobyIPVS(t *testing.T) {
 			})
 		}
 		sortRealServers(want)
-		for name, list := range map[string]func(VirtualServerKey) ([]RealServer, error){"RealServers": a.RealServers, "ListedRealServers": a.ListedRealServers} {
+		listed := func(k VirtualServerKey) ([]RealServer, error) { return a.ListedRealServers(k, make([]RealServer, 3)) }
+		for name, list := range map[string]func(VirtualServerKey) ([]RealServer, error){"RealServers": a.RealServers, "ListedRealServers": listed} {
 			got, err := list(vs.VirtualServerKey)
 			ok(t, err)
 			if !slices.Equal(got, want) {

@@ -2,8 +2,8 @@ package ipvs
 
 import "slices"
 
-// The order in which both implementations list virtual and real servers,
-// so that listings and Fake.Dump are stable.
+// The order in which both implementations list real servers, and in which
+// Fake.Dump and the tests put virtual servers.
 
 func sortVirtualServers(vss []VirtualServer) {
 	slices.SortFunc(vss, func(a, b VirtualServer) int { return compareKeys(a.VirtualServerKey, b.VirtualServerKey) })

@@ -13,7 +13,7 @@ func (Unavailable) AddVirtualServer(VirtualServer) error               { return 
 func (Unavailable) UpdateVirtualServer(VirtualServer) error            { return ErrUnsupported }
 func (Unavailable) DeleteVirtualServer(VirtualServerKey) error         { return ErrUnsupported }
 func (Unavailable) RealServers(VirtualServerKey) ([]RealServer, error) { return nil, ErrUnsupported }
-func (Unavailable) ListedRealServers(VirtualServerKey) ([]RealServer, error) {
+func (Unavailable) ListedRealServers(VirtualServerKey, []RealServer) ([]RealServer, error) {
 	return nil, ErrUnsupported
 }
 func (Unavailable) AddRealServer(VirtualServerKey, RealServer) error { return ErrUnsupported }

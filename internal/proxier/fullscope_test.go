@@ -268,3 +268,40 @@ func TestFullReadSharesTheDesiredRealServersItFindsInStep(t *testing.T) {
 		t.Fatalf("%s with a real server removed behind its back: read as %+v, want its own list of %d", webVS, kv, len(rss)-1)
 	}
 }
+
+// A full read lends one slice to every virtual server's listing: each that
+// differs from the desired state must keep a list of its own, or the next
+// listing would overwrite it and the writer loop compare the wrong servers.
+func TestFullSyncRestoresTwoVirtualServersChangedDifferently(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	api := servicetest.Service("api", "10.96.0.11")
+	p.Tracker().SetService(api)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(api, "api-a", 8080, "10.244.1.7@node1", "10.244.1.8@node1", "10.244.1.9@node1"))
+	mustSync(t, p)
+	want := fk.ipvs.Dump()
+	webRSS, err := fk.ipvs.RealServers(webVS)
+	if err != nil || len(webRSS) != 1 {
+		t.Fatalf("real servers of %s: %v %v", webVS, webRSS, err)
+	}
+	apiVS := webVSFor("10.96.0.11")
+	apiRSS, err := fk.ipvs.RealServers(apiVS)
+	if err != nil || len(apiRSS) != 3 {
+		t.Fatalf("real servers of %s: %v %v", apiVS, apiRSS, err)
+	}
+	// web (listed first) gains a second real server; api loses its first.
+	extra := ipvs.RealServer{RealServerKey: ipvs.RealServerKey{Address: netip.MustParseAddr("10.244.1.6"), Port: 8080}, Weight: 1}
+	if err := fk.ipvs.AddRealServer(webVS, extra); err != nil {
+		t.Fatal(err)
+	}
+	if err := fk.ipvs.DeleteRealServer(apiVS, apiRSS[0].RealServerKey); err != nil {
+		t.Fatal(err)
+	}
+	p.RequestFullSync()
+	if res := mustSync(t, p); !res.Full || res.Writes != 2 {
+		t.Fatalf("full=%v writes=%d, want a full sync removing one real server and adding one", res.Full, res.Writes)
+	}
+	if got := fk.ipvs.Dump(); got != want {
+		t.Fatalf("after the full sync:\n%s\nwant\n%s", got, want)
+	}
+}

@@ -124,18 +124,28 @@ func (l *realServerList) remove(k ipvs.RealServerKey) {
 // readVirtualServer is vs as the kernel holds it, its real servers listed.
 // When they are exactly the desired state's (want, possibly nil), the view
 // takes want's list, as the writer loop would on comparing them
-// (sameRealServers), and lets go of what it read at once: a full read of
-// 10,000 virtual servers otherwise held every real server twice until the
-// loop reached each, 6 MB at 10 a virtual server, which the collector's
-// heap goal multiplied into the daemon's peak.
-func readVirtualServer(k adapters.Kernel, vs ipvs.VirtualServer, want *ipvsproxy.VirtualServerState) (kernelVirtualServer, error) {
-	rss, err := listedRealServers(k, vs.VirtualServerKey)
+// (sameRealServers): a full read of 10,000 virtual servers otherwise held
+// every real server twice until the loop reached each, 6 MB at 10 a
+// virtual server, which the collector's heap goal multiplied into the
+// daemon's peak. The list is read into room (nil: none), which a caller
+// reading many lends to each; only a list that differs is copied out of it.
+func readVirtualServer(k adapters.Kernel, vs ipvs.VirtualServer, want *ipvsproxy.VirtualServerState, room *[]ipvs.RealServer) (kernelVirtualServer, error) {
+	var into []ipvs.RealServer
+	if room != nil {
+		into = *room
+	}
+	rss, err := listedRealServers(k, vs.VirtualServerKey, into)
 	if err != nil {
 		return kernelVirtualServer{}, err
+	}
+	if room != nil {
+		*room = rss // the same room, or larger
 	}
 	read := kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
 	if want != nil && sameRealServers(read.realServers, want.RealServers) {
 		read.shareRealServers(want.RealServers)
+	} else if room != nil {
+		read.realServers = slices.Clone(read.realServers)
 	}
 	return read, nil
 }
@@ -255,12 +265,13 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 	view.virtualServers = recycled.virtualServersFor(len(all))
 	// One allocation for all, most of them ours.
 	kept := make([]kernelVirtualServer, 0, len(all))
+	var room []ipvs.RealServer
 	for _, vs := range all {
 		if !owner.owns(vs.VirtualServerKey, cfg) {
 			view.foreign[vs.VirtualServerKey] = true
 			continue
 		}
-		read, err := readVirtualServer(k, vs, desired.Winner(vs.VirtualServerKey))
+		read, err := readVirtualServer(k, vs, desired.Winner(vs.VirtualServerKey), &room)
 		if errors.Is(err, ipvs.ErrNotFound) {
 			continue // deleted meanwhile by someone else
 		}
@@ -331,8 +342,8 @@ func (r recycledView) setFor(name string, n int) *ipset.EntryMap[struct{}] {
 // virtual server). Only an empty answer, which is also what the kernel says
 // of a virtual server deleted meanwhile, is asked again the way that tells
 // the two apart.
-func listedRealServers(k adapters.Kernel, key ipvs.VirtualServerKey) ([]ipvs.RealServer, error) {
-	rss, err := k.IPVS.ListedRealServers(key)
+func listedRealServers(k adapters.Kernel, key ipvs.VirtualServerKey, into []ipvs.RealServer) ([]ipvs.RealServer, error) {
+	rss, err := k.IPVS.ListedRealServers(key, into)
 	if err == nil && len(rss) == 0 {
 		return k.IPVS.RealServers(key)
 	}

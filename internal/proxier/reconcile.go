@@ -405,9 +405,10 @@ func drainingCount(d map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time)
 // have.
 func adoptDraining(view *kernelView, desired *ipvsproxy.DesiredState, draining map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time, deadline time.Time) {
 	for k, kvs := range view.virtualServers {
-		// The scan of the list first: it is cheaper than the lookup of
-		// the desired state, and almost never finds one.
-		if k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
+		// A list the read found in step (shared) holds only wanted real
+		// servers. The scan of the others first: it is cheaper than the
+		// lookup of the desired state, and almost never finds one.
+		if kvs.shared || k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
 			continue
 		}
 		want := desired.VirtualServer(k)

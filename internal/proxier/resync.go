@@ -93,7 +93,7 @@ func (r *reconciler) refresh(t ipvsproxy.Touched, share int) (resynced int) {
 			delete(r.view.virtualServers, k)
 			delete(r.view.foreign, k)
 		case r.view.isRecorded(k):
-			read, err := readVirtualServer(r.k, vs, r.desired.Winner(k))
+			read, err := readVirtualServer(r.k, vs, r.desired.Winner(k), nil)
 			if err != nil {
 				continue
 			}
@@ -121,6 +121,7 @@ func (r *reconciler) resyncShare(share int, present map[ipvs.VirtualServerKey]ip
 		}
 	}
 	read := 0
+	var room []ipvs.RealServer
 	for k := range r.desired.VirtualServerKeys() {
 		if shareOf(k, shares) != share {
 			continue
@@ -134,7 +135,7 @@ func (r *reconciler) resyncShare(share int, present map[ipvs.VirtualServerKey]ip
 		case !r.view.isRecorded(k):
 			// Not ours, new since the full sync, which decides.
 		default:
-			kv, err := readVirtualServer(r.k, vs, r.desired.Winner(k))
+			kv, err := readVirtualServer(r.k, vs, r.desired.Winner(k), &room)
 			if err != nil {
 				continue // gone meanwhile: the next list finds it missing
 			}

@@ -97,9 +97,9 @@ func (t timedIPVS) RealServers(k ipvs.VirtualServerKey) ([]ipvs.RealServer, erro
 	defer t.c.since("ipvs RealServers", time.Now())
 	return t.Interface.RealServers(k)
 }
-func (t timedIPVS) ListedRealServers(k ipvs.VirtualServerKey) ([]ipvs.RealServer, error) {
+func (t timedIPVS) ListedRealServers(k ipvs.VirtualServerKey, into []ipvs.RealServer) ([]ipvs.RealServer, error) {
 	defer t.c.since("ipvs ListedRealServers", time.Now())
-	return t.Interface.ListedRealServers(k)
+	return t.Interface.ListedRealServers(k, into)
 }
 func (t timedIPVS) AddRealServer(k ipvs.VirtualServerKey, rs ipvs.RealServer) error {
 	defer t.c.since("ipvs AddRealServer", time.Now())
