@@ -129,16 +129,22 @@ func (k *Kernel) DestroySet(name string) error {
 }
 
 func (k *Kernel) Entries(name string) ([]Entry, error) {
-	if name == "" {
-		return nil, fmt.Errorf("list entries of an ip set without a name: %w", ErrNotFound)
-	}
 	entries := []Entry{}
-	err := k.dump.list(name, false, k.remember, func(e Entry) { entries = append(entries, e) })
-	if err != nil {
-		k.forget(name)
-		return nil, fmt.Errorf("list entries of ip set %s: %w", name, mapError(err, false))
+	if err := k.EachEntry(name, func(e Entry) { entries = append(entries, e) }); err != nil {
+		return nil, err
 	}
 	return entries, nil
+}
+
+func (k *Kernel) EachEntry(name string, fn func(Entry)) error {
+	if name == "" {
+		return fmt.Errorf("list entries of an ip set without a name: %w", ErrNotFound)
+	}
+	if err := k.dump.list(name, false, k.remember, fn); err != nil {
+		k.forget(name)
+		return fmt.Errorf("list entries of ip set %s: %w", name, mapError(err, false))
+	}
+	return nil
 }
 
 func (k *Kernel) AddEntry(name string, e Entry) error {

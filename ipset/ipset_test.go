@@ -152,6 +152,15 @@ func entries(t *testing.T, ip Interface, name string) []string {
 		out = append(out, e.String(typ))
 	}
 	sort.Strings(out)
+	// EachEntry reads the same members.
+	each := []string{}
+	if err := ip.EachEntry(name, func(e Entry) { each = append(each, e.String(typ)) }); err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(each)
+	if !reflect.DeepEqual(each, out) {
+		t.Fatalf("EachEntry(%s) read %q, Entries %q", name, each, out)
+	}
 	return out
 }
 
@@ -271,6 +280,7 @@ func TestSets(t *testing.T) {
 			wantErr(t, "delete", b.DeleteEntry("nope", e), ErrNotFound)
 			_, err := b.Entries("nope")
 			wantErr(t, "entries", err, ErrNotFound)
+			wantErr(t, "each entry", b.EachEntry("nope", func(Entry) { t.Error("a member of a missing set") }), ErrNotFound)
 			wantErr(t, "destroy", b.DestroySet("nope"), ErrNotFound)
 		}},
 		{"entries that do not fit", func(t *testing.T, b backend) {

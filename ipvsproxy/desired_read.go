@@ -70,6 +70,9 @@ func (d *DesiredState) UnwantedEntries(set string, have *ipset.EntryMap[struct{}
 // SetEntryCount is how many set members are wanted.
 func (d *DesiredState) SetEntryCount() int { return d.entryCount }
 
+// SetMemberCount is how many members set is to hold.
+func (d *DesiredState) SetMemberCount(set string) int { return d.entryRefs[set].Len() }
+
 // SetEntryRefs is how many virtual servers want the member k.
 func (d *DesiredState) SetEntryRefs(k SetEntryKey) int {
 	n, _ := d.entryRefs[k.Set].Get(k.Entry)

@@ -240,13 +240,11 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 			}
 			continue
 		}
-		entries, err := k.IPSet.Entries(want.Name)
-		if err != nil {
+		// Read straight into the view's map, sized for what the set is
+		// to hold (in step, what it holds).
+		members := recycled.setFor(want.Name, desired.SetMemberCount(want.Name))
+		if err := k.IPSet.EachEntry(want.Name, func(e ipset.Entry) { members.Put(e, struct{}{}) }); err != nil {
 			return nil, fmt.Errorf("list ipset %s: %w", want.Name, err)
-		}
-		members := recycled.setFor(want.Name, len(entries))
-		for _, e := range entries {
-			members.Put(e, struct{}{})
 		}
 		view.sets[want.Name] = members
 	}

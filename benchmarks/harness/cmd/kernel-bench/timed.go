@@ -185,6 +185,10 @@ func (t timedIPSet) Entries(name string) ([]ipset.Entry, error) {
 	defer t.c.since("ipset Entries", time.Now())
 	return t.Interface.Entries(name)
 }
+func (t timedIPSet) EachEntry(name string, fn func(ipset.Entry)) error {
+	defer t.c.since("ipset EachEntry", time.Now())
+	return t.Interface.EachEntry(name, fn)
+}
 func (t timedIPSet) AddEntry(name string, e ipset.Entry) error {
 	defer t.c.since("ipset AddEntry", time.Now())
 	return t.Interface.AddEntry(name, e)
