@@ -116,9 +116,10 @@ echo "wrote $out"
 # The cold syncs per shape: the median of each side's processes, and ours against the floor's.
 cold() { grep -ho '"cold full sync":\[[0-9.]*' "$@" | sed 's/.*\[//' | sort -n; }
 median() { awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
+# A run without the floor (IPVSPROXY_BENCH_MODES="ours kube-proxy") has no line, and no error.
 for n in ${shapes[*]}; do
-	floor=$(cold "$work"/results/floor-"$n"-*.json 2>/dev/null | median)
-	ours=$(cold "$work"/results/ours-"$n"-*.json 2>/dev/null | median)
+	floor=$(cold "$work"/results/floor-"$n"-*.json 2>/dev/null | median || true)
+	ours=$(cold "$work"/results/ours-"$n"-*.json 2>/dev/null | median || true)
 	[[ -n $floor && -n $ours ]] || continue
 	echo "cold sync, $n Services: floor $(cold "$work"/results/floor-"$n"-*.json | tr '\n' ' ')ms, ours $(cold "$work"/results/ours-"$n"-*.json | tr '\n' ' ')ms; medians $floor / $ours ms, ours $(awk -v a="$ours" -v b="$floor" 'BEGIN {printf "%.2f", a / b}')x the floor"
 done
