@@ -23,9 +23,9 @@ type Fake struct {
 	mu         sync.Mutex
 	schedulers map[string]bool
 	services   map[VirtualServerKey]*fakeService
-	// listed is the virtual servers in listing order, nil after a change:
-	// a listing of an unchanged table is a copy, as cheap as the fakes of
-	// kube-proxy that the benchmarks run it beside.
+	// listed is the last listing of the virtual servers, nil after a
+	// change: a listing of an unchanged table is a copy, as cheap as the
+	// fakes of kube-proxy that the benchmarks run it beside.
 	listed   []VirtualServer
 	timeouts Timeouts
 	writes   int
