@@ -23,13 +23,9 @@ type Fake struct {
 	mu         sync.Mutex
 	schedulers map[string]bool
 	services   map[VirtualServerKey]*fakeService
-	// listed is the last listing of the virtual servers, nil after a
-	// change: a listing of an unchanged table is a copy, as cheap as the
-	// fakes of kube-proxy that the benchmarks run it beside.
-	listed   []VirtualServer
-	timeouts Timeouts
-	writes   int
-	closed   bool
+	timeouts   Timeouts
+	writes     int
+	closed     bool
 }
 
 type fakeService struct {
@@ -125,13 +121,11 @@ func (f *Fake) VirtualServers() ([]VirtualServer, error) {
 		return nil, err
 	}
 	defer f.mu.Unlock()
-	if f.listed == nil {
-		f.listed = make([]VirtualServer, 0, len(f.services))
-		for _, s := range f.services {
-			f.listed = append(f.listed, s.vs)
-		}
+	out := make([]VirtualServer, 0, len(f.services))
+	for _, s := range f.services {
+		out = append(out, s.vs)
 	}
-	return append(make([]VirtualServer, 0, len(f.listed)), f.listed...), nil
+	return out, nil
 }
 
 // dest finds a real server in svc's sorted list: its index, or where it
@@ -157,7 +151,6 @@ func (f *Fake) AddVirtualServer(vs VirtualServer) error {
 		return fmt.Errorf("add virtual server %s: scheduler %q: %w", vs.VirtualServerKey, vs.Scheduler, ErrNoScheduler)
 	}
 	f.services[vs.VirtualServerKey] = &fakeService{vs: vs, destStats: map[RealServerKey]Stats{}}
-	f.listed = nil
 	return nil
 }
 
@@ -178,7 +171,6 @@ func (f *Fake) UpdateVirtualServer(vs VirtualServer) error {
 		return fmt.Errorf("update virtual server %s: scheduler %q: %w", vs.VirtualServerKey, vs.Scheduler, ErrNoScheduler)
 	}
 	svc.vs = vs
-	f.listed = nil
 	return nil
 }
 
@@ -195,7 +187,6 @@ func (f *Fake) DeleteVirtualServer(key VirtualServerKey) error {
 		return fmt.Errorf("delete virtual server %s: %w", key, ErrNotFound)
 	}
 	delete(f.services, key)
-	f.listed = nil
 	return nil
 }
 

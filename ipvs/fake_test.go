@@ -152,9 +152,9 @@ func TestParseSchedulerFlags(t *testing.T) {
 	}
 }
 
-// The listings are kept between writes (a copy of an unchanged table is
-// what a benchmark's re-check costs): every kind of write must show in the
-// next listing, and what a caller does with a listing must not.
+// The real servers are kept sorted as they are written (so that a listing
+// is a copy): every kind of write must show in the next listing, and what a
+// caller does with a listing must not.
 func TestFakeListingsFollowEveryWriteAndAreCopies(t *testing.T) {
 	f := NewFake()
 	ok(t, f.AddVirtualServer(VirtualServer{VirtualServerKey: udp80, Scheduler: "rr"}))
