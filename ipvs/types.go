@@ -30,9 +30,9 @@ func (p Protocol) String() string {
 
 // VirtualServerKey identifies a virtual server the way the kernel does.
 type VirtualServerKey struct {
-	Protocol Protocol
 	Address  netip.Addr
 	Port     uint16
+	Protocol Protocol
 }
 
 // String renders the key as "TCP 10.96.0.10:80" or "UDP [fd00::a]:53".
