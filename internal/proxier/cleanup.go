@@ -41,10 +41,7 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 			fail(fmt.Errorf("list ipset %s: %w", s.Name, err))
 			continue
 		}
-		members[s.Name] = ipset.NewEntryMap[struct{}](len(entries))
-		for _, e := range entries {
-			members[s.Name].Put(e, struct{}{})
-		}
+		members[s.Name] = entryMapOf(entries)
 	}
 	routes, err := ownRoutes(k)
 	if err != nil {

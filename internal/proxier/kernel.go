@@ -241,20 +241,23 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 			continue
 		}
 		// Read straight into the view's map, sized for what the set is
-		// to hold (in step, what it holds).
-		members := recycled.setFor(want.Name, desired.SetMemberCount(want.Name))
+		// to hold (in step, what it holds). A record set holds one member
+		// per virtual server of its family, which the desired state does
+		// not count as members: sized at none, its map was grown anew at
+		// every full read.
+		size := desired.SetMemberCount(want.Name)
+		if owned.BaseName(want.Name) == owned.SetOwned {
+			size = desired.VirtualServerCount()
+		}
+		members := recycled.setFor(want.Name, size)
 		if err := k.IPSet.EachEntry(want.Name, func(e ipset.Entry) { members.Put(e, struct{}{}) }); err != nil {
 			return nil, fmt.Errorf("list ipset %s: %w", want.Name, err)
 		}
 		view.sets[want.Name] = members
 	}
 	owner := readOwnership(cfg, present, view.sets, routes, addrs, services, wasOurs)
-	for _, entries := range oldRecords {
-		for _, e := range entries {
-			if key, ok := owned.RecordKey(e); ok {
-				owner.recorded[key] = true
-			}
-		}
+	for name, entries := range oldRecords {
+		owner.records[name] = entryMapOf(entries)
 	}
 	all, err := k.IPVS.VirtualServers()
 	if err != nil {

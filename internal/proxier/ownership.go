@@ -32,8 +32,10 @@ func recordEntry(k ipvs.VirtualServerKey) ipvsproxy.SetEntry {
 
 // ownership is what decides which virtual servers are the proxier's.
 type ownership struct {
-	// recorded are the keys in KUBE-IPVS-OWNED.
-	recorded map[ipvs.VirtualServerKey]bool
+	// records are the members of KUBE-IPVS-OWNED, by set name (one set
+	// per family), looked up as they are: at 10,000 Services a map of every
+	// recorded key, built on every full read, cost more than the lookups.
+	records map[string]*ipset.EntryMap[struct{}]
 	// legacy is set when no record set exists but an older ipvsproxy's
 	// sets do: that version kept no record, and its virtual servers were
 	// those on kube-ipvs0 addresses or on node addresses with a port in the
@@ -100,12 +102,23 @@ func (o *ownership) recovered(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) boo
 	return o.bound[a] || slices.ContainsFunc(o.routes, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
+// isRecorded reports whether a record set holds k's record.
+func (o *ownership) isRecorded(k ipvs.VirtualServerKey) bool {
+	set, e := owned.Record(k)
+	return o.records[set].Has(e)
+}
+
 // owns reports whether the proxier created the virtual server k. One it
 // recorded stays its own inside --ipvs-exclude-cidrs too (a Service there
 // is still served; the ranges only forbid deleting what nobody wants, as in
 // kube-proxy); the legacy address rule never claims anything in them.
 func (o *ownership) owns(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
-	if o.recorded[k] || o.recovered(k, cfg) {
+	return o.isRecorded(k) || o.ownsUnrecorded(k, cfg)
+}
+
+// ownsUnrecorded is owns for a virtual server without a record.
+func (o *ownership) ownsUnrecorded(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
+	if o.recovered(k, cfg) {
 		return true
 	}
 	return o.legacy && !cfg.Excluded(k.Address) &&
@@ -137,15 +150,7 @@ func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*i
 	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
 		ours[s.Name] = true
 	}
-	// Sized for every record: grown one at a time, the map of 10,000 was
-	// rehashed on every full read.
-	records := 0
-	for _, s := range present {
-		if ours[s.Name] && owned.BaseName(s.Name) == owned.SetOwned {
-			records += sets[s.Name].Len()
-		}
-	}
-	o := &ownership{recorded: make(map[ipvs.VirtualServerKey]bool, records), bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, previous: previous}
+	o := &ownership{records: map[string]*ipset.EntryMap[struct{}]{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}, routes: routes, previous: previous}
 	anyRecord, anyOurs := false, false
 	for _, s := range present {
 		if !ours[s.Name] {
@@ -160,11 +165,7 @@ func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*i
 			continue
 		}
 		anyRecord = true
-		for e := range members.Keys() {
-			if key, ok := owned.RecordKey(e); ok {
-				o.recorded[key] = true
-			}
-		}
+		o.records[s.Name] = members
 	}
 	o.legacy = anyOurs && !anyRecord
 	readAddressEvidence := func() {
@@ -199,7 +200,7 @@ func (v *kernelView) isRecorded(k ipvs.VirtualServerKey) bool {
 // state someone else read (inspect): the members of the owned sets present,
 // keyed by set name, and the addresses on kube-ipvs0 and of the node.
 func OwnerOf(cfg ipvsproxy.Config, sets map[string][]ipset.Entry, dummy, host []netip.Addr) func(ipvs.VirtualServerKey) bool {
-	o := &ownership{recorded: map[ipvs.VirtualServerKey]bool{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}}
+	o := &ownership{records: map[string]*ipset.EntryMap[struct{}]{}, bound: map[netip.Addr]bool{}, host: map[netip.Addr]bool{}}
 	anyRecord, anyOurs := false, false
 	for _, s := range owned.Sets(cfg.Families, 0) {
 		members, ok := sets[s.Name]
@@ -211,11 +212,7 @@ func OwnerOf(cfg ipvsproxy.Config, sets map[string][]ipset.Entry, dummy, host []
 			continue
 		}
 		anyRecord = true
-		for _, e := range members {
-			if key, ok := owned.RecordKey(e); ok {
-				o.recorded[key] = true
-			}
-		}
+		o.records[s.Name] = entryMapOf(members)
 	}
 	o.legacy = anyOurs && !anyRecord
 	for _, a := range dummy {
@@ -243,4 +240,13 @@ func ownRoutes(k adapters.Kernel) ([]netip.Prefix, error) {
 		return nil, fmt.Errorf("list service routes on %s: %w", owned.DummyInterface, err)
 	}
 	return routes, nil
+}
+
+// entryMapOf is a set's members, listed, as a map.
+func entryMapOf(entries []ipset.Entry) *ipset.EntryMap[struct{}] {
+	m := ipset.NewEntryMap[struct{}](len(entries))
+	for _, e := range entries {
+		m.Put(e, struct{}{})
+	}
+	return m
 }
