@@ -86,6 +86,10 @@ type Touched struct {
 	// Services held 5 MB for the sync's length, which the collector's heap
 	// goal multiplies into the daemon's peak.
 	Only TouchFilter
+	// Released are the keys whose last claim went away, recorded whatever
+	// Only says: a full sync's view knows which keys were unclaimed when it
+	// was read, and these are the ones unclaimed since.
+	Released map[ipvs.VirtualServerKey]bool
 }
 
 // TouchFilter says which keys a Touched records (Touched.Only).
@@ -115,7 +119,7 @@ func (t Touched) entry(k SetEntryKey) {
 }
 
 func NewTouched() Touched {
-	return Touched{VirtualServers: map[ipvs.VirtualServerKey]bool{}, Addresses: map[netip.Addr]bool{}, Entries: map[SetEntryKey]bool{}}
+	return Touched{VirtualServers: map[ipvs.VirtualServerKey]bool{}, Addresses: map[netip.Addr]bool{}, Entries: map[SetEntryKey]bool{}, Released: map[ipvs.VirtualServerKey]bool{}}
 }
 
 func NewDesiredState() *DesiredState {
@@ -140,6 +144,7 @@ func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touche
 			d.claims[k] = slices.DeleteFunc(d.claims[k], func(c claim) bool { return c.Service == name })
 			if len(d.claims[k]) == 0 {
 				delete(d.claims, k)
+				t.Released[k] = true
 			}
 			d.rewin(k, before, t)
 		}

@@ -21,6 +21,32 @@ func (d *DesiredState) VirtualServerKeys() iter.Seq[ipvs.VirtualServerKey] {
 // VirtualServerCount is how many keys are claimed.
 func (d *DesiredState) VirtualServerCount() int { return len(d.claims) }
 
+// ContestedKeys are the claimed keys a Service loses: claimed by more than
+// one, or held by someone else's virtual server. Only these have a
+// Conflicts problem; a full sync lists them without looking up every key.
+func (d *DesiredState) ContestedKeys() iter.Seq[ipvs.VirtualServerKey] {
+	return func(yield func(ipvs.VirtualServerKey) bool) {
+		for k, c := range d.claims {
+			if (len(c) > 1 || len(c) > 0 && d.foreign[k]) && !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// Lookup is Winner and Claimed in one look at k: a full read asks both of
+// every virtual server.
+func (d *DesiredState) Lookup(k ipvs.VirtualServerKey) (winner *VirtualServerState, claimed bool) {
+	c := d.claims[k]
+	if len(c) == 0 {
+		return nil, false
+	}
+	if d.foreign[k] {
+		return nil, true
+	}
+	return c[0].vs, true
+}
+
 // Claimed says whether any Service claims k.
 func (d *DesiredState) Claimed(k ipvs.VirtualServerKey) bool { return len(d.claims[k]) > 0 }
 

@@ -34,11 +34,11 @@ type fullScope struct {
 	// entriesWithStatus are the set members pending or failing as the
 	// sync starts: a compare of one in step settles it (done).
 	entriesWithStatus map[ipvsproxy.SetEntryKey]bool
-	// members are the owned sets' members and records the ownership
-	// records, as read: taken before any write, so that a set found
-	// vanished meanwhile (setVanished) still has its members compared.
+	// members are the owned sets' members, as read: taken before any
+	// write, so that a set found vanished meanwhile (setVanished) still has
+	// its members compared. The ownership records are compared with their
+	// virtual servers.
 	members map[string]*ipset.EntryMap[struct{}]
-	records []*ipset.EntryMap[struct{}]
 }
 
 func newFullScope(view *kernelView, desired *ipvsproxy.DesiredState, touched ipvsproxy.Touched, waiting []objectID, status *statusTable) *fullScope {
@@ -62,13 +62,9 @@ func newFullScope(view *kernelView, desired *ipvsproxy.DesiredState, touched ipv
 		}
 	}
 	for name, members := range view.sets {
-		if owned.BaseName(name) == owned.SetOwned {
-			// Records are written with their virtual servers: they are
-			// compared as those.
-			s.records = append(s.records, members)
-			continue
+		if owned.BaseName(name) != owned.SetOwned {
+			s.members[name] = members
 		}
-		s.members[name] = members
 	}
 	return s
 }
@@ -146,17 +142,24 @@ func (s *fullScope) entriesToRemove() iter.Seq[ipvsproxy.SetEntryKey] {
 	return touchedThen(s.touched.Entries, s.backingOff.Entries, keys)
 }
 
-// virtualServersToUpdate: the wanted virtual servers are all claimed. A
-// full sync's Conflicts look at the same keys: only a claimed key has a
-// loser.
+// virtualServersToUpdate: the wanted virtual servers are all claimed.
 func (s *fullScope) virtualServersToUpdate() iter.Seq[ipvs.VirtualServerKey] {
 	return touchedThen(s.touched.VirtualServers, s.backingOff.VirtualServers, s.desired.VirtualServerKeys())
 }
 
+// contestedVirtualServers are the keys of virtualServersToUpdate that a
+// Service may have lost (Conflicts): the touched ones and the contested.
+func (s *fullScope) contestedVirtualServers() iter.Seq[ipvs.VirtualServerKey] {
+	return touchedThen(s.touched.VirtualServers, s.backingOff.VirtualServers, s.desired.ContestedKeys())
+}
+
 // virtualServersToRemove: the claimed keys that no Service wins (someone
-// else's), then the unclaimed ones that a record or the view holds. Those
-// are few (what is left of Services gone), and the only keys two sources
-// share: they are yielded once by a set of their own.
+// else's), then the virtual servers and records that no Service claimed
+// when the view was read (kernelView.unclaimedAtRead), and the keys whose
+// last claim the build dropped since. Only these can be unclaimed now: the
+// view and the records are not looked at key by key. A key released that
+// was unclaimed at the read too (claimed and dropped again) is yielded
+// once.
 func (s *fullScope) virtualServersToRemove() iter.Seq[ipvs.VirtualServerKey] {
 	keys := func(yield func(ipvs.VirtualServerKey) bool) {
 		for k := range s.desired.ForeignKeys() {
@@ -164,26 +167,13 @@ func (s *fullScope) virtualServersToRemove() iter.Seq[ipvs.VirtualServerKey] {
 				return
 			}
 		}
-		var unclaimed map[ipvs.VirtualServerKey]bool
-		once := func(k ipvs.VirtualServerKey) bool {
-			if s.desired.Claimed(k) || unclaimed[k] {
-				return true
-			}
-			if unclaimed == nil {
-				unclaimed = map[ipvs.VirtualServerKey]bool{}
-			}
-			unclaimed[k] = true
-			return yield(k)
-		}
-		for _, records := range s.records {
-			for e := range records.Keys() {
-				if k, ok := owned.RecordKey(e); ok && !once(k) {
-					return
-				}
+		for _, k := range s.view.unclaimedAtRead {
+			if !s.touched.Released[k] && !yield(k) {
+				return
 			}
 		}
-		for k := range s.view.virtualServers {
-			if !once(k) {
+		for k := range s.touched.Released {
+			if !yield(k) {
 				return
 			}
 		}

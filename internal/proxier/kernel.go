@@ -33,6 +33,13 @@ type kernelView struct {
 	hostAddresses []netip.Addr
 	// listening are the node's listening sockets (the node guard).
 	listening []listeners.Listener
+	// unclaimedAtRead are the owned virtual servers, and the ownership
+	// records without one, that no Service claimed when the view was read.
+	// A claim that changed since (the build) touched its key, so with the
+	// touched keys they are what a full sync may remove
+	// (fullScope.virtualServersToRemove), found without looking up every
+	// key of the view and of the records again.
+	unclaimedAtRead []ipvs.VirtualServerKey
 }
 
 type kernelVirtualServer struct {
@@ -267,22 +274,60 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 	// One allocation for all, most of them ours.
 	kept := make([]kernelVirtualServer, 0, len(all))
 	var room []ipvs.RealServer
+	recordsWithVirtualServer := 0
 	for _, vs := range all {
-		if !owner.owns(vs.VirtualServerKey, cfg) {
-			view.foreign[vs.VirtualServerKey] = true
+		key := vs.VirtualServerKey
+		recorded := owner.isRecorded(key)
+		if !recorded && !owner.ownsUnrecorded(key, cfg) {
+			view.foreign[key] = true
 			continue
 		}
-		read, err := readVirtualServer(k, vs, desired.Winner(vs.VirtualServerKey), &room)
+		want, claimed := desired.Lookup(key)
+		read, err := readVirtualServer(k, vs, want, &room)
 		if errors.Is(err, ipvs.ErrNotFound) {
 			continue // deleted meanwhile by someone else
 		}
 		if err != nil {
-			return nil, fmt.Errorf("list real servers of %s: %w", vs.VirtualServerKey, err)
+			return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 		}
 		kept = append(kept, read)
-		view.virtualServers[vs.VirtualServerKey] = &kept[len(kept)-1]
+		view.virtualServers[key] = &kept[len(kept)-1]
+		if recorded {
+			recordsWithVirtualServer++
+		}
+		if !claimed {
+			view.unclaimedAtRead = append(view.unclaimedAtRead, key)
+		}
 	}
+	view.addUnclaimedRecords(desired, recordsWithVirtualServer)
 	return view, nil
+}
+
+// addUnclaimedRecords adds to unclaimedAtRead the ownership records in the
+// view's record sets that have no virtual server in the view (a crash
+// between the two steps, or one someone else deleted) and no claim. Each
+// virtual server read with its record accounts for one record: when they
+// account for all, there is none to look for.
+func (v *kernelView) addUnclaimedRecords(desired *ipvsproxy.DesiredState, recordsWithVirtualServer int) {
+	records := 0
+	for name, members := range v.sets {
+		if owned.BaseName(name) == owned.SetOwned {
+			records += members.Len()
+		}
+	}
+	if records == recordsWithVirtualServer {
+		return
+	}
+	for name, members := range v.sets {
+		if owned.BaseName(name) != owned.SetOwned {
+			continue
+		}
+		for e := range members.Keys() {
+			if k, ok := owned.RecordKey(e); ok && v.virtualServers[k] == nil && !desired.Claimed(k) {
+				v.unclaimedAtRead = append(v.unclaimedAtRead, k)
+			}
+		}
+	}
 }
 
 // recycledView is the room of a view's largest maps, emptied, for the next

@@ -415,7 +415,7 @@ func (p *Proxier) cleanConntrack(w *reconciler, full bool, stale staleFiltersCol
 // server, its problems (Events), and the Services of objects that started
 // failing; it fills in what the writer did.
 func (p *Proxier) reportSync(w *reconciler, names map[types.NamespacedName]bool, res *SyncResult) {
-	conflicts := p.desired.Conflicts(w.comparedVirtualServers())
+	conflicts := p.desired.Conflicts(w.comparedContested())
 	for name := range names {
 		p.reportProblems(name, conflicts[name])
 	}

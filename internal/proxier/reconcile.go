@@ -448,8 +448,8 @@ func passKeys[K comparable](r *reconciler, touched map[K]bool, full func(*fullSc
 	return full(r.scope)
 }
 
-// comparedVirtualServers are the virtual servers this sync compared that
-// a Service may have lost (Conflicts): only a claimed one can have been.
-func (r *reconciler) comparedVirtualServers() iter.Seq[ipvs.VirtualServerKey] {
-	return passKeys(r, r.touched.VirtualServers, (*fullScope).virtualServersToUpdate)
+// comparedContested are the virtual servers this sync compared that a
+// Service may have lost (Conflicts).
+func (r *reconciler) comparedContested() iter.Seq[ipvs.VirtualServerKey] {
+	return passKeys(r, r.touched.VirtualServers, (*fullScope).contestedVirtualServers)
 }
