@@ -90,6 +90,11 @@ type Touched struct {
 	// Only says: a full sync's view knows which keys were unclaimed when it
 	// was read, and these are the ones unclaimed since.
 	Released map[ipvs.VirtualServerKey]bool
+	// Rewon, when not nil, records the keys whose winner changed (another
+	// Service, a rebuilt one, none, or one again), whatever Only says: a
+	// full sync whose read found the other winners in step compares only
+	// these and what the read did not find in step (fullScope).
+	Rewon map[ipvs.VirtualServerKey]bool
 }
 
 // TouchFilter says which keys a Touched records (Touched.Only).
@@ -257,6 +262,9 @@ func (d *DesiredState) rewin(k ipvs.VirtualServerKey, before *VirtualServerState
 	after := d.Winner(k)
 	if before == after {
 		return
+	}
+	if t.Rewon != nil {
+		t.Rewon[k] = true
 	}
 	if before != nil {
 		d.contribute(before, -1, t)

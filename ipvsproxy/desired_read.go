@@ -47,6 +47,18 @@ func (d *DesiredState) Lookup(k ipvs.VirtualServerKey) (winner *VirtualServerSta
 	return c[0].vs, true
 }
 
+// WinnerCount is how many keys a Service wins (claimed, and not held by
+// someone else's virtual server).
+func (d *DesiredState) WinnerCount() int {
+	n := len(d.claims)
+	for k := range d.foreign {
+		if len(d.claims[k]) > 0 {
+			n--
+		}
+	}
+	return n
+}
+
 // Claimed says whether any Service claims k.
 func (d *DesiredState) Claimed(k ipvs.VirtualServerKey) bool { return len(d.claims[k]) > 0 }
 

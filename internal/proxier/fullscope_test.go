@@ -157,6 +157,73 @@ func TestFullSyncSettlesAFailedMemberFoundInStep(t *testing.T) {
 	}
 }
 
+// A virtual server whose real server's add failed, found in step at the
+// next full sync (the real server added by someone else meanwhile), is
+// settled by it: the read finds it in step, and its status alone makes the
+// writer look at it again.
+func TestFullSyncSettlesAFailedVirtualServerFoundInStep(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	api := webVSFor("10.96.0.11")
+	f.set(func(op, obj string) error {
+		if op == "ipvs-add-rs" && obj == api.String() {
+			return errors.New("netlink: no buffer space")
+		}
+		return nil
+	})
+	svc := servicetest.Service("api", "10.96.0.11")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "api-a", 8080, "10.244.1.6@node1"))
+	if res := p.Sync(); res.FailingObjects[string(snapshot.ObjectVirtualServer)] != 1 {
+		t.Fatalf("failing %v, want the virtual server", res.FailingObjects)
+	}
+	if err := fk.ipvs.AddRealServer(api, ipvs.RealServer{RealServerKey: ipvs.RealServerKey{Address: netip.MustParseAddr("10.244.1.6"), Port: 8080}, Weight: 1}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(retryMin)
+	p.RequestFullSync()
+	res := p.Sync()
+	if !res.Full || res.Writes != 0 || len(res.FailingObjects) != 0 {
+		t.Fatalf("full=%v writes=%d failing=%v, want a full sync with nothing to write or failing", res.Full, res.Writes, res.FailingObjects)
+	}
+	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
+		t.Fatalf("status %+v", st.Objects)
+	}
+}
+
+// A virtual server whose scheduler someone else changed, its real servers
+// untouched, is not in step: the full sync writes the scheduler back.
+func TestFullSyncRestoresASchedulerChangedBehindItsBack(t *testing.T) {
+	fk, f, now := newFakeKernel(), &faults{}, time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	p := fullScopeProxier(t, fk, f, &now)
+	before := schedulerOf(t, fk, webVS)
+	if err := fk.ipvs.UpdateVirtualServer(ipvs.VirtualServer{VirtualServerKey: webVS, Scheduler: "lc"}); err != nil {
+		t.Fatal(err)
+	}
+	p.RequestFullSync()
+	if res := mustSync(t, p); !res.Full || res.Writes != 1 {
+		t.Fatalf("full=%v writes=%d, want a full sync writing the virtual server", res.Full, res.Writes)
+	}
+	if after := schedulerOf(t, fk, webVS); after != before {
+		t.Fatalf("scheduler %q, want %q back", after, before)
+	}
+}
+
+func schedulerOf(t *testing.T, fk *fakeKernel, k ipvs.VirtualServerKey) string {
+	t.Helper()
+	all, err := fk.ipvs.VirtualServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, vs := range all {
+		if vs.VirtualServerKey == k {
+			return vs.Scheduler
+		}
+	}
+	t.Fatalf("%s is not in the kernel", k)
+	return ""
+}
+
 // Each full read starts from an empty view (its maps recycled from the
 // last one's): a member and an address removed behind the proxier's back
 // are missing from it, and written again.

@@ -40,6 +40,12 @@ type kernelView struct {
 	// (fullScope.virtualServersToRemove), found without looking up every
 	// key of the view and of the records again.
 	unclaimedAtRead []ipvs.VirtualServerKey
+	// outOfStepAtRead are the keys a Service won when the view was read
+	// whose virtual server the kernel did not hold exactly as won (or not
+	// as ours at all). With the keys whose winner changed since
+	// (Touched.Rewon) and those with a status, they are what a full sync
+	// compares: the read compared every other winner already.
+	outOfStepAtRead []ipvs.VirtualServerKey
 }
 
 type kernelVirtualServer struct {
@@ -274,7 +280,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 	// One allocation for all, most of them ours.
 	kept := make([]kernelVirtualServer, 0, len(all))
 	var room []ipvs.RealServer
-	recordsWithVirtualServer := 0
+	recordsWithVirtualServer, inStepWinners := 0, 0
 	for _, vs := range all {
 		key := vs.VirtualServerKey
 		recorded := owner.isRecorded(key)
@@ -295,12 +301,41 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 		if recorded {
 			recordsWithVirtualServer++
 		}
-		if !claimed {
+		switch {
+		case !claimed:
 			view.unclaimedAtRead = append(view.unclaimedAtRead, key)
+		case want == nil:
+		case inStep(&read, want, recorded && view.isRecorded(key)):
+			inStepWinners++
+		default:
+			view.outOfStepAtRead = append(view.outOfStepAtRead, key)
 		}
 	}
 	view.addUnclaimedRecords(desired, recordsWithVirtualServer)
+	view.addMissingWinners(desired, inStepWinners)
 	return view, nil
+}
+
+// inStep: the virtual server read is exactly its winner want, real servers
+// and ownership record included; the writer loop would find nothing to
+// write.
+func inStep(read *kernelVirtualServer, want *ipvsproxy.VirtualServerState, recorded bool) bool {
+	return recorded && read.shared && len(ipvsproxy.VirtualServerChanges(read.vs, want.VirtualServer)) == 0
+}
+
+// addMissingWinners adds to outOfStepAtRead the keys a Service won at the
+// read that the kernel did not hold as ours. The winners read in step and
+// those read out of step account for the others: when they account for
+// all, there is none to look for.
+func (v *kernelView) addMissingWinners(desired *ipvsproxy.DesiredState, inStepWinners int) {
+	if inStepWinners+len(v.outOfStepAtRead) == desired.WinnerCount() {
+		return
+	}
+	for k := range desired.VirtualServerKeys() {
+		if v.virtualServers[k] == nil && desired.Winner(k) != nil {
+			v.outOfStepAtRead = append(v.outOfStepAtRead, k)
+		}
+	}
 }
 
 // addUnclaimedRecords adds to unclaimedAtRead the ownership records in the

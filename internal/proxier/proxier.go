@@ -264,6 +264,12 @@ func (p *Proxier) Sync() SyncResult {
 	t := ipvsproxy.NewTouched()
 	if full {
 		t.Only = p.objects
+		if p.desired.VirtualServerCount() > 0 {
+			// The read compared the winners of a built state: the build
+			// says which it changes. (A first build changes them all:
+			// every key is compared, without recording one.)
+			t.Rewon = map[ipvs.VirtualServerKey]bool{}
+		}
 	}
 	names, stale := p.build(changes, full, &t)
 	res.Services = len(names)
