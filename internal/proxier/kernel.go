@@ -270,7 +270,10 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 	}
 	owner := readOwnership(cfg, present, view.sets, routes, addrs, services, wasOurs)
 	for name, entries := range oldRecords {
-		owner.records[name] = entryMapOf(entries)
+		if owner.replaced == nil {
+			owner.replaced = map[string]*ipset.EntryMap[struct{}]{}
+		}
+		owner.replaced[name] = entryMapOf(entries)
 	}
 	all, err := k.IPVS.VirtualServers()
 	if err != nil {
@@ -305,7 +308,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 		case !claimed:
 			view.unclaimedAtRead = append(view.unclaimedAtRead, key)
 		case want == nil:
-		case inStep(&read, want, recorded && view.isRecorded(key)):
+		case inStep(&read, want, recorded):
 			inStepWinners++
 		default:
 			view.outOfStepAtRead = append(view.outOfStepAtRead, key)

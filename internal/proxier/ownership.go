@@ -36,6 +36,9 @@ type ownership struct {
 	// per family), looked up as they are: at 10,000 Services a map of every
 	// recorded key, built on every full read, cost more than the lookups.
 	records map[string]*ipset.EntryMap[struct{}]
+	// replaced are the members of a record set being replaced (a larger
+	// --ipset-max-elements): until then they still say what is ours.
+	replaced map[string]*ipset.EntryMap[struct{}]
 	// legacy is set when no record set exists but an older ipvsproxy's
 	// sets do: that version kept no record, and its virtual servers were
 	// those on kube-ipvs0 addresses or on node addresses with a port in the
@@ -102,7 +105,8 @@ func (o *ownership) recovered(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) boo
 	return o.bound[a] || slices.ContainsFunc(o.routes, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
-// isRecorded reports whether a record set holds k's record.
+// isRecorded reports whether a record set, as read, holds k's record (the
+// writer's kernelView.isRecorded, at the read).
 func (o *ownership) isRecorded(k ipvs.VirtualServerKey) bool {
 	set, e := owned.Record(k)
 	return o.records[set].Has(e)
@@ -116,9 +120,10 @@ func (o *ownership) owns(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
 	return o.isRecorded(k) || o.ownsUnrecorded(k, cfg)
 }
 
-// ownsUnrecorded is owns for a virtual server without a record.
+// ownsUnrecorded is owns for a virtual server without a record in the
+// record sets as read.
 func (o *ownership) ownsUnrecorded(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
-	if o.recovered(k, cfg) {
+	if set, e := owned.Record(k); o.replaced[set].Has(e) || o.recovered(k, cfg) {
 		return true
 	}
 	return o.legacy && !cfg.Excluded(k.Address) &&

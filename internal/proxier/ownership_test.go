@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -230,5 +231,58 @@ func TestWrongTypeRecordSetIsReplacedAndOwnershipKept(t *testing.T) {
 	}
 	if dump := fk.ipset.Dump(); !strings.Contains(dump, "set KUBE-IPVS-OWNED hash:ip,port inet\n  10.96.0.10,tcp:80\n") {
 		t.Fatalf("not recorded again:\n%s", dump)
+	}
+}
+
+// A record set smaller than --ipset-max-elements is replaced; until then
+// its records still say what is ours. On a dual-stack node whose other
+// family's record set is large enough, no old rule adopts anything: an
+// external IP, which has no other evidence (a Service author chooses it),
+// would be foreign after the restart that raised the flag without its
+// record, and its Service would lose it.
+func TestRecordsOfAReplacedRecordSetKeepOwnership(t *testing.T) {
+	fk := newFakeKernel()
+	cfg := testConfig()
+	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	p, _ := newTestProxier(t, fk, cfg)
+	external := webVSFor("203.0.113.10")
+	svc := servicetest.Service("web", "10.96.0.10", func(s *v1.Service) { s.Spec.ExternalIPs = []string{external.Address.String()} })
+	slice := servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(slice)
+	mustSync(t, p)
+	cfg.IPSetMaxElements = 2 * ipset.DefaultMaxElem
+	// The IPv6 record set (empty) already as large as the flag asks.
+	records6 := owned.SetName(owned.SetOwned, v1.IPv6Protocol)
+	if err := fk.ipset.DestroySet(records6); err != nil {
+		t.Fatal(err)
+	}
+	if err := fk.ipset.CreateSet(ipset.Set{Name: records6, Type: ipset.HashIPPort, Family: ipset.IPv6, MaxElem: cfg.IPSetMaxElements}); err != nil {
+		t.Fatal(err)
+	}
+	p2, _ := newTestProxier(t, fk, cfg)
+	p2.Tracker().SetService(svc)
+	p2.Tracker().SetEndpointSlice(slice)
+	if res := mustSync(t, p2); len(res.WriteErrors) != 0 {
+		t.Fatalf("restart: write errors %v", res.WriteErrors)
+	}
+	sets, err := fk.ipset.Sets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sets {
+		if s.Name == owned.SetOwned && s.MaxElem != cfg.IPSetMaxElements {
+			t.Fatalf("%s kept maxelem %d, want it replaced with %d", s.Name, s.MaxElem, cfg.IPSetMaxElements)
+		}
+	}
+	records, err := fk.ipset.Entries(owned.SetOwned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := recordEntry(external); !slices.Contains(records, e.Entry) {
+		t.Fatalf("records %v lack %s's: it was taken for someone else's", records, external)
+	}
+	if got := realServers(t, fk, external); len(got) != 1 {
+		t.Fatalf("%s real servers %v", external, got)
 	}
 }
