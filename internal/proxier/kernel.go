@@ -60,6 +60,17 @@ type kernelVirtualServer struct {
 	shared bool
 }
 
+// put makes read the view's virtual server k, in the room of the one the
+// view held (a period's re-check reads a tenth of them again).
+func (v *kernelView) put(k ipvs.VirtualServerKey, read kernelVirtualServer) {
+	if have := v.virtualServers[k]; have != nil {
+		*have = read
+		return
+	}
+	added := read
+	v.virtualServers[k] = &added
+}
+
 // shareRealServers makes the view's list want's, which the kernel holds.
 func (kv *kernelVirtualServer) shareRealServers(want []ipvs.RealServer) {
 	kv.realServers, kv.shared = realServerList(want), true
