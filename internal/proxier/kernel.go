@@ -35,8 +35,8 @@ type kernelView struct {
 	listening []listeners.Listener
 	// unclaimedAtRead are the owned virtual servers, and the ownership
 	// records without one, that no Service claimed when the view was read.
-	// A claim that changed since (the build) touched its key, so with the
-	// touched keys they are what a full sync may remove
+	// With the keys whose last claim the build dropped since
+	// (Touched.Released) they are what a full sync may remove
 	// (fullScope.virtualServersToRemove), found without looking up every
 	// key of the view and of the records again.
 	unclaimedAtRead []ipvs.VirtualServerKey
@@ -319,6 +319,8 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 		case !claimed:
 			view.unclaimedAtRead = append(view.unclaimedAtRead, key)
 		case want == nil:
+			// Claimed, but lost to someone else's virtual server at the
+			// last sync: it is compared if it wins again (Touched.Rewon).
 		case inStep(&read, want, recorded):
 			inStepWinners++
 		default:
