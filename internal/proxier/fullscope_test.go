@@ -146,15 +146,7 @@ func TestFullSyncSettlesAFailedMemberFoundInStep(t *testing.T) {
 	if err := fk.ipset.AddEntry(owned.SetClusterIP, member); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(retryMin)
-	p.RequestFullSync()
-	res := p.Sync()
-	if !res.Full || res.Writes != 0 || len(res.FailingObjects) != 0 {
-		t.Fatalf("full=%v writes=%d failing=%v, want a full sync with nothing to write or failing", res.Full, res.Writes, res.FailingObjects)
-	}
-	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
-		t.Fatalf("status %+v", st.Objects)
-	}
+	fullSyncSettlesAll(t, p, &now)
 }
 
 // A virtual server whose real server's add failed, found in step at the
@@ -180,15 +172,7 @@ func TestFullSyncSettlesAFailedVirtualServerFoundInStep(t *testing.T) {
 	if err := fk.ipvs.AddRealServer(api, ipvs.RealServer{RealServerKey: ipvs.RealServerKey{Address: netip.MustParseAddr("10.244.1.6"), Port: 8080}, Weight: 1}); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(retryMin)
-	p.RequestFullSync()
-	res := p.Sync()
-	if !res.Full || res.Writes != 0 || len(res.FailingObjects) != 0 {
-		t.Fatalf("full=%v writes=%d failing=%v, want a full sync with nothing to write or failing", res.Full, res.Writes, res.FailingObjects)
-	}
-	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
-		t.Fatalf("status %+v", st.Objects)
-	}
+	fullSyncSettlesAll(t, p, &now)
 }
 
 // A virtual server whose scheduler someone else changed, its real servers
@@ -222,6 +206,21 @@ func schedulerOf(t *testing.T, fk *fakeKernel, k ipvs.VirtualServerKey) string {
 	}
 	t.Fatalf("%s is not in the kernel", k)
 	return ""
+}
+
+// fullSyncSettlesAll: once the retries are due, a full sync finds the
+// kernel in step, writes nothing and leaves no object pending or failing.
+func fullSyncSettlesAll(t *testing.T, p *Proxier, now *time.Time) {
+	t.Helper()
+	*now = now.Add(retryMin)
+	p.RequestFullSync()
+	res := p.Sync()
+	if !res.Full || res.Writes != 0 || len(res.FailingObjects) != 0 {
+		t.Fatalf("full=%v writes=%d failing=%v, want a full sync with nothing to write or failing", res.Full, res.Writes, res.FailingObjects)
+	}
+	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
+		t.Fatalf("status %+v", st.Objects)
+	}
 }
 
 // Each full read starts from an empty view (its maps recycled from the
