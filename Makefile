@@ -11,6 +11,14 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 # deploy/rootfs/build-rootfs.sh (cmd/ipvsproxy/deps_test.go checks all three).
 BUILDTAGS := urfave_cli_no_docs
 BIN       := bin/ipvsproxy
+# Every Go command run from here builds as the control plane, the conformance cluster and the e2e
+# suite are built: static and -trimpath (e2e/controlplane/build.sh). Built alike, the packages
+# the tests share with kube-apiserver and kube-proxy (client-go, api, apimachinery: half of their
+# source) are compiled once on a cold machine, and the builds prebuild starts in the background
+# find them in the Go cache; built apart, they were compiled twice (e2e/controlplane/build_test.go
+# keeps these two lines).
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 # Packages whose real-kernel half needs IPVS or the dummy driver: they run in the VM.
 VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./internal/proxier ./inspect
 

@@ -45,6 +45,45 @@ func TestBuildsShareTheConformanceClustersSettings(t *testing.T) {
 	}
 }
 
+// make test's own Go commands (unit tests, vet, fuzz, the VM tests' binaries, the benchmark
+// harness) build as the binaries above do, and the modules they share are at the same versions,
+// so that a cold run compiles client-go, api and apimachinery once for all of them.
+func TestMakeTestBuildsAsTheControlPlane(t *testing.T) {
+	b, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	makefile := string(b)
+	for _, line := range []string{"export CGO_ENABLED := 0", "export GOFLAGS := $(strip $(GOFLAGS) -trimpath)"} {
+		if !strings.Contains(makefile, "\n"+line+"\n") {
+			t.Errorf("the Makefile does not say %q", line)
+		}
+	}
+	// Modules required at another version on purpose, and why.
+	apart := map[string]string{
+		// helm (the chart's tests) needs 1.0.10; few of Kubernetes' packages import it.
+		"github.com/spf13/pflag": "helm",
+	}
+	ours := requires(t, "go.mod")
+	for _, other := range []string{"../../go.mod", "../../benchmarks/harness/go.mod", "../suite/go.mod"} {
+		shared := 0
+		for path, v := range requires(t, other) {
+			w, ok := ours[path]
+			// v0.0.0 is a staging module that a replace directive pins.
+			if !ok || v == "v0.0.0" || w == "v0.0.0" {
+				continue
+			}
+			shared++
+			if v != w && apart[path] == "" {
+				t.Errorf("%s is %s in %s and %s here", path, v, other, w)
+			}
+		}
+		if shared < 30 {
+			t.Errorf("only %d modules in both %s and go.mod", shared, other)
+		}
+	}
+}
+
 // requires maps each module a go.mod file requires to its version.
 func requires(t *testing.T, file string) map[string]string {
 	t.Helper()
