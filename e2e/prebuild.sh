@@ -7,14 +7,18 @@
 # end. Both build scripts lock their cache directories, so when `make e2e` or the conformance smoke
 # needs a binary, it waits for the build in flight or finds it cached; a failed background build
 # is simply done again in the foreground. With warm caches this costs seconds. The background
-# builds log to $IPVSPROXY_E2E_BIN_CACHE/prebuild.log.
+# builds log to $IPVSPROXY_E2E_BIN_CACHE/prebuild.log, which e2e/fresh-check.sh prints at its end.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${IPVSPROXY_E2E_BIN_CACHE:-/var/cache/ipvsproxy-e2e/bin}
 mkdir -p "$cache_root"
 log=$cache_root/prebuild.log
+# Each line of the log carries the seconds since the start, to show when a cold run's builds end.
 (
-	nice -n 19 "$here/controlplane/build.sh" >/dev/null
-	nice -n 19 "$here/conformance/build.sh" >/dev/null
+	start=$SECONDS
+	{
+		nice -n 19 "$here/controlplane/build.sh" >/dev/null
+		nice -n 19 "$here/conformance/build.sh" >/dev/null
+	} 2>&1 | while IFS= read -r line; do printf '+%ds %s\n' $((SECONDS - start)) "$line"; done
 ) >"$log" 2>&1 </dev/null &
 echo "prebuild: control plane and conformance binaries building in the background under nice 19 (pid $!, log $log)"
