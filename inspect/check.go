@@ -131,7 +131,7 @@ func Check(k KernelState, snap snapshot.Snapshot) CheckResult {
 		for _, c := range ipvsproxy.VirtualServerChanges(kvs.VirtualServer, d.VirtualServer) {
 			diff("wrong-"+c.Attribute, object, svc, c.Want, c.Have)
 		}
-		wantRS := map[ipvs.RealServerKey]int{}
+		wantRS := map[ipvs.RealServerKey]int32{}
 		for _, rs := range d.RealServers {
 			wantRS[rs.RealServerKey] = rs.Weight
 		}

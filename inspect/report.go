@@ -177,13 +177,13 @@ func NewReport(k KernelState, snap *snapshot.Snapshot, namesFrom string, now tim
 			}
 		}
 		for _, krs := range kvs.RealServers {
-			rs := RealServer{Address: krs.Address.String(), Port: krs.Port, Weight: krs.Weight,
-				ActiveConnections: krs.ActiveConnections, InactiveConnections: krs.InactiveConnections,
+			rs := RealServer{Address: krs.Address.String(), Port: krs.Port, Weight: int(krs.Weight),
+				ActiveConnections: int(krs.ActiveConnections), InactiveConnections: int(krs.InactiveConnections),
 				Stats: statsOf(krs.Stats), Flows: flows.realServer[key][krs.RealServerKey], InKernel: true}
 			if w, ok := want[krs.RealServerKey]; ok {
 				rs.Desired, rs.Node, rs.Condition = true, w.NodeName, w.Condition
 				if w.Weight != krs.Weight {
-					dw := w.Weight
+					dw := int(w.Weight)
 					rs.DesiredWeight = &dw
 				}
 				delete(want, krs.RealServerKey)
@@ -273,7 +273,7 @@ func name(v *VirtualServer, d *snapshot.DesiredVirtualServer) {
 }
 
 func desiredRealServer(w snapshot.DesiredRealServer) RealServer {
-	return RealServer{Address: w.Address.String(), Port: w.Port, Weight: w.Weight, Node: w.NodeName, Condition: w.Condition, Desired: true}
+	return RealServer{Address: w.Address.String(), Port: w.Port, Weight: int(w.Weight), Node: w.NodeName, Condition: w.Condition, Desired: true}
 }
 
 func statsOf(s ipvs.Stats) Stats {

@@ -68,7 +68,7 @@ func NewTraceReport(snap snapshot.Snapshot, k *KernelState, pkt rules.Packet) Tr
 	case kvs == nil:
 		r.Kernel = append(r.Kernel, fmt.Sprintf("DIFFERS: virtual server %s is missing from the kernel; until the next full sync repairs it the packet is not load-balanced", key))
 	default:
-		have := map[ipvs.RealServerKey]int{}
+		have := map[ipvs.RealServerKey]int32{}
 		for _, rs := range kvs.RealServers {
 			have[rs.RealServerKey] = rs.Weight
 		}

@@ -30,7 +30,7 @@ var (
 	tcp80b = VirtualServerKey{Protocol: TCP, Address: vip4b, Port: 80}
 )
 
-func rs(addr netip.Addr, port uint16, weight int) RealServer {
+func rs(addr netip.Addr, port uint16, weight int32) RealServer {
 	return RealServer{RealServerKey: RealServerKey{Address: addr, Port: port}, Weight: weight}
 }
 

@@ -246,11 +246,11 @@ func parseDestinationMessage(payload []byte, is6 bool) (RealServer, Stats, bool,
 					rs.Port = binary.BigEndian.Uint16(v)
 				}
 			case ipvsDestAttrWeight:
-				rs.Weight = int(int32(nativeUint32(v)))
+				rs.Weight = int32(nativeUint32(v))
 			case ipvsDestAttrActiveConns:
-				rs.ActiveConnections = int(nativeUint32(v))
+				rs.ActiveConnections = nativeUint32(v)
 			case ipvsDestAttrInactConns:
-				rs.InactiveConnections = int(nativeUint32(v))
+				rs.InactiveConnections = nativeUint32(v)
 			case ipvsDestAttrStats:
 				if !stats64 {
 					return parseStats(v, false, &stats)

@@ -84,7 +84,7 @@ func (f *Fake) currentTimeouts() (Timeouts, error) { return f.Timeouts(), nil }
 
 // SetConnections sets the connection counters the kernel would report for a
 // real server, as traffic would; it is not counted as a write.
-func (f *Fake) SetConnections(vs VirtualServerKey, rs RealServerKey, active, inactive int) error {
+func (f *Fake) SetConnections(vs VirtualServerKey, rs RealServerKey, active, inactive uint32) error {
 	vs, rs, err := checkRealServerKey(vs, rs)
 	if err != nil {
 		return fmt.Errorf("set connections of %s of %s: %w", rs, vs, err)

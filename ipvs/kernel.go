@@ -352,7 +352,7 @@ func toDestination(rs RealServer) *mobyipvs.Destination {
 	d := &mobyipvs.Destination{
 		Address:         rs.Address.AsSlice(),
 		Port:            rs.Port,
-		Weight:          rs.Weight,
+		Weight:          int(rs.Weight),
 		ConnectionFlags: mobyipvs.ConnectionFlagMasq,
 		AddressFamily:   unix.AF_INET,
 	}

@@ -183,7 +183,7 @@ func TestDumpAgreesWithMobyIPVS(t *testing.T) {
 			addr, _ := netip.AddrFromSlice(d.Address)
 			want = append(want, RealServer{
 				RealServerKey: RealServerKey{Address: addr.Unmap(), Port: d.Port},
-				Weight:        d.Weight, ActiveConnections: d.ActiveConnections, InactiveConnections: d.InactiveConnections,
+				Weight:        int32(d.Weight), ActiveConnections: uint32(d.ActiveConnections), InactiveConnections: uint32(d.InactiveConnections),
 			})
 		}
 		sortRealServers(want)

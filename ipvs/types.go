@@ -67,12 +67,13 @@ func (k RealServerKey) String() string { return netip.AddrPortFrom(k.Address, k.
 // masquerading (NAT) forwarding, so no forwarding method is carried here.
 type RealServer struct {
 	RealServerKey
-	// Weight 0 stops new connections while existing ones drain.
-	Weight int
-	// ActiveConnections and InactiveConnections are read from the kernel;
-	// they are ignored on writes.
-	ActiveConnections   int
-	InactiveConnections int
+	// Weight 0 stops new connections while existing ones drain. The kernel
+	// keeps it in 32 bits; the adapters accept 0-65535, as ipvsadm.
+	Weight int32
+	// ActiveConnections and InactiveConnections are read from the kernel
+	// (32-bit counters there); they are ignored on writes.
+	ActiveConnections   uint32
+	InactiveConnections uint32
 }
 
 // Timeouts are the IPVS connection timeouts (ipvsadm --set). A zero field

@@ -42,7 +42,7 @@ func weightOf(node, addr string, port uint16, rs string) string {
 	}
 	for _, r := range rss {
 		if r.String() == rs {
-			return strconv.Itoa(r.Weight)
+			return strconv.Itoa(int(r.Weight))
 		}
 	}
 	return "none"

@@ -212,7 +212,7 @@ func scenarioIPv6LoadBalancer(s *S) {
 			}
 			weights = map[string]int{}
 			for _, rs := range rss {
-				weights[rs.Address.String()] = rs.Weight
+				weights[rs.Address.String()] = int(rs.Weight)
 			}
 			w1, ok1 := weights[v6.node("node1")]
 			w2, ok2 := weights[v6.node("node2")]

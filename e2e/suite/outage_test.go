@@ -283,7 +283,7 @@ func (st ipvsState) tcpRealServers(addr string, port int) []ipvs.RealServer {
 func weights(rss []ipvs.RealServer) map[string]int {
 	out := map[string]int{}
 	for _, rs := range rss {
-		out[rs.String()] = rs.Weight
+		out[rs.String()] = int(rs.Weight)
 	}
 	return out
 }

@@ -152,7 +152,7 @@ func scenarioLoadBalancer(s *S) {
 			}
 			weights := map[string]int{}
 			for _, rs := range rss {
-				weights[rs.Address.String()] = rs.Weight
+				weights[rs.Address.String()] = int(rs.Weight)
 			}
 			w1, ok1 := weights[node1Addr]
 			w2, ok2 := weights[node2Addr]

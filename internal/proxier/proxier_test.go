@@ -28,13 +28,13 @@ var (
 	ep2   = ipvs.RealServerKey{Address: netip.MustParseAddr("10.244.2.7"), Port: 8080}
 )
 
-func realServers(t *testing.T, fk *fakeKernel, k ipvs.VirtualServerKey) map[ipvs.RealServerKey]int {
+func realServers(t *testing.T, fk *fakeKernel, k ipvs.VirtualServerKey) map[ipvs.RealServerKey]int32 {
 	t.Helper()
 	rss, err := fk.ipvs.RealServers(k)
 	if err != nil {
 		t.Fatalf("real servers of %s: %v", k, err)
 	}
-	out := map[ipvs.RealServerKey]int{}
+	out := map[ipvs.RealServerKey]int32{}
 	for _, rs := range rss {
 		out[rs.RealServerKey] = rs.Weight
 	}

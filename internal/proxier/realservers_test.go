@@ -8,7 +8,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
-func rsAt(addr string, port uint16, weight int) ipvs.RealServer {
+func rsAt(addr string, port uint16, weight int32) ipvs.RealServer {
 	return ipvs.RealServer{RealServerKey: ipvs.RealServerKey{Address: netip.MustParseAddr(addr), Port: port}, Weight: weight}
 }
 

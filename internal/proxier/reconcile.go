@@ -283,9 +283,9 @@ func (r *reconciler) drainsVirtualServer(have *kernelVirtualServer, errs *[]erro
 // inactive connections, as kube-proxy, or the active ones only.
 func liveConnections(rs ipvs.RealServer, activeOnly bool) int {
 	if activeOnly {
-		return rs.ActiveConnections
+		return int(rs.ActiveConnections)
 	}
-	return rs.ActiveConnections + rs.InactiveConnections
+	return int(rs.ActiveConnections) + int(rs.InactiveConnections)
 }
 
 func (r *reconciler) deleteRealServer(have *kernelVirtualServer, key ipvs.RealServerKey) error {

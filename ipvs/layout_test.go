@@ -1,0 +1,24 @@
+package ipvs
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// A node at 10,000 Services holds about 100,000 real servers twice (what the
+// build wants, what the full re-check read) and walks both on every re-check:
+// a field that widens them costs memory and time at every size. The key is
+// hashed and compared in one run of memory when its fields are ordered so.
+// A real server is its key (32 bytes with padding that an embedded struct
+// keeps) and three 32-bit fields; with ints it was 56.
+func TestEntriesStayCompact(t *testing.T) {
+	for name, got := range map[string]uintptr{
+		"VirtualServerKey": unsafe.Sizeof(VirtualServerKey{}),
+		"RealServer":       unsafe.Sizeof(RealServer{}),
+	} {
+		want := map[string]uintptr{"VirtualServerKey": 32, "RealServer": 48}[name]
+		if got != want {
+			t.Errorf("%s is %d bytes, want %d", name, got, want)
+		}
+	}
+}
