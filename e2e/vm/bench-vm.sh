@@ -13,7 +13,11 @@
 # IPVSPROXY_BENCH_MODES picks the sides (default "floor ours kube-proxy"; "floor ours" skips
 # kube-proxy, whose every sync takes seconds here). IPVSPROXY_BENCH_PAIRS (default 3) is how many
 # processes of the floor and of ours run per shape, alternating, every other pair in reverse
-# order (the floor's own cold sync varies by half between boots and runs); kube-proxy runs once.
+# order (the floor's own cold sync varies by half between boots and runs); kube-proxy runs once,
+# one repeat of each operation unless IPVSPROXY_BENCH_KP_REPEATS says more, and only the operations
+# IPVSPROXY_BENCH_KP_OPS names, comma-separated, when set (kubeproxy-bench -ops: at 10,000 Services
+# its cold sync takes half an hour under emulation and every later sync most of a minute, so five
+# samples of its full sync fit in a run only when the other operations are left out).
 #
 # Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
 # harness's reports (cmd/bench -merge reads it into the Markdown table).
@@ -67,7 +71,7 @@ settle() {
 bench() { # MODE SERVICES REPEATS
 	settle
 	if [[ \$1 == kube-proxy ]]; then
-		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -kernel -services \$2 -repeats \$3
+		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -kernel -services \$2 -repeats \$3 -ops "${IPVSPROXY_BENCH_KP_OPS:-}"
 	else
 		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3
 	fi
@@ -86,7 +90,7 @@ for n in ${shapes[*]}; do
 			repeats=3
 			if [[ \$mode == kube-proxy ]]; then
 				(( pair == 1 )) || continue
-				repeats=1
+				repeats=${IPVSPROXY_BENCH_KP_REPEATS:-1}
 			fi
 			bench \$mode \$n \$repeats >"$work/results/\$mode-\$n-\$pair.json"
 		done

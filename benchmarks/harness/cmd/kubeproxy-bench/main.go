@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
@@ -50,11 +51,17 @@ func main() {
 	kernel := flag.Bool("kernel", false, "drive the real kernel, not kube-proxy's fakes (tier 2, in the VM)")
 	noServiceCIDR := flag.Bool("no-service-cidr", false, "name the result as ipvsproxy's shape without a Service CIDR (kube-proxy binds every cluster IP either way)")
 	fakeLink := flag.Bool("fake-link", false, "kube-ipvs0 and the node's addresses on a map instead of netlink (the proxier-only shape)")
+	ops := flag.String("ops", "", "the operations to repeat after the cold sync, by their names in the results, comma-separated (default every one); on the VM's kernel each of kube-proxy's syncs at 10,000 Services takes most of a minute")
 	flag.Parse()
 	var errs errorLog
 	klog.SetLogger(errs.logger())
 	s := shape.Shape{Services: *services, Endpoints: *endpoints, NoServiceCIDR: *noServiceCIDR, FakeLink: *fakeLink}
-	res, err := run(s, *repeats, *kernel)
+	only, err := pickOps(*ops)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubeproxy-bench:", err)
+		os.Exit(2)
+	}
+	res, err := run(s, *repeats, *kernel, only)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubeproxy-bench:", err)
 		os.Exit(1)
@@ -110,7 +117,29 @@ func newProxier(ctx context.Context, f backends) (*ipvs.Proxier, error) {
 	return p, err
 }
 
-func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
+// pickOps reads -ops: which operations run after the cold sync (nil: all).
+func pickOps(list string) (map[string]bool, error) {
+	if list == "" {
+		return nil, nil
+	}
+	known := map[string]bool{}
+	for _, op := range []string{shape.OpEndpointAdd, shape.OpEndpointRemove, shape.OpServiceAdd, shape.OpNoop,
+		shape.OpFullResync, shape.OpShareResync, shape.OpResyncCycle, shape.OpChurn, shape.OpRestart} {
+		known[op] = true
+	}
+	only := map[string]bool{}
+	for _, op := range strings.Split(list, ",") {
+		op = strings.TrimSpace(op)
+		if !known[op] {
+			return nil, fmt.Errorf("-ops: no operation %q", op)
+		}
+		only[op] = true
+	}
+	return only, nil
+}
+
+func run(s shape.Shape, repeats int, kernel bool, only map[string]bool) (shape.Result, error) {
+	runs := func(op string) bool { return only == nil || only[op] }
 	res := shape.Result{Side: "kube-proxy", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}}
 	// On a kernel without the dummy driver an ifb link stands in for
 	// kube-ipvs0; with -kernel, kube-proxy makes its dummy itself.
@@ -246,6 +275,9 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 	}
 	for rep := 0; rep < repeats; rep++ {
 		for _, st := range steps {
+			if !runs(st.op) {
+				continue
+			}
 			st.change(rep)
 			if err := sync(st.op); err != nil {
 				return res, err
@@ -269,7 +301,7 @@ func run(s shape.Shape, repeats int, kernel bool) (shape.Result, error) {
 		}
 		return nil
 	}
-	for rep := 0; rep < repeats; rep++ {
+	for rep := 0; rep < repeats && runs(shape.OpRestart); rep++ {
 		if err := quiesce(); err != nil {
 			return res, err
 		}
