@@ -12,13 +12,15 @@ import (
 // A real server is its key (32 bytes with padding that an embedded struct
 // keeps) and three 32-bit fields; with ints it was 56.
 func TestEntriesStayCompact(t *testing.T) {
-	for name, got := range map[string]uintptr{
-		"VirtualServerKey": unsafe.Sizeof(VirtualServerKey{}),
-		"RealServer":       unsafe.Sizeof(RealServer{}),
+	for _, c := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"VirtualServerKey", unsafe.Sizeof(VirtualServerKey{}), 32},
+		{"RealServer", unsafe.Sizeof(RealServer{}), 48},
 	} {
-		want := map[string]uintptr{"VirtualServerKey": 32, "RealServer": 48}[name]
-		if got != want {
-			t.Errorf("%s is %d bytes, want %d", name, got, want)
+		if c.got != c.want {
+			t.Errorf("%s is %d bytes, want %d", c.name, c.got, c.want)
 		}
 	}
 }

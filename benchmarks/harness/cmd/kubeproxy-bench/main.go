@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -122,15 +123,10 @@ func pickOps(list string) (map[string]bool, error) {
 	if list == "" {
 		return nil, nil
 	}
-	known := map[string]bool{}
-	for _, op := range []string{shape.OpEndpointAdd, shape.OpEndpointRemove, shape.OpServiceAdd, shape.OpNoop,
-		shape.OpFullResync, shape.OpShareResync, shape.OpResyncCycle, shape.OpChurn, shape.OpRestart} {
-		known[op] = true
-	}
 	only := map[string]bool{}
 	for _, op := range strings.Split(list, ",") {
 		op = strings.TrimSpace(op)
-		if !known[op] {
+		if op == shape.OpCold || !slices.Contains(shape.Ops, op) {
 			return nil, fmt.Errorf("-ops: no operation %q", op)
 		}
 		only[op] = true
