@@ -23,6 +23,8 @@
 #      SERVICE_CIDR           10.96.0.0/16
 #      RBAC_DIR               <repo>/deploy/base
 #      READY_TIMEOUT          300 (seconds)
+#      APISERVER_EXTRA_ARGS   flags appended to kube-apiserver's (a later flag wins), e.g.
+#                             --profiling=true to read where the API server's time goes
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -121,6 +123,7 @@ pki=$work/pki
 	--service-cluster-ip-range="$service_cidr" \
 	--endpoint-reconciler-type=none \
 	--profiling=false \
+	${APISERVER_EXTRA_ARGS:-} \
 	>"$work/logs/kube-apiserver.log" 2>&1 &
 echo $! >"$work/kube-apiserver.pid"
 

@@ -13,6 +13,8 @@
 # GOMEMLIMIT=64MiB),
 # IPVSPROXY_BASELINE (the binary of the side ipvsproxy-baseline: ipvsproxy before a change).
 # BENCH_WATCHLIST=false turns client-go's streaming watch-list off in both (LIST then WATCH).
+# BENCH_CPU=1 takes ipvsproxy's CPU profile, 30 s at a time, from its start until it is ready
+# (cpu-SIDE-N-K.pprof in BENCH_LOGS; pprof -proto merges them): where a slow start goes.
 # A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
 set -uo pipefail
 [[ $(id -u) == 0 && -n ${E2E_HOST_ADDR:-} ]] || { echo "bench-daemon-guest.sh runs inside the VM" >&2; exit 2; }
@@ -104,17 +106,17 @@ has_real_server() { ip netns exec "$node" ipvsadm -Ln -t "$change_ip:80" 2>/dev/
 start_side() {
 	case $side in
 	ipvsproxy | ipvsproxy-baseline | ipvsproxy-env)
-		local bin=$IPVSPROXY env=
+		local bin=$IPVSPROXY env= profiling=${BENCH_HEAP:-}${BENCH_CPU:-}
 		[[ $side == ipvsproxy-baseline ]] && bin=$IPVSPROXY_BASELINE
 		[[ $side == ipvsproxy-env ]] && env=${BENCH_IPVSPROXY_ENV:-}
-		# Profiling (pprof, and the heap sampling it needs) only when the heap profile is asked for:
-		# the DaemonSet runs without it, and so is measured.
+		# Profiling (pprof, and the heap sampling it needs) only when a profile is asked for: the
+		# DaemonSet runs without it, and so is measured.
 		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
 		[[ ${BENCH_WATCHLIST:-} == false ]] && env+=" KUBE_FEATURE_WatchListClient=false"
 		ip netns exec "$node" env $env "$bin" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
 			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr 10.244.0.0/16 \
 			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" --ipvs-resync-shares 1 \
-			${BENCH_HEAP:+--profiling} --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
+			${profiling:+--profiling} --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
 		;;
 	kube-proxy)
 		local gates=()
@@ -130,6 +132,20 @@ start_side() {
 		;;
 	esac
 	pid=$!
+}
+
+# cpu_profiles: ipvsproxy's CPU profile in pieces of 30 s until run_side stops it with the pollers (a
+# piece cut short is lost); retried each second until the metrics server listens.
+cpu_profiles() {
+	local k=0
+	while kill -0 "$pid" 2>/dev/null; do
+		if ip netns exec "$node" curl -sf --max-time 45 -o "$BENCH_LOGS/cpu-$side-$BENCH_N-$k.pprof" \
+			"http://127.0.0.1:10249/debug/pprof/profile?seconds=30"; then
+			k=$((k + 1))
+		else
+			sleep 1
+		fi
+	done
 }
 
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
@@ -165,6 +181,10 @@ run_side() {
 	pollers+=($!)
 	first_at /run/bench-connect probe_connects &
 	pollers+=($!)
+	if [[ $side == ipvsproxy* && -n ${BENCH_CPU:-} ]]; then
+		cpu_profiles &
+		pollers+=($!)
+	fi
 	local deadline=$((SECONDS + timeout))
 	while [[ ! -f /run/bench-ready || ! -f /run/bench-connect ]]; do
 		if ! kill -0 "$pid" 2>/dev/null; then

@@ -15,7 +15,8 @@
 # and PNG plots beside it, and, with the heap profiles, under $IPVSPROXY_E2E_CACHE/runs.
 # Env: IPVSPROXY_BENCH_SIDES (default "ipvsproxy kube-proxy"), IPVSPROXY_VM_MEM (guest MiB,
 # default 3072), IPVSPROXY_BENCH_OUT (the JSON file), IPVSPROXY_BENCH_HEAP=1 (keep ipvsproxy's
-# heap profile per N), IPVSPROXY_BENCH_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
+# heap profile per N), IPVSPROXY_BENCH_CPU=1 (ipvsproxy's CPU profile until ready, per N),
+# IPVSPROXY_BENCH_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
 # "GOMEMLIMIT=64MiB"), IPVSPROXY_BENCH_BASELINE (the binary of the side ipvsproxy-baseline, to
 # measure a change: IPVSPROXY_BENCH_SIDES="ipvsproxy-baseline ipvsproxy kube-proxy"),
 # IPVSPROXY_BENCH_WATCHLIST=false (client-go's streaming watch-list off in both proxies),
@@ -109,7 +110,7 @@ for n in "${sizes[@]}"; do
 		-e "ADMIN_KUBECONFIG=$cp_dir/admin-guest.kubeconfig" -e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
 		-e "BENCH_N=$n" -e "BENCH_SIDES=$sides" -e "BENCH_OUT=$work/results-$n/figures.json" \
 		-e "BENCH_LOGS=$work/results-$n" -e "BENCH_RESYNC=$([[ -n $smoke ]] && echo 0 || echo 1)" \
-		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" \
+		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_CPU=${IPVSPROXY_BENCH_CPU:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" \
 		-e "BENCH_WATCHLIST=${IPVSPROXY_BENCH_WATCHLIST:-}" -e "BENCH_IPVSPROXY_ENV=${IPVSPROXY_BENCH_ENV:-}" -e "IPVSPROXY_BASELINE=${IPVSPROXY_BENCH_BASELINE:-}" \
 		-- "$here/bench-daemon-guest.sh" >&2
 	vm_rc=$?
