@@ -15,6 +15,10 @@
 # BENCH_WATCHLIST=false turns client-go's streaming watch-list off in both (LIST then WATCH).
 # BENCH_CPU=1 takes ipvsproxy's CPU profile, 30 s at a time, from its start until it is ready
 # (cpu-SIDE-N-K.pprof in BENCH_LOGS; pprof -proto merges them): where a slow start goes.
+# BENCH_POLL_S: how often the start is polled (ready, first connection); default 0.2 s up to
+# 1,000 Services, 1 s above. Under emulation each poll's `ip netns exec curl` costs the one vCPU
+# the side needs, so the pollers poll seldom at scale and the rest of the harness (clock, sleep,
+# the memory log) uses bash builtins, no process per sample.
 # A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
 set -uo pipefail
 [[ $(id -u) == 0 && -n ${E2E_HOST_ADDR:-} ]] || { echo "bench-daemon-guest.sh runs inside the VM" >&2; exit 2; }
@@ -23,8 +27,13 @@ readonly node=bench node_addr=198.51.100.10 gw_addr=198.51.100.1
 readonly pod_addr=203.0.113.10 pod_gw=203.0.113.1 pod_port=8080
 readonly sync_period=30s min_sync_period=1s
 timeout=${BENCH_TIMEOUT:-900}
+poll=${BENCH_POLL_S:-$( ((BENCH_N > 1000)) && echo 1 || echo 0.2)}
+readonly clk_tck=$(getconf CLK_TCK 2>/dev/null || echo 100)
 kc() { "$E2E_BIN/e2ectl" --kubeconfig "$ADMIN_KUBECONFIG" "$@"; }
-now() { date +%s.%N; }
+now() { echo "$EPOCHREALTIME"; }
+# snooze SECONDS: sleep without a process, a read that times out on a pipe nobody writes to.
+exec {snooze_fd}<> <(:)
+snooze() { read -r -t "$1" -u "$snooze_fd" || :; }
 log() { echo "bench[$BENCH_N $side]: $*" >&2; }
 
 for m in ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh dummy ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip \
@@ -83,11 +92,11 @@ metric() {
 	metrics | awk -v m="$1" -v f="${2:-}" '($1 == m || index($1, m "{") == 1) && index($1, f) { s += $2; found = 1 } END { if (found) printf "%.6f\n", s }'
 }
 
-# first_at FILE CMD...: runs CMD every 0.2 s until it succeeds, then writes the time to FILE.
+# first_at FILE CMD...: runs CMD every $poll seconds until it succeeds, then writes the time to FILE.
 first_at() {
 	local file=$1
 	shift
-	until "$@" >/dev/null 2>&1; do sleep 0.2; done
+	until "$@" >/dev/null 2>&1; do snooze "$poll"; done
 	# Written aside and renamed: the waiting loop reads the file as soon as it exists, and an
 	# empty read made one side's ready time the negative of its start.
 	now >"$file.tmp" && mv "$file.tmp" "$file"
@@ -143,7 +152,7 @@ cpu_profiles() {
 			"http://127.0.0.1:10249/debug/pprof/profile?seconds=30"; then
 			k=$((k + 1))
 		else
-			sleep 1
+			snooze 1
 		fi
 	done
 }
@@ -151,14 +160,29 @@ cpu_profiles() {
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 # sample_rss PID T0: a line per half second while PID lives: seconds since T0, VmRSS, RssAnon,
-# RssFile (KiB).
+# RssFile (KiB). Builtins only: the clock in microseconds, the status file read line by line.
 sample_rss() {
+	local t0_us=${2/./} k v r a f t
 	echo "# seconds	VmRSS_KiB	RssAnon_KiB	RssFile_KiB"
 	while [[ -r /proc/$1/status ]]; do
-		awk -v t="$(now)" -v t0="$2" '$1 == "VmRSS:" { r = $2 } $1 == "RssAnon:" { a = $2 } $1 == "RssFile:" { f = $2 }
-			END { if (r != "") printf "%.1f\t%s\t%s\t%s\n", t - t0, r, a, f }' "/proc/$1/status" 2>/dev/null
-		sleep 0.5
+		r='' a='' f=''
+		while read -r k v _; do
+			case $k in VmRSS:) r=$v ;; RssAnon:) a=$v ;; RssFile:) f=$v ;; esac
+		done <"/proc/$1/status" 2>/dev/null
+		t=$(( (${EPOCHREALTIME/./} - t0_us) / 100000 ))
+		[[ -n $r ]] && printf '%d.%d\t%s\t%s\t%s\n' $((t / 10)) $((t % 10)) "$r" "$a" "$f"
+		snooze 0.5
 	done
+}
+
+# cpu_ticks PID: the process's user + system clock ticks; guest_busy_ticks: the vCPU's ticks
+# neither idle nor waiting for I/O since boot. Both builtins, read at the start and once the side
+# is ready, to tell how much of the one vCPU the side itself had.
+cpu_ticks() { local f; read -r -a f <"/proc/$1/stat" && echo $((f[13] + f[14])); }
+guest_busy_ticks() {
+	local name user nice system idle iowait irq softirq steal
+	read -r name user nice system idle iowait irq softirq steal _ </proc/stat
+	echo $((user + nice + system + irq + softirq + steal))
 }
 
 # mark STEP TIME: the step as a comment line of the memory log, in seconds since the start.
@@ -166,9 +190,10 @@ mark() { awk -v s="$1" -v t="$2" -v t0="$t0" 'BEGIN { printf "# %s %.1f\n", s, t
 
 run_side() {
 	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt rss_log sampler
-	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu
+	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started
 	node_up
 	rm -f /run/bench-ready /run/bench-connect
+	busy0=$(guest_busy_ticks)
 	t0=$(now)
 	start_side
 	# The process's memory over its run, every half second (seconds since start, VmRSS, RssAnon,
@@ -198,11 +223,14 @@ run_side() {
 			ok=0 timed_out=1
 			break
 		fi
-		sleep 1
+		snooze 1
 	done
 	kill "${pollers[@]}" 2>/dev/null
 	wait "${pollers[@]}" 2>/dev/null
 	if ((ok)); then
+		# How much of the vCPU the side had while it started: its own CPU time and the guest's
+		# busy time from its start until this loop saw it ready and connected (within a second).
+		start_cpu=$(cpu_ticks "$pid") busy1=$(guest_busy_ticks) t_started=$(now)
 		t_ready=$(<"/run/bench-ready") t_connect=$(<"/run/bench-connect")
 		mark ready "$t_ready"
 		mark connected "$t_connect"
@@ -260,7 +288,7 @@ run_side() {
 	wait "$sampler" 2>/dev/null
 	echo "# VmHWM $hwm" >>"$rss_log"
 	# The process's CPU time over the whole run (user + system): what a lower GOGC costs.
-	cpu=$(awk -v hz="$(getconf CLK_TCK 2>/dev/null || echo 100)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$pid/stat")
+	cpu=$(awk -v hz="$clk_tck" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$pid/stat")
 	kill "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	node_down
@@ -275,11 +303,12 @@ run_side() {
 	fi
 	awk -v side="$side" -v n="$BENCH_N" -v t0="$t0" -v tr="$t_ready" -v tc="$t_connect" -v tw="$t_write" -v tk="$t_kernel" \
 		-v hwm="$hwm" -v rss="$rss" -v anon="$anon" -v file="$file" -v vs="$vs" -v cold="$cold" -v resync="$resync" \
-		-v cpu="${cpu:-null}" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" 'BEGIN {
+		-v cpu="${cpu:-null}" -v hz="$clk_tck" -v ts="$t_started" -v scpu="$start_cpu" -v b0="$busy0" -v b1="$busy1" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" 'BEGIN {
 		np = (c1 > c0) ? sprintf("%.3f", (s1 - s0) / (c1 - c0)) : "null"
 		printf "{\"side\":\"%s\",\"services\":%d,\"ok\":true,\"peak_rss_mib\":%.1f,\"rss_end_mib\":%.1f,\"rss_anon_end_mib\":%.1f,\"rss_file_end_mib\":%.1f,", side, n, hwm / 1024, rss / 1024, anon / 1024, file / 1024
 		printf "\"ready_s\":%.2f,\"connect_s\":%.2f,\"endpoint_change_s\":%.2f,\"network_programming_s\":%s,", tr - t0, tc - t0, tk - tw, np
-		printf "\"cold_sync_s\":%s,\"full_resync_s\":%s,\"tcp_virtual_servers\":%d,\"cpu_s\":%s}\n", cold == "" ? "null" : cold, resync == "" ? "null" : resync, vs, cpu
+		printf "\"cold_sync_s\":%s,\"full_resync_s\":%s,\"tcp_virtual_servers\":%d,\"cpu_s\":%s,", cold == "" ? "null" : cold, resync == "" ? "null" : resync, vs, cpu
+		printf "\"start_wall_s\":%.1f,\"start_cpu_s\":%.1f,\"start_guest_busy_s\":%.1f}\n", ts - t0, scpu / hz, (b1 - b0) / hz
 	}' >>"$BENCH_OUT"
 	tail -n1 "$BENCH_OUT" >&2
 }

@@ -21,7 +21,8 @@
 # measure a change: IPVSPROXY_BENCH_SIDES="ipvsproxy-baseline ipvsproxy kube-proxy"),
 # IPVSPROXY_BENCH_WATCHLIST=false (client-go's streaming watch-list off in both proxies),
 # IPVSPROXY_BENCH_CONTROLPLANE and IPVSPROXY_BENCH_HAVE (reuse a kept control plane holding that
-# many Services), IPVSPROXY_BENCH_TIMEOUT (seconds a side may take to become ready, default 1800; one that does
+# many Services; give each run on it a distinct IPVSPROXY_BENCH_ROUND, 0 to 25, so that its
+# endpoint change adds an address no earlier run added), IPVSPROXY_BENCH_TIMEOUT (seconds a side may take to become ready, default 1800; one that does
 # not still reports its peak RSS so far).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -96,7 +97,8 @@ fi
 out=${IPVSPROXY_BENCH_OUT:-$repo/benchmarks/results/$(date -u +%F)-vm-daemon.json}
 [[ -n $smoke ]] && out=$work/smoke.json
 mkdir -p "$work/logs"
-round=0 rc=0
+round=${IPVSPROXY_BENCH_ROUND:-0} rc=0
+[[ $round =~ ^[0-9]+$ ]] && ((round <= 25)) || die "IPVSPROXY_BENCH_ROUND must be 0 to 25 (the endpoint change adds 10.244.255.(200 + round + side))"
 for n in "${sizes[@]}"; do
 	t=$SECONDS
 	((n <= have)) || kc bulk-services --from "$have" --count "$n" --endpoints 10 --workers 8 >&2

@@ -13,8 +13,10 @@
 # IPVSPROXY_BENCH_MODES picks the sides (default "floor ours kube-proxy"; "floor ours" skips
 # kube-proxy, whose every sync takes seconds here). IPVSPROXY_BENCH_PAIRS (default 3) is how many
 # processes of the floor and of ours run per shape, alternating, every other pair in reverse
-# order (the floor's own cold sync varies by half between boots and runs); kube-proxy runs once,
-# one repeat of each operation unless IPVSPROXY_BENCH_KP_REPEATS says more, and only the operations
+# order (the floor's own cold sync varies by half between boots and runs); kube-proxy runs once
+# (IPVSPROXY_BENCH_KP_PROCESSES processes, in the first pairs, when set: each gives one sample of
+# its cold sync, 3 minutes at 1,000 Services here), one repeat of each operation unless
+# IPVSPROXY_BENCH_KP_REPEATS says more, and only the operations
 # IPVSPROXY_BENCH_KP_OPS names, comma-separated, when set (kubeproxy-bench -ops: at 10,000 Services
 # its cold sync takes half an hour under emulation and every later sync most of a minute, so five
 # samples of its full sync fit in a run only when the other operations are left out).
@@ -34,6 +36,8 @@ fi
 shapes=("${@:-1000}")
 modes=${IPVSPROXY_BENCH_MODES:-floor ours kube-proxy}
 pairs=${IPVSPROXY_BENCH_PAIRS:-3}
+kp_processes=${IPVSPROXY_BENCH_KP_PROCESSES:-1}
+((kp_processes >= 1 && kp_processes <= pairs)) || { echo "bench-vm: IPVSPROXY_BENCH_KP_PROCESSES must be 1 to IPVSPROXY_BENCH_PAIRS ($pairs)" >&2; exit 2; }
 
 [[ -n $node ]] || "$here/prepare.sh"
 mkdir -p "$cache/runs"
@@ -85,11 +89,11 @@ for n in ${shapes[*]}; do
 		order="$modes"
 		(( pair % 2 == 0 )) && order=\$(printf '%s\\n' $modes | tac)
 		for mode in \$order; do
-			# kube-proxy's every sync is a full one (seconds each here): one process, one repeat of
-			# each operation.
+			# kube-proxy's every sync is a full one (seconds each here): one process (or
+			# IPVSPROXY_BENCH_KP_PROCESSES), one repeat of each operation.
 			repeats=3
 			if [[ \$mode == kube-proxy ]]; then
-				(( pair == 1 )) || continue
+				(( pair <= $kp_processes )) || continue
 				repeats=${IPVSPROXY_BENCH_KP_REPEATS:-1}
 			fi
 			bench \$mode \$n \$repeats >"$work/results/\$mode-\$n-\$pair.json"
