@@ -288,7 +288,7 @@ run_side() {
 	wait "$sampler" 2>/dev/null
 	echo "# VmHWM $hwm" >>"$rss_log"
 	# The process's CPU time over the whole run (user + system): what a lower GOGC costs.
-	cpu=$(awk -v hz="$clk_tck" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$pid/stat")
+	cpu=$(cpu_ticks "$pid") && cpu=$(awk -v t="$cpu" -v hz="$clk_tck" 'BEGIN { printf "%.1f", t / hz }')
 	kill "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	node_down
