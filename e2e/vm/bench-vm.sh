@@ -20,6 +20,9 @@
 # IPVSPROXY_BENCH_KP_OPS names, comma-separated, when set (kubeproxy-bench -ops: at 10,000 Services
 # its cold sync takes half an hour under emulation and every later sync most of a minute, so five
 # samples of its full sync fit in a run only when the other operations are left out).
+# With kube-proxy among the sides, what a process costs on the kernel is measured before the shapes
+# and after them (<results>-process-cost.json): kube-proxy starts one per ipset entry, and its cold
+# sync's cold_calls say how long it waited for them.
 #
 # Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
 # harness's reports (cmd/bench -merge reads it into the Markdown table).
@@ -83,6 +86,14 @@ bench() { # MODE SERVICES REPEATS
 for mode in $modes; do
 	bench \$mode 20 1 >/dev/null
 done
+# What starting a process costs on this kernel and CPU: kube-proxy adds every ipset entry with a
+# process of its own (kubeproxy-bench -process-cost: 300 entries that way, 300 in one ipset restore),
+# once before the shapes and once after them.
+process_cost() {
+	settle
+	IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -process-cost 300 >>"$work/results/processcost.jsonl"
+}
+[[ " $modes " == *" kube-proxy "* ]] && process_cost
 for n in ${shapes[*]}; do
 	for pair in \$(seq $pairs); do
 		# Every other pair runs the sides in reverse order, so that neither always follows the other.
@@ -100,6 +111,8 @@ for n in ${shapes[*]}; do
 		done
 	done
 done
+[[ " $modes " == *" kube-proxy "* ]] && process_cost
+true
 GUEST
 chmod +x "$work/guest.sh"
 if [[ -n $node ]]; then
@@ -123,6 +136,10 @@ mkdir -p "$(dirname "$out")"
 	echo ']'
 } >"$out"
 echo "wrote $out"
+if [[ -s $work/results/processcost.jsonl ]]; then
+	jq -s . "$work/results/processcost.jsonl" >"${out%.json}-process-cost.json"
+	echo "wrote ${out%.json}-process-cost.json"
+fi
 # No sample can be longer than the whole VM run: such a sample timed a jump of the guest's clock (seen
 # once under TCG: 25 hours inside one of kube-proxy's cold syncs, the guest's uptime 92,421 s after
 # a 964 s run). Such a sample does not count; say which, loudly, beside the results.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/callclock"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/netns"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
@@ -47,15 +48,15 @@ func main() {
 	k, err := realKernel()
 	check(err)
 	var res shape.Result
-	c := newClock()
+	c := callclock.New()
 	var cold map[string]shape.CallTime
 	switch *mode {
 	case "ours":
-		res, err = ours.RunWith(s, timed(k, c), *repeats, func() { cold = c.reset() })
+		res, err = ours.RunWith(s, timed(k, c), *repeats, func() { cold = c.Reset() })
 		res.Side = "ipvsproxy (kernel)"
 	case "floor":
 		res, err = floor(s, timed(k, c))
-		cold = c.reset()
+		cold = c.Reset()
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}
@@ -170,9 +171,9 @@ func floor(s shape.Shape, k adapters.Kernel) (shape.Result, error) {
 
 // printColdCalls splits the cold sync into its kernel calls and the rest.
 func printColdCalls(res shape.Result) {
-	kernel := total(res.ColdCalls)
+	kernel := callclock.Total(res.ColdCalls)
 	fmt.Fprintf(os.Stderr, "  in kernel calls %.0f ms, the rest %.0f ms\n", kernel, res.Millis[shape.OpCold][0]-kernel)
-	for _, n := range names(res.ColdCalls) {
+	for _, n := range callclock.Names(res.ColdCalls) {
 		fmt.Fprintf(os.Stderr, "  %-30s %8.1f ms %6d calls\n", n, res.ColdCalls[n].Millis, res.ColdCalls[n].Calls)
 	}
 }

@@ -9,7 +9,11 @@
 // With -kernel it drives the real kernel instead (tier 2, in the end-to-end
 // VM: e2e/vm/bench-vm.sh): kube-proxy's own IPVS netlink, ipset and
 // iptables implementations, in a fresh namespace where it makes kube-ipvs0
-// itself, the sysctls still faked as for ipvsproxy's kernel-bench.
+// itself, the sysctls still faked as for ipvsproxy's kernel-bench. Every
+// kernel call of its cold sync is then timed (cold_calls in the result, as
+// kernel-bench does for ipvsproxy): its ipset and iptables calls each start
+// a process, and under the VM's emulation starting one costs far more than
+// on a real CPU, so the split says how much of its time that is.
 package main
 
 import (
@@ -24,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/callclock"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/netns"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	v1 "k8s.io/api/core/v1"
@@ -53,7 +58,18 @@ func main() {
 	noServiceCIDR := flag.Bool("no-service-cidr", false, "name the result as ipvsproxy's shape without a Service CIDR (kube-proxy binds every cluster IP either way)")
 	fakeLink := flag.Bool("fake-link", false, "kube-ipvs0 and the node's addresses on a map instead of netlink (the proxier-only shape)")
 	ops := flag.String("ops", "", "the operations to repeat after the cold sync, by their names in the results, comma-separated (default every one); on the VM's kernel each of kube-proxy's syncs at 10,000 Services takes most of a minute")
+	processCost := flag.Int("process-cost", 0, "instead of a benchmark, time this many ipset entries added a process each, as kube-proxy adds them, and in one ipset restore (prints a ProcessCost as JSON)")
 	flag.Parse()
+	if *processCost > 0 {
+		pc, err := measureProcessCost(*processCost)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kubeproxy-bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "kubeproxy-bench: an ipset entry takes %.2f ms as its own process, %.3f ms in one restore (%d entries)\n", pc.PerProcessMillis, pc.PerRestoredMillis, pc.Entries)
+		_ = json.NewEncoder(os.Stdout).Encode(pc)
+		return
+	}
 	var errs errorLog
 	klog.SetLogger(errs.logger())
 	s := shape.Shape{Services: *services, Endpoints: *endpoints, NoServiceCIDR: *noServiceCIDR, FakeLink: *fakeLink}
@@ -83,9 +99,20 @@ func main() {
 	}
 	if *kernel {
 		fmt.Fprintf(os.Stderr, "%s %s: cold sync %.0f ms; peak RSS %.0f MB\n", res.Side, res.Shape, res.Millis[shape.OpCold][0], res.PeakRSS)
+		printColdCalls(res)
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		os.Exit(1)
+	}
+}
+
+// printColdCalls splits the cold sync into kube-proxy's kernel calls, by
+// kind (a process each, or netlink), and the rest.
+func printColdCalls(res shape.Result) {
+	kernel := callclock.Total(res.ColdCalls)
+	fmt.Fprintf(os.Stderr, "  in kernel calls %.0f ms, the rest %.0f ms\n", kernel, res.Millis[shape.OpCold][0]-kernel)
+	for _, n := range callclock.Names(res.ColdCalls) {
+		fmt.Fprintf(os.Stderr, "  %-40s %10.1f ms %6d calls\n", n, res.ColdCalls[n].Millis, res.ColdCalls[n].Calls)
 	}
 }
 
@@ -98,11 +125,16 @@ type backends struct {
 	sysctl utilsysctl.Interface
 	// links replaces the proxier's netlink handle when not nil.
 	links ipvs.NetLinkHandle
+	// clock, when not nil, times every kernel call (-kernel): the backends
+	// above are wrapped with it, and so is the proxier's own netlink handle.
+	clock *callclock.Clock
 }
 
 func newBackends(kernel bool) backends {
 	if kernel {
-		return backends{ipt: utiliptables.New(utiliptables.ProtocolIPv4), ipvs: utilipvs.New(), ipset: utilipset.New(), sysctl: sysctltest.NewFake()}
+		c := callclock.New()
+		b := backends{ipt: utiliptables.New(utiliptables.ProtocolIPv4), ipvs: utilipvs.New(), ipset: utilipset.New(), sysctl: sysctltest.NewFake(), clock: c}
+		return timedBackends(b, c)
 	}
 	return backends{ipt: iptablestest.NewFake(), ipvs: ipvstest.NewFake(), ipset: ipsettest.NewFake("7.1"), sysctl: sysctltest.NewFake()}
 }
@@ -114,6 +146,11 @@ func newProxier(ctx context.Context, f backends) (*ipvs.Proxier, error) {
 		net.IP(shape.NodeIP.AsSlice()), events.NewFakeRecorder(1000), nil, "rr", nil, false)
 	if err == nil && f.links != nil {
 		err = useLinks(p, f.links)
+	} else if err == nil && f.clock != nil {
+		var own ipvs.NetLinkHandle
+		if own, err = linksOf(p); err == nil {
+			err = useLinks(p, timedLinks{own, f.clock})
+		}
 	}
 	return p, err
 }
@@ -198,6 +235,9 @@ func run(s shape.Shape, repeats int, kernel bool, only map[string]bool) (shape.R
 	// counted in the peak RSS and scanned by every GC. A restart
 	// is timed by its first sync alone, which needs no loop.
 	startProxier := func(op string, loop bool) error {
+		if op == shape.OpCold && f.clock != nil {
+			f.clock.Reset() // NewProxier's own calls are not the sync's
+		}
 		before, _ := testutil.GetHistogramMetricValue(latency)
 		p.OnEndpointSlicesSynced()
 		p.OnServiceSynced()
@@ -206,6 +246,9 @@ func run(s shape.Shape, repeats int, kernel bool, only map[string]bool) (shape.R
 			return err
 		}
 		record(op, after-before)
+		if op == shape.OpCold && f.clock != nil {
+			res.ColdCalls = f.clock.Reset()
+		}
 		if loop {
 			go p.SyncLoop()
 		}
