@@ -58,7 +58,7 @@ func main() {
 	noServiceCIDR := flag.Bool("no-service-cidr", false, "name the result as ipvsproxy's shape without a Service CIDR (kube-proxy binds every cluster IP either way)")
 	fakeLink := flag.Bool("fake-link", false, "kube-ipvs0 and the node's addresses on a map instead of netlink (the proxier-only shape)")
 	ops := flag.String("ops", "", "the operations to repeat after the cold sync, by their names in the results, comma-separated (default every one); on the VM's kernel each of kube-proxy's syncs at 10,000 Services takes most of a minute")
-	processCost := flag.Int("process-cost", 0, "instead of a benchmark, time this many ipset entries added a process each, as kube-proxy adds them, and in one ipset restore (prints a ProcessCost as JSON)")
+	processCost := flag.Int("process-cost", 0, "instead of a benchmark, time this many ipset entries added a process each, as kube-proxy adds them, and in one ipset restore and over netlink, as ipvsproxy adds them (prints a ProcessCost as JSON)")
 	flag.Parse()
 	if *processCost > 0 {
 		pc, err := measureProcessCost(*processCost)
@@ -66,7 +66,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "kubeproxy-bench:", err)
 			os.Exit(1)
 		}
-		fmt.Fprintf(os.Stderr, "kubeproxy-bench: an ipset entry takes %.2f ms as its own process, %.3f ms in one restore (%d entries)\n", pc.PerProcessMillis, pc.PerRestoredMillis, pc.Entries)
+		fmt.Fprintf(os.Stderr, "kubeproxy-bench: an ipset entry takes %.3f ms as its own process, %.3f ms as a netlink message, %.3f ms in one restore (%d entries)\n", pc.PerProcessMillis, pc.PerNetlinkMillis, pc.PerRestoredMillis, pc.Entries)
 		_ = json.NewEncoder(os.Stdout).Encode(pc)
 		return
 	}
