@@ -19,6 +19,10 @@
 # 1,000 Services, 1 s above. Under emulation each poll's `ip netns exec curl` costs the one vCPU
 # the side needs, so the pollers poll seldom at scale and the rest of the harness (clock, sleep,
 # the memory log) uses bash builtins, no process per sample.
+# BENCH_CHANGES=K (0 to 20, default 0): after the full re-check, K more endpoint changes, one to
+# each of bench/svc-1..K, each after a pseudo-random pause of 0 to 30 s (one sync period), so that
+# they land anywhere in the period, a full re-check in progress among them; each timed from API
+# write to kernel (endpoint_changes_s).
 # A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
 set -uo pipefail
 [[ $(id -u) == 0 && -n ${E2E_HOST_ADDR:-} ]] || { echo "bench-daemon-guest.sh runs inside the VM" >&2; exit 2; }
@@ -50,6 +54,14 @@ probe_ip=$CLUSTER_IP
 eval "$(kc service-info bench/svc-0 | grep '^CLUSTER_IP=')"
 change_ip=$CLUSTER_IP
 [[ -n $probe_ip && -n $change_ip ]] || { echo "no cluster IPs for the probe Service or bench/svc-0" >&2; exit 1; }
+changes=${BENCH_CHANGES:-0}
+[[ $changes =~ ^[0-9]+$ ]] && ((changes <= 20)) || { echo "BENCH_CHANGES must be 0 to 20" >&2; exit 2; }
+series_ips=()
+for ((i = 1; i <= changes; i++)); do
+	eval "$(kc service-info "bench/svc-$i" | grep '^CLUSTER_IP=')"
+	[[ -n $CLUSTER_IP ]] || { echo "no cluster IP for bench/svc-$i" >&2; exit 1; }
+	series_ips[i]=$CLUSTER_IP
+done
 
 # node_up: a fresh node namespace (its own IPVS, iptables, ipsets) with a veth to the VM's root
 # and a pod namespace behind it running the probe Service's listener.
@@ -110,7 +122,26 @@ is_ready() {
 	esac
 }
 probe_connects() { ip netns exec "$node" curl -s --max-time 2 -o /dev/null "http://$probe_ip/"; }
-has_real_server() { ip netns exec "$node" ipvsadm -Ln -t "$change_ip:80" 2>/dev/null | grep -q -- "-> $1:8080"; }
+has_real_server() { ip netns exec "$node" ipvsadm -Ln -t "${2:-$change_ip}:80" 2>/dev/null | grep -q -- "-> $1:8080"; }
+
+# change_series ADDR: the BENCH_CHANGES endpoint changes, ADDR added to bench/svc-1..K; prints their
+# API-write-to-kernel seconds as a JSON list ("null" for one that never reached the kernel).
+change_series() {
+	local i t_w t_k deadline out=
+	RANDOM=$((BENCH_ROUND + 1))
+	for ((i = 1; i <= changes; i++)); do
+		snooze "$((RANDOM % 30)).$((RANDOM % 10))"
+		t_w=$(kc add-bench-endpoint "bench/svc-$i" "$1")
+		deadline=$((SECONDS + 300)) t_k=
+		until has_real_server "$1" "${series_ips[i]}"; do
+			((SECONDS < deadline)) || break
+			sleep 0.1
+		done
+		((SECONDS < deadline)) && t_k=$(now)
+		out+=${out:+,}$(awk -v w="$t_w" -v k="$t_k" 'BEGIN { if (k == "") print "null"; else printf "%.2f", k - w }')
+	done
+	echo "[$out]"
+}
 
 start_side() {
 	case $side in
@@ -190,7 +221,7 @@ mark() { awk -v s="$1" -v t="$2" -v t0="$t0" 'BEGIN { printf "# %s %.1f\n", s, t
 
 run_side() {
 	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt rss_log sampler
-	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started
+	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started series=""
 	node_up
 	rm -f /run/bench-ready /run/bench-connect
 	busy0=$(guest_busy_ticks)
@@ -275,6 +306,11 @@ run_side() {
 			mark full-recheck-counted "$(now)"
 			[[ ${c%.*} != "${c0%.*}" ]] && resync=$(awk -v a="$s0" -v b="$s" -v n0="$c0" -v n="$c" 'BEGIN { printf "%.3f", (b - a) / (n - n0) }')
 		fi
+		if ((changes > 0)); then
+			mark change-series "$(now)"
+			series=$(change_series "$addr")
+			log "endpoint changes, API write to kernel: $series s"
+		fi
 		if [[ $side == ipvsproxy* && -n ${BENCH_HEAP:-} ]]; then
 			ip netns exec "$node" curl -s --max-time 60 -o "$BENCH_LOGS/heap-$side-$BENCH_N.pprof" "http://127.0.0.1:10249/debug/pprof/heap?gc=1" && heap=1
 			# The runtime's own account (heap in use, released, stacks, GC goal) at the end.
@@ -303,12 +339,13 @@ run_side() {
 	fi
 	awk -v side="$side" -v n="$BENCH_N" -v t0="$t0" -v tr="$t_ready" -v tc="$t_connect" -v tw="$t_write" -v tk="$t_kernel" \
 		-v hwm="$hwm" -v rss="$rss" -v anon="$anon" -v file="$file" -v vs="$vs" -v cold="$cold" -v resync="$resync" \
-		-v cpu="${cpu:-null}" -v hz="$clk_tck" -v ts="$t_started" -v scpu="$start_cpu" -v b0="$busy0" -v b1="$busy1" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" 'BEGIN {
+		-v cpu="${cpu:-null}" -v hz="$clk_tck" -v ts="$t_started" -v scpu="$start_cpu" -v b0="$busy0" -v b1="$busy1" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" -v series="${series:-}" 'BEGIN {
 		np = (c1 > c0) ? sprintf("%.3f", (s1 - s0) / (c1 - c0)) : "null"
 		printf "{\"side\":\"%s\",\"services\":%d,\"ok\":true,\"peak_rss_mib\":%.1f,\"rss_end_mib\":%.1f,\"rss_anon_end_mib\":%.1f,\"rss_file_end_mib\":%.1f,", side, n, hwm / 1024, rss / 1024, anon / 1024, file / 1024
 		printf "\"ready_s\":%.2f,\"connect_s\":%.2f,\"endpoint_change_s\":%.2f,\"network_programming_s\":%s,", tr - t0, tc - t0, tk - tw, np
 		printf "\"cold_sync_s\":%s,\"full_resync_s\":%s,\"tcp_virtual_servers\":%d,\"cpu_s\":%s,", cold == "" ? "null" : cold, resync == "" ? "null" : resync, vs, cpu
-		printf "\"start_wall_s\":%.1f,\"start_cpu_s\":%.1f,\"start_guest_busy_s\":%.1f}\n", ts - t0, scpu / hz, (b1 - b0) / hz
+		printf "\"start_wall_s\":%.1f,\"start_cpu_s\":%.1f,\"start_guest_busy_s\":%.1f", ts - t0, scpu / hz, (b1 - b0) / hz
+		printf "%s}\n", series == "" ? "" : ",\"endpoint_changes_s\":" series
 	}' >>"$BENCH_OUT"
 	tail -n1 "$BENCH_OUT" >&2
 }

@@ -23,7 +23,8 @@
 # IPVSPROXY_BENCH_CONTROLPLANE and IPVSPROXY_BENCH_HAVE (reuse a kept control plane holding that
 # many Services; give each run on it a distinct IPVSPROXY_BENCH_ROUND, 0 to 25, so that its
 # endpoint change adds an address no earlier run added), IPVSPROXY_BENCH_TIMEOUT (seconds a side may take to become ready, default 1800; one that does
-# not still reports its peak RSS so far).
+# not still reports its peak RSS so far), IPVSPROXY_BENCH_CHANGES (0 to 20: that many more endpoint
+# changes after the full re-check, at pseudo-random points of the sync period, each timed).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -112,7 +113,7 @@ for n in "${sizes[@]}"; do
 		-e "ADMIN_KUBECONFIG=$cp_dir/admin-guest.kubeconfig" -e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
 		-e "BENCH_N=$n" -e "BENCH_SIDES=$sides" -e "BENCH_OUT=$work/results-$n/figures.json" \
 		-e "BENCH_LOGS=$work/results-$n" -e "BENCH_RESYNC=$([[ -n $smoke ]] && echo 0 || echo 1)" \
-		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_CPU=${IPVSPROXY_BENCH_CPU:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" \
+		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_CPU=${IPVSPROXY_BENCH_CPU:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" -e "BENCH_CHANGES=${IPVSPROXY_BENCH_CHANGES:-0}" \
 		-e "BENCH_WATCHLIST=${IPVSPROXY_BENCH_WATCHLIST:-}" -e "BENCH_IPVSPROXY_ENV=${IPVSPROXY_BENCH_ENV:-}" -e "IPVSPROXY_BASELINE=${IPVSPROXY_BENCH_BASELINE:-}" \
 		-- "$here/bench-daemon-guest.sh" >&2
 	vm_rc=$?
