@@ -151,11 +151,13 @@ start_side() {
 		[[ $side == ipvsproxy-env ]] && env=${BENCH_IPVSPROXY_ENV:-}
 		# Profiling (pprof, and the heap sampling it needs) only when a profile is asked for: the
 		# DaemonSet runs without it, and so is measured.
+		# --ipvs-resync-shares is left at its default, 1 (everything re-checked every period, as
+		# kube-proxy does), so that the side ipvsproxy-env can set IPVSPROXY_IPVS_RESYNC_SHARES.
 		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
 		[[ ${BENCH_WATCHLIST:-} == false ]] && env+=" KUBE_FEATURE_WatchListClient=false"
 		ip netns exec "$node" env $env "$bin" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
 			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr 10.244.0.0/16 \
-			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" --ipvs-resync-shares 1 \
+			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
 			${profiling:+--profiling} --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
 		;;
 	kube-proxy)

@@ -203,15 +203,22 @@ func (p *Proxier) requestSync() {
 }
 
 // Run syncs whenever something changed, at most once per MinSyncPeriod, and
-// re-checks the kernel every SyncPeriod (fully, or one share: resync.go),
-// until ctx ends. Call it once the informers have
+// re-checks the kernel SyncPeriod after the last re-check ended (fully, or
+// one share: resync.go), until ctx ends. Call it once the informers have
 // synced, so the first sync sees every Service.
+//
+// The period counts from the end of a re-check, as kube-proxy's runner
+// counts its sync period from the end of its last sync: counted from the
+// start, a re-check longer than the period (32-45 s at 20,000 Services on
+// an emulated CPU, for 30 s) started the next one as soon as it ended, the
+// writer did nothing but re-check, and every change waited behind one.
 func (p *Proxier) Run(ctx context.Context) {
-	ticker := time.NewTicker(p.cfg.SyncPeriod)
-	defer ticker.Stop()
+	period := time.NewTimer(p.cfg.SyncPeriod)
+	defer period.Stop()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
 	res := p.Sync()
+	period.Reset(p.cfg.SyncPeriod)
 	for {
 		// A failed object is retried when its backoff ends, not only at
 		// the next change or period.
@@ -219,11 +226,13 @@ func (p *Proxier) Run(ctx context.Context) {
 		if !res.NextRetry.IsZero() {
 			retry.Reset(max(time.Until(res.NextRetry), 0))
 		}
+		recheck := false
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-period.C:
 			p.PeriodElapsed()
+			recheck = true
 		case <-p.trigger:
 		case <-retry.C:
 		}
@@ -236,6 +245,9 @@ func (p *Proxier) Run(ctx context.Context) {
 			}
 		}
 		res = p.Sync()
+		if recheck {
+			period.Reset(p.cfg.SyncPeriod)
+		}
 	}
 }
 
