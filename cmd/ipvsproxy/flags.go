@@ -50,7 +50,7 @@ func runFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "kubeconfig", EnvVars: envOf("kubeconfig"), Usage: "kubeconfig file; empty means in-cluster configuration"},
 		&cli.StringFlag{Name: "hostname-override", EnvVars: envOf("hostname-override"), Usage: "this node's name, if not the host name"},
-		&cli.DurationFlag{Name: "ipvs-sync-period", EnvVars: envOf("ipvs-sync-period"), Value: d.SyncPeriod, Usage: "how often everything is re-checked against the kernel"},
+		&cli.DurationFlag{Name: "ipvs-sync-period", EnvVars: envOf("ipvs-sync-period"), Value: d.SyncPeriod, Usage: "how long after the last re-check ended everything is re-checked against the kernel (counted from its end, as kube-proxy counts its sync period)"},
 		&cli.IntFlag{Name: "ipvs-resync-shares", EnvVars: envOf("ipvs-resync-shares"), Value: d.ResyncShares, Usage: fmt.Sprintf("spread the re-check over this many sync periods (1-%d): every one lists the virtual servers and re-reads a share of them, every N-th is a full re-check; 1 re-checks everything every period, as kube-proxy", ipvsproxy.MaxResyncShares)},
 		&cli.DurationFlag{Name: "ipvs-min-sync-period", EnvVars: envOf("ipvs-min-sync-period"), Value: d.MinSyncPeriod, Usage: "the shortest time between two kernel syncs"},
 		&cli.DurationFlag{Name: "ipvs-tcp-timeout", EnvVars: envOf("ipvs-tcp-timeout"), Usage: "IPVS timeout for idle TCP connections (0 leaves the kernel's)"},
