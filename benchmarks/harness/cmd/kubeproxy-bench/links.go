@@ -113,10 +113,29 @@ func valid(a string) bool {
 // an unexported field and has no option for another; the harness sets the
 // field (it is only read by syncProxyRules, which has not run yet).
 func useLinks(p *ipvs.Proxier, h ipvs.NetLinkHandle) error {
+	f, err := linksField(p)
+	if err != nil {
+		return err
+	}
+	f.Set(reflect.ValueOf(h))
+	return nil
+}
+
+// linksOf returns the netlink handle NewProxier made for p.
+func linksOf(p *ipvs.Proxier) (ipvs.NetLinkHandle, error) {
+	f, err := linksField(p)
+	if err != nil {
+		return nil, err
+	}
+	h, _ := f.Interface().(ipvs.NetLinkHandle)
+	return h, nil
+}
+
+// linksField is p's unexported netlinkHandle field, made settable.
+func linksField(p *ipvs.Proxier) (reflect.Value, error) {
 	f := reflect.ValueOf(p).Elem().FieldByName("netlinkHandle")
 	if !f.IsValid() {
-		return fmt.Errorf("kube-proxy's Proxier has no field netlinkHandle any more: update the harness")
+		return reflect.Value{}, fmt.Errorf("kube-proxy's Proxier has no field netlinkHandle any more: update the harness")
 	}
-	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Set(reflect.ValueOf(h))
-	return nil
+	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem(), nil
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"reflect"
 	"time"
-	"unsafe"
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/callclock"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -206,14 +203,4 @@ func (t timedLinks) GetLocalAddresses(dev string) (sets.Set[string], error) {
 func (t timedLinks) GetAllLocalAddressesExcept(dev string) (sets.Set[string], error) {
 	defer t.c.Since("address list"+viaNetlink, time.Now())
 	return t.NetLinkHandle.GetAllLocalAddressesExcept(dev)
-}
-
-// linksOf returns the netlink handle NewProxier made for p (see useLinks).
-func linksOf(p *ipvs.Proxier) (ipvs.NetLinkHandle, error) {
-	f := reflect.ValueOf(p).Elem().FieldByName("netlinkHandle")
-	if !f.IsValid() {
-		return nil, fmt.Errorf("kube-proxy's Proxier has no field netlinkHandle any more: update the harness")
-	}
-	h, _ := reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface().(ipvs.NetLinkHandle)
-	return h, nil
 }
