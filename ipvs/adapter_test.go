@@ -219,6 +219,42 @@ var adapterCases = []adapterCase{
 		wantRealServers(t, a, tcp80)
 		wantRealServers(t, a, tcp80b, rs(rip4a, 8080, 2))
 	}},
+	{"real servers written together: each write's outcome, a failed one not stopping the rest", func(t *testing.T, a Interface) {
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp6, Scheduler: "rr"}))
+		ws := []RealServerWrite{
+			{Op: AddReal, VirtualServer: tcp80, RealServer: rs(rip4a, 8080, 1)},
+			{Op: AddReal, VirtualServer: tcp80, RealServer: rs(rip4a, 8080, 1)},
+			{Op: AddReal, VirtualServer: udp80, RealServer: rs(rip4a, 8080, 1)},
+			{Op: AddReal, VirtualServer: tcp80, RealServer: rs(rip4b, 8081, -1)},
+			{Op: AddReal, VirtualServer: tcp80, RealServer: rs(rip4b, 8081, 3)},
+			{Op: UpdateReal, VirtualServer: tcp80, RealServer: rs(rip4b, 8081, 0)},
+			{Op: UpdateReal, VirtualServer: tcp80, RealServer: rs(rip4b, 9999, 2)},
+			{Op: AddReal, VirtualServer: tcp6, RealServer: rs(rip6, 443, 7)},
+			{Op: AddReal, VirtualServer: tcp6, RealServer: rs(rip4a, 443, 7)},
+			{Op: DeleteReal, VirtualServer: tcp80, RealServer: rs(rip4a, 8080, 0)},
+			{Op: DeleteReal, VirtualServer: tcp80, RealServer: rs(rip4a, 8080, 0)},
+		}
+		got := WriteRealServers(a, ws)
+		if len(got) != len(ws) {
+			t.Fatalf("%d outcomes for %d writes", len(got), len(ws))
+		}
+		// nil: done; errInvalid: refused before the kernel.
+		errInvalid := errors.New("invalid")
+		want := []error{nil, ErrExists, ErrNotFound, errInvalid, nil, nil, ErrNotFound, nil, errInvalid, nil, ErrNotFound}
+		for i := range ws {
+			switch {
+			case want[i] == nil && got[i] != nil:
+				t.Errorf("%v: %v, want success", ws[i], got[i])
+			case want[i] == errInvalid && got[i] == nil:
+				t.Errorf("%v succeeded, want it refused", ws[i])
+			case want[i] != nil && want[i] != errInvalid && !errors.Is(got[i], want[i]):
+				t.Errorf("%v: %v, want %v", ws[i], got[i], want[i])
+			}
+		}
+		wantRealServers(t, a, tcp80, rs(rip4b, 8081, 0))
+		wantRealServers(t, a, tcp6, rs(rip6, 443, 7))
+	}},
 	{"invalid input is refused", func(t *testing.T, a Interface) {
 		bad := []error{
 			a.AddVirtualServer(VirtualServer{VirtualServerKey: VirtualServerKey{Protocol: 99, Address: vip4, Port: 80}, Scheduler: "rr"}),

@@ -30,7 +30,10 @@ type kernel struct {
 	dump *dumper
 }
 
-var _ Interface = (*kernel)(nil)
+var (
+	_ Interface        = (*kernel)(nil)
+	_ RealServerWriter = (*kernel)(nil)
+)
 
 // New opens the IPVS table of the current network namespace. It fails with
 // ErrUnsupported when the kernel has no IPVS (module ip_vs not loaded).

@@ -198,3 +198,60 @@ func AppendAttribute(b []byte, typ uint16, payload []byte) []byte {
 	}
 	return b
 }
+
+// Exchange sends reqs in one sendmsg, each asking for an acknowledgement,
+// and returns each request's outcome in order: nil, or the errno the kernel
+// answered it with as a syscall.Errno. The kernel runs the messages of one
+// send one after the other and acknowledges each (netlink_rcv_skb), so a
+// failed request does not stop the ones after it. Each acknowledgement
+// waits in the socket's receive buffer until it is read: a caller keeps a
+// send to at most MaxExchange requests, whose acknowledgements fit in the
+// default buffer whatever they carry back.
+func (r *Reader) Exchange(reqs []netlink.Message) ([]error, error) {
+	if len(reqs) > MaxExchange {
+		return nil, fmt.Errorf("%d requests in one send, at most %d", len(reqs), MaxExchange)
+	}
+	for i := range reqs {
+		reqs[i].Header.Flags |= netlink.Request | netlink.Acknowledge
+		reqs[i].Header.Sequence = 0 // numbered by the connection
+	}
+	sent, err := r.conn.SendMessages(reqs)
+	if err != nil {
+		return nil, fmt.Errorf("send %d requests: %w", len(reqs), err)
+	}
+	first := sent[0].Header.Sequence
+	outcomes := make([]error, len(reqs))
+	answered := 0
+	defer r.conn.SetReadDeadline(time.Time{})
+	for answered < len(reqs) {
+		n, err := r.receive()
+		if err != nil {
+			return nil, fmt.Errorf("receive acknowledgements (%d of %d): %w", answered, len(reqs), err)
+		}
+		err = Messages(r.buf[:n], func(typ uint16, seq uint32, payload []byte) error {
+			i := int(seq - first)
+			if typ != unix.NLMSG_ERROR || seq-first >= uint32(len(reqs)) {
+				return nil // left over from an abandoned dump
+			}
+			if len(payload) < 4 {
+				return errors.New("short acknowledgement")
+			}
+			if errno := -int32(binary.NativeEndian.Uint32(payload)); errno != 0 {
+				outcomes[i] = syscall.Errno(errno)
+			}
+			answered++
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return outcomes, nil
+}
+
+// MaxExchange bounds one Exchange. An acknowledgement of a failed request
+// carries the request back (no NETLINK_CAP_ACK): 64 of IPVS's largest,
+// with each one's socket-buffer overhead, stay well inside the default
+// 208 KiB receive buffer; an acknowledgement that does not fit is dropped
+// by the kernel, and the exchange would wait for it in vain.
+const MaxExchange = 64

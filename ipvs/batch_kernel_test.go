@@ -1,0 +1,100 @@
+package ipvs
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
+)
+
+// More writes than one send takes go in several sends, each answered.
+// (The adapter table checks the outcomes on the fake and the kernel.)
+func TestKernelWritesMoreRealServersThanOneSend(t *testing.T) {
+	skipUnlessKernel(t)
+	a := newKernelInFreshNamespace(t)
+	ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+	var ws []RealServerWrite
+	var want []RealServer
+	for i := range nldump.MaxExchange*2 + 3 {
+		r := rs(rip4a, uint16(1000+i), 1)
+		ws = append(ws, RealServerWrite{Op: AddReal, VirtualServer: tcp80, RealServer: r})
+		want = append(want, r)
+	}
+	ws = append(ws, RealServerWrite{Op: AddReal, VirtualServer: tcp80, RealServer: want[0]}) // the last one fails
+	got := WriteRealServers(a, ws)
+	for i, err := range got[:len(got)-1] {
+		if err != nil {
+			t.Fatalf("%v: %v", ws[i], err)
+		}
+	}
+	wantErr(t, got[len(got)-1], ErrExists)
+	wantRealServers(t, a, tcp80, want...)
+}
+
+// What one real-server write costs: through moby/ipvs (a call each, as the
+// reconciler writes), and a given number per send. Each iteration adds ten
+// real servers to each of 64 virtual servers and deletes them again.
+func BenchmarkKernelRealServerWrites(b *testing.B) {
+	if testing.Short() {
+		b.Skip("kernel benchmark")
+	}
+	ns := netnstest.New(b)
+	netnstest.LoopbackUp(b, ns)
+	a, err := NewInNamespace(ns)
+	if err != nil {
+		b.Skipf("no IPVS here: %v", err)
+	}
+	defer a.Close()
+	k := a.(*kernel)
+	var ws []RealServerWrite
+	for v := range 64 {
+		key := VirtualServerKey{Protocol: TCP, Address: netip.AddrFrom4([4]byte{192, 0, 2, byte(v + 1)}), Port: 80}
+		if err := a.AddVirtualServer(VirtualServer{VirtualServerKey: key, Scheduler: "rr"}); err != nil {
+			b.Fatal(err)
+		}
+		for r := range 10 {
+			ws = append(ws, RealServerWrite{Op: AddReal, VirtualServer: key, RealServer: rs(netip.AddrFrom4([4]byte{198, 51, 100, byte(r + 1)}), 8080, 1)})
+		}
+	}
+	dels := make([]RealServerWrite, len(ws))
+	for i, w := range ws {
+		w.Op = DeleteReal
+		dels[i] = w
+	}
+	check := func(errs []error, err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i, e := range errs {
+			if e != nil {
+				b.Fatalf("write %d: %v", i, e)
+			}
+		}
+	}
+	b.Run("moby-one-call-each", func(b *testing.B) {
+		for range b.N {
+			for _, w := range ws {
+				if err := a.AddRealServer(w.VirtualServer, w.RealServer); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, w := range dels {
+				if err := a.DeleteRealServer(w.VirtualServer, w.RealServer.RealServerKey); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2*len(ws)), "ns/write")
+	})
+	for _, perSend := range []int{1, 10, 64} {
+		b.Run(fmt.Sprintf("per-send=%d", perSend), func(b *testing.B) {
+			for range b.N {
+				check(k.dump.writeRealServers(ws, perSend))
+				check(k.dump.writeRealServers(dels, perSend))
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2*len(ws)), "ns/write")
+		})
+	}
+}
