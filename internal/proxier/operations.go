@@ -351,29 +351,33 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 		}
 		return errors.Join(errs...)
 	}
+	// The adds and weight changes go to the kernel together (several per
+	// send, ipvs.WriteRealServers): a cold sync writes ten or more real
+	// servers per virtual server.
 	present := 0
+	ws := r.realServerWrites[:0]
 	for _, rs := range want.RealServers {
 		cur, ok := have.realServers.get(rs.RealServerKey)
 		switch {
 		case !ok:
-			r.writes++
-			if err := r.k.IPVS.AddRealServer(k, rs); err != nil && !errors.Is(err, ipvs.ErrExists) {
-				errs = append(errs, err)
-				continue
-			}
+			ws = append(ws, ipvs.RealServerWrite{Op: ipvs.AddReal, VirtualServer: k, RealServer: rs})
 		case cur.Weight != rs.Weight:
 			// Also revives an endpoint that was draining and came back.
-			r.writes++
-			if err := r.k.IPVS.UpdateRealServer(k, rs); err != nil {
-				errs = append(errs, err)
-				continue
-			}
+			ws = append(ws, ipvs.RealServerWrite{Op: ipvs.UpdateReal, VirtualServer: k, RealServer: rs})
+		default:
+			present++
+			r.keepRealServer(have, rs)
 		}
-		present++ // now in have
-		have.putRealServer(rs)
-		if d := r.draining[k]; d != nil {
-			delete(d, rs.RealServerKey)
+	}
+	r.realServerWrites = ws
+	r.writes += len(ws)
+	for i, err := range ipvs.WriteRealServers(r.k.IPVS, ws) {
+		if err != nil && !(ws[i].Op == ipvs.AddReal && errors.Is(err, ipvs.ErrExists)) {
+			errs = append(errs, err)
+			continue
 		}
+		present++
+		r.keepRealServer(have, ws[i].RealServer)
 	}
 	if present != len(have.realServers) {
 		var gone []ipvs.RealServerKey
@@ -388,6 +392,15 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 		have.shareRealServers(want.RealServers)
 	}
 	return errors.Join(errs...)
+}
+
+// keepRealServer: rs is in the kernel as wanted; the view holds it, and it
+// no longer drains.
+func (r *reconciler) keepRealServer(have *kernelVirtualServer, rs ipvs.RealServer) {
+	have.putRealServer(rs)
+	if d := r.draining[have.vs.VirtualServerKey]; d != nil {
+		delete(d, rs.RealServerKey)
+	}
 }
 
 // foreignFound: the kernel holds someone else's virtual server at k. The

@@ -63,6 +63,9 @@ type reconciler struct {
 	// staleFlows selects the UDP flows of the real servers this sync
 	// deleted: their replies would come from an endpoint that is gone.
 	staleFlows []conntrack.Filter
+	// realServerWrites is room for one virtual server's real-server
+	// writes, lent to each in turn.
+	realServerWrites []ipvs.RealServerWrite
 	// dummyEnsured: kube-ipvs0 was ensured in this sync already.
 	dummyEnsured bool
 	// setSizes are how many members each owned set is to hold (from the

@@ -80,8 +80,9 @@ func realKernel() (adapters.Kernel, error) {
 	return k, err
 }
 
-// floor creates, with one adapter call each, what a cold sync of s leaves
-// in the Fakes.
+// floor creates, with the adapters' bare calls, what a cold sync of s
+// leaves in the Fakes: one call per object, the real servers as many per
+// netlink send as the IPVS adapter takes.
 func floor(s shape.Shape, k adapters.Kernel) (shape.Result, error) {
 	res := shape.Result{Side: "floor (kernel)", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
 	links := netif.NewFake(owned.DummyInterface)
@@ -152,14 +153,22 @@ func floor(s shape.Shape, k adapters.Kernel) (shape.Result, error) {
 				}
 			}
 		}
+		// The real servers of all virtual servers together, as many per
+		// send as the adapter takes (the proxier sends one virtual
+		// server's together).
+		var ws []ipvs.RealServerWrite
 		for _, vs := range vss {
 			if err := do(k.IPVS.AddVirtualServer(vs)); err != nil {
 				return err
 			}
 			for _, rs := range rss[vs.VirtualServerKey] {
-				if err := do(k.IPVS.AddRealServer(vs.VirtualServerKey, rs)); err != nil {
-					return err
-				}
+				ws = append(ws, ipvs.RealServerWrite{Op: ipvs.AddReal, VirtualServer: vs.VirtualServerKey, RealServer: rs})
+			}
+		}
+		writes += len(ws)
+		for i, err := range ipvs.WriteRealServers(k.IPVS, ws) {
+			if err != nil {
+				return fmt.Errorf("%v: %w", ws[i], err)
 			}
 		}
 		return do(k.IPTables[v1.IPv4Protocol].Restore(rules))

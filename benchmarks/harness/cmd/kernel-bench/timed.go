@@ -61,6 +61,14 @@ func (t timedIPVS) AddRealServer(k ipvs.VirtualServerKey, rs ipvs.RealServer) er
 	defer t.c.Since("ipvs AddRealServer", time.Now())
 	return t.Interface.AddRealServer(k, rs)
 }
+
+// WriteRealServers keeps the kernel's batches (one timed call per batch):
+// without it the embedded Interface would hide them and the proxier would
+// write one call each here.
+func (t timedIPVS) WriteRealServers(ws []ipvs.RealServerWrite) []error {
+	defer t.c.Since("ipvs WriteRealServers", time.Now())
+	return ipvs.WriteRealServers(t.Interface, ws)
+}
 func (t timedIPVS) UpdateRealServer(k ipvs.VirtualServerKey, rs ipvs.RealServer) error {
 	defer t.c.Since("ipvs UpdateRealServer", time.Now())
 	return t.Interface.UpdateRealServer(k, rs)
