@@ -29,8 +29,8 @@ const (
 // its answer per call; the kernel also takes several generic netlink
 // messages in one send, runs them one after the other and acknowledges each
 // (netlink_rcv_skb), a failed one not stopping the rest. Under the VM's
-// emulated CPU a real server added ten per send cost 57 us against 135 us a
-// call through moby/ipvs (BenchmarkKernelRealServerWrites).
+// emulated CPU a real-server write ten per send cost 54 us against 105 us a
+// call through moby/ipvs (BenchmarkKernelRealServerWrites, docs/performance.md).
 
 // RealServerWriter is an IPVS table that writes several real servers at
 // once (the kernel's); WriteRealServers uses it when there is one.

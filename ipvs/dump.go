@@ -15,7 +15,8 @@ import (
 
 // The reads of the IPVS table stream through internal/nldump and parse
 // each answer straight into VirtualServer and RealServer. moby/ipvs (still
-// used for every write) gathers a whole dump, copies it, and parses every
+// used for the writes but those of real servers in batches, batch.go)
+// gathers a whole dump, copies it, and parses every
 // attribute and the statistics into slices of its own: at 10,000 virtual
 // servers its GetServices alone held 27 MB while a full read ran.
 
@@ -58,7 +59,8 @@ const (
 )
 
 // dumper reads the IPVS table of one namespace over its own generic
-// netlink socket (the writes keep moby/ipvs's).
+// netlink socket (moby/ipvs's keeps the single writes); the batched
+// real-server writes share it (batch.go).
 type dumper struct {
 	conn   *netlink.Conn
 	reader *nldump.Reader

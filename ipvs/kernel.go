@@ -26,7 +26,8 @@ type kernel struct {
 	// goroutines sharing the socket would eat each other's answers.
 	mu     sync.Mutex
 	handle *mobyipvs.Handle
-	// dump reads the table (dump.go); handle does every write.
+	// dump reads the table (dump.go) and writes real servers in batches
+	// (batch.go); handle does the single writes.
 	dump *dumper
 }
 

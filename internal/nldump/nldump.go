@@ -252,6 +252,7 @@ func (r *Reader) Exchange(reqs []netlink.Message) ([]error, error) {
 // MaxExchange bounds one Exchange. An acknowledgement of a failed request
 // carries the request back (no NETLINK_CAP_ACK): 64 of IPVS's largest,
 // with each one's socket-buffer overhead, stay well inside the default
-// 208 KiB receive buffer; an acknowledgement that does not fit is dropped
-// by the kernel, and the exchange would wait for it in vain.
+// 208 KiB receive buffer. One that did not fit would be dropped, and the
+// next receive fail with ENOBUFS (netlink_overrun): the exchange fails its
+// unanswered requests, whose callers retry them.
 const MaxExchange = 64
