@@ -68,7 +68,7 @@ func (r *Reader) Dump(req netlink.Message, message func(payload []byte) error, e
 		done := false
 		err = Messages(r.buf[:n], func(typ uint16, seq uint32, payload []byte) error {
 			if seq != sent.Header.Sequence {
-				return nil // left over from an abandoned dump
+				return nil // left over from an abandoned dump or exchange
 			}
 			switch typ {
 			case unix.NLMSG_DONE:
@@ -231,7 +231,7 @@ func (r *Reader) Exchange(reqs []netlink.Message) ([]error, error) {
 		err = Messages(r.buf[:n], func(typ uint16, seq uint32, payload []byte) error {
 			i := int(seq - first)
 			if typ != unix.NLMSG_ERROR || seq-first >= uint32(len(reqs)) {
-				return nil // left over from an abandoned dump
+				return nil // left over from an abandoned dump or exchange
 			}
 			if len(payload) < 4 {
 				return errors.New("short acknowledgement")
