@@ -306,6 +306,55 @@ func TestSets(t *testing.T) {
 				wantErr(t, fmt.Sprintf("add %+v to %s", c.e, c.set), b.AddEntry(c.set, c.e), ErrInvalidEntry)
 			}
 		}},
+		{"entries added together", func(t *testing.T, b backend) {
+			// Every shape, each with an entry already present (no error), an
+			// entry the set's family refuses, and a set that is missing.
+			// b.Interface, not b: the backend wrapper would hide the
+			// kernel's batches.
+			for _, sh := range shapes {
+				create(t, b, sh.set)
+				if err := b.AddEntry(sh.set.Name, sh.a); err != nil {
+					t.Fatal(err)
+				}
+				bad := Entry{IP: mustAddr("192.0.2.1"), Protocol: "tcp", Port: 1, IP2: mustAddr("192.0.2.2")}
+				if sh.set.Family == IPv4 {
+					bad = Entry{IP: mustAddr("2001:db8::1"), Protocol: "tcp", Port: 1, IP2: mustAddr("2001:db8::2")}
+				}
+				errs := AddEntries(b.Interface, sh.set.Name, []Entry{sh.a, bad, sh.b})
+				if errs[0] != nil || errs[2] != nil {
+					t.Fatalf("add %s and %s to %s: %v", sh.a.String(sh.set.Type), sh.b.String(sh.set.Type), sh.set.Name, errs)
+				}
+				wantErr(t, "a wrong entry among others to "+sh.set.Name, errs[1], ErrInvalidEntry)
+				want := []string{sh.a.String(sh.set.Type), sh.b.String(sh.set.Type)}
+				sort.Strings(want)
+				if got := entries(t, b, sh.set.Name); !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s entries = %q, want %q", sh.set.Name, got, want)
+				}
+			}
+			for _, err := range AddEntries(b.Interface, "nope", []Entry{{IP: mustAddr("192.0.2.1")}, {IP: mustAddr("192.0.2.2")}}) {
+				wantErr(t, "add to a missing set", err, ErrNotFound)
+			}
+			// More than one batch, into a set that fills up part-way: the
+			// entries before the limit are added, each after it is refused.
+			create(t, b, Set{Name: "many", Type: HashIPPortIP, Family: IPv4, MaxElem: 3000})
+			var es []Entry
+			for i := range 3010 {
+				a := netip.AddrFrom4([4]byte{198, 51, byte(i >> 8), byte(i)})
+				es = append(es, Entry{IP: a, Protocol: "tcp", Port: 8080, IP2: a})
+			}
+			errs := AddEntries(b.Interface, "many", es)
+			for i, err := range errs {
+				if i < 3000 && err != nil {
+					t.Fatalf("entry %d of 3000 refused: %v", i+1, err)
+				}
+				if i >= 3000 {
+					wantErr(t, fmt.Sprintf("entry %d into a set of maxelem 3000", i+1), err, ErrFull)
+				}
+			}
+			if got := entries(t, b, "many"); len(got) != 3000 {
+				t.Fatalf("%d entries in the set, want 3000", len(got))
+			}
+		}},
 		{"destroy a referenced set fails until released", func(t *testing.T, b backend) {
 			create(t, b, Set{Name: "s", Type: HashIP, Family: IPv4})
 			b.reference(t, "s", true)

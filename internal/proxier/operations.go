@@ -33,7 +33,14 @@ type operations[K comparable] struct {
 	// after the pass instead of settling them (a full set, a foreign
 	// virtual server).
 	later func(error) bool
+	// updateMany, when set, does what update does for several keys at
+	// once (fewer kernel messages) and returns each one's outcome; the
+	// loop settles them as update's.
+	updateMany func([]K) []error
 }
+
+// updateBatch is how many keys updateAll hands updateMany at a time.
+const updateBatch = 1024
 
 // outcome is an object's key with what its operation returned.
 type outcome[K comparable] struct {
@@ -44,16 +51,34 @@ type outcome[K comparable] struct {
 // updateAll runs update on the wanted keys, in the order keys gives them,
 // and settles each; it returns the outcomes ops.later picked, unsettled.
 func updateAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K]) (later []outcome[K]) {
+	settle := func(k K, err error) {
+		if err != nil && ops.later != nil && ops.later(err) {
+			later = append(later, outcome[K]{k, err})
+			return
+		}
+		settleKey(r, ops, k, err)
+	}
+	var batch []K
+	flush := func() {
+		for i, err := range ops.updateMany(batch) {
+			settle(batch[i], err)
+		}
+		batch = batch[:0]
+	}
 	for k := range keys {
 		if !ops.wanted(k) {
 			continue
 		}
-		err := ops.update(k)
-		if err != nil && ops.later != nil && ops.later(err) {
-			later = append(later, outcome[K]{k, err})
+		if ops.updateMany == nil {
+			settle(k, ops.update(k))
 			continue
 		}
-		settleKey(r, ops, k, err)
+		if batch = append(batch, k); len(batch) == updateBatch {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
 	}
 	return later
 }
@@ -141,12 +166,58 @@ func (r *reconciler) deleteAddress(a netip.Addr) error {
 // room.
 func (r *reconciler) entryOps() operations[ipvsproxy.SetEntryKey] {
 	return operations[ipvsproxy.SetEntryKey]{
-		id:     entryID,
-		wanted: func(k ipvsproxy.SetEntryKey) bool { return r.desired.SetEntryRefs(k) > 0 },
-		update: r.addEntry,
-		delete: r.deleteEntry,
-		later:  func(err error) bool { return errors.Is(err, ipset.ErrFull) },
+		id:         entryID,
+		wanted:     func(k ipvsproxy.SetEntryKey) bool { return r.desired.SetEntryRefs(k) > 0 },
+		update:     r.addEntry,
+		updateMany: r.addEntries,
+		delete:     r.deleteEntry,
+		later:      func(err error) bool { return errors.Is(err, ipset.ErrFull) },
 	}
+}
+
+// addEntries adds the keys the view lacks, those of one set together
+// (ipset.AddEntries: many per kernel message), and returns each key's
+// outcome as addEntry would.
+func (r *reconciler) addEntries(keys []ipvsproxy.SetEntryKey) []error {
+	out := make([]error, len(keys))
+	bySet := map[string][]int{}
+	var order []string
+	for i, k := range keys {
+		if _, ok := bySet[k.Set]; !ok {
+			order = append(order, k.Set)
+		}
+		bySet[k.Set] = append(bySet[k.Set], i)
+	}
+	for _, set := range order {
+		members, ok := r.view.sets[set]
+		var es []ipset.Entry
+		var at []int
+		for _, i := range bySet[set] {
+			switch {
+			case !ok:
+				out[i] = pendingError{fmt.Errorf("ipset %s is not present", set)}
+			case !members.Has(keys[i].Entry):
+				es, at = append(es, keys[i].Entry), append(at, i)
+			}
+		}
+		r.writes += len(es)
+		vanished := false
+		for j, err := range ipset.AddEntries(r.k.IPSet, set, es) {
+			switch {
+			case err == nil:
+				members.Put(es[j], struct{}{})
+			case errors.Is(err, ipset.ErrNotFound):
+				vanished = true
+				fallthrough
+			default:
+				out[at[j]] = err
+			}
+		}
+		if vanished {
+			r.setVanished(set)
+		}
+	}
+	return out
 }
 
 // addEntry adds k unless the view has it.

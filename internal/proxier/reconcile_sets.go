@@ -151,15 +151,25 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 	r.view.sets[s.Name] = members
 	delete(r.view.wrongSets, s.Name)
 	name := strings.TrimSuffix(s.Name, tempSetSuffix)
+	var es []ipset.Entry
 	for k, n := range r.desired.SetEntries() {
-		if k.Set != name || n <= 0 {
+		if k.Set == name && n > 0 {
+			es = append(es, k.Entry)
+		}
+	}
+	r.writes += len(es)
+	var first error
+	refused := 0
+	for i, err := range ipset.AddEntries(r.k.IPSet, s.Name, es) {
+		if err != nil {
+			first = cmp.Or(first, err)
+			refused++
 			continue
 		}
-		r.writes++
-		if err := r.k.IPSet.AddEntry(s.Name, k.Entry); err != nil && !errors.Is(err, ipset.ErrExists) {
-			return fmt.Errorf("fill ipset %s: %w", s.Name, err)
-		}
-		members.Put(k.Entry, struct{}{})
+		members.Put(es[i], struct{}{})
+	}
+	if refused > 0 {
+		return fmt.Errorf("fill ipset %s: %d of %d members refused, the first: %w", s.Name, refused, len(es), first)
 	}
 	return nil
 }

@@ -81,8 +81,9 @@ func realKernel() (adapters.Kernel, error) {
 }
 
 // floor creates, with the adapters' bare calls, what a cold sync of s
-// leaves in the Fakes: one call per object, the real servers as many per
-// netlink send as the IPVS adapter takes.
+// leaves in the Fakes: one call per object, but the real servers as many
+// per netlink send as the IPVS adapter takes and each set's members as
+// many per message as the ipset adapter puts in one.
 func floor(s shape.Shape, k adapters.Kernel) (shape.Result, error) {
 	res := shape.Result{Side: "floor (kernel)", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
 	links := netif.NewFake(owned.DummyInterface)
@@ -147,9 +148,10 @@ func floor(s shape.Shape, k adapters.Kernel) (shape.Result, error) {
 			if err := do(k.IPSet.CreateSet(set)); err != nil {
 				return err
 			}
-			for _, e := range entries[set.Name] {
-				if err := do(k.IPSet.AddEntry(set.Name, e)); err != nil {
-					return err
+			writes += len(entries[set.Name])
+			for i, err := range ipset.AddEntries(k.IPSet, set.Name, entries[set.Name]) {
+				if err != nil {
+					return fmt.Errorf("add %s to %s: %w", entries[set.Name][i].String(set.Type), set.Name, err)
 				}
 			}
 		}

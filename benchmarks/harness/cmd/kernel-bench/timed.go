@@ -157,6 +157,12 @@ func (t timedIPSet) AddEntry(name string, e ipset.Entry) error {
 	defer t.c.Since("ipset AddEntry", time.Now())
 	return t.Interface.AddEntry(name, e)
 }
+
+// AddEntries keeps the kernel's batches, as timedIPVS.WriteRealServers does.
+func (t timedIPSet) AddEntries(name string, es []ipset.Entry) []error {
+	defer t.c.Since("ipset AddEntries", time.Now())
+	return ipset.AddEntries(t.Interface, name, es)
+}
 func (t timedIPSet) DeleteEntry(name string, e ipset.Entry) error {
 	defer t.c.Since("ipset DeleteEntry", time.Now())
 	return t.Interface.DeleteEntry(name, e)

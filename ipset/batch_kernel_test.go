@@ -1,0 +1,133 @@
+package ipset
+
+import (
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
+)
+
+// TestKernelAddsEntriesInManyBatches sends small batches, several per send,
+// and reads the set back with the ipset tool: an encoding mistake that the
+// package's own parser shared would show here.
+func TestKernelAddsEntriesInManyBatches(t *testing.T) {
+	k, ns := kernelInNamespace(t)
+	if _, err := exec.LookPath("ipset"); err != nil {
+		kerneltest.Skip(t, kerneltest.NoTool, "cross-check needs the ipset tool")
+	}
+	var want []string
+	for _, sh := range shapes {
+		create(t, k, sh.set)
+		var es []Entry
+		switch sh.set.Type {
+		case BitmapPort:
+			for i := range 40 {
+				es = append(es, Entry{Port: uint16(30000 + i)})
+			}
+		default:
+			for i := range 40 {
+				e := sh.a
+				e.Port += uint16(i)
+				if sh.set.Type == HashIP || sh.set.Type == HashNet {
+					e = shiftAddress(sh.a, i)
+				}
+				es = append(es, e)
+			}
+		}
+		es = append(es, es[3]) // one twice: no error
+		// About three entries a message, two messages a send.
+		for i, err := range k.addEntries(sh.set.Name, es, 120, 2) {
+			if err != nil {
+				t.Fatalf("add %s to %s: %v", es[i].String(sh.set.Type), sh.set.Name, err)
+			}
+		}
+		for _, e := range es[:40] {
+			want = append(want, "add "+sh.set.Name+" "+e.String(sh.set.Type))
+		}
+	}
+	out, err := exec.Command("ip", "netns", "exec", ns, "ipset", "save").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ipset save: %v\n%s", err, out)
+	}
+	var got []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "add ") {
+			got = append(got, line)
+		}
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("ipset save lists %d entries\n%s\nwant %d\n%s", len(got), strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+	}
+}
+
+// shiftAddress returns e with its address i further on; a network becomes
+// the network of two addresses 2i further on (the ipset tool prints a host
+// network without its length).
+func shiftAddress(e Entry, i int) Entry {
+	shift := func(a netip.Addr) netip.Addr {
+		for range i {
+			a = a.Next()
+		}
+		return a
+	}
+	if e.Net.IsValid() {
+		a := shift(shift(e.Net.Masked().Addr()))
+		e.Net = netip.PrefixFrom(a, a.BitLen()-1)
+		return e
+	}
+	e.IP = shift(e.IP)
+	return e
+}
+
+// BenchmarkKernelEntryAdds: what one entry costs added with a message each
+// (AddEntry) and in batches (AddEntries), 1,000 hash:ip,port entries a set.
+func BenchmarkKernelEntryAdds(b *testing.B) {
+	k, _ := kernelInNamespace(&testing.T{})
+	if k == nil {
+		b.Skip("no kernel backend")
+	}
+	const n = 1000
+	var es []Entry
+	for i := range n {
+		es = append(es, Entry{IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)})
+	}
+	run := func(b *testing.B, add func(name string)) {
+		for i := range b.N {
+			name := fmt.Sprintf("bench-%d", i)
+			if err := k.CreateSet(Set{Name: name, Type: HashIPPort, Family: IPv4}); err != nil {
+				b.Fatal(err)
+			}
+			add(name)
+			b.StopTimer()
+			if err := k.DestroySet(name); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+	}
+	b.Run("one-message-each", func(b *testing.B) {
+		run(b, func(name string) {
+			for _, e := range es {
+				if err := k.AddEntry(name, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("batched", func(b *testing.B) {
+		run(b, func(name string) {
+			for _, err := range k.AddEntries(name, es) {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
