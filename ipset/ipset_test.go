@@ -35,13 +35,13 @@ func backends(t *testing.T) map[string]func(t *testing.T) backend {
 			f := NewFake()
 			return backend{Interface: f, reference: func(t *testing.T, name string, on bool) { f.MarkBusy(name, on) }}
 		},
-		"kernel": newKernelBackend,
+		"kernel": func(t *testing.T) backend { return newKernelBackend(t) },
 	}
 }
 
 var nsCounter atomic.Int32
 
-func newKernelBackend(t *testing.T) backend {
+func newKernelBackend(t testing.TB) backend {
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "real ipset tests need root to create a network namespace")
 	}
@@ -77,7 +77,7 @@ func newKernelBackend(t *testing.T) backend {
 	}}
 }
 
-func run(t *testing.T, cmd ...string) {
+func run(t testing.TB, cmd ...string) {
 	t.Helper()
 	if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s", cmd, err, out)

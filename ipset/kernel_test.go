@@ -17,7 +17,7 @@ import (
 
 // kernelInNamespace returns a Kernel in a fresh namespace and the namespace's
 // name, skipping when not root.
-func kernelInNamespace(t *testing.T) (*Kernel, string) {
+func kernelInNamespace(t testing.TB) (*Kernel, string) {
 	b := newKernelBackend(t)
 	return b.Interface.(*Kernel), b.namespace
 }
