@@ -121,6 +121,15 @@ func BenchmarkKernelEntryAdds(b *testing.B) {
 			}
 		})
 	})
+	b.Run("one-batch-each", func(b *testing.B) {
+		run(b, func(name string) {
+			for i := range es {
+				if err := k.AddEntries(name, es[i:i+1])[0]; err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
 	b.Run("batched", func(b *testing.B) {
 		run(b, func(name string) {
 			for _, err := range k.AddEntries(name, es) {

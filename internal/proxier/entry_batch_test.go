@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
 // batchingIPSet is the fake as the kernel's adapter looks to the
@@ -43,9 +44,10 @@ func (b *batchingIPSet) AddEntry(name string, e ipset.Entry) error {
 }
 
 // The members a sync adds reach the kernel together, one batch per set,
-// not a call each (the ownership record of a virtual server stays a call of
-// its own, made just before the virtual server); a member that fails fails
-// alone, and the retry adds only it.
+// not a call each (on a full sync the ownership records too, a group of
+// virtual servers' just before they are created; on a partial sync a
+// record stays a call of its own); a member that fails fails alone, and
+// the retry adds only it.
 func TestSetMembersAreAddedTogether(t *testing.T) {
 	fk := newFakeKernel()
 	b := &batchingIPSet{Fake: fk.ipset, batches: map[string][][]ipset.Entry{}, singles: map[string]int{}}
@@ -68,10 +70,11 @@ func TestSetMembersAreAddedTogether(t *testing.T) {
 	if len(clusterIPs) != 1 || len(clusterIPs[0]) != 3 {
 		t.Fatalf("cluster IP set batches %v, want one of three members", clusterIPs)
 	}
+	if records := b.batches[owned.SetOwned]; len(records) != 1 || len(records[0]) != 3 {
+		t.Fatalf("ownership record batches %v, want one of three", records)
+	}
 	for set, n := range b.singles {
-		if set != owned.SetOwned {
-			t.Fatalf("%d members of %s added one call each", n, set)
-		}
+		t.Fatalf("%d members of %s added one call each", n, set)
 	}
 
 	// A new Service whose cluster IP member fails: only it fails, the
@@ -108,5 +111,68 @@ func TestSetMembersAreAddedTogether(t *testing.T) {
 	}
 	if got := b.batches[owned.SetClusterIP]; len(got) != 1 || len(got[0]) != 1 || got[0][0] != failing {
 		t.Fatalf("retry batches %v, want the failed member alone", b.batches)
+	}
+}
+
+// raceIPVS creates someone else's virtual server at theirs just before
+// the proxier's create of the same key, as another agent could between
+// the proxier's full read and its write.
+type raceIPVS struct {
+	*ipvs.Fake
+	theirs ipvs.VirtualServerKey
+}
+
+func (r *raceIPVS) AddVirtualServer(vs ipvs.VirtualServer) error {
+	if vs.VirtualServerKey == r.theirs {
+		if err := r.Fake.AddVirtualServer(ipvs.VirtualServer{VirtualServerKey: r.theirs, Scheduler: "wlc"}); err != nil {
+			return err
+		}
+	}
+	return r.Fake.AddVirtualServer(vs)
+}
+
+// A record added ahead of a create that then finds someone else's virtual
+// server in the way is taken back: theirs is never recorded as ours, and
+// the others of the group are recorded and created.
+func TestRecordAheadOfACreateThatLosesTheKey(t *testing.T) {
+	fk := newFakeKernel()
+	b := &batchingIPSet{Fake: fk.ipset, batches: map[string][][]ipset.Entry{}, singles: map[string]int{}}
+	race := &raceIPVS{Fake: fk.ipvs, theirs: webVSFor("10.96.0.11")}
+	k := fk.kernel()
+	k.IPSet, k.IPVS = b, race
+	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Tracker().SetService(apiServerService())
+	for name, ip := range map[string]string{"web": "10.96.0.10", "api": "10.96.0.11", "db": "10.96.0.12"} {
+		svc := servicetest.Service(name, ip)
+		p.Tracker().SetService(svc)
+		p.Tracker().SetEndpointSlice(servicetest.Slice(svc, name+"-a", 8080, "10.244.1.5@node1"))
+	}
+	p.Sync()
+	if records := b.batches[owned.SetOwned]; len(records) != 1 || len(records[0]) != 3 {
+		t.Fatalf("ownership record batches %v, want one of three", records)
+	}
+	recorded, err := fk.ipset.Entries(owned.SetOwned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range recorded {
+		got = append(got, e.String(ipset.HashIPPort))
+	}
+	slices.Sort(got)
+	if want := []string{"10.96.0.10,tcp:80", "10.96.0.12,tcp:80"}; !slices.Equal(got, want) {
+		t.Fatalf("recorded %v, want %v (not the key someone else took)", got, want)
+	}
+	theirs, err := fk.ipvs.RealServers(race.theirs)
+	if err != nil || len(theirs) != 0 {
+		t.Fatalf("someone else's virtual server holds %v (%v), want it untouched", theirs, err)
+	}
+	for _, ip := range []string{"10.96.0.10", "10.96.0.12"} {
+		if rss, err := fk.ipvs.RealServers(webVSFor(ip)); err != nil || len(rss) != 1 {
+			t.Fatalf("%s holds %v (%v), want its real server", ip, rss, err)
+		}
 	}
 }

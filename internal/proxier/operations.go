@@ -306,11 +306,71 @@ func (r *reconciler) unrecord(k ipvs.VirtualServerKey) error {
 // picked for later: the loop makes its Service lose the key.
 func (r *reconciler) virtualServerOps() operations[ipvs.VirtualServerKey] {
 	return operations[ipvs.VirtualServerKey]{
-		id:     vsID,
-		wanted: func(k ipvs.VirtualServerKey) bool { return r.desired.VirtualServer(k) != nil },
-		update: r.updateVirtualServer,
-		delete: r.deleteVirtualServer,
-		later:  func(err error) bool { return errors.As(err, new(foreignError)) },
+		id:         vsID,
+		wanted:     func(k ipvs.VirtualServerKey) bool { return r.desired.VirtualServer(k) != nil },
+		update:     r.updateVirtualServer,
+		updateMany: r.updateVirtualServers,
+		delete:     r.deleteVirtualServer,
+		later:      func(err error) bool { return errors.As(err, new(foreignError)) },
+	}
+}
+
+// recordAheadGroup is how many virtual servers' ownership records a full
+// sync adds together before creating them. A crash in between leaves at
+// most this many records without a virtual server (ownership.go).
+const recordAheadGroup = 64
+
+// updateVirtualServers is updateVirtualServer for each key, on a full sync
+// in groups whose missing ownership records are added together first.
+func (r *reconciler) updateVirtualServers(keys []ipvs.VirtualServerKey) []error {
+	out := make([]error, len(keys))
+	for start := 0; start < len(keys); start += recordAheadGroup {
+		group := keys[start:min(start+recordAheadGroup, len(keys))]
+		if r.full {
+			r.recordAhead(group)
+		}
+		for i, k := range group {
+			out[start+i] = r.updateVirtualServer(k)
+		}
+		clear(r.recordedAhead)
+	}
+	return out
+}
+
+// recordAhead adds the ownership records of the virtual servers of keys
+// that a full sync is about to create, together (ipset.AddEntries). The
+// view was just read: one it lacks was not in the kernel then, so the
+// record is written, as one at a time, before the virtual server exists.
+// A record that fails here is written (and fails) again in
+// updateVirtualServer.
+func (r *reconciler) recordAhead(keys []ipvs.VirtualServerKey) {
+	bySet := map[string][]ipvs.VirtualServerKey{}
+	for _, k := range keys {
+		if r.view.foreign[k] || r.view.virtualServers[k] != nil || r.view.isRecorded(k) || r.desired.VirtualServer(k) == nil {
+			continue
+		}
+		set := recordEntry(k).Set
+		bySet[set] = append(bySet[set], k)
+	}
+	if r.recordedAhead == nil && len(bySet) > 0 {
+		r.recordedAhead = map[ipvs.VirtualServerKey]bool{}
+	}
+	for set, ks := range bySet {
+		members, ok := r.view.sets[set]
+		if !ok {
+			continue
+		}
+		es := make([]ipset.Entry, len(ks))
+		for i, k := range ks {
+			es[i] = recordEntry(k).Entry
+		}
+		r.writes += len(es)
+		for i, err := range ipset.AddEntries(r.k.IPSet, set, es) {
+			if err == nil {
+				members.Put(es[i], struct{}{})
+				r.recordedAhead[ks[i]] = true
+			}
+		}
 	}
 }
 
@@ -369,8 +429,9 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 		// Between a full read and now someone may have created it: look
 		// before recording, so a foreign one is never recorded as ours.
 		// One that is recorded is ours (our create went through, or the
-		// view lost it): take it back into the view.
-		recorded := r.view.isRecorded(k)
+		// view lost it): take it back into the view. One recorded ahead
+		// of its creation a moment ago is not there yet.
+		recorded := r.view.isRecorded(k) && !r.recordedAhead[k]
 		if !r.full || recorded {
 			if rss, err := r.k.IPVS.RealServers(k); err == nil {
 				if !recorded {

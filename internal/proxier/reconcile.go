@@ -66,6 +66,9 @@ type reconciler struct {
 	// realServerWrites is room for one virtual server's real-server
 	// writes, lent to each in turn.
 	realServerWrites []ipvs.RealServerWrite
+	// recordedAhead are the virtual servers of the group being created
+	// whose ownership records were just added together (recordAhead).
+	recordedAhead map[ipvs.VirtualServerKey]bool
 	// dummyEnsured: kube-ipvs0 was ensured in this sync already.
 	dummyEnsured bool
 	// setSizes are how many members each owned set is to hold (from the
