@@ -126,6 +126,7 @@ func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []
 			if refused == nil {
 				continue
 			}
+			k.refusedBatches.Add(1)
 			if mapped := mapError(refused, false); errors.Is(mapped, ErrNotFound) {
 				// The set is gone: so is every entry of it.
 				k.forget(name)

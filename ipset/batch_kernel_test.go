@@ -49,6 +49,9 @@ func TestKernelAddsEntriesInManyBatches(t *testing.T) {
 			want = append(want, "add "+sh.set.Name+" "+e.String(sh.set.Type))
 		}
 	}
+	if n := k.refusedBatches.Load(); n != 0 {
+		t.Fatalf("the kernel refused %d batch messages (their members went one at a time)", n)
+	}
 	out, err := exec.Command("ip", "netns", "exec", ns, "ipset", "save").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ipset save: %v\n%s", err, out)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/stdlog"
@@ -30,6 +31,11 @@ type Kernel struct {
 	// re-read.
 	mu   sync.Mutex
 	sets map[string]Set
+
+	// refusedBatches counts the batch messages the kernel refused
+	// (batch.go), whose members were then added one at a time: a message
+	// the kernel cannot parse would otherwise only show as slowness.
+	refusedBatches atomic.Int64
 }
 
 var _ Interface = (*Kernel)(nil)
