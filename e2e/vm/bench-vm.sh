@@ -23,6 +23,8 @@
 # With kube-proxy among the sides, what a process costs on the kernel is measured before the shapes
 # and after them (<results>-process-cost.json): kube-proxy starts one per ipset entry, and its cold
 # sync's cold_calls say how long it waited for them.
+# IPVSPROXY_BENCH_GOGC, when set, is the floor's and ours' GOGC (e.g. off: whether the garbage
+# collector explains why the same kernel calls take longer inside ours than inside the floor).
 #
 # Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
 # harness's reports (cmd/bench -merge reads it into the Markdown table).
@@ -80,7 +82,7 @@ bench() { # MODE SERVICES REPEATS
 	if [[ \$1 == kube-proxy ]]; then
 		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -kernel -services \$2 -repeats \$3 -ops "${IPVSPROXY_BENCH_KP_OPS:-}"
 	else
-		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3
+		${IPVSPROXY_BENCH_GOGC:+GOGC=$IPVSPROXY_BENCH_GOGC} IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3
 	fi
 }
 for mode in $modes; do
