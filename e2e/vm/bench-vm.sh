@@ -25,6 +25,9 @@
 # sync's cold_calls say how long it waited for them.
 # IPVSPROXY_BENCH_GOGC, when set, is the floor's and ours' GOGC (e.g. off: whether the garbage
 # collector explains why the same kernel calls take longer inside ours than inside the floor).
+# IPVSPROXY_BENCH_FLOOR_ORDER=interleaved makes the floor write each virtual server and then its
+# real servers in one send, as the proxier does, instead of every virtual server first and then all
+# real servers 64 per send (kernel-bench -floor-order).
 #
 # Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
 # harness's reports (cmd/bench -merge reads it into the Markdown table).
@@ -82,7 +85,7 @@ bench() { # MODE SERVICES REPEATS
 	if [[ \$1 == kube-proxy ]]; then
 		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -kernel -services \$2 -repeats \$3 -ops "${IPVSPROXY_BENCH_KP_OPS:-}"
 	else
-		${IPVSPROXY_BENCH_GOGC:+GOGC=$IPVSPROXY_BENCH_GOGC} IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3
+		${IPVSPROXY_BENCH_GOGC:+GOGC=$IPVSPROXY_BENCH_GOGC} IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3 ${IPVSPROXY_BENCH_FLOOR_ORDER:+-floor-order $IPVSPROXY_BENCH_FLOOR_ORDER}
 	fi
 }
 for mode in $modes; do

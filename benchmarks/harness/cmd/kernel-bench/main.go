@@ -41,6 +41,7 @@ func main() {
 	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
 	repeats := flag.Int("repeats", 3, "repeats of each operation after the cold sync")
 	mode := flag.String("mode", "ours", "ours or floor")
+	floorOrder := flag.String("floor-order", "grouped", "the floor's order of the IPVS writes: grouped (every virtual server, then all real servers 64 per send) or interleaved (each virtual server, then its real servers in one send, as the proxier writes them)")
 	flag.Parse()
 	klog.SetLogger(logr.Discard())
 	s := shape.Shape{Services: *services, Endpoints: *endpoints}
@@ -55,7 +56,7 @@ func main() {
 		res, err = ours.RunWith(s, timed(k, c), *repeats, func() { cold = c.Reset() })
 		res.Side = "ipvsproxy (kernel)"
 	case "floor":
-		res, err = floor(s, timed(k, c))
+		res, err = floor(s, timed(k, c), *floorOrder == "interleaved")
 		cold = c.Reset()
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
@@ -84,7 +85,7 @@ func realKernel() (adapters.Kernel, error) {
 // leaves in the Fakes: one call per object, but the real servers as many
 // per netlink send as the IPVS adapter takes and each set's members as
 // many per message as the ipset adapter puts in one.
-func floor(s shape.Shape, k adapters.Kernel) (shape.Result, error) {
+func floor(s shape.Shape, k adapters.Kernel, interleaved bool) (shape.Result, error) {
 	res := shape.Result{Side: "floor (kernel)", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
 	links := netif.NewFake(owned.DummyInterface)
 	links.SetHostAddresses(shape.NodeIP) // as in the namespace: NodePorts on it
@@ -157,8 +158,18 @@ func floor(s shape.Shape, k adapters.Kernel) (shape.Result, error) {
 		}
 		// The real servers of all virtual servers together, as many per
 		// send as the adapter takes (the proxier sends one virtual
-		// server's together).
+		// server's together); interleaved, as the proxier does.
 		var ws []ipvs.RealServerWrite
+		send := func() error {
+			writes += len(ws)
+			for i, err := range ipvs.WriteRealServers(k.IPVS, ws) {
+				if err != nil {
+					return fmt.Errorf("%v: %w", ws[i], err)
+				}
+			}
+			ws = ws[:0]
+			return nil
+		}
 		for _, vs := range vss {
 			if err := do(k.IPVS.AddVirtualServer(vs)); err != nil {
 				return err
@@ -166,12 +177,14 @@ func floor(s shape.Shape, k adapters.Kernel) (shape.Result, error) {
 			for _, rs := range rss[vs.VirtualServerKey] {
 				ws = append(ws, ipvs.RealServerWrite{Op: ipvs.AddReal, VirtualServer: vs.VirtualServerKey, RealServer: rs})
 			}
-		}
-		writes += len(ws)
-		for i, err := range ipvs.WriteRealServers(k.IPVS, ws) {
-			if err != nil {
-				return fmt.Errorf("%v: %w", ws[i], err)
+			if interleaved {
+				if err := send(); err != nil {
+					return err
+				}
 			}
+		}
+		if err := send(); err != nil {
+			return err
 		}
 		return do(k.IPTables[v1.IPv4Protocol].Restore(rules))
 	}()
