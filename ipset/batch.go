@@ -113,9 +113,26 @@ func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []
 			out[at[j]] = fmt.Errorf("add entry %s in %s set %s: %w", valid[j].String(s.Type), s.Type, name, err)
 		}
 	}
+	// oneByOne adds the members of messages [from, to) one at a time.
+	oneByOne := func(from, to int) {
+		for v := first[from]; v < first[to]; v++ {
+			if err := k.AddEntry(name, valid[v]); err != nil && !errors.Is(err, ErrExists) {
+				out[at[v]] = err
+			}
+		}
+	}
 	for m := 0; m < len(msgs); m += perSend {
-		outcomes, err := k.dump.exchange(msgs[m:min(m+perSend, len(msgs))])
-		if err != nil {
+		end := min(m+perSend, len(msgs))
+		outcomes, err := k.dump.exchange(msgs[m:end])
+		switch {
+		case errors.Is(err, unix.EMSGSIZE), errors.Is(err, unix.ENOBUFS):
+			// The send was larger than the socket's buffer (a node
+			// with a small net.core.wmem_default), or answers were
+			// dropped: one at a time, each answered.
+			k.refusedBatches.Add(int64(end - m))
+			oneByOne(m, end)
+			continue
+		case err != nil:
 			// What the kernel did with these is unknown; the caller's
 			// retry reads the set back.
 			k.forget(name)
@@ -133,11 +150,7 @@ func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []
 				fail(first[m+j], mapped)
 				return out
 			}
-			for v := first[m+j]; v < first[m+j+1]; v++ {
-				if err := k.AddEntry(name, valid[v]); err != nil && !errors.Is(err, ErrExists) {
-					out[at[v]] = err
-				}
-			}
+			oneByOne(m+j, m+j+1)
 		}
 	}
 	return out

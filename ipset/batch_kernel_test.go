@@ -69,6 +69,33 @@ func TestKernelAddsEntriesInManyBatches(t *testing.T) {
 	}
 }
 
+// TestKernelAddsEntriesBeyondASmallSendBuffer: on a socket whose send
+// buffer is smaller than a send of batches (a node with a small
+// net.core.wmem_default) the kernel refuses the send (EMSGSIZE); the
+// members then go one at a time, each answered.
+func TestKernelAddsEntriesBeyondASmallSendBuffer(t *testing.T) {
+	k, _ := kernelInNamespace(t)
+	if err := k.dump.conn.SetWriteBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	create(t, k, Set{Name: "s", Type: HashIPPort, Family: IPv4})
+	var es []Entry
+	for i := range 2000 {
+		es = append(es, Entry{IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)})
+	}
+	for i, err := range k.AddEntries("s", es) {
+		if err != nil {
+			t.Fatalf("add %s: %v", es[i].String(HashIPPort), err)
+		}
+	}
+	if got := entries(t, k, "s"); len(got) != len(es) {
+		t.Fatalf("%d members in the set, want %d", len(got), len(es))
+	}
+	if k.refusedBatches.Load() == 0 {
+		t.Fatal("no send was refused: the buffer did not shrink, and the test tests nothing")
+	}
+}
+
 // shiftAddress returns e with its address i further on; a network becomes
 // the network of two addresses 2i further on (the ipset tool prints a host
 // network without its length).

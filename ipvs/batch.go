@@ -154,6 +154,14 @@ func (k *kernel) WriteRealServers(ws []RealServerWrite) []error {
 	}
 	defer k.mu.Unlock()
 	outcomes, err := k.dump.writeRealServers(valid, nldump.MaxExchange)
+	if errors.Is(err, unix.EMSGSIZE) || errors.Is(err, unix.ENOBUFS) {
+		// A send larger than the socket's buffer (a node with a small
+		// net.core.wmem_default), or answers dropped: the rest one per
+		// send, each answered (an add already done answers "exists").
+		var rest []error
+		rest, err = k.dump.writeRealServers(valid[len(outcomes):], 1)
+		outcomes = append(outcomes, rest...)
+	}
 	for j, i := range at {
 		switch {
 		case j < len(outcomes) && outcomes[j] != nil:

@@ -1,12 +1,14 @@
 package ipvs
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
+	"golang.org/x/sys/unix"
 )
 
 // More writes than one send takes go in several sends, each answered.
@@ -30,6 +32,37 @@ func TestKernelWritesMoreRealServersThanOneSend(t *testing.T) {
 		}
 	}
 	wantErr(t, got[len(got)-1], ErrExists)
+	wantRealServers(t, a, tcp80, want...)
+}
+
+// On a socket whose send buffer is smaller than a full send (a node with a
+// small net.core.wmem_default) the kernel refuses the send (EMSGSIZE); the
+// writes then go one per send, each answered.
+func TestKernelWritesRealServersBeyondASmallSendBuffer(t *testing.T) {
+	skipUnlessKernel(t)
+	a := newKernelInFreshNamespace(t)
+	k := a.(*kernel)
+	if err := k.dump.conn.SetWriteBuffer(1024); err != nil {
+		t.Fatal(err)
+	}
+	ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+	var ws []RealServerWrite
+	var want []RealServer
+	for i := range nldump.MaxExchange {
+		r := rs(rip4a, uint16(1000+i), 1)
+		ws = append(ws, RealServerWrite{Op: AddReal, VirtualServer: tcp80, RealServer: r})
+		want = append(want, r)
+	}
+	// The buffer is small enough that a full send is refused (else the
+	// test would test nothing); a refused send adds nothing.
+	if _, err := k.dump.writeRealServers(ws, nldump.MaxExchange); !errors.Is(err, unix.EMSGSIZE) {
+		t.Fatalf("a send of %d writes: %v, want EMSGSIZE", len(ws), err)
+	}
+	for i, err := range WriteRealServers(a, ws) {
+		if err != nil {
+			t.Fatalf("%v: %v", ws[i], err)
+		}
+	}
 	wantRealServers(t, a, tcp80, want...)
 }
 
