@@ -92,8 +92,9 @@ for mode in $modes; do
 	bench \$mode 20 1 >/dev/null
 done
 # What starting a process costs on this kernel and CPU: kube-proxy adds every ipset entry with a
-# process of its own, ipvsproxy with a netlink message (kubeproxy-bench -process-cost: 300 entries
-# each way and 300 in one ipset restore), once before the shapes and once after them.
+# process of its own, ipvsproxy with netlink messages, many entries each (kubeproxy-bench
+# -process-cost: 300 entries a process each, a message each, in batches, and in one ipset
+# restore), once before the shapes and once after them.
 process_cost() {
 	settle
 	IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -process-cost 300 >>"$work/results/processcost.jsonl"
