@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"sort"
-	"strings"
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
@@ -52,21 +50,7 @@ func TestKernelAddsEntriesInManyBatches(t *testing.T) {
 	if n := k.refusedBatches.Load(); n != 0 {
 		t.Fatalf("the kernel refused %d batch messages (their members went one at a time)", n)
 	}
-	out, err := exec.Command("ip", "netns", "exec", ns, "ipset", "save").CombinedOutput()
-	if err != nil {
-		t.Fatalf("ipset save: %v\n%s", err, out)
-	}
-	var got []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "add ") {
-			got = append(got, line)
-		}
-	}
-	sort.Strings(got)
-	sort.Strings(want)
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("ipset save lists %d entries\n%s\nwant %d\n%s", len(got), strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
-	}
+	wantSaved(t, ns, want)
 }
 
 // TestKernelAddsEntriesBeyondASmallSendBuffer: on a socket whose send

@@ -38,6 +38,13 @@ func TestKernelMatchesIPsetTool(t *testing.T) {
 		}
 		want = append(want, "add "+sh.set.Name+" "+sh.a.String(sh.set.Type))
 	}
+	wantSaved(t, ns, want)
+}
+
+// wantSaved checks that `ipset save` in namespace ns lists exactly the add
+// lines want, in any order.
+func wantSaved(t *testing.T, ns string, want []string) {
+	t.Helper()
 	out, err := exec.Command("ip", "netns", "exec", ns, "ipset", "save").CombinedOutput()
 	if err != nil {
 		t.Fatalf("ipset save: %v\n%s", err, out)
@@ -51,7 +58,7 @@ func TestKernelMatchesIPsetTool(t *testing.T) {
 	sort.Strings(got)
 	sort.Strings(want)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("ipset save lists\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Fatalf("ipset save lists %d entries\n%s\nwant %d\n%s", len(got), strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
 	}
 }
 
