@@ -3,20 +3,14 @@ package ipset
 import (
 	"fmt"
 	"net/netip"
-	"os/exec"
 	"testing"
-
-	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 )
 
 // TestKernelAddsEntriesInManyBatches sends small batches, several per send,
 // and reads the set back with the ipset tool: an encoding mistake that the
 // package's own parser shared would show here.
 func TestKernelAddsEntriesInManyBatches(t *testing.T) {
-	k, ns := kernelInNamespace(t)
-	if _, err := exec.LookPath("ipset"); err != nil {
-		kerneltest.Skip(t, kerneltest.NoTool, "cross-check needs the ipset tool")
-	}
+	k, ns := kernelWithIPsetTool(t)
 	var want []string
 	for _, sh := range shapes {
 		create(t, k, sh.set)

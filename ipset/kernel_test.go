@@ -26,10 +26,7 @@ func kernelInNamespace(t testing.TB) (*Kernel, string) {
 // tool's own reading of the kernel, so that a mistake made symmetrically in
 // encoding and decoding (byte order, attribute choice) cannot hide.
 func TestKernelMatchesIPsetTool(t *testing.T) {
-	k, ns := kernelInNamespace(t)
-	if _, err := exec.LookPath("ipset"); err != nil {
-		kerneltest.Skip(t, kerneltest.NoTool, "cross-check needs the ipset tool")
-	}
+	k, ns := kernelWithIPsetTool(t)
 	var want []string
 	for _, sh := range shapes {
 		create(t, k, sh.set)
@@ -39,6 +36,16 @@ func TestKernelMatchesIPsetTool(t *testing.T) {
 		want = append(want, "add "+sh.set.Name+" "+sh.a.String(sh.set.Type))
 	}
 	wantSaved(t, ns, want)
+}
+
+// kernelWithIPsetTool is kernelInNamespace for a test that reads the sets
+// back with the ipset tool (wantSaved).
+func kernelWithIPsetTool(t *testing.T) (*Kernel, string) {
+	k, ns := kernelInNamespace(t)
+	if _, err := exec.LookPath("ipset"); err != nil {
+		kerneltest.Skip(t, kerneltest.NoTool, "cross-check needs the ipset tool")
+	}
+	return k, ns
 }
 
 // wantSaved checks that `ipset save` in namespace ns lists exactly the add
