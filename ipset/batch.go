@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"syscall"
 
 	"github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -172,17 +171,14 @@ func (d *dumper) addRequest(name string, adt []byte) netlink.Message {
 	}
 }
 
-// exchange sends reqs in one send and returns each one's answer, ipset's
-// own error numbers as nl.IPSetError.
+// exchange sends reqs in one send and returns each one's answer, as
+// ipsetError makes it.
 func (d *dumper) exchange(reqs []netlink.Message) ([]error, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	outcomes, err := d.reader.Exchange(reqs)
 	for i, o := range outcomes {
-		var errno syscall.Errno
-		if errors.As(o, &errno) && int(errno) >= nl.IPSET_ERR_PRIVATE {
-			outcomes[i] = nl.IPSetError(errno)
-		}
+		outcomes[i] = ipsetError(o)
 	}
 	return outcomes, err
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"syscall"
 
 	"github.com/mdlayher/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -76,11 +75,7 @@ func (d *dumper) list(name string, headersOnly bool, header func(Set), entry fun
 		}
 		return parseListAnswer(payload[4:], &current, header, entry)
 	}, nil)
-	var errno syscall.Errno
-	if errors.As(err, &errno) && int(errno) >= nl.IPSET_ERR_PRIVATE {
-		return nl.IPSetError(errno)
-	}
-	return err
+	return ipsetError(err)
 }
 
 // parseListAnswer reads one message of a list dump. current is the set the

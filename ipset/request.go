@@ -67,10 +67,15 @@ func (r *rawSocket) request(cmd, flags int) *nl.NetlinkRequest {
 	return req
 }
 
-// execute sends req and turns ipset's private error numbers (4096 and up)
-// into nl.IPSetError, as the library does.
+// execute sends req; the answer's error as ipsetError makes it.
 func execute(req *nl.NetlinkRequest) error {
 	_, err := req.Execute(unix.NETLINK_NETFILTER, 0)
+	return ipsetError(err)
+}
+
+// ipsetError turns ipset's private error numbers (4096 and up) into
+// nl.IPSetError, as the library does, for mapError; other errors pass.
+func ipsetError(err error) error {
 	var errno syscall.Errno
 	if errors.As(err, &errno) && int(errno) >= nl.IPSET_ERR_PRIVATE {
 		return nl.IPSetError(errno)
