@@ -120,16 +120,22 @@ func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []
 			}
 		}
 	}
-	for m := 0; m < len(msgs); m += perSend {
+	for m := 0; m < len(msgs); {
 		end := min(m+perSend, len(msgs))
 		outcomes, err := k.dump.exchange(msgs[m:end])
 		switch {
-		case errors.Is(err, unix.EMSGSIZE), errors.Is(err, unix.ENOBUFS):
+		case errors.Is(err, unix.EMSGSIZE) && end-m > 1:
 			// The send was larger than the socket's buffer (a node
-			// with a small net.core.wmem_default), or answers were
-			// dropped: one at a time, each answered.
+			// with a small net.core.wmem_default); the kernel took
+			// none of it: one message per send from here.
+			perSend = 1
+			continue
+		case errors.Is(err, unix.EMSGSIZE), errors.Is(err, unix.ENOBUFS):
+			// One message is larger than the buffer, or answers were
+			// dropped: its members one at a time, each answered.
 			k.refusedBatches.Add(int64(end - m))
 			oneByOne(m, end)
+			m = end
 			continue
 		case err != nil:
 			// What the kernel did with these is unknown; the caller's
@@ -151,6 +157,7 @@ func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []
 			}
 			oneByOne(m+j, m+j+1)
 		}
+		m = end
 	}
 	return out
 }

@@ -1,9 +1,13 @@
 package ipset
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"testing"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // TestKernelAddsEntriesInManyBatches sends small batches, several per send,
@@ -71,6 +75,38 @@ func TestKernelAddsEntriesBeyondASmallSendBuffer(t *testing.T) {
 	}
 	if k.refusedBatches.Load() == 0 {
 		t.Fatal("no send was refused: the buffer did not shrink, and the test tests nothing")
+	}
+}
+
+// With a send buffer too small for four messages but large enough for one,
+// the batches go one message per send: no member is added on its own.
+func TestKernelAddsEntriesOneMessagePerSendInAMiddlingBuffer(t *testing.T) {
+	k, _ := kernelInNamespace(t)
+	if err := k.dump.conn.SetWriteBuffer(16 << 10); err != nil { // 32 KiB: the kernel doubles it
+		t.Fatal(err)
+	}
+	create(t, k, Set{Name: "s", Type: HashIPPort, Family: IPv4})
+	var es []Entry
+	for i := range 2000 {
+		es = append(es, Entry{IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)})
+	}
+	// The buffer refuses a full send (else the test would test nothing).
+	if _, err := k.dump.exchange([]netlink.Message{
+		k.dump.addRequest("s", make([]byte, 12<<10)), k.dump.addRequest("s", make([]byte, 12<<10)),
+		k.dump.addRequest("s", make([]byte, 12<<10)),
+	}); !errors.Is(err, unix.EMSGSIZE) {
+		t.Fatalf("a send of three 12 KiB messages: %v, want EMSGSIZE", err)
+	}
+	for i, err := range k.AddEntries("s", es) {
+		if err != nil {
+			t.Fatalf("add %s: %v", es[i].String(HashIPPort), err)
+		}
+	}
+	if got := entries(t, k, "s"); len(got) != len(es) {
+		t.Fatalf("%d members in the set, want %d", len(got), len(es))
+	}
+	if n := k.refusedBatches.Load(); n != 0 {
+		t.Fatalf("%d batch messages went one member at a time, want none", n)
 	}
 }
 
