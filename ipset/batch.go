@@ -12,10 +12,11 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
 )
 
-// Entries added in batches. AddEntry sends one message and waits for its
-// answer; the kernel also takes many entries in one IPSET_CMD_ADD, each an
-// IPSET_ATTR_DATA inside IPSET_ATTR_ADT (what `ipset restore` sends), and
-// adds them in order, stopping at the first it refuses (ip_set_ad).
+// Entries added and deleted in batches. AddEntry and DeleteEntry send one
+// message each and wait for its answer; the kernel also takes many entries
+// in one IPSET_CMD_ADD or IPSET_CMD_DEL, each an IPSET_ATTR_DATA inside
+// IPSET_ATTR_ADT (what `ipset restore` sends), and writes them in order,
+// stopping at the first it refuses (ip_set_ad).
 
 // EntryAdder is an IP set table that adds several entries at once (the
 // kernel's); AddEntries uses it when there is one.
@@ -26,6 +27,15 @@ type EntryAdder interface {
 	AddEntries(name string, es []Entry) []error
 }
 
+// EntryDeleter is an IP set table that deletes several entries at once
+// (the kernel's); DeleteEntries uses it when there is one.
+type EntryDeleter interface {
+	// DeleteEntries deletes es from set name and returns each one's
+	// outcome in order: the errors of DeleteEntry, except that an entry
+	// already absent, or whose set is missing, is no error (it is gone).
+	DeleteEntries(name string, es []Entry) []error
+}
+
 // AddEntries adds es to set name on a, in batches when a is an EntryAdder,
 // else one AddEntry each (the fakes, and wrappers that count or fail
 // calls). An entry already present is no error. It returns each entry's
@@ -34,9 +44,26 @@ func AddEntries(a Interface, name string, es []Entry) []error {
 	if b, ok := a.(EntryAdder); ok {
 		return b.AddEntries(name, es)
 	}
+	return eachEntry(es, func(e Entry) error { return a.AddEntry(name, e) }, ErrExists)
+}
+
+// DeleteEntries deletes es from set name on a, in batches when a is an
+// EntryDeleter, else one DeleteEntry each. An entry already absent, or
+// whose set is missing, is no error. It returns each entry's outcome in
+// order.
+func DeleteEntries(a Interface, name string, es []Entry) []error {
+	if b, ok := a.(EntryDeleter); ok {
+		return b.DeleteEntries(name, es)
+	}
+	return eachEntry(es, func(e Entry) error { return a.DeleteEntry(name, e) }, ErrNotFound)
+}
+
+// eachEntry writes es one call each; done is the error that means the
+// entry is already as wanted.
+func eachEntry(es []Entry, write func(Entry) error, done error) []error {
 	out := make([]error, len(es))
 	for i, e := range es {
-		if err := a.AddEntry(name, e); err != nil && !errors.Is(err, ErrExists) {
+		if err := write(e); err != nil && !errors.Is(err, done) {
 			out[i] = err
 		}
 	}
@@ -52,23 +79,48 @@ const (
 	entryBatchesPerSend = 4
 )
 
+// entryWrite is one kind of batched write: its command, its verb for
+// errors, the one-at-a-time call its fallback makes, and the error of that
+// call that means the entry is already as wanted.
+type entryWrite struct {
+	cmd  uint8
+	verb string
+	one  func(k *Kernel, name string, e Entry) error
+	done error
+}
+
+var (
+	adding   = entryWrite{nl.IPSET_CMD_ADD, "add", (*Kernel).AddEntry, ErrExists}
+	deleting = entryWrite{nl.IPSET_CMD_DEL, "delete", (*Kernel).DeleteEntry, ErrNotFound}
+)
+
 // AddEntries checks each entry as AddEntry does, sends the valid ones in
 // batch messages and, for a message the kernel refused part-way, adds its
 // entries again one at a time, so that each gets its own answer (those the
 // kernel had added are present, no error).
 func (k *Kernel) AddEntries(name string, es []Entry) []error {
-	return k.addEntries(name, es, entryBatchBytes, entryBatchesPerSend)
+	return k.writeEntries(adding, name, es, entryBatchBytes, entryBatchesPerSend)
 }
 
-func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []error {
+// DeleteEntries is AddEntries' counterpart: a message the kernel refused
+// part-way is deleted again one entry at a time; an entry already absent,
+// or whose set is missing, is no error.
+func (k *Kernel) DeleteEntries(name string, es []Entry) []error {
+	return k.writeEntries(deleting, name, es, entryBatchBytes, entryBatchesPerSend)
+}
+
+func (k *Kernel) writeEntries(w entryWrite, name string, es []Entry, batchBytes, perSend int) []error {
 	out := make([]error, len(es))
 	if len(es) == 0 {
 		return out
 	}
 	s, err := k.lookup(name)
 	if err != nil {
+		if w.cmd == nl.IPSET_CMD_DEL && errors.Is(err, ErrNotFound) {
+			return out // the set is gone, and its entries with it
+		}
 		for i := range out {
-			out[i] = fmt.Errorf("add entry in ip set %s: %w", name, err)
+			out[i] = fmt.Errorf("%s entry in ip set %s: %w", w.verb, name, err)
 		}
 		return out
 	}
@@ -85,13 +137,13 @@ func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []
 		if len(adt) == 0 {
 			return
 		}
-		msgs = append(msgs, k.dump.addRequest(name, adt))
+		msgs = append(msgs, k.dump.adtRequest(w.cmd, name, adt))
 		adt = nil
 	}
 	for i, e := range es {
 		e, err := checkEntry(s, e)
 		if err != nil {
-			out[i] = fmt.Errorf("add: %w", err)
+			out[i] = fmt.Errorf("%s: %w", w.verb, err)
 			continue
 		}
 		data := appendEntryData(nil, s.Type, e)
@@ -109,13 +161,13 @@ func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []
 
 	fail := func(from int, err error) {
 		for j := from; j < len(valid); j++ {
-			out[at[j]] = fmt.Errorf("add entry %s in %s set %s: %w", valid[j].String(s.Type), s.Type, name, err)
+			out[at[j]] = fmt.Errorf("%s entry %s in %s set %s: %w", w.verb, valid[j].String(s.Type), s.Type, name, err)
 		}
 	}
-	// oneByOne adds the members of messages [from, to) one at a time.
+	// oneByOne writes the members of messages [from, to) one at a time.
 	oneByOne := func(from, to int) {
 		for v := first[from]; v < first[to]; v++ {
-			if err := k.AddEntry(name, valid[v]); err != nil && !errors.Is(err, ErrExists) {
+			if err := w.one(k, name, valid[v]); err != nil && !errors.Is(err, w.done) {
 				out[at[v]] = err
 			}
 		}
@@ -149,11 +201,14 @@ func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []
 				continue
 			}
 			k.refusedBatches.Add(1)
+			// Without NLM_F_EXCL an entry already present (added) or
+			// absent (deleted) is no refusal: not found is the set.
 			if mapped := mapError(refused, false); errors.Is(mapped, ErrNotFound) {
-				// The set is gone: so is every entry of it.
 				k.forget(name)
-				fail(first[m+j], mapped)
-				return out
+				if w.cmd == nl.IPSET_CMD_ADD {
+					fail(first[m+j], mapped)
+				}
+				return out // deleted: the set is gone, and its entries with it
 			}
 			oneByOne(m+j, m+j+1)
 		}
@@ -162,18 +217,29 @@ func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []
 	return out
 }
 
-// addRequest is one IPSET_CMD_ADD of the entries encoded in adt, without
-// NLM_F_EXCL: an entry already present is no error (ipset -exist). The
-// kernel takes IPSET_ATTR_ADT only beside IPSET_ATTR_LINENO (ip_set_ad);
-// it then answers a refusal with its own error message, in place of the
-// acknowledgement, of the same sequence number.
-func (d *dumper) addRequest(name string, adt []byte) netlink.Message {
+// addEntries and deleteEntries take the batch's size and the messages per
+// send, for tests that need many batches of a few entries.
+func (k *Kernel) addEntries(name string, es []Entry, batchBytes, perSend int) []error {
+	return k.writeEntries(adding, name, es, batchBytes, perSend)
+}
+
+func (k *Kernel) deleteEntries(name string, es []Entry, batchBytes, perSend int) []error {
+	return k.writeEntries(deleting, name, es, batchBytes, perSend)
+}
+
+// adtRequest is one IPSET_CMD_ADD or IPSET_CMD_DEL of the entries encoded
+// in adt, without NLM_F_EXCL: an entry already present (added) or absent
+// (deleted) is no error (ipset -exist). The kernel takes IPSET_ATTR_ADT
+// only beside IPSET_ATTR_LINENO (ip_set_ad); it then answers a refusal
+// with its own error message, in place of the acknowledgement, of the
+// same sequence number.
+func (d *dumper) adtRequest(cmd uint8, name string, adt []byte) netlink.Message {
 	attrs := nldump.AppendAttribute(nil, nl.IPSET_ATTR_PROTOCOL, []byte{nl.IPSET_PROTOCOL})
 	attrs = nldump.AppendAttribute(attrs, nl.IPSET_ATTR_SETNAME, append([]byte(name), 0))
 	attrs = nldump.AppendAttribute(attrs, nl.IPSET_ATTR_LINENO|unix.NLA_F_NET_BYTEORDER, binary.BigEndian.AppendUint32(nil, 0))
 	attrs = nldump.AppendAttribute(attrs, nl.IPSET_ATTR_ADT|unix.NLA_F_NESTED, adt)
 	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_IPSET<<8 | nl.IPSET_CMD_ADD)},
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_IPSET<<8 | int(cmd))},
 		Data:   append([]byte{unix.AF_INET, unix.NFNETLINK_V0, 0, 0}, attrs...), // struct nfgenmsg
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mdlayher/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,7 +52,50 @@ func TestKernelAddsEntriesInManyBatches(t *testing.T) {
 	wantSaved(t, ns, want)
 }
 
-// TestKernelAddsEntriesBeyondASmallSendBuffer: on a socket whose send
+// TestKernelDeletesEntriesInManyBatches deletes most of each set's members,
+// and some it never had, in small batches, several per send, and reads the
+// sets back with the ipset tool.
+func TestKernelDeletesEntriesInManyBatches(t *testing.T) {
+	k, ns := kernelWithIPsetTool(t)
+	var want []string
+	for _, sh := range shapes {
+		create(t, k, sh.set)
+		var es []Entry
+		for i := range 45 {
+			e := sh.a
+			switch sh.set.Type {
+			case BitmapPort:
+				e = Entry{Port: uint16(30000 + i)}
+			case HashIP, HashNet:
+				e = shiftAddress(sh.a, i)
+			default:
+				e.Port += uint16(i)
+			}
+			es = append(es, e)
+		}
+		for i, err := range k.addEntries(sh.set.Name, es[:40], 120, 2) {
+			if err != nil {
+				t.Fatalf("add %s to %s: %v", es[i].String(sh.set.Type), sh.set.Name, err)
+			}
+		}
+		// The first 30 and the five never added, about three a message.
+		gone := append(es[:30:30], es[40:]...)
+		for i, err := range k.deleteEntries(sh.set.Name, gone, 120, 2) {
+			if err != nil {
+				t.Fatalf("delete %s from %s: %v", gone[i].String(sh.set.Type), sh.set.Name, err)
+			}
+		}
+		for _, e := range es[30:40] {
+			want = append(want, "add "+sh.set.Name+" "+e.String(sh.set.Type))
+		}
+	}
+	if n := k.refusedBatches.Load(); n != 0 {
+		t.Fatalf("the kernel refused %d batch messages (their members went one at a time)", n)
+	}
+	wantSaved(t, ns, want)
+}
+
+// TestKernelAddsEntriesBeyondASmallSendBuffer (and deletes them): on a socket whose send
 // buffer is smaller than a send of batches (a node with a small
 // net.core.wmem_default) the kernel refuses the send (EMSGSIZE); the
 // members then go one at a time, each answered.
@@ -76,6 +120,19 @@ func TestKernelAddsEntriesBeyondASmallSendBuffer(t *testing.T) {
 	if k.refusedBatches.Load() == 0 {
 		t.Fatal("no send was refused: the buffer did not shrink, and the test tests nothing")
 	}
+	// Deleted the same way.
+	refused := k.refusedBatches.Load()
+	for i, err := range k.DeleteEntries("s", es) {
+		if err != nil {
+			t.Fatalf("delete %s: %v", es[i].String(HashIPPort), err)
+		}
+	}
+	if got := entries(t, k, "s"); len(got) != 0 {
+		t.Fatalf("%d members left in the set, want none", len(got))
+	}
+	if k.refusedBatches.Load() == refused {
+		t.Fatal("no send of deletions was refused: the test tests nothing")
+	}
 }
 
 // With a send buffer too small for four messages but large enough for one,
@@ -92,8 +149,8 @@ func TestKernelAddsEntriesOneMessagePerSendInAMiddlingBuffer(t *testing.T) {
 	}
 	// The buffer refuses a full send (else the test would test nothing).
 	if _, err := k.dump.exchange([]netlink.Message{
-		k.dump.addRequest("s", make([]byte, 12<<10)), k.dump.addRequest("s", make([]byte, 12<<10)),
-		k.dump.addRequest("s", make([]byte, 12<<10)),
+		k.dump.adtRequest(nl.IPSET_CMD_ADD, "s", make([]byte, 12<<10)), k.dump.adtRequest(nl.IPSET_CMD_ADD, "s", make([]byte, 12<<10)),
+		k.dump.adtRequest(nl.IPSET_CMD_ADD, "s", make([]byte, 12<<10)),
 	}); !errors.Is(err, unix.EMSGSIZE) {
 		t.Fatalf("a send of three 12 KiB messages: %v, want EMSGSIZE", err)
 	}
@@ -177,6 +234,55 @@ func BenchmarkKernelEntryAdds(b *testing.B) {
 	b.Run("batched", func(b *testing.B) {
 		run(b, func(name string) {
 			for _, err := range k.AddEntries(name, es) {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+// BenchmarkKernelEntryDeletes: what one entry costs deleted with a message
+// each (DeleteEntry) and in batches (DeleteEntries), 1,000 hash:ip,port
+// entries from a set that holds them.
+func BenchmarkKernelEntryDeletes(b *testing.B) {
+	if testing.Short() {
+		b.Skip("kernel benchmark")
+	}
+	k, _ := kernelInNamespace(b)
+	const n = 1000
+	var es []Entry
+	for i := range n {
+		es = append(es, Entry{IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)})
+	}
+	if err := k.CreateSet(Set{Name: "bench", Type: HashIPPort, Family: IPv4}); err != nil {
+		b.Fatal(err)
+	}
+	run := func(b *testing.B, del func()) {
+		for range b.N {
+			b.StopTimer()
+			for _, err := range k.AddEntries("bench", es) {
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+			del()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+	}
+	b.Run("one-message-each", func(b *testing.B) {
+		run(b, func() {
+			for _, e := range es {
+				if err := k.DeleteEntry("bench", e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("batched", func(b *testing.B) {
+		run(b, func() {
+			for _, err := range k.DeleteEntries("bench", es) {
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -355,6 +355,62 @@ func TestSets(t *testing.T) {
 				t.Fatalf("%d entries in the set, want 3000", len(got))
 			}
 		}},
+		{"entries deleted together", func(t *testing.T, b backend) {
+			// Every shape: a member present and one absent are deleted (no
+			// error for the absent one), one of the wrong family is
+			// refused, the member not named stays; a missing set is no
+			// error (its members are gone). b.Interface, as above.
+			for _, sh := range shapes {
+				create(t, b, sh.set)
+				if err := b.AddEntry(sh.set.Name, sh.a); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.AddEntry(sh.set.Name, sh.b); err != nil {
+					t.Fatal(err)
+				}
+				bad := Entry{IP: mustAddr("192.0.2.1"), Protocol: "tcp", Port: 1, IP2: mustAddr("192.0.2.2")}
+				if sh.set.Family == IPv4 {
+					bad = Entry{IP: mustAddr("2001:db8::1"), Protocol: "tcp", Port: 1, IP2: mustAddr("2001:db8::2")}
+				}
+				absent := shiftAddress(sh.a, 7)
+				if sh.set.Type == BitmapPort {
+					absent = Entry{Port: 30001}
+				}
+				errs := DeleteEntries(b.Interface, sh.set.Name, []Entry{absent, sh.a, bad})
+				if errs[0] != nil || errs[1] != nil {
+					t.Fatalf("delete %s (absent) and %s from %s: %v", absent.String(sh.set.Type), sh.a.String(sh.set.Type), sh.set.Name, errs)
+				}
+				wantErr(t, "a wrong entry among others from "+sh.set.Name, errs[2], ErrInvalidEntry)
+				if got, want := entries(t, b, sh.set.Name), []string{sh.b.String(sh.set.Type)}; !reflect.DeepEqual(got, want) {
+					t.Fatalf("%s entries = %q, want %q", sh.set.Name, got, want)
+				}
+			}
+			for _, err := range DeleteEntries(b.Interface, "nope", []Entry{{IP: mustAddr("192.0.2.1")}, {IP: mustAddr("192.0.2.2")}}) {
+				if err != nil {
+					t.Fatalf("delete from a missing set: %v, want no error", err)
+				}
+			}
+			// More than one batch, ten of them absent: every member goes.
+			create(t, b, Set{Name: "many", Type: HashIPPortIP, Family: IPv6})
+			var es []Entry
+			for i := range 3010 {
+				a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)})
+				es = append(es, Entry{IP: a, Protocol: "tcp", Port: 8080, IP2: a})
+			}
+			for _, err := range AddEntries(b.Interface, "many", es[:3000]) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, err := range DeleteEntries(b.Interface, "many", es) {
+				if err != nil {
+					t.Fatalf("delete entry %d of 3010: %v", i+1, err)
+				}
+			}
+			if got := entries(t, b, "many"); len(got) != 0 {
+				t.Fatalf("%d entries left in the set, want none", len(got))
+			}
+		}},
 		{"destroy a referenced set fails until released", func(t *testing.T, b backend) {
 			create(t, b, Set{Name: "s", Type: HashIP, Family: IPv4})
 			b.reference(t, "s", true)
