@@ -15,13 +15,38 @@ import (
 )
 
 // batchingIPSet is the fake as the kernel's adapter looks to the
-// reconciler: an ipset.EntryAdder. It keeps each batch by set, fails the
-// entries fail names, and counts entries added one call each by set.
+// reconciler: an ipset.EntryAdder and ipset.EntryDeleter. It keeps each
+// batch by set, fails the entries fail names, and counts entries written
+// one call each by set.
 type batchingIPSet struct {
 	*ipset.Fake
-	batches map[string][][]ipset.Entry
-	fail    func(set string, e ipset.Entry) error
-	singles map[string]int
+	batches, deleteBatches map[string][][]ipset.Entry
+	fail                   func(set string, e ipset.Entry) error
+	singles, singleDeletes map[string]int
+}
+
+func newBatchingIPSet(f *ipset.Fake) *batchingIPSet {
+	return &batchingIPSet{Fake: f, batches: map[string][][]ipset.Entry{}, deleteBatches: map[string][][]ipset.Entry{},
+		singles: map[string]int{}, singleDeletes: map[string]int{}}
+}
+
+func (b *batchingIPSet) DeleteEntries(name string, es []ipset.Entry) []error {
+	b.deleteBatches[name] = append(b.deleteBatches[name], slices.Clone(es))
+	out := make([]error, len(es))
+	for i, e := range es {
+		if b.fail != nil {
+			if out[i] = b.fail(name, e); out[i] != nil {
+				continue
+			}
+		}
+		out[i] = ipset.DeleteEntries(b.Fake, name, es[i:i+1])[0]
+	}
+	return out
+}
+
+func (b *batchingIPSet) DeleteEntry(name string, e ipset.Entry) error {
+	b.singleDeletes[name]++
+	return b.Fake.DeleteEntry(name, e)
 }
 
 func (b *batchingIPSet) AddEntries(name string, es []ipset.Entry) []error {
@@ -50,7 +75,7 @@ func (b *batchingIPSet) AddEntry(name string, e ipset.Entry) error {
 // the retry adds only it.
 func TestSetMembersAreAddedTogether(t *testing.T) {
 	fk := newFakeKernel()
-	b := &batchingIPSet{Fake: fk.ipset, batches: map[string][][]ipset.Entry{}, singles: map[string]int{}}
+	b := newBatchingIPSet(fk.ipset)
 	k := fk.kernel()
 	k.IPSet = b
 	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
@@ -136,7 +161,7 @@ func (r *raceIPVS) AddVirtualServer(vs ipvs.VirtualServer) error {
 // the others of the group are recorded and created.
 func TestRecordAheadOfACreateThatLosesTheKey(t *testing.T) {
 	fk := newFakeKernel()
-	b := &batchingIPSet{Fake: fk.ipset, batches: map[string][][]ipset.Entry{}, singles: map[string]int{}}
+	b := newBatchingIPSet(fk.ipset)
 	race := &raceIPVS{Fake: fk.ipvs, theirs: webVSFor("10.96.0.11")}
 	k := fk.kernel()
 	k.IPSet, k.IPVS = b, race
@@ -174,5 +199,98 @@ func TestRecordAheadOfACreateThatLosesTheKey(t *testing.T) {
 		if rss, err := fk.ipvs.RealServers(webVSFor(ip)); err != nil || len(rss) != 1 {
 			t.Fatalf("%s holds %v (%v), want its real server", ip, rss, err)
 		}
+	}
+}
+
+// The members and ownership records a sync removes reach the kernel
+// together, one batch per set, not a call each; a member or record that
+// fails fails alone (its virtual server is gone all the same), and the
+// retry removes only it.
+func TestSetMembersAreDeletedTogether(t *testing.T) {
+	fk := newFakeKernel()
+	b := newBatchingIPSet(fk.ipset)
+	k := fk.kernel()
+	k.IPSet = b
+	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 5, 19, 0, 0, 0, time.UTC)
+	p.now = func() time.Time { return now }
+	p.Tracker().SetService(apiServerService())
+	ips := map[string]string{"web": "10.96.0.10", "api": "10.96.0.11", "db": "10.96.0.12", "x": "10.96.0.20", "y": "10.96.0.21"}
+	for _, name := range []string{"web", "api", "db", "x", "y"} {
+		svc := servicetest.Service(name, ips[name])
+		p.Tracker().SetService(svc)
+		p.Tracker().SetEndpointSlice(servicetest.Slice(svc, name+"-a", 8080, "10.244.1.5@node1"))
+	}
+	mustSync(t, p)
+	member := func(name string) ipset.Entry {
+		return ipset.Entry{IP: netip.MustParseAddr(ips[name]), Protocol: "tcp", Port: 80}
+	}
+	holds := func(set string, e ipset.Entry) bool {
+		t.Helper()
+		have, err := fk.ipset.Entries(set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(have, e)
+	}
+
+	p.Tracker().DeleteService("default", "api")
+	p.Tracker().DeleteService("default", "db")
+	mustSync(t, p)
+	for _, set := range []string{owned.SetClusterIP, owned.SetOwned} {
+		if got := b.deleteBatches[set]; len(got) != 1 || len(got[0]) != 2 {
+			t.Fatalf("%s deletion batches %v, want one of two members", set, got)
+		}
+		for _, name := range []string{"api", "db"} {
+			if holds(set, member(name)) {
+				t.Fatalf("%s still holds %s's member", set, name)
+			}
+		}
+		if !holds(set, member("web")) {
+			t.Fatalf("%s lost web's member", set)
+		}
+	}
+	for set, n := range b.singleDeletes {
+		t.Fatalf("%d members of %s deleted one call each", n, set)
+	}
+
+	// x's cluster IP member and y's record fail: only they fail, the
+	// virtual servers are gone, and the retry removes the two alone.
+	b.fail = func(set string, e ipset.Entry) error {
+		if set == owned.SetClusterIP && e == member("x") || set == owned.SetOwned && e == member("y") {
+			return errors.New("netlink: no buffer space")
+		}
+		return nil
+	}
+	clear(b.deleteBatches)
+	p.Tracker().DeleteService("default", "x")
+	p.Tracker().DeleteService("default", "y")
+	res := p.Sync()
+	if res.FailingObjects[string(snapshot.ObjectSetEntry)] != 1 || res.FailingObjects[string(snapshot.ObjectVirtualServer)] != 1 {
+		t.Fatalf("failing %v, want x's member and y's record (its virtual server)", res.FailingObjects)
+	}
+	if _, err := fk.ipvs.RealServers(ipvs.VirtualServerKey{Address: netip.MustParseAddr(ips["y"]), Port: 80, Protocol: ipvs.TCP}); !errors.Is(err, ipvs.ErrNotFound) {
+		t.Fatalf("y's virtual server: %v, want it gone though its record failed", err)
+	}
+	if holds(owned.SetClusterIP, member("y")) || holds(owned.SetOwned, member("x")) {
+		t.Fatal("a member that did not fail was not removed")
+	}
+	b.fail = nil
+	clear(b.deleteBatches)
+	now = now.Add(retryMin)
+	if res = p.Sync(); len(res.FailingObjects) != 0 {
+		t.Fatalf("failing %v after the retry", res.FailingObjects)
+	}
+	if got := b.deleteBatches[owned.SetClusterIP]; len(got) != 1 || !slices.Equal(got[0], []ipset.Entry{member("x")}) {
+		t.Fatalf("retry of the cluster IP set: batches %v, want x's member alone", got)
+	}
+	if got := b.deleteBatches[owned.SetOwned]; len(got) != 1 || !slices.Equal(got[0], []ipset.Entry{member("y")}) {
+		t.Fatalf("retry of the records: batches %v, want y's record alone", got)
+	}
+	if holds(owned.SetClusterIP, member("x")) || holds(owned.SetOwned, member("y")) {
+		t.Fatal("the retry left a member behind")
 	}
 }

@@ -33,14 +33,16 @@ type operations[K comparable] struct {
 	// after the pass instead of settling them (a full set, a foreign
 	// virtual server).
 	later func(error) bool
-	// updateMany, when set, does what update does for several keys at
-	// once (fewer kernel messages) and returns each one's outcome; the
-	// loop settles them as update's.
+	// updateMany and deleteMany, when set, do what update and delete do
+	// for several keys at once (fewer kernel messages) and return each
+	// one's outcome; the loop settles them as update's and delete's.
 	updateMany func([]K) []error
+	deleteMany func([]K) []error
 }
 
-// updateBatch is how many keys updateAll hands updateMany at a time.
-const updateBatch = 1024
+// writeBatch is how many keys updateAll and deleteAll hand updateMany and
+// deleteMany at a time.
+const writeBatch = 1024
 
 // outcome is an object's key with what its operation returned.
 type outcome[K comparable] struct {
@@ -73,7 +75,7 @@ func updateAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K])
 			settle(k, ops.update(k))
 			continue
 		}
-		if batch = append(batch, k); len(batch) == updateBatch {
+		if batch = append(batch, k); len(batch) == writeBatch {
 			flush()
 		}
 	}
@@ -96,10 +98,27 @@ func settleKey[K comparable](r *reconciler, ops operations[K], k K, err error) {
 
 // deleteAll runs delete on the keys nobody wants and settles each.
 func deleteAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K]) {
-	for k := range keys {
-		if !ops.wanted(k) {
-			settleKey(r, ops, k, ops.delete(k))
+	var batch []K
+	flush := func() {
+		for i, err := range ops.deleteMany(batch) {
+			settleKey(r, ops, batch[i], err)
 		}
+		batch = batch[:0]
+	}
+	for k := range keys {
+		if ops.wanted(k) {
+			continue
+		}
+		if ops.deleteMany == nil {
+			settleKey(r, ops, k, ops.delete(k))
+			continue
+		}
+		if batch = append(batch, k); len(batch) == writeBatch {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
 	}
 }
 
@@ -171,6 +190,7 @@ func (r *reconciler) entryOps() operations[ipvsproxy.SetEntryKey] {
 		update:     r.addEntry,
 		updateMany: r.addEntries,
 		delete:     r.deleteEntry,
+		deleteMany: r.deleteEntries,
 		later:      func(err error) bool { return errors.Is(err, ipset.ErrFull) },
 	}
 }
@@ -180,19 +200,11 @@ func (r *reconciler) entryOps() operations[ipvsproxy.SetEntryKey] {
 // outcome as addEntry would.
 func (r *reconciler) addEntries(keys []ipvsproxy.SetEntryKey) []error {
 	out := make([]error, len(keys))
-	bySet := map[string][]int{}
-	var order []string
-	for i, k := range keys {
-		if _, ok := bySet[k.Set]; !ok {
-			order = append(order, k.Set)
-		}
-		bySet[k.Set] = append(bySet[k.Set], i)
-	}
-	for _, set := range order {
+	for set, in := range bySet(keys) {
 		members, ok := r.view.sets[set]
 		var es []ipset.Entry
 		var at []int
-		for _, i := range bySet[set] {
+		for _, i := range in {
 			switch {
 			case !ok:
 				out[i] = pendingError{fmt.Errorf("ipset %s is not present", set)}
@@ -241,6 +253,56 @@ func (r *reconciler) addEntry(k ipvsproxy.SetEntryKey) error {
 	return err
 }
 
+// bySet yields each set that keys name, in the order they first name it,
+// with the indexes in keys of its members.
+func bySet(keys []ipvsproxy.SetEntryKey) iter.Seq2[string, []int] {
+	at := map[string][]int{}
+	var order []string
+	for i, k := range keys {
+		if _, ok := at[k.Set]; !ok {
+			order = append(order, k.Set)
+		}
+		at[k.Set] = append(at[k.Set], i)
+	}
+	return func(yield func(string, []int) bool) {
+		for _, set := range order {
+			if !yield(set, at[set]) {
+				return
+			}
+		}
+	}
+}
+
+// deleteEntries deletes the keys the view has, those of one set together
+// (ipset.DeleteEntries), and returns each key's outcome as deleteEntry
+// would.
+func (r *reconciler) deleteEntries(keys []ipvsproxy.SetEntryKey) []error {
+	out := make([]error, len(keys))
+	for set, in := range bySet(keys) {
+		members := r.view.sets[set]
+		var es []ipset.Entry
+		var at []int
+		for _, i := range in {
+			switch {
+			case !members.Has(keys[i].Entry):
+			case r.deletionsHeld():
+				out[i] = errHeld
+			default:
+				es, at = append(es, keys[i].Entry), append(at, i)
+			}
+		}
+		r.writes += len(es)
+		for j, err := range ipset.DeleteEntries(r.k.IPSet, set, es) {
+			if err != nil {
+				out[at[j]] = err
+				continue
+			}
+			members.Delete(es[j])
+		}
+	}
+	return out
+}
+
 func (r *reconciler) deleteEntry(k ipvsproxy.SetEntryKey) error {
 	if !r.view.sets[k.Set].Has(k.Entry) {
 		return nil
@@ -286,6 +348,36 @@ func (r *reconciler) record(k ipvs.VirtualServerKey) error {
 	return nil
 }
 
+// unrecordAll removes the ownership records of keys, whose virtual servers
+// are gone, those of one set together (ipset.DeleteEntries), and returns
+// each one's outcome as unrecord would.
+func (r *reconciler) unrecordAll(keys []ipvs.VirtualServerKey) []error {
+	out := make([]error, len(keys))
+	records := make([]ipvsproxy.SetEntryKey, len(keys))
+	for i, k := range keys {
+		records[i] = ipvsproxy.SetEntryKey(recordEntry(k))
+	}
+	for set, in := range bySet(records) {
+		members := r.view.sets[set]
+		var es []ipset.Entry
+		var at []int
+		for _, i := range in {
+			if members.Has(records[i].Entry) {
+				es, at = append(es, records[i].Entry), append(at, i)
+			}
+		}
+		r.writes += len(es)
+		for j, err := range ipset.DeleteEntries(r.k.IPSet, set, es) {
+			if err != nil {
+				out[at[j]] = fmt.Errorf("remove the record of %s: %w", keys[at[j]], err)
+				continue
+			}
+			members.Delete(es[j])
+		}
+	}
+	return out
+}
+
 // unrecord removes the ownership record of k, after its virtual server is
 // gone.
 func (r *reconciler) unrecord(k ipvs.VirtualServerKey) error {
@@ -311,21 +403,23 @@ func (r *reconciler) virtualServerOps() operations[ipvs.VirtualServerKey] {
 		update:     r.updateVirtualServer,
 		updateMany: r.updateVirtualServers,
 		delete:     r.deleteVirtualServer,
+		deleteMany: r.deleteVirtualServers,
 		later:      func(err error) bool { return errors.As(err, new(foreignError)) },
 	}
 }
 
-// recordAheadGroup is how many virtual servers' ownership records a full
-// sync adds together before creating them. A crash in between leaves at
-// most this many records without a virtual server (ownership.go).
-const recordAheadGroup = 64
+// recordGroup is how many virtual servers' ownership records a full sync
+// adds together before creating them, and any sync removes together after
+// deleting them. A crash in between leaves at most this many records
+// without a virtual server (ownership.go).
+const recordGroup = 64
 
 // updateVirtualServers is updateVirtualServer for each key, on a full sync
 // in groups whose missing ownership records are added together first.
 func (r *reconciler) updateVirtualServers(keys []ipvs.VirtualServerKey) []error {
 	out := make([]error, len(keys))
-	for start := 0; start < len(keys); start += recordAheadGroup {
-		group := keys[start:min(start+recordAheadGroup, len(keys))]
+	for start := 0; start < len(keys); start += recordGroup {
+		group := keys[start:min(start+recordGroup, len(keys))]
 		if r.full {
 			r.recordAhead(group)
 		}
@@ -377,9 +471,43 @@ func (r *reconciler) recordAhead(keys []ipvs.VirtualServerKey) {
 // deleteVirtualServer removes k, which no Service wins, with its real
 // servers and its ownership record, unless it is not ours to remove.
 func (r *reconciler) deleteVirtualServer(k ipvs.VirtualServerKey) error {
+	if gone, err := r.removeVirtualServer(k); !gone {
+		return err
+	}
+	return r.unrecord(k)
+}
+
+// deleteVirtualServers is deleteVirtualServer for each key, in groups
+// whose ownership records are removed together once the group's virtual
+// servers are gone. A crash in between leaves at most recordGroup records
+// without a virtual server (ownership.go).
+func (r *reconciler) deleteVirtualServers(keys []ipvs.VirtualServerKey) []error {
+	out := make([]error, len(keys))
+	for start := 0; start < len(keys); start += recordGroup {
+		group := keys[start:min(start+recordGroup, len(keys))]
+		var gone []ipvs.VirtualServerKey
+		var at []int
+		for i, k := range group {
+			if ok, err := r.removeVirtualServer(k); ok {
+				gone, at = append(gone, k), append(at, start+i)
+			} else {
+				out[start+i] = err
+			}
+		}
+		for j, err := range r.unrecordAll(gone) {
+			out[at[j]] = err
+		}
+	}
+	return out
+}
+
+// removeVirtualServer removes k with its real servers, unless it is not
+// ours to remove, and says whether its ownership record is to go: k is
+// no longer in the kernel.
+func (r *reconciler) removeVirtualServer(k ipvs.VirtualServerKey) (gone bool, err error) {
 	if r.view.foreign[k] {
 		// Someone else's: never adopted, rewritten or emptied.
-		return nil
+		return false, nil
 	}
 	have := r.view.virtualServers[k]
 	var errs []error
@@ -387,30 +515,30 @@ func (r *reconciler) deleteVirtualServer(k ipvs.VirtualServerKey) error {
 	case have == nil:
 		// A record without a virtual server: a crash between the two
 		// steps, or a virtual server someone deleted.
-		return r.unrecord(k)
+		return true, nil
 	case r.cfg.Excluded(k.Address):
 		// --ipvs-exclude-cidrs: never cleaned up, whoever made it. Nothing
 		// is wanted of it any more, so a failure of an earlier write to it
 		// is over too.
-		return nil
+		return false, nil
 	case r.deletionsHeld():
 		// Kept, with its real servers and its record, until the Service
 		// list is believed again.
-		return errHeld
+		return false, errHeld
 	case r.drainsVirtualServer(have, &errs):
 		// The Service (port) is gone but TCP connections are open: they
 		// finish at weight 0 instead of being cut (kube-proxy cuts them,
 		// kubernetes#71894); drain deletes it once they end or time is up.
-		return errors.Join(errs...)
+		return false, errors.Join(errs...)
 	}
 	// The Service (port) is gone and nothing is left to drain.
 	r.writes++
 	if err := r.k.IPVS.DeleteVirtualServer(k); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
-		return err
+		return false, err
 	}
 	delete(r.view.virtualServers, k)
 	delete(r.draining, k)
-	return r.unrecord(k)
+	return true, nil
 }
 
 // updateVirtualServer makes the kernel's virtual server k match the one

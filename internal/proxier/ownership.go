@@ -21,9 +21,11 @@ import (
 // family) before it creates the virtual server and removes it after the
 // delete, so the record survives a restart and a crash between the two
 // steps leaves at worst a record without a virtual server, never ours
-// unrecorded (a full sync records a group of at most recordAheadGroup
-// together before creating them: at most that many such records). This file is the one place that decides ownership; readKernel
-// and Cleanup both call owns.
+// unrecorded (a full sync records a group of at most recordGroup together
+// before creating them, and a sync removes the records of a group it
+// deleted together after them: at most that many such records). This file
+// is the one place that decides ownership; readKernel and Cleanup both call
+// owns.
 
 // recordEntry is the KUBE-IPVS-OWNED member of a virtual server.
 func recordEntry(k ipvs.VirtualServerKey) ipvsproxy.SetEntry {

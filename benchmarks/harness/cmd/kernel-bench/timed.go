@@ -133,6 +133,13 @@ type timedIPSet struct {
 	c *callclock.Clock
 }
 
+// The kernel's batches pass through the timing (else the proxier would
+// write one member a call here and in no daemon).
+var (
+	_ ipset.EntryAdder   = timedIPSet{}
+	_ ipset.EntryDeleter = timedIPSet{}
+)
+
 func (t timedIPSet) Sets() ([]ipset.Set, error) {
 	defer t.c.Since("ipset Sets", time.Now())
 	return t.Interface.Sets()
@@ -166,6 +173,12 @@ func (t timedIPSet) AddEntries(name string, es []ipset.Entry) []error {
 func (t timedIPSet) DeleteEntry(name string, e ipset.Entry) error {
 	defer t.c.Since("ipset DeleteEntry", time.Now())
 	return t.Interface.DeleteEntry(name, e)
+}
+
+// DeleteEntries keeps the kernel's batches, as AddEntries does.
+func (t timedIPSet) DeleteEntries(name string, es []ipset.Entry) []error {
+	defer t.c.Since("ipset DeleteEntries", time.Now())
+	return ipset.DeleteEntries(t.Interface, name, es)
 }
 func (t timedIPSet) SwapSets(a, b string) error {
 	defer t.c.Since("ipset SwapSets", time.Now())
