@@ -83,6 +83,10 @@ func NewInNamespace(ns netns.NsHandle) (*Kernel, error) {
 	return &Kernel{h: h, raw: raw, dump: d, sets: map[string]Set{}}, nil
 }
 
+// RefusedBatches is how many batch messages (batch.go) the kernel has
+// refused since k was opened; each one's members then went one at a time.
+func (k *Kernel) RefusedBatches() int64 { return k.refusedBatches.Load() }
+
 // Close releases the netlink sockets.
 func (k *Kernel) Close() error {
 	k.h.Close()

@@ -32,6 +32,7 @@ while read -r name bin dir; do
 		args=(-test.v)
 		[[ -n ${TEST_RUN:-} ]] && args+=(-test.run "$TEST_RUN")
 		[[ -n ${TEST_BENCH:-} ]] && args+=(-test.bench "$TEST_BENCH" -test.benchmem)
+		[[ -n ${TEST_BENCHTIME:-} ]] && args+=(-test.benchtime "$TEST_BENCHTIME")
 		(cd "$dir" && "$bin" "${args[@]}") 2>&1 | tee "$log"
 	fi
 	rc=${PIPESTATUS[0]}

@@ -8,6 +8,7 @@
 #   --smoke      also run e2e/vm/smoke.sh: IPVS twos and a dummy interface work in the guest
 #   --run REGEX  passed to every binary as -test.run
 #   --bench REGEX  passed as -test.bench (with -test.benchmem); add --run '^$' for benchmarks only
+#   --benchtime T  passed as -test.benchtime (e.g. 5x: a benchmark whose operation takes seconds)
 #   -e NAME=VALUE  set in the guest's environment for the binaries (repeatable)
 #   --self-test-panic once|always  (self-test of this script only) the guest kernel panics on
 #                  purpose, on the first boot only or on every boot; see e2e/vm/panic-selftest.sh
@@ -26,7 +27,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-smoke='' run_regex='' bench_regex='' self_test_panic=''
+smoke='' run_regex='' bench_regex='' bench_time='' self_test_panic=''
 panic_retries=${IPVSPROXY_VM_PANIC_RETRIES:-1}
 pkgs=() guest_env=()
 while (($#)); do
@@ -34,6 +35,7 @@ while (($#)); do
 	--smoke) smoke=1; shift ;;
 	--run) run_regex=$2; shift 2 ;;
 	--bench) bench_regex=$2; shift 2 ;;
+	--benchtime) bench_time=$2; shift 2 ;;
 	-e) guest_env+=(-e "$2"); shift 2 ;;
 	--self-test-panic) self_test_panic=$2; shift 2 ;;
 	-*) echo "test-in-vm: unknown option $1" >&2; exit 2 ;;
@@ -82,7 +84,7 @@ boots=0 panics=0
 while :; do
 	boots=$((boots + 1))
 	set +e
-	IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --results "$work/results" -e "TEST_RUN=$run_regex" -e "TEST_BENCH=$bench_regex" \
+	IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --results "$work/results" -e "TEST_RUN=$run_regex" -e "TEST_BENCH=$bench_regex" -e "TEST_BENCHTIME=$bench_time" \
 		-e "PANIC_SELF_TEST=$self_test_panic" "${guest_env[@]}" -- "$here/test-guest.sh" "$work/plan" "$work/results"
 	rc=$?
 	set -e

@@ -28,7 +28,7 @@ import (
 // realKernelInNamespace opens every real adapter inside a fresh named
 // network namespace, removed when the test ends. It skips where the kernel
 // lacks IPVS or the dummy driver (this development host; the VM has both).
-func realKernelInNamespace(t *testing.T) adapters.Kernel {
+func realKernelInNamespace(t testing.TB) adapters.Kernel {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel proxier test needs root")
@@ -207,7 +207,7 @@ func proxierOnRealKernel(t *testing.T, cfg ipvsproxy.Config) {
 	}
 }
 
-func newRealProxier(t *testing.T, k adapters.Kernel, cfg ipvsproxy.Config) (*Proxier, error) {
+func newRealProxier(t testing.TB, k adapters.Kernel, cfg ipvsproxy.Config) (*Proxier, error) {
 	t.Helper()
 	p, err := New(cfg, servicetest.ThisNode, k, nil)
 	if err != nil {
