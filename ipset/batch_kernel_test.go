@@ -105,10 +105,7 @@ func TestKernelAddsEntriesBeyondASmallSendBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, k, Set{Name: "s", Type: HashIPPort, Family: IPv4})
-	var es []Entry
-	for i := range 2000 {
-		es = append(es, Entry{IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)})
-	}
+	es := ipPortEntries(2000)
 	for i, err := range k.AddEntries("s", es) {
 		if err != nil {
 			t.Fatalf("add %s: %v", es[i].String(HashIPPort), err)
@@ -143,10 +140,7 @@ func TestKernelAddsEntriesOneMessagePerSendInAMiddlingBuffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, k, Set{Name: "s", Type: HashIPPort, Family: IPv4})
-	var es []Entry
-	for i := range 2000 {
-		es = append(es, Entry{IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)})
-	}
+	es := ipPortEntries(2000)
 	// The buffer refuses a full send (else the test would test nothing).
 	if _, err := k.dump.exchange([]netlink.Message{
 		k.dump.adtRequest(nl.IPSET_CMD_ADD, "s", make([]byte, 12<<10)), k.dump.adtRequest(nl.IPSET_CMD_ADD, "s", make([]byte, 12<<10)),
@@ -165,6 +159,15 @@ func TestKernelAddsEntriesOneMessagePerSendInAMiddlingBuffer(t *testing.T) {
 	if n := k.refusedBatches.Load(); n != 0 {
 		t.Fatalf("%d batch messages went one member at a time, want none", n)
 	}
+}
+
+// ipPortEntries returns n distinct hash:ip,port members.
+func ipPortEntries(n int) []Entry {
+	es := make([]Entry, n)
+	for i := range es {
+		es[i] = Entry{IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)}
+	}
+	return es
 }
 
 // shiftAddress returns e with its address i further on; a network becomes
@@ -194,10 +197,7 @@ func BenchmarkKernelEntryAdds(b *testing.B) {
 	}
 	k, _ := kernelInNamespace(b)
 	const n = 1000
-	var es []Entry
-	for i := range n {
-		es = append(es, Entry{IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)})
-	}
+	es := ipPortEntries(n)
 	run := func(b *testing.B, add func(name string)) {
 		for i := range b.N {
 			name := fmt.Sprintf("bench-%d", i)
@@ -251,10 +251,7 @@ func BenchmarkKernelEntryDeletes(b *testing.B) {
 	}
 	k, _ := kernelInNamespace(b)
 	const n = 1000
-	var es []Entry
-	for i := range n {
-		es = append(es, Entry{IP: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Protocol: "tcp", Port: uint16(1000 + i)})
-	}
+	es := ipPortEntries(n)
 	if err := k.CreateSet(Set{Name: "bench", Type: HashIPPort, Family: IPv4}); err != nil {
 		b.Fatal(err)
 	}

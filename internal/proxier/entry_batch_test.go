@@ -31,17 +31,7 @@ func newBatchingIPSet(f *ipset.Fake) *batchingIPSet {
 }
 
 func (b *batchingIPSet) DeleteEntries(name string, es []ipset.Entry) []error {
-	b.deleteBatches[name] = append(b.deleteBatches[name], slices.Clone(es))
-	out := make([]error, len(es))
-	for i, e := range es {
-		if b.fail != nil {
-			if out[i] = b.fail(name, e); out[i] != nil {
-				continue
-			}
-		}
-		out[i] = ipset.DeleteEntries(b.Fake, name, es[i:i+1])[0]
-	}
-	return out
+	return b.batch(b.deleteBatches, name, es, ipset.DeleteEntries)
 }
 
 func (b *batchingIPSet) DeleteEntry(name string, e ipset.Entry) error {
@@ -50,7 +40,14 @@ func (b *batchingIPSet) DeleteEntry(name string, e ipset.Entry) error {
 }
 
 func (b *batchingIPSet) AddEntries(name string, es []ipset.Entry) []error {
-	b.batches[name] = append(b.batches[name], slices.Clone(es))
+	return b.batch(b.batches, name, es, ipset.AddEntries)
+}
+
+// batch keeps es as one batch of set name in kept, fails the entries
+// b.fail names and writes each of the others with write on the fake alone
+// (not counted as a single call).
+func (b *batchingIPSet) batch(kept map[string][][]ipset.Entry, name string, es []ipset.Entry, write func(ipset.Interface, string, []ipset.Entry) []error) []error {
+	kept[name] = append(kept[name], slices.Clone(es))
 	out := make([]error, len(es))
 	for i, e := range es {
 		if b.fail != nil {
@@ -58,9 +55,26 @@ func (b *batchingIPSet) AddEntries(name string, es []ipset.Entry) []error {
 				continue
 			}
 		}
-		out[i] = ipset.AddEntries(b.Fake, name, es[i:i+1])[0]
+		out[i] = write(b.Fake, name, es[i:i+1])[0]
 	}
 	return out
+}
+
+// newBatchingProxier is a proxier on the fakes, its ipset adapter a
+// batchingIPSet, its clock *now, the API server's Service in its tracker.
+func newBatchingProxier(t *testing.T, now *time.Time) (*Proxier, *batchingIPSet, *fakeKernel) {
+	t.Helper()
+	fk := newFakeKernel()
+	b := newBatchingIPSet(fk.ipset)
+	k := fk.kernel()
+	k.IPSet = b
+	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.now = func() time.Time { return *now }
+	p.Tracker().SetService(apiServerService())
+	return p, b, fk
 }
 
 func (b *batchingIPSet) AddEntry(name string, e ipset.Entry) error {
@@ -74,17 +88,8 @@ func (b *batchingIPSet) AddEntry(name string, e ipset.Entry) error {
 // record stays a call of its own); a member that fails fails alone, and
 // the retry adds only it.
 func TestSetMembersAreAddedTogether(t *testing.T) {
-	fk := newFakeKernel()
-	b := newBatchingIPSet(fk.ipset)
-	k := fk.kernel()
-	k.IPSet = b
-	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Date(2026, 12, 5, 16, 0, 0, 0, time.UTC)
-	p.now = func() time.Time { return now }
-	p.Tracker().SetService(apiServerService())
+	p, b, fk := newBatchingProxier(t, &now)
 	for _, name := range []string{"web", "api", "db"} {
 		svc := servicetest.Service(name, map[string]string{"web": "10.96.0.10", "api": "10.96.0.11", "db": "10.96.0.12"}[name])
 		p.Tracker().SetService(svc)
@@ -207,17 +212,8 @@ func TestRecordAheadOfACreateThatLosesTheKey(t *testing.T) {
 // fails fails alone (its virtual server is gone all the same), and the
 // retry removes only it.
 func TestSetMembersAreDeletedTogether(t *testing.T) {
-	fk := newFakeKernel()
-	b := newBatchingIPSet(fk.ipset)
-	k := fk.kernel()
-	k.IPSet = b
-	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Date(2026, 12, 5, 19, 0, 0, 0, time.UTC)
-	p.now = func() time.Time { return now }
-	p.Tracker().SetService(apiServerService())
+	p, b, fk := newBatchingProxier(t, &now)
 	ips := map[string]string{"web": "10.96.0.10", "api": "10.96.0.11", "db": "10.96.0.12", "x": "10.96.0.20", "y": "10.96.0.21"}
 	for _, name := range []string{"web", "api", "db", "x", "y"} {
 		svc := servicetest.Service(name, ips[name])
