@@ -38,6 +38,12 @@ var adapterCases = []adapterCase{
 		wantErr(t, a.AddDummyAddress(svc4a), ErrNotFound)
 		wantErr(t, a.DeleteDummyAddress(svc4a), ErrNotFound)
 		wantErr(t, a.DeleteDummy(), ErrNotFound)
+		for _, err := range AddDummyAddresses(a, []netip.Addr{svc4a, svc6}) {
+			wantErr(t, err, ErrNotFound)
+		}
+		for _, err := range DeleteDummyAddresses(a, []netip.Addr{svc4a, svc6}) {
+			wantErr(t, err, ErrNotFound)
+		}
 	}},
 	{"EnsureDummy is idempotent and binds nothing", func(t *testing.T, a Interface, _ env) {
 		ok(t, a.EnsureDummy())
@@ -56,6 +62,44 @@ var adapterCases = []adapterCase{
 		wantDummy(t, a, svc4a, svc4b, svc6)
 		ok(t, a.DeleteDummyAddress(svc4b))
 		ok(t, a.DeleteDummyAddress(svc6))
+		wantDummy(t, a, svc4a)
+	}},
+	{"addresses bound and unbound together", func(t *testing.T, a Interface, _ env) {
+		ok(t, a.EnsureDummy())
+		ok(t, a.AddDummyAddress(svc4a))
+		errs := AddDummyAddresses(a, []netip.Addr{svc6, svc4a, {}, svc4b})
+		ok(t, errs[0])
+		wantErr(t, errs[1], ErrExists)
+		if errs[2] == nil {
+			t.Fatal("an invalid address among others was bound")
+		}
+		ok(t, errs[3])
+		wantDummy(t, a, svc4a, svc4b, svc6)
+		errs = DeleteDummyAddresses(a, []netip.Addr{svc4b, node4, svc6})
+		ok(t, errs[0])
+		wantErr(t, errs[1], ErrNotFound)
+		ok(t, errs[2])
+		wantDummy(t, a, svc4a)
+		// More than one send's worth, both families.
+		var many []netip.Addr
+		for i := range 150 {
+			many = append(many, netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 7, 15: byte(i)}))
+		}
+		for i, err := range AddDummyAddresses(a, many) {
+			if err != nil {
+				t.Fatalf("bind %s: %v", many[i], err)
+			}
+		}
+		got, err := a.DummyAddresses()
+		ok(t, err)
+		if len(got) != len(many)+1 {
+			t.Fatalf("%d addresses bound, want %d", len(got), len(many)+1)
+		}
+		for i, err := range DeleteDummyAddresses(a, many) {
+			if err != nil {
+				t.Fatalf("unbind %s: %v", many[i], err)
+			}
+		}
 		wantDummy(t, a, svc4a)
 	}},
 	{"binding a bound address fails with ErrExists", func(t *testing.T, a Interface, _ env) {
@@ -162,7 +206,7 @@ func TestAdapter(t *testing.T) {
 	})
 }
 
-func ok(t *testing.T, err error) {
+func ok(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("unexpected error: %v", err)
@@ -176,7 +220,7 @@ func wantErr(t *testing.T, err, sentinel error) {
 	}
 }
 
-func wantDummy(t *testing.T, a Interface, want ...netip.Addr) {
+func wantDummy(t testing.TB, a Interface, want ...netip.Addr) {
 	t.Helper()
 	got, err := a.DummyAddresses()
 	ok(t, err)

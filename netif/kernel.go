@@ -28,9 +28,14 @@ type kernel struct {
 	// linkType is "dummy"; tests on a host without the dummy driver set
 	// "ifb" to run the route and address halves on a link they created.
 	linkType string
+	// batches binds and unbinds many addresses per send (batch.go).
+	batches *exchanger
 }
 
-var _ Interface = (*kernel)(nil)
+var (
+	_ Interface      = (*kernel)(nil)
+	_ AddressBatcher = (*kernel)(nil)
+)
 
 // New manages the dummy link named dummyName in the current network
 // namespace.
@@ -61,7 +66,17 @@ func open(dummyName string, ns netns.NsHandle) (*kernel, error) {
 	// Before Linux 4.20 the option is unknown: the dump is then filtered
 	// here only, as before.
 	_ = dumps.SetStrictCheck(true)
-	return &kernel{dummy: dummyName, handle: h, dumps: dumps, linkType: "dummy"}, nil
+	nsFD := 0
+	if ns != netns.None() {
+		nsFD = int(ns)
+	}
+	batches, err := dialExchanger(nsFD)
+	if err != nil {
+		h.Close()
+		dumps.Close()
+		return nil, err
+	}
+	return &kernel{dummy: dummyName, handle: h, dumps: dumps, linkType: "dummy", batches: batches}, nil
 }
 
 // Close releases the rtnetlink socket. It is not part of Interface: the
@@ -69,6 +84,7 @@ func open(dummyName string, ns netns.NsHandle) (*kernel, error) {
 func (k *kernel) Close() error {
 	k.handle.Close()
 	k.dumps.Close()
+	k.batches.close()
 	return nil
 }
 

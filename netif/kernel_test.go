@@ -20,7 +20,7 @@ const testDummy = "ipvsp-test0"
 // run here, or "" when it can. It probes for the dummy driver in a throwaway
 // namespace and tries `modprobe dummy` once. Any failure other than
 // ErrUnsupported fails the test: that would be a bug, not a missing feature.
-func kernelSkipReason(t *testing.T) (kerneltest.Reason, string) {
+func kernelSkipReason(t testing.TB) (kerneltest.Reason, string) {
 	if os.Geteuid() != 0 {
 		return kerneltest.NotRoot, "real-kernel netif tests need root to create a network namespace"
 	}
@@ -56,13 +56,13 @@ func skipUnlessKernel(t *testing.T) {
 
 // newKernelInFreshNamespace opens the real implementation in a new, empty
 // network namespace that disappears when the test ends.
-func newKernelInFreshNamespace(t *testing.T) Interface {
+func newKernelInFreshNamespace(t testing.TB) Interface {
 	t.Helper()
 	a, _ := kernelInFreshNamespace(t)
 	return a
 }
 
-func kernelInFreshNamespace(t *testing.T) (Interface, netns.NsHandle) {
+func kernelInFreshNamespace(t testing.TB) (Interface, netns.NsHandle) {
 	t.Helper()
 	ns := netnstest.New(t)
 	a, err := NewInNamespace(testDummy, ns)

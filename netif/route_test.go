@@ -229,7 +229,7 @@ func TestServiceRouteMakesEveryAddressLocal(t *testing.T) {
 // routeKernel opens the real implementation in a fresh namespace on a link
 // of linkType ("ifb" is created here; "dummy" by EnsureDummy), plus a
 // handle for what the test does behind its back.
-func routeKernel(t *testing.T, linkType string) (Interface, *netlink.Handle, netns.NsHandle) {
+func routeKernel(t testing.TB, linkType string) (Interface, *netlink.Handle, netns.NsHandle) {
 	t.Helper()
 	ns := netnstest.New(t)
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
@@ -259,7 +259,7 @@ func wantRoutes(t *testing.T, a Interface, want ...netip.Prefix) {
 	}
 }
 
-func addIfb(t *testing.T, h *netlink.Handle) {
+func addIfb(t testing.TB, h *netlink.Handle) {
 	t.Helper()
 	attrs := netlink.NewLinkAttrs()
 	attrs.Name = testDummy
