@@ -141,11 +141,63 @@ func (e foreignError) Error() string {
 // addressOps bind and unbind addresses on kube-ipvs0.
 func (r *reconciler) addressOps() operations[netip.Addr] {
 	return operations[netip.Addr]{
-		id:     addrID,
-		wanted: func(a netip.Addr) bool { return r.desired.WantsAddress(a) },
-		update: r.addAddress,
-		delete: r.deleteAddress,
+		id:         addrID,
+		wanted:     func(a netip.Addr) bool { return r.desired.WantsAddress(a) },
+		update:     r.addAddress,
+		updateMany: r.addAddresses,
+		delete:     r.deleteAddress,
+		deleteMany: r.deleteAddresses,
 	}
+}
+
+// addAddresses binds the addresses the view lacks together
+// (netif.AddDummyAddresses: one link lookup, many per send), and returns
+// each one's outcome as addAddress would.
+func (r *reconciler) addAddresses(addrs []netip.Addr) []error {
+	out := make([]error, len(addrs))
+	var todo []netip.Addr
+	var at []int
+	for i, a := range addrs {
+		if !r.view.addresses[a] {
+			todo, at = append(todo, a), append(at, i)
+		}
+	}
+	r.writes += len(todo)
+	for j, err := range netif.AddDummyAddresses(r.k.Netif, todo) {
+		if err == nil || errors.Is(err, netif.ErrExists) {
+			r.view.addresses[todo[j]] = true
+			continue
+		}
+		out[at[j]] = err
+	}
+	return out
+}
+
+// deleteAddresses unbinds the addresses the view has together, but those
+// in --ipvs-exclude-cidrs, and returns each one's outcome as deleteAddress
+// would.
+func (r *reconciler) deleteAddresses(addrs []netip.Addr) []error {
+	out := make([]error, len(addrs))
+	var todo []netip.Addr
+	var at []int
+	for i, a := range addrs {
+		switch {
+		case !r.view.addresses[a] || r.cfg.Excluded(a):
+		case r.deletionsHeld():
+			out[i] = errHeld
+		default:
+			todo, at = append(todo, a), append(at, i)
+		}
+	}
+	r.writes += len(todo)
+	for j, err := range netif.DeleteDummyAddresses(r.k.Netif, todo) {
+		if err == nil || errors.Is(err, netif.ErrNotFound) {
+			delete(r.view.addresses, todo[j])
+			continue
+		}
+		out[at[j]] = err
+	}
+	return out
 }
 
 // addAddress binds a on kube-ipvs0 unless the view has it.

@@ -87,6 +87,18 @@ type timedNetif struct {
 	c *callclock.Clock
 }
 
+// The kernel's address batches pass through the timing.
+var _ netif.AddressBatcher = timedNetif{}
+
+func (t timedNetif) AddDummyAddresses(addrs []netip.Addr) []error {
+	defer t.c.Since("netif AddDummyAddresses", time.Now())
+	return netif.AddDummyAddresses(t.Interface, addrs)
+}
+func (t timedNetif) DeleteDummyAddresses(addrs []netip.Addr) []error {
+	defer t.c.Since("netif DeleteDummyAddresses", time.Now())
+	return netif.DeleteDummyAddresses(t.Interface, addrs)
+}
+
 func (t timedNetif) EnsureDummy() error {
 	defer t.c.Since("netif EnsureDummy", time.Now())
 	return t.Interface.EnsureDummy()
