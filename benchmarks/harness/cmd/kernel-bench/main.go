@@ -135,9 +135,10 @@ func floor(s shape.Shape, k adapters.Kernel, interleaved bool) (shape.Result, er
 		if err := do(k.Netif.EnsureDummy()); err != nil {
 			return err
 		}
-		for _, a := range addrs {
-			if err := do(k.Netif.AddDummyAddress(a)); err != nil {
-				return err
+		writes += len(addrs)
+		for i, err := range netif.AddDummyAddresses(k.Netif, addrs) {
+			if err != nil {
+				return fmt.Errorf("bind %s: %w", addrs[i], err)
 			}
 		}
 		for _, r := range routes {
