@@ -28,6 +28,8 @@
 # IPVSPROXY_BENCH_FLOOR_ORDER=interleaved makes the floor write each virtual server and then its
 # real servers in one send, as the proxier does, instead of every virtual server first and then all
 # real servers 64 per send (kernel-bench -floor-order).
+# IPVSPROXY_BENCH_NO_SERVICE_CIDR=1 runs the floor and ours without a Service CIDR: every cluster IP
+# bound on kube-ipvs0, as kube-proxy binds them (kernel-bench -no-service-cidr).
 #
 # Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
 # harness's reports (cmd/bench -merge reads it into the Markdown table).
@@ -85,7 +87,7 @@ bench() { # MODE SERVICES REPEATS
 	if [[ \$1 == kube-proxy ]]; then
 		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -kernel -services \$2 -repeats \$3 -ops "${IPVSPROXY_BENCH_KP_OPS:-}"
 	else
-		${IPVSPROXY_BENCH_GOGC:+GOGC=$IPVSPROXY_BENCH_GOGC} IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3 ${IPVSPROXY_BENCH_FLOOR_ORDER:+-floor-order $IPVSPROXY_BENCH_FLOOR_ORDER}
+		${IPVSPROXY_BENCH_GOGC:+GOGC=$IPVSPROXY_BENCH_GOGC} IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3 ${IPVSPROXY_BENCH_FLOOR_ORDER:+-floor-order $IPVSPROXY_BENCH_FLOOR_ORDER} ${IPVSPROXY_BENCH_NO_SERVICE_CIDR:+-no-service-cidr}
 	fi
 }
 for mode in $modes; do

@@ -41,10 +41,11 @@ func main() {
 	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
 	repeats := flag.Int("repeats", 3, "repeats of each operation after the cold sync")
 	mode := flag.String("mode", "ours", "ours or floor")
+	noServiceCIDR := flag.Bool("no-service-cidr", false, "no Service CIDR: bind every cluster IP on kube-ipvs0, as kube-proxy does (both sides)")
 	floorOrder := flag.String("floor-order", "grouped", "the floor's order of the IPVS writes: grouped (every virtual server, then all real servers 64 per send) or interleaved (each virtual server, then its real servers in one send, as the proxier writes them)")
 	flag.Parse()
 	klog.SetLogger(logr.Discard())
-	s := shape.Shape{Services: *services, Endpoints: *endpoints}
+	s := shape.Shape{Services: *services, Endpoints: *endpoints, NoServiceCIDR: *noServiceCIDR}
 	check(netns.Prepare(shape.NodeIP, ""))
 	k, err := realKernel()
 	check(err)
