@@ -19,11 +19,7 @@ func batchKernel(t testing.TB) (*kernel, *netlink.Handle) {
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "needs root to create a network namespace")
 	}
-	linkType := "dummy"
-	if reason, _ := kernelSkipReason(t); reason != "" {
-		linkType = "ifb"
-	}
-	a, h, _ := routeKernel(t, linkType)
+	a, h, _ := routeKernel(t, linkTypeHere(t))
 	ok(t, a.EnsureDummy())
 	return a.(*kernel), h
 }

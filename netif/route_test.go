@@ -125,10 +125,7 @@ func TestServiceRoutes(t *testing.T) {
 		if os.Geteuid() != 0 {
 			kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel route tests need root to create a network namespace")
 		}
-		linkType := "dummy"
-		if reason, _ := kernelSkipReason(t); reason != "" {
-			linkType = "ifb"
-		}
+		linkType := linkTypeHere(t)
 		t.Logf("link type %s", linkType)
 		for _, c := range routeCases {
 			t.Run(c.name, func(t *testing.T) {
@@ -160,10 +157,7 @@ func TestServiceRoutesDumpIsFilteredByTheKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "needs root to create a network namespace")
 	}
-	linkType := "dummy"
-	if reason, _ := kernelSkipReason(t); reason != "" {
-		linkType = "ifb"
-	}
+	linkType := linkTypeHere(t)
 	a, _, _ := routeKernel(t, linkType)
 	ok(t, a.EnsureDummy())
 	ok(t, a.AddServiceRoute(range4))
@@ -192,10 +186,7 @@ func TestServiceRouteMakesEveryAddressLocal(t *testing.T) {
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "needs root to create a network namespace")
 	}
-	linkType := "dummy"
-	if reason, _ := kernelSkipReason(t); reason != "" {
-		linkType = "ifb"
-	}
+	linkType := linkTypeHere(t)
 	a, h, ns := routeKernel(t, linkType)
 	ok(t, a.EnsureDummy())
 	netnstest.LoopbackUp(t, ns)
@@ -229,6 +220,15 @@ func TestServiceRouteMakesEveryAddressLocal(t *testing.T) {
 // routeKernel opens the real implementation in a fresh namespace on a link
 // of linkType ("ifb" is created here; "dummy" by EnsureDummy), plus a
 // handle for what the test does behind its back.
+// linkTypeHere is "dummy" where the driver exists (the VM), else "ifb"
+// (this host), which takes the same addresses and routes.
+func linkTypeHere(t testing.TB) string {
+	if reason, _ := kernelSkipReason(t); reason != "" {
+		return "ifb"
+	}
+	return "dummy"
+}
+
 func routeKernel(t testing.TB, linkType string) (Interface, *netlink.Handle, netns.NsHandle) {
 	t.Helper()
 	ns := netnstest.New(t)

@@ -63,13 +63,8 @@ func TestAddressesAreBoundTogether(t *testing.T) {
 	b := &batchingNetif{Fake: fk.netif}
 	k := fk.kernel()
 	k.Netif = b
-	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Date(2026, 12, 5, 19, 30, 0, 0, time.UTC)
-	p.now = func() time.Time { return now }
-	p.Tracker().SetService(apiServerService())
+	p := proxierAt(t, k, &now)
 	ips := map[string]netip.Addr{}
 	add := func(names ...string) {
 		for _, name := range names {

@@ -68,13 +68,7 @@ func newBatchingProxier(t *testing.T, now *time.Time) (*Proxier, *batchingIPSet,
 	b := newBatchingIPSet(fk.ipset)
 	k := fk.kernel()
 	k.IPSet = b
-	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.now = func() time.Time { return *now }
-	p.Tracker().SetService(apiServerService())
-	return p, b, fk
+	return proxierAt(t, k, now), b, fk
 }
 
 func (b *batchingIPSet) AddEntry(name string, e ipset.Entry) error {

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
@@ -87,6 +88,19 @@ func newTestProxier(t *testing.T, fk *fakeKernel, cfg ipvsproxy.Config) (*Proxie
 // apiServerService stands for default/kubernetes, present in every live
 // cluster: without it the proxier deletes nothing (emptyworld.go). Headless
 // here, so that it adds nothing to the kernel the tests look at.
+// proxierAt is a proxier on k with testConfig, its clock *now, the API
+// server's Service in its tracker.
+func proxierAt(t *testing.T, k adapters.Kernel, now *time.Time) *Proxier {
+	t.Helper()
+	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.now = func() time.Time { return *now }
+	p.Tracker().SetService(apiServerService())
+	return p
+}
+
 func apiServerService() *v1.Service {
 	return servicetest.Service(APIServerService.Name, v1.ClusterIPNone)
 }

@@ -55,13 +55,8 @@ func TestRealServersOfAVirtualServerAreWrittenTogether(t *testing.T) {
 	b := &batchingIPVS{Fake: fk.ipvs}
 	k := fk.kernel()
 	k.IPVS = b
-	p, err := New(testConfig(), servicetest.ThisNode, k, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-	p.now = func() time.Time { return now }
-	p.Tracker().SetService(apiServerService())
+	p := proxierAt(t, k, &now)
 	svc := servicetest.Service("web", "10.96.0.10")
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1", "10.244.1.6@node1", "10.244.1.7@node1"))
