@@ -343,16 +343,24 @@ func (r *reconciler) deleteEntries(keys []ipvsproxy.SetEntryKey) []error {
 				es, at = append(es, keys[i].Entry), append(at, i)
 			}
 		}
-		r.writes += len(es)
-		for j, err := range ipset.DeleteEntries(r.k.IPSet, set, es) {
-			if err != nil {
-				out[at[j]] = err
-				continue
-			}
-			members.Delete(es[j])
+		for j, err := range r.deleteMembers(set, es) {
+			out[at[j]] = err
 		}
 	}
 	return out
+}
+
+// deleteMembers deletes es from set together (ipset.DeleteEntries) and
+// drops those deleted from the view; it returns each one's outcome.
+func (r *reconciler) deleteMembers(set string, es []ipset.Entry) []error {
+	r.writes += len(es)
+	errs := ipset.DeleteEntries(r.k.IPSet, set, es)
+	for j, err := range errs {
+		if err == nil {
+			r.view.sets[set].Delete(es[j])
+		}
+	}
+	return errs
 }
 
 func (r *reconciler) deleteEntry(k ipvsproxy.SetEntryKey) error {
@@ -418,13 +426,10 @@ func (r *reconciler) unrecordAll(keys []ipvs.VirtualServerKey) []error {
 				es, at = append(es, records[i].Entry), append(at, i)
 			}
 		}
-		r.writes += len(es)
-		for j, err := range ipset.DeleteEntries(r.k.IPSet, set, es) {
+		for j, err := range r.deleteMembers(set, es) {
 			if err != nil {
 				out[at[j]] = fmt.Errorf("remove the record of %s: %w", keys[at[j]], err)
-				continue
 			}
-			members.Delete(es[j])
 		}
 	}
 	return out
