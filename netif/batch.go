@@ -60,8 +60,8 @@ func eachAddress(addrs []netip.Addr, write func(netip.Addr) error) []error {
 	return out
 }
 
-// exchanger sends batches of rtnetlink requests over its own socket, one
-// batch at a time.
+// exchanger sends batches of rtnetlink requests, and reads address dumps,
+// over its own socket, one at a time.
 type exchanger struct {
 	mu     sync.Mutex
 	conn   *netlink.Conn
@@ -69,6 +69,9 @@ type exchanger struct {
 	// failedSends counts the sends that failed as a whole, whose
 	// addresses then went one at a time: otherwise only slowness.
 	failedSends atomic.Int64
+	// interruptedDumps counts the address dumps read again because the
+	// kernel marked them interrupted.
+	interruptedDumps atomic.Int64
 }
 
 func dialExchanger(nsFD int) (*exchanger, error) {

@@ -28,8 +28,12 @@ type kernel struct {
 	// linkType is "dummy"; tests on a host without the dummy driver set
 	// "ifb" to run the route and address halves on a link they created.
 	linkType string
-	// batches binds and unbinds many addresses per send (batch.go).
+	// batches binds and unbinds many addresses per send (batch.go) and
+	// reads them in one streamed dump (addrdump.go).
 	batches *exchanger
+	// onAddressDumpBuffer, when set, runs after each buffer of an address
+	// dump: tests change the addresses there, mid-dump.
+	onAddressDumpBuffer func()
 }
 
 var (
@@ -268,10 +272,9 @@ type indexedAddr struct {
 	linkIndex int
 }
 
-// addrList dumps one link's addresses; addrListAll every link's. A dump the
-// kernel marks interrupted (the table changed meanwhile) is retried.
+// addrList reads one link's addresses; addrListAll every link's.
 func (k *kernel) addrList(link netlink.Link) ([]netip.Addr, error) {
-	all, err := k.dumpAddrs(link)
+	all, err := k.dumpAddrs(link.Attrs().Index)
 	if err != nil {
 		return nil, err
 	}
@@ -282,30 +285,7 @@ func (k *kernel) addrList(link netlink.Link) ([]netip.Addr, error) {
 	return out, nil
 }
 
-func (k *kernel) addrListAll() ([]indexedAddr, error) { return k.dumpAddrs(nil) }
-
-func (k *kernel) dumpAddrs(link netlink.Link) ([]indexedAddr, error) {
-	var (
-		addrs []netlink.Addr
-		err   error
-	)
-	for range 5 {
-		addrs, err = k.handle.AddrList(link, netlink.FAMILY_ALL)
-		if !errors.Is(err, netlink.ErrDumpInterrupted) {
-			break
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	out := make([]indexedAddr, 0, len(addrs))
-	for _, a := range addrs {
-		if ip, ok := netip.AddrFromSlice(a.IP); ok {
-			out = append(out, indexedAddr{addr: ip.Unmap(), linkIndex: a.LinkIndex})
-		}
-	}
-	return out, nil
-}
+func (k *kernel) addrListAll() ([]indexedAddr, error) { return k.dumpAddrs(0) }
 
 func hostPrefix(addr netip.Addr) *net.IPNet {
 	return &net.IPNet{IP: addr.AsSlice(), Mask: net.CIDRMask(addr.BitLen(), addr.BitLen())}

@@ -46,13 +46,21 @@ func NewReader(conn *netlink.Conn) (*Reader, error) {
 	return &Reader{conn: conn, raw: raw, buf: make([]byte, BufferSize)}, nil
 }
 
+// ErrDumpInterrupted is Dump's answer when the kernel marked the dump's
+// messages NLM_F_DUMP_INTR: the table changed between two of its buffers,
+// and a dump that resumes by position may have skipped or repeated entries.
+// What the caller gathered is not a consistent read; it reads again.
+// rtnetlink's address, route and link dumps are marked so.
+var ErrDumpInterrupted = errors.New("dump interrupted: the table changed while it was read")
+
 // Dump sends req (the Request and Dump flags are added) and calls message
 // with the payload of each answer, after the netlink header. payload points
 // into the receive buffer: message must not keep it. endOfBuffer, when not
 // nil, runs after each received buffer's messages (a point to hand over a
 // batch). An error from either stops the dump, drains the rest of it and is
 // returned; an error the kernel answers with is returned as its
-// syscall.Errno.
+// syscall.Errno; a dump the kernel marked interrupted runs to its end and
+// returns ErrDumpInterrupted.
 func (r *Reader) Dump(req netlink.Message, message func(payload []byte) error, endOfBuffer func() error) error {
 	req.Header.Flags |= netlink.Request | netlink.Dump
 	sent, err := r.conn.Send(req)
@@ -60,16 +68,18 @@ func (r *Reader) Dump(req netlink.Message, message func(payload []byte) error, e
 		return fmt.Errorf("send dump request: %w", err)
 	}
 	defer r.conn.SetReadDeadline(time.Time{})
+	interrupted := false
 	for {
 		n, err := r.receive()
 		if err != nil {
 			return fmt.Errorf("receive dump: %w", err)
 		}
 		done := false
-		err = Messages(r.buf[:n], func(typ uint16, seq uint32, payload []byte) error {
+		err = messages(r.buf[:n], func(typ, flags uint16, seq uint32, payload []byte) error {
 			if seq != sent.Header.Sequence {
 				return nil // left over from an abandoned dump or exchange
 			}
+			interrupted = interrupted || flags&unix.NLM_F_DUMP_INTR != 0
 			switch typ {
 			case unix.NLMSG_DONE:
 				done = true
@@ -96,6 +106,9 @@ func (r *Reader) Dump(req netlink.Message, message func(payload []byte) error, e
 			return err
 		}
 		if done {
+			if interrupted {
+				return ErrDumpInterrupted
+			}
 			return nil
 		}
 	}
@@ -145,14 +158,20 @@ func (r *Reader) drain() {
 // Messages calls fn for each netlink message in b (its type, sequence
 // number and payload).
 func Messages(b []byte, fn func(typ uint16, seq uint32, payload []byte) error) error {
+	return messages(b, func(typ, _ uint16, seq uint32, payload []byte) error { return fn(typ, seq, payload) })
+}
+
+// messages is Messages with each message's flags.
+func messages(b []byte, fn func(typ, flags uint16, seq uint32, payload []byte) error) error {
 	for len(b) >= unix.SizeofNlMsghdr {
 		length := int(binary.NativeEndian.Uint32(b[0:4]))
 		typ := binary.NativeEndian.Uint16(b[4:6])
+		flags := binary.NativeEndian.Uint16(b[6:8])
 		seq := binary.NativeEndian.Uint32(b[8:12])
 		if length < unix.SizeofNlMsghdr || length > len(b) {
 			return fmt.Errorf("netlink message of length %d in %d bytes", length, len(b))
 		}
-		if err := fn(typ, seq, b[unix.SizeofNlMsghdr:length]); err != nil {
+		if err := fn(typ, flags, seq, b[unix.SizeofNlMsghdr:length]); err != nil {
 			return err
 		}
 		aligned := (length + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1)
