@@ -48,10 +48,11 @@ func Run(s shape.Shape, k adapters.Kernel, repeats int) (shape.Result, error) {
 	return RunWith(s, k, repeats, nil)
 }
 
-// RunWith is Run, calling afterCold (when not nil) right after the cold
-// sync, before any other operation: where a caller counts the cold sync
-// apart (kernel-bench's time per adapter call).
-func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (shape.Result, error) {
+// RunWith is Run, calling afterSync (when not nil) right after each sync,
+// with the operation it timed ("" for a sync between operations that is
+// not timed): where a caller counts each operation's kernel calls apart
+// (kernel-bench's time per adapter call) or profiles after the cold sync.
+func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterSync func(op string)) (shape.Result, error) {
 	res := shape.Result{Side: "ipvsproxy", Shape: s.Name(), Services: s.Services, Millis: map[string][]float64{}, Writes: map[string]int{}}
 	cfg := Config(s)
 	p, err := proxier.New(cfg, shape.NodeName, k, nil)
@@ -79,11 +80,17 @@ func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (s
 		setSlices(s.Slices(i, s.Endpoints, 0))
 	}
 	var last proxier.SyncResult
+	after := func(op string) {
+		if afterSync != nil {
+			afterSync(op)
+		}
+	}
 	sync := func(op string, wantFull bool) error {
 		start := time.Now()
 		r := p.Sync()
-		last = r
 		res.Millis[op] = append(res.Millis[op], float64(time.Since(start).Microseconds())/1000)
+		after(op)
+		last = r
 		res.Writes[op] = r.Writes
 		if err := r.Err(); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
@@ -95,9 +102,6 @@ func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (s
 	}
 	if err := sync(shape.OpCold, true); err != nil {
 		return res, err
-	}
-	if afterCold != nil {
-		afterCold()
 	}
 	mid := s.Services / 2
 	for rep := 0; rep < repeats; rep++ {
@@ -125,6 +129,7 @@ func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (s
 		// A period between full ones: every tenth is full, so skip it.
 		if p.PeriodElapsed() {
 			p.Sync()
+			after("")
 			p.PeriodElapsed()
 		}
 		if err := sync(shape.OpShareResync, false); err != nil {
@@ -148,6 +153,7 @@ func RunWith(s shape.Shape, k adapters.Kernel, repeats int, afterCold func()) (s
 			}
 		}
 		res.Millis[shape.OpResyncCycle] = append(res.Millis[shape.OpResyncCycle], float64(cycle.Microseconds())/1000/shape.ResyncShares)
+		after(shape.OpResyncCycle)
 		res.Writes[shape.OpResyncCycle] = cycleWrites
 		// 1% of the endpoints: one of every tenth Service replaced.
 		for _, i := range shape.Churned(s, rep) {

@@ -38,6 +38,9 @@ type Result struct {
 	// ("ipvs AddRealServer": milliseconds and calls), where the side
 	// measures it (tier 2); the rest of the cold sync is the side's own work.
 	ColdCalls map[string]CallTime `json:"cold_calls,omitempty"`
+	// OpCalls is the same for every operation, each summed over its
+	// repeats (ColdCalls is its cold sync's).
+	OpCalls map[string]map[string]CallTime `json:"op_calls,omitempty"`
 	Notes     []string            `json:"notes,omitempty"`
 }
 

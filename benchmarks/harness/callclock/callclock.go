@@ -62,3 +62,18 @@ func Names(calls map[string]shape.CallTime) []string {
 	sort.Slice(out, func(i, j int) bool { return calls[out[i]].Millis > calls[out[j]].Millis })
 	return out
 }
+
+// Add adds more's calls to sum (a new map when sum is nil) and returns it:
+// an operation repeated several times, counted once.
+func Add(sum, more map[string]shape.CallTime) map[string]shape.CallTime {
+	if sum == nil {
+		sum = map[string]shape.CallTime{}
+	}
+	for n, ct := range more {
+		s := sum[n]
+		s.Millis += ct.Millis
+		s.Calls += ct.Calls
+		sum[n] = s
+	}
+	return sum
+}

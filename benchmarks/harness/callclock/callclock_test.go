@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 )
 
 func TestClockAddsUpByKindAndResets(t *testing.T) {
@@ -28,5 +30,20 @@ func TestClockAddsUpByKindAndResets(t *testing.T) {
 	}
 	if after := c.Reset(); len(after) != 0 {
 		t.Errorf("after Reset the clock still holds %v", after)
+	}
+}
+
+func TestAddSumsRepeatsOfAnOperation(t *testing.T) {
+	first := map[string]shape.CallTime{"ipvs VirtualServers": {Millis: 2, Calls: 1}}
+	second := map[string]shape.CallTime{"ipvs VirtualServers": {Millis: 3, Calls: 1}, "ipset Sets": {Millis: 1, Calls: 1}}
+	sum := Add(Add(nil, first), second)
+	if got := sum["ipvs VirtualServers"]; got != (shape.CallTime{Millis: 5, Calls: 2}) {
+		t.Errorf("VirtualServers %+v, want 5 ms over 2 calls", got)
+	}
+	if got := sum["ipset Sets"]; got != (shape.CallTime{Millis: 1, Calls: 1}) {
+		t.Errorf("Sets %+v, want 1 ms over 1 call", got)
+	}
+	if first["ipvs VirtualServers"].Calls != 1 {
+		t.Errorf("Add changed its second argument's source: %+v", first)
 	}
 }

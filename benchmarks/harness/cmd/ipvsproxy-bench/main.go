@@ -88,7 +88,11 @@ func main() {
 			startProfile()
 		}
 	}
-	res, err := ours.RunWith(s, ours.FakeKernel(links), *repeats, afterCold)
+	res, err := ours.RunWith(s, ours.FakeKernel(links), *repeats, func(op string) {
+		if op == shape.OpCold {
+			afterCold()
+		}
+	})
 	if err != nil {
 		fail(err)
 	}

@@ -54,8 +54,15 @@ func main() {
 	var cold map[string]shape.CallTime
 	switch *mode {
 	case "ours":
-		res, err = ours.RunWith(s, timed(k, c), *repeats, func() { cold = c.Reset() })
+		opCalls := map[string]map[string]shape.CallTime{}
+		res, err = ours.RunWith(s, timed(k, c), *repeats, func(op string) {
+			calls := c.Reset()
+			if op != "" {
+				opCalls[op] = callclock.Add(opCalls[op], calls)
+			}
+		})
 		res.Side = "ipvsproxy (kernel)"
+		cold, res.OpCalls = opCalls[shape.OpCold], opCalls
 	case "floor":
 		res, err = floor(s, timed(k, c), *floorOrder == "interleaved")
 		cold = c.Reset()
@@ -70,6 +77,10 @@ func main() {
 	fmt.Fprintf(os.Stderr, "%s %s: cold sync %.0f ms, %d kernel writes; peak RSS %.0f MB\n",
 		res.Side, res.Shape, res.Millis[shape.OpCold][0], res.Writes[shape.OpCold], res.PeakRSS)
 	printColdCalls(res)
+	if full := res.OpCalls[shape.OpFullResync]; full != nil {
+		fmt.Fprintf(os.Stderr, "%s %s: %d full re-checks, in kernel calls %.0f ms\n", res.Side, res.Shape, len(res.Millis[shape.OpFullResync]), callclock.Total(full))
+		printCalls(full)
+	}
 	check(json.NewEncoder(os.Stdout).Encode(res))
 }
 
@@ -199,8 +210,13 @@ func floor(s shape.Shape, k adapters.Kernel, interleaved bool) (shape.Result, er
 func printColdCalls(res shape.Result) {
 	kernel := callclock.Total(res.ColdCalls)
 	fmt.Fprintf(os.Stderr, "  in kernel calls %.0f ms, the rest %.0f ms\n", kernel, res.Millis[shape.OpCold][0]-kernel)
-	for _, n := range callclock.Names(res.ColdCalls) {
-		fmt.Fprintf(os.Stderr, "  %-30s %8.1f ms %6d calls\n", n, res.ColdCalls[n].Millis, res.ColdCalls[n].Calls)
+	printCalls(res.ColdCalls)
+}
+
+// printCalls lists the time in each kind of kernel call, the longest first.
+func printCalls(calls map[string]shape.CallTime) {
+	for _, n := range callclock.Names(calls) {
+		fmt.Fprintf(os.Stderr, "  %-30s %8.1f ms %6d calls\n", n, calls[n].Millis, calls[n].Calls)
 	}
 }
 
