@@ -56,7 +56,7 @@ func (e *exchanger) dumpAddrs(linkIndex int, afterBuffer func()) ([]indexedAddr,
 	if afterBuffer != nil {
 		endOfBuffer = func() error { afterBuffer(); return nil }
 	}
-	err := e.reader.Dump(req, func(payload []byte) error {
+	err := e.reader.DumpConsistent(req, func(payload []byte) error {
 		a, ok, err := parseAddressMessage(payload)
 		if err != nil || !ok || linkIndex != 0 && a.linkIndex != linkIndex {
 			return err

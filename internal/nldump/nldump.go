@@ -46,11 +46,11 @@ func NewReader(conn *netlink.Conn) (*Reader, error) {
 	return &Reader{conn: conn, raw: raw, buf: make([]byte, BufferSize)}, nil
 }
 
-// ErrDumpInterrupted is Dump's answer when the kernel marked the dump's
-// messages NLM_F_DUMP_INTR: the table changed between two of its buffers,
-// and a dump that resumes by position may have skipped or repeated entries.
-// What the caller gathered is not a consistent read; it reads again.
-// rtnetlink's address, route and link dumps are marked so.
+// ErrDumpInterrupted is DumpConsistent's answer when the kernel marked the
+// dump's messages NLM_F_DUMP_INTR: the table changed between two of its
+// buffers, and a dump that resumes by position may have skipped or
+// repeated entries. What the caller gathered is not a consistent read; it
+// reads again. rtnetlink's address, route and link dumps are marked so.
 var ErrDumpInterrupted = errors.New("dump interrupted: the table changed while it was read")
 
 // Dump sends req (the Request and Dump flags are added) and calls message
@@ -59,9 +59,18 @@ var ErrDumpInterrupted = errors.New("dump interrupted: the table changed while i
 // nil, runs after each received buffer's messages (a point to hand over a
 // batch). An error from either stops the dump, drains the rest of it and is
 // returned; an error the kernel answers with is returned as its
-// syscall.Errno; a dump the kernel marked interrupted runs to its end and
-// returns ErrDumpInterrupted.
+// syscall.Errno.
 func (r *Reader) Dump(req netlink.Message, message func(payload []byte) error, endOfBuffer func() error) error {
+	return r.dump(req, message, endOfBuffer, false)
+}
+
+// DumpConsistent is Dump, returning ErrDumpInterrupted, once the dump has
+// run to its end, when the kernel marked it interrupted.
+func (r *Reader) DumpConsistent(req netlink.Message, message func(payload []byte) error, endOfBuffer func() error) error {
+	return r.dump(req, message, endOfBuffer, true)
+}
+
+func (r *Reader) dump(req netlink.Message, message func(payload []byte) error, endOfBuffer func() error, consistent bool) error {
 	req.Header.Flags |= netlink.Request | netlink.Dump
 	sent, err := r.conn.Send(req)
 	if err != nil {
@@ -106,7 +115,7 @@ func (r *Reader) Dump(req netlink.Message, message func(payload []byte) error, e
 			return err
 		}
 		if done {
-			if interrupted {
+			if consistent && interrupted {
 				return ErrDumpInterrupted
 			}
 			return nil
