@@ -302,6 +302,93 @@ var adapterCases = []adapterCase{
 		_, err = r.RealServerStats(udp80)
 		wantErr(t, err, ErrNotFound)
 	}},
+	{"virtual servers added together", func(t *testing.T, a Interface) {
+		flags, err := ParseSchedulerFlags("sh", "sh-fallback,sh-port")
+		ok(t, err)
+		mapped := tcp80b
+		mapped.Address = netip.AddrFrom16(vip4b.As16())
+		add := []VirtualServer{
+			{VirtualServerKey: tcp80, Scheduler: "rr"},
+			{VirtualServerKey: udp80, Scheduler: "wrr", PersistenceTimeout: 3 * time.Hour},
+			{VirtualServerKey: sctp, Scheduler: "rr"},
+			{VirtualServerKey: tcp6, Scheduler: "sh", SchedulerFlags: flags},
+			{VirtualServerKey: udp6, Scheduler: "rr", PersistenceTimeout: 10 * time.Second},
+			{VirtualServerKey: tcp80, Scheduler: "wrr"},          // exists by now
+			{VirtualServerKey: tcp80b, Scheduler: "nosuchsched"}, // unknown scheduler
+			{VirtualServerKey: tcp80b},                           // no scheduler
+			{VirtualServerKey: mapped, Scheduler: "rr"},          // reaches the kernel as IPv4
+		}
+		errs := AddVirtualServers(a, add)
+		for _, err := range errs[:5] {
+			ok(t, err)
+		}
+		wantErr(t, errs[5], ErrExists)
+		wantErr(t, errs[6], ErrNoScheduler)
+		wantErr(t, errs[7], ErrNoScheduler)
+		ok(t, errs[8])
+		want := []VirtualServer{add[0], add[1], {VirtualServerKey: tcp80b, Scheduler: "rr"}, add[2], add[4], add[3]}
+		wantVirtualServers(t, a, want...)
+		// More than one send's worth, each answered.
+		var many []VirtualServer
+		for i := range 150 {
+			many = append(many, VirtualServer{VirtualServerKey: VirtualServerKey{Protocol: TCP, Address: netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), Port: 8080}, Scheduler: "rr"})
+		}
+		for i, err := range AddVirtualServers(a, many) {
+			if err != nil {
+				t.Fatalf("%s: %v", many[i].VirtualServerKey, err)
+			}
+		}
+		vss, err := a.VirtualServers()
+		ok(t, err)
+		if len(vss) != len(want)+len(many) {
+			t.Fatalf("%d virtual servers after adding %d more, want %d", len(vss), len(many), len(want)+len(many))
+		}
+	}},
+	{"every real server read as one table", func(t *testing.T, a Interface) {
+		table, isTable := a.(RealServerTable)
+		if !isTable {
+			t.Fatalf("%T reads no real-server table", a)
+		}
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "rr"}))
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: udp80, Scheduler: "rr"}))
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: sctp, Scheduler: "rr"}))
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp6, Scheduler: "sh", PersistenceTimeout: time.Hour}))
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: udp6, Scheduler: "rr"})) // no real servers
+		ok(t, a.AddRealServer(tcp80, rs(rip4a, 8080, 1)))
+		ok(t, a.AddRealServer(tcp80, rs(rip4b, 65535, 0))) // draining
+		ok(t, a.AddRealServer(udp80, rs(rip4a, 53, 65535)))
+		ok(t, a.AddRealServer(sctp, rs(rip4b, 3868, 3)))
+		ok(t, a.AddRealServer(tcp6, rs(rip6, 8443, 2)))
+		ok(t, a.AddRealServer(tcp6, rs(netip.MustParseAddr("2001:db8:ffff::abcd"), 1, 1)))
+		read := map[VirtualServerKey][]RealServer{}
+		ok(t, table.EachRealServerList(func(key VirtualServerKey, rss []RealServer) error {
+			if _, twice := read[key]; twice {
+				t.Errorf("%s listed twice", key)
+			}
+			read[key] = slices.Clone(rss)
+			return nil
+		}))
+		for _, key := range []VirtualServerKey{tcp80, udp80, sctp, tcp6, udp6} {
+			want, err := a.ListedRealServers(key, nil)
+			ok(t, err)
+			got, listed := read[key]
+			if !listed {
+				t.Fatalf("%s not in the table read %v", key, read)
+			}
+			slices.SortFunc(got, func(x, y RealServer) int { return compareRealKeys(x.RealServerKey, y.RealServerKey) })
+			slices.SortFunc(want, func(x, y RealServer) int { return compareRealKeys(x.RealServerKey, y.RealServerKey) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("table lists %s's real servers as %v, its own dump as %v", key, got, want)
+			}
+		}
+		if len(read) != 5 {
+			t.Fatalf("table lists %d virtual servers, want 5: %v", len(read), read)
+		}
+		stop := errors.New("stop")
+		if err := table.EachRealServerList(func(VirtualServerKey, []RealServer) error { return stop }); !errors.Is(err, stop) {
+			t.Fatalf("an error from fn came back as %v", err)
+		}
+	}},
 	{"calls after Close fail", func(t *testing.T, a Interface) {
 		ok(t, a.Close())
 		if _, err := a.VirtualServers(); err == nil {
@@ -327,7 +414,7 @@ func TestAdapter(t *testing.T) {
 	})
 }
 
-func ok(t *testing.T, err error) {
+func ok(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("unexpected error: %v", err)

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
+
+	mobyipvs "github.com/moby/ipvs"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
@@ -130,4 +133,98 @@ func BenchmarkKernelRealServerWrites(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*2*len(ws)), "ns/write")
 		})
 	}
+}
+
+// A virtual server created in a batch is the one moby/ipvs creates: the
+// same flags, timeout, netmask and scheduler as read back by moby/ipvs,
+// for every family, persistence and scheduler flags.
+func TestKernelBatchCreatesWhatMobyIPVSCreates(t *testing.T) {
+	skipUnlessKernel(t)
+	a := newKernelInFreshNamespace(t)
+	k := a.(*kernel)
+	flags, err := ParseSchedulerFlags("sh", "sh-fallback,sh-port")
+	ok(t, err)
+	shapes := []VirtualServer{
+		{VirtualServerKey: tcp80, Scheduler: "rr"},
+		{VirtualServerKey: udp80, Scheduler: "wrr", PersistenceTimeout: 3 * time.Hour},
+		{VirtualServerKey: sctp, Scheduler: "rr"},
+		{VirtualServerKey: tcp6, Scheduler: "sh", SchedulerFlags: flags},
+		{VirtualServerKey: udp6, Scheduler: "rr", PersistenceTimeout: 10 * time.Second},
+	}
+	// Each shape twice: by moby/ipvs on its own port, in a batch on the
+	// next one.
+	var batch []VirtualServer
+	for _, vs := range shapes {
+		ok(t, a.AddVirtualServer(vs))
+		vs.Port++
+		batch = append(batch, vs)
+	}
+	for i, err := range k.AddVirtualServers(batch) {
+		if err != nil {
+			t.Fatalf("%s: %v", batch[i].VirtualServerKey, err)
+		}
+	}
+	read, err := k.handle.GetServices()
+	ok(t, err)
+	byKey := map[VirtualServerKey]*mobyipvs.Service{}
+	for _, s := range read {
+		addr, _ := netip.AddrFromSlice(s.Address)
+		byKey[VirtualServerKey{Protocol: Protocol(s.Protocol), Address: addr.Unmap(), Port: s.Port}] = s
+	}
+	for i, vs := range shapes {
+		single, batched := byKey[vs.VirtualServerKey], byKey[batch[i].VirtualServerKey]
+		if single == nil || batched == nil {
+			t.Fatalf("%s or its batched twin missing from %d services read", vs.VirtualServerKey, len(read))
+		}
+		if single.Flags != batched.Flags || single.Timeout != batched.Timeout || single.Netmask != batched.Netmask ||
+			single.SchedName != batched.SchedName || single.AddressFamily != batched.AddressFamily || single.PEName != batched.PEName {
+			t.Errorf("%s created by moby/ipvs as %+v, in a batch as %+v", vs.VirtualServerKey, *single, *batched)
+		}
+	}
+}
+
+// BenchmarkKernelVirtualServerAdds: what creating one virtual server costs
+// a call each through moby/ipvs and 64 per send, 500 of them (deleted
+// again between rounds, untimed).
+func BenchmarkKernelVirtualServerAdds(b *testing.B) {
+	if testing.Short() {
+		b.Skip("kernel benchmark")
+	}
+	ns := netnstest.New(b)
+	netnstest.LoopbackUp(b, ns)
+	a, err := NewInNamespace(ns)
+	if err != nil {
+		b.Skipf("no IPVS here: %v", err)
+	}
+	defer a.Close()
+	k := a.(*kernel)
+	var vss []VirtualServer
+	for i := range 500 {
+		vss = append(vss, VirtualServer{VirtualServerKey: VirtualServerKey{Protocol: TCP, Address: netip.AddrFrom4([4]byte{192, 0, 2, byte(i % 250)}), Port: uint16(80 + i/250)}, Scheduler: "rr"})
+	}
+	run := func(b *testing.B, add func() []error) {
+		for range b.N {
+			for i, err := range add() {
+				if err != nil {
+					b.Fatalf("%s: %v", vss[i].VirtualServerKey, err)
+				}
+			}
+			b.StopTimer()
+			for _, vs := range vss {
+				ok(b, a.DeleteVirtualServer(vs.VirtualServerKey))
+			}
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(vss)), "ns/create")
+	}
+	b.Run("moby-one-call-each", func(b *testing.B) {
+		run(b, func() []error {
+			out := make([]error, len(vss))
+			for i, vs := range vss {
+				out[i] = a.AddVirtualServer(vs)
+			}
+			return out
+		})
+	})
+	b.Run("per-send=64", func(b *testing.B) { run(b, func() []error { return k.AddVirtualServers(vss) }) })
 }

@@ -37,7 +37,10 @@ type fakeService struct {
 	destStats map[RealServerKey]Stats
 }
 
-var _ Interface = (*Fake)(nil)
+var (
+	_ Interface       = (*Fake)(nil)
+	_ RealServerTable = (*Fake)(nil)
+)
 
 // NewFake returns an empty table that knows every stock kernel scheduler.
 func NewFake() *Fake {
@@ -224,6 +227,24 @@ func (f *Fake) listRealServers(key VirtualServerKey, into []RealServer) ([]RealS
 		into = make([]RealServer, 0, len(svc.dests))
 	}
 	return append(into[:0], svc.dests...), nil
+}
+
+// EachRealServerList calls fn with each virtual server's real servers, as
+// the kernel's table read: under the fake's lock, as the kernel adapter
+// holds its table's, each list a copy in one reused room.
+func (f *Fake) EachRealServerList(fn func(VirtualServerKey, []RealServer) error) error {
+	if err := f.begin(false); err != nil {
+		return err
+	}
+	defer f.mu.Unlock()
+	var room []RealServer
+	for key, svc := range f.services {
+		room = append(room[:0], svc.dests...)
+		if err := fn(key, room); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (f *Fake) AddRealServer(vs VirtualServerKey, rs RealServer) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
 )
 
 // IP_VS_SVC_F_PERSISTENT. IP_VS_SVC_F_HASHED (0x2) is deliberately never
@@ -29,6 +30,10 @@ type kernel struct {
 	// dump reads the table (dump.go) and writes real servers in batches
 	// (batch.go); handle does the single writes.
 	dump *dumper
+	// table reads every real server at once (proctable.go); nil when
+	// /proc/net/ip_vs could not be opened, and the reads go one virtual
+	// server at a time.
+	table *procTable
 }
 
 var (
@@ -70,7 +75,11 @@ func open(nsFD int) (*kernel, error) {
 		h.Close()
 		return nil, err
 	}
-	return &kernel{handle: h, dump: d}, nil
+	table, err := openProcTable(nsFD)
+	if err != nil {
+		klog.V(2).InfoS("Real servers will be read one virtual server at a time", "err", err)
+	}
+	return &kernel{handle: h, dump: d, table: table}, nil
 }
 
 // ipvsFamily is the number of the generic netlink family "IPVS", or
@@ -293,6 +302,7 @@ func (k *kernel) Close() error {
 	if k.handle != nil {
 		k.handle.Close()
 		k.dump.Close()
+		k.table.close()
 		k.handle = nil
 	}
 	return nil
