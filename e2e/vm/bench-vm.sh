@@ -25,11 +25,14 @@
 # sync's cold_calls say how long it waited for them.
 # IPVSPROXY_BENCH_GOGC, when set, is the floor's and ours' GOGC (e.g. off: whether the garbage
 # collector explains why the same kernel calls take longer inside ours than inside the floor).
-# IPVSPROXY_BENCH_FLOOR_ORDER=interleaved makes the floor write each virtual server and then its
-# real servers in one send, as the proxier does, instead of every virtual server first and then all
-# real servers 64 per send (kernel-bench -floor-order).
+# IPVSPROXY_BENCH_FLOOR_ORDER=interleaved makes the floor write 64 virtual servers in one send and
+# then each one's real servers in one send, as the proxier does, instead of every virtual server
+# first (64 per send) and then all real servers 64 per send (kernel-bench -floor-order).
 # IPVSPROXY_BENCH_NO_SERVICE_CIDR=1 runs the floor and ours without a Service CIDR: every cluster IP
 # bound on kube-ipvs0, as kube-proxy binds them (kernel-bench -no-service-cidr).
+# IPVSPROXY_BENCH_BASELINE=<git revision> builds kernel-bench at that revision too, for the mode
+# "baseline" (ours as that revision wrote it, its side named "ipvsproxy baseline (kernel)"): an A/B
+# of the code inside one boot, where boots differ more than most changes.
 #
 # Prints one line per shape and leaves benchmarks/results/<date>-<host>-vm.json beside the
 # harness's reports (cmd/bench -merge reads it into the Markdown table).
@@ -55,6 +58,11 @@ work=$(mktemp -d "$cache/runs/bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/results"
 (cd "$repo/benchmarks/harness" && go build -o "$work/kernel-bench" ./cmd/kernel-bench && go build -o "$work/kubeproxy-bench" ./cmd/kubeproxy-bench)
+if [[ -n ${IPVSPROXY_BENCH_BASELINE:-} ]]; then
+	git -C "$repo" worktree add --detach "$work/baseline" "$IPVSPROXY_BENCH_BASELINE" >/dev/null
+	(cd "$work/baseline/benchmarks/harness" && go build -o "$work/kernel-bench-baseline" ./cmd/kernel-bench)
+	git -C "$repo" worktree remove --force "$work/baseline"
+fi
 
 cat >"$work/guest.sh" <<GUEST
 #!/usr/bin/env bash
@@ -86,6 +94,9 @@ bench() { # MODE SERVICES REPEATS
 	settle
 	if [[ \$1 == kube-proxy ]]; then
 		IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kubeproxy-bench" -kernel -services \$2 -repeats \$3 -ops "${IPVSPROXY_BENCH_KP_OPS:-}"
+	elif [[ \$1 == baseline ]]; then
+		${IPVSPROXY_BENCH_GOGC:+GOGC=$IPVSPROXY_BENCH_GOGC} IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench-baseline" -mode ours -services \$2 -repeats \$3 ${IPVSPROXY_BENCH_NO_SERVICE_CIDR:+-no-service-cidr} |
+			sed 's/"side":"ipvsproxy (kernel)"/"side":"ipvsproxy baseline (kernel)"/'
 	else
 		${IPVSPROXY_BENCH_GOGC:+GOGC=$IPVSPROXY_BENCH_GOGC} IPVSPROXY_BENCH_NETNS=private unshare --net -- "$work/kernel-bench" -mode \$1 -services \$2 -repeats \$3 ${IPVSPROXY_BENCH_FLOOR_ORDER:+-floor-order $IPVSPROXY_BENCH_FLOOR_ORDER} ${IPVSPROXY_BENCH_NO_SERVICE_CIDR:+-no-service-cidr}
 	fi

@@ -12,6 +12,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/listeners"
+	"k8s.io/klog/v2"
 )
 
 // kernelView is what the kernel holds of the objects the proxier owns, as
@@ -165,13 +166,20 @@ func readVirtualServer(k adapters.Kernel, vs ipvs.VirtualServer, want *ipvsproxy
 	if room != nil {
 		*room = rss // the same room, or larger
 	}
+	return viewOfRead(vs, rss, want, room != nil), nil
+}
+
+// viewOfRead is vs as read with its real servers rss (sorted here, in
+// place). lent: rss is the reader's room, copied out unless want's list is
+// the same and shared instead.
+func viewOfRead(vs ipvs.VirtualServer, rss []ipvs.RealServer, want *ipvsproxy.VirtualServerState, lent bool) kernelVirtualServer {
 	read := kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
 	if want != nil && sameRealServers(read.realServers, want.RealServers) {
 		read.shareRealServers(want.RealServers)
-	} else if room != nil {
+	} else if lent {
 		read.realServers = slices.Clone(read.realServers)
 	}
-	return read, nil
+	return read
 }
 
 // sameRealServers: the view holds exactly the desired real servers, at
@@ -291,25 +299,23 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
 	view.virtualServers = recycled.virtualServersFor(len(all))
-	// One allocation for all, most of them ours.
-	kept := make([]kernelVirtualServer, 0, len(all))
-	var room []ipvs.RealServer
-	recordsWithVirtualServer, inStepWinners := 0, 0
-	for _, vs := range all {
+	// Ours, by key, until its real servers are read: the table read finds
+	// each here.
+	unread := make(map[ipvs.VirtualServerKey]int32, len(all))
+	for i, vs := range all {
 		key := vs.VirtualServerKey
-		recorded := owner.isRecorded(key)
-		if !recorded && !owner.ownsUnrecorded(key, cfg) {
+		if !owner.isRecorded(key) && !owner.ownsUnrecorded(key, cfg) {
 			view.foreign[key] = true
 			continue
 		}
-		want, claimed := desired.Lookup(key)
-		read, err := readVirtualServer(k, vs, want, &room)
-		if errors.Is(err, ipvs.ErrNotFound) {
-			continue // deleted meanwhile by someone else
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list real servers of %s: %w", key, err)
-		}
+		unread[key] = int32(i)
+	}
+	// One allocation for all, most of them ours.
+	kept := make([]kernelVirtualServer, 0, len(unread))
+	recordsWithVirtualServer, inStepWinners := 0, 0
+	keep := func(read kernelVirtualServer, want *ipvsproxy.VirtualServerState, claimed bool) {
+		key := read.vs.VirtualServerKey
+		recorded := owner.isRecorded(key)
 		kept = append(kept, read)
 		view.virtualServers[key] = &kept[len(kept)-1]
 		if recorded {
@@ -321,11 +327,49 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 		case want == nil:
 			// Claimed, but lost to someone else's virtual server at the
 			// last sync: it is compared if it wins again (Touched.Rewon).
-		case inStep(&read, want, recorded):
+		case inStep(&kept[len(kept)-1], want, recorded):
 			inStepWinners++
 		default:
 			view.outOfStepAtRead = append(view.outOfStepAtRead, key)
 		}
+	}
+	if table, ok := k.IPVS.(ipvs.RealServerTable); ok && len(unread) > 0 {
+		err := table.EachRealServerList(func(key ipvs.VirtualServerKey, rss []ipvs.RealServer) error {
+			i, ours := unread[key]
+			if !ours {
+				return nil // someone else's, or added since the list
+			}
+			delete(unread, key)
+			want, claimed := desired.Lookup(key)
+			keep(viewOfRead(all[i], rss, want, true), want, claimed)
+			return nil
+		})
+		if err != nil {
+			// What the table did not give is read one at a time below.
+			klog.V(2).InfoS("Reading the real servers one virtual server at a time", "err", err)
+		}
+	}
+	// The rest one at a time: no table here, or a virtual server the
+	// table's read missed (the table shifted under it meanwhile).
+	var room []ipvs.RealServer
+	for _, vs := range all {
+		if len(unread) == 0 {
+			break
+		}
+		key := vs.VirtualServerKey
+		if _, left := unread[key]; !left {
+			continue
+		}
+		delete(unread, key)
+		want, claimed := desired.Lookup(key)
+		read, err := readVirtualServer(k, vs, want, &room)
+		if errors.Is(err, ipvs.ErrNotFound) {
+			continue // deleted meanwhile by someone else
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list real servers of %s: %w", key, err)
+		}
+		keep(read, want, claimed)
 	}
 	view.addUnclaimedRecords(desired, recordsWithVirtualServer)
 	view.addMissingWinners(desired, inStepWinners)

@@ -479,6 +479,7 @@ func (r *reconciler) updateVirtualServers(keys []ipvs.VirtualServerKey) []error 
 		group := keys[start:min(start+recordGroup, len(keys))]
 		if r.full {
 			r.recordAhead(group)
+			r.createAhead(group)
 		}
 		for i, k := range group {
 			out[start+i] = r.updateVirtualServer(k)
@@ -521,6 +522,31 @@ func (r *reconciler) recordAhead(keys []ipvs.VirtualServerKey) {
 				members.Put(es[i], struct{}{})
 				r.recordedAhead[ks[i]] = true
 			}
+		}
+	}
+}
+
+// createAhead creates together (ipvs.AddVirtualServers) the virtual
+// servers of keys whose records recordAhead just added: each is missing
+// from the view that was just read, and its record is in. One created
+// joins the view, empty, for updateVirtualServer to fill; one that fails
+// is left to updateVirtualServer, whose own create fails or succeeds again
+// and is handled there (someone else's found, an error reported).
+func (r *reconciler) createAhead(keys []ipvs.VirtualServerKey) {
+	var vss []ipvs.VirtualServer
+	for _, k := range keys {
+		if r.recordedAhead[k] {
+			vss = append(vss, r.desired.VirtualServer(k).VirtualServer)
+		}
+	}
+	if len(vss) == 0 {
+		return
+	}
+	r.writes += len(vss)
+	for i, err := range ipvs.AddVirtualServers(r.k.IPVS, vss) {
+		if err == nil {
+			want := r.desired.VirtualServer(vss[i].VirtualServerKey)
+			r.view.virtualServers[vss[i].VirtualServerKey] = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(realServerList, 0, len(want.RealServers))}
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -42,7 +43,7 @@ func main() {
 	repeats := flag.Int("repeats", 3, "repeats of each operation after the cold sync")
 	mode := flag.String("mode", "ours", "ours or floor")
 	noServiceCIDR := flag.Bool("no-service-cidr", false, "no Service CIDR: bind every cluster IP on kube-ipvs0, as kube-proxy does (both sides)")
-	floorOrder := flag.String("floor-order", "grouped", "the floor's order of the IPVS writes: grouped (every virtual server, then all real servers 64 per send) or interleaved (each virtual server, then its real servers in one send, as the proxier writes them)")
+	floorOrder := flag.String("floor-order", "grouped", "the floor's order of the IPVS writes: grouped (every virtual server 64 per send, then all real servers 64 per send) or interleaved (64 virtual servers in one send, then each one's real servers in one send, as the proxier writes them)")
 	flag.Parse()
 	klog.SetLogger(logr.Discard())
 	s := shape.Shape{Services: *services, Endpoints: *endpoints, NoServiceCIDR: *noServiceCIDR}
@@ -169,9 +170,11 @@ func floor(s shape.Shape, k adapters.Kernel, interleaved bool) (shape.Result, er
 				}
 			}
 		}
-		// The real servers of all virtual servers together, as many per
-		// send as the adapter takes (the proxier sends one virtual
-		// server's together); interleaved, as the proxier does.
+		// The virtual servers 64 per send (ipvs.AddVirtualServers), as the
+		// proxier's full sync creates them; the real servers of all of
+		// them together, as many per send as the adapter takes (grouped),
+		// or each virtual server's in one send after its group, as the
+		// proxier does (interleaved).
 		var ws []ipvs.RealServerWrite
 		send := func() error {
 			writes += len(ws)
@@ -183,16 +186,22 @@ func floor(s shape.Shape, k adapters.Kernel, interleaved bool) (shape.Result, er
 			ws = ws[:0]
 			return nil
 		}
-		for _, vs := range vss {
-			if err := do(k.IPVS.AddVirtualServer(vs)); err != nil {
-				return err
+		for start := 0; start < len(vss); start += nldump.MaxExchange {
+			group := vss[start:min(start+nldump.MaxExchange, len(vss))]
+			writes += len(group)
+			for i, err := range ipvs.AddVirtualServers(k.IPVS, group) {
+				if err != nil {
+					return fmt.Errorf("add %s: %w", group[i].VirtualServerKey, err)
+				}
 			}
-			for _, rs := range rss[vs.VirtualServerKey] {
-				ws = append(ws, ipvs.RealServerWrite{Op: ipvs.AddReal, VirtualServer: vs.VirtualServerKey, RealServer: rs})
-			}
-			if interleaved {
-				if err := send(); err != nil {
-					return err
+			for _, vs := range group {
+				for _, rs := range rss[vs.VirtualServerKey] {
+					ws = append(ws, ipvs.RealServerWrite{Op: ipvs.AddReal, VirtualServer: vs.VirtualServerKey, RealServer: rs})
+				}
+				if interleaved {
+					if err := send(); err != nil {
+						return err
+					}
 				}
 			}
 		}

@@ -69,6 +69,37 @@ func (t timedIPVS) WriteRealServers(ws []ipvs.RealServerWrite) []error {
 	defer t.c.Since("ipvs WriteRealServers", time.Now())
 	return ipvs.WriteRealServers(t.Interface, ws)
 }
+
+// EachRealServerList keeps the kernel's table read (timed without the
+// proxier's work on each list, which runs inside it).
+func (t timedIPVS) EachRealServerList(fn func(ipvs.VirtualServerKey, []ipvs.RealServer) error) error {
+	table, ok := t.Interface.(ipvs.RealServerTable)
+	if !ok {
+		return ipvs.ErrUnsupported
+	}
+	start := time.Now()
+	var inFn time.Duration
+	err := table.EachRealServerList(func(k ipvs.VirtualServerKey, rss []ipvs.RealServer) error {
+		fnStart := time.Now()
+		defer func() { inFn += time.Since(fnStart) }()
+		return fn(k, rss)
+	})
+	t.c.Since("ipvs EachRealServerList", start.Add(inFn))
+	return err
+}
+
+// AddVirtualServers keeps the kernel's batches (one timed call per batch).
+func (t timedIPVS) AddVirtualServers(vss []ipvs.VirtualServer) []error {
+	defer t.c.Since("ipvs AddVirtualServers", time.Now())
+	return ipvs.AddVirtualServers(t.Interface, vss)
+}
+
+var (
+	_ ipvs.RealServerWriter   = timedIPVS{}
+	_ ipvs.RealServerTable    = timedIPVS{}
+	_ ipvs.VirtualServerAdder = timedIPVS{}
+)
+
 func (t timedIPVS) UpdateRealServer(k ipvs.VirtualServerKey, rs ipvs.RealServer) error {
 	defer t.c.Since("ipvs UpdateRealServer", time.Now())
 	return t.Interface.UpdateRealServer(k, rs)

@@ -1,0 +1,140 @@
+package proxier
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
+)
+
+// tableIPVS is the fake as the kernel's adapter looks to the full read: a
+// RealServerTable. It counts the reads of one virtual server's real
+// servers and of the table, and its table read can leave one virtual
+// server out (moved by someone else's change while it was read) or fail
+// after a number of them.
+type tableIPVS struct {
+	*ipvs.Fake
+	perVirtualServer, tableReads int
+	leaveOut                     ipvs.VirtualServerKey
+	failAfter                    int // virtual servers listed before failing; -1: never
+}
+
+func (w *tableIPVS) ListedRealServers(k ipvs.VirtualServerKey, into []ipvs.RealServer) ([]ipvs.RealServer, error) {
+	w.perVirtualServer++
+	return w.Fake.ListedRealServers(k, into)
+}
+
+func (w *tableIPVS) RealServers(k ipvs.VirtualServerKey) ([]ipvs.RealServer, error) {
+	w.perVirtualServer++
+	return w.Fake.RealServers(k)
+}
+
+func (w *tableIPVS) EachRealServerList(fn func(ipvs.VirtualServerKey, []ipvs.RealServer) error) error {
+	w.tableReads++
+	listed := 0
+	return w.Fake.EachRealServerList(func(k ipvs.VirtualServerKey, rss []ipvs.RealServer) error {
+		if k == w.leaveOut {
+			return nil
+		}
+		if listed == w.failAfter {
+			return errors.New("read the IPVS table: input/output error")
+		}
+		listed++
+		return fn(k, rss)
+	})
+}
+
+// tableFixture syncs 20 Services of three endpoints each through a
+// tableIPVS, then changes two of them behind the proxier's back: a real
+// server deleted from the first, another's weight set to 0 in the last.
+func tableFixture(t *testing.T) (*Proxier, *tableIPVS, []ipvs.VirtualServerKey) {
+	t.Helper()
+	fk := newFakeKernel()
+	w := &tableIPVS{Fake: fk.ipvs, failAfter: -1}
+	k := fk.kernel()
+	k.IPVS = w
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	p := proxierAt(t, k, &now)
+	var keys []ipvs.VirtualServerKey
+	for i := range 20 {
+		ip := fmt.Sprintf("10.96.0.%d", 10+i)
+		svc := servicetest.Service(fmt.Sprintf("web-%d", i), ip)
+		p.Tracker().SetService(svc)
+		p.Tracker().SetEndpointSlice(servicetest.Slice(svc, fmt.Sprintf("web-%d-a", i), 8080, "10.244.1.5@node1", "10.244.1.6@node1", "10.244.1.7@node1"))
+		keys = append(keys, webVSFor(ip))
+	}
+	mustSync(t, p)
+	ok := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok(w.Fake.DeleteRealServer(keys[0], ipvs.RealServerKey{Address: netip.MustParseAddr("10.244.1.6"), Port: 8080}))
+	drained := ipvs.RealServer{RealServerKey: ipvs.RealServerKey{Address: netip.MustParseAddr("10.244.1.7"), Port: 8080}}
+	ok(w.Fake.UpdateRealServer(keys[19], drained))
+	w.perVirtualServer, w.tableReads = 0, 0
+	p.RequestFullSync()
+	return p, w, keys
+}
+
+// wantRepaired: every one of keys holds its three endpoints at weight 1.
+func wantRepaired(t *testing.T, w *tableIPVS, keys []ipvs.VirtualServerKey) {
+	t.Helper()
+	for _, key := range keys {
+		rss, err := w.Fake.RealServers(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rss) != 3 || slices.ContainsFunc(rss, func(rs ipvs.RealServer) bool { return rs.Weight != 1 }) {
+			t.Fatalf("%s holds %v after the full re-check, want its three endpoints at weight 1", key, rss)
+		}
+	}
+}
+
+// The full re-check reads every real server from the table, none a
+// virtual server at a time, and still finds what changed behind its back.
+func TestFullReadTakesTheRealServersFromTheTable(t *testing.T) {
+	p, w, keys := tableFixture(t)
+	writes := w.Fake.Writes()
+	if res := mustSync(t, p); !res.Full {
+		t.Fatal("the requested sync was not full")
+	}
+	if n := w.Fake.Writes() - writes; n != 2 {
+		t.Fatalf("the re-check wrote %d objects, want 2 (a real server added, a weight set)", n)
+	}
+	if w.tableReads != 1 || w.perVirtualServer != 0 {
+		t.Fatalf("the full read read the table %d times and %d virtual servers one at a time; want once and none", w.tableReads, w.perVirtualServer)
+	}
+	wantRepaired(t, w, keys)
+}
+
+// What the table's read does not give, left out or after a failure, is
+// read one virtual server at a time: a change there is found all the same.
+func TestFullReadReadsWhatTheTableMissedOneAtATime(t *testing.T) {
+	p, w, keys := tableFixture(t)
+	w.leaveOut, w.failAfter = keys[0], 5
+	writes := w.Fake.Writes()
+	mustSync(t, p)
+	if n := w.Fake.Writes() - writes; n != 2 {
+		t.Fatalf("the re-check wrote %d objects, want 2 (a real server added, a weight set)", n)
+	}
+	if w.tableReads != 1 {
+		t.Fatalf("the table was read %d times, want once", w.tableReads)
+	}
+	// 5 from the table, the rest one at a time (each list non-empty: one
+	// ListedRealServers each, no RealServers).
+	all, err := w.Fake.VirtualServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(all) - 5; w.perVirtualServer != want {
+		t.Fatalf("%d virtual servers read one at a time, want %d (all %d but the table's 5)", w.perVirtualServer, want, len(all))
+	}
+	wantRepaired(t, w, keys)
+}
