@@ -1,8 +1,9 @@
 package ipvs
 
 import (
-	"bufio"
 	"errors"
+	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"strings"
@@ -39,7 +40,7 @@ func TestParseProcTable(t *testing.T) {
 		rss []RealServer
 	}
 	var got []listed
-	err := parseProcTable(bufio.NewReader(strings.NewReader(procTableSample)), &room, func(key VirtualServerKey, rss []RealServer) error {
+	err := parseProcTable(strings.NewReader(procTableSample), &room, func(key VirtualServerKey, rss []RealServer) error {
 		got = append(got, listed{key, slices.Clone(rss)})
 		return nil
 	})
@@ -80,7 +81,7 @@ func TestParseProcTableRefusesWhatItDoesNotKnow(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var room []RealServer
-			err := parseProcTable(bufio.NewReader(strings.NewReader(text)), &room, func(VirtualServerKey, []RealServer) error { return nil })
+			err := parseProcTable(strings.NewReader(text), &room, func(VirtualServerKey, []RealServer) error { return nil })
 			if !errors.Is(err, errProcTableFormat) {
 				t.Fatalf("parse = %v, want errProcTableFormat", err)
 			}
@@ -102,7 +103,7 @@ func BenchmarkParseProcTable(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
-		ok(b, parseProcTable(bufio.NewReader(strings.NewReader(text)), &room, func(_ VirtualServerKey, rss []RealServer) error {
+		ok(b, parseProcTable(strings.NewReader(text), &room, func(_ VirtualServerKey, rss []RealServer) error {
 			n += len(rss)
 			return nil
 		}))
@@ -115,4 +116,59 @@ func BenchmarkParseProcTable(b *testing.B) {
 func hex4(i int) string {
 	const digits = "0123456789ABCDEF"
 	return string([]byte{digits[i>>12&15], digits[i>>8&15], digits[i>>4&15], digits[i&15]})
+}
+
+// pageReader answers each read with one page of services, as the kernel's
+// seq_file does (a page each), counting the reads.
+type pageReader struct {
+	pages [][]byte
+	reads int
+}
+
+func (p *pageReader) Read(b []byte) (int, error) {
+	if p.reads == len(p.pages) {
+		return 0, io.EOF
+	}
+	p.reads++
+	return copy(b, p.pages[p.reads-1]), nil
+}
+
+// A table of more services than walkPerDump pages' worth is read in part:
+// the read stops where the next page's walk would cost more than the
+// dumps it saves, every service before it whole.
+func TestParseProcTableStopsWhereTheWalkCostsMoreThanDumps(t *testing.T) {
+	heading := strings.Join(strings.Split(procTableSample, "\n")[:3], "\n") + "\n"
+	for _, perPage := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d a page", perPage), func(t *testing.T) {
+			pages := [][]byte{[]byte(heading)}
+			const services = 3 * walkPerDump * 3
+			for i := 0; i < services; i += perPage {
+				var page []byte
+				for j := i; j < i+perPage; j++ {
+					page = fmt.Appendf(page, "TCP  0A60%s:0050 rr \n  -> 0A010001:1F90      Masq    1      0          0\n", hex4(j))
+				}
+				pages = append(pages, page)
+			}
+			r := &pageReader{pages: pages}
+			var room []RealServer
+			listed := 0
+			ok(t, parseProcTable(r, &room, func(_ VirtualServerKey, rss []RealServer) error {
+				if len(rss) != 1 {
+					t.Fatalf("a service listed with %d real servers, want 1", len(rss))
+				}
+				listed++
+				return nil
+			}))
+			// The read stops once the services before a read pass
+			// walkPerDump × the services a page; the last one read is
+			// not passed on (it could continue in the next page).
+			want := walkPerDump*perPage + perPage - 1
+			if listed < want-perPage || listed > want+perPage {
+				t.Fatalf("listed %d services in %d reads, want about %d", listed, r.reads, want)
+			}
+			if r.reads >= len(pages) {
+				t.Fatalf("read all %d pages: the walk was not bounded", r.reads)
+			}
+		})
+	}
 }
