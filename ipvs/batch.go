@@ -118,11 +118,9 @@ func (d *dumper) realServerRequest(w RealServerWrite) netlink.Message {
 	return d.request(cmd, attrs)
 }
 
-// WriteRealServers checks each write as the single calls do, sends the
-// valid ones at most nldump.MaxExchange per send, and maps each answer as
-// the single calls do. A send or receive that fails fails every write not
-// yet answered: what the kernel did with them is unknown, and the caller's
-// retry reads them back.
+// WriteRealServers checks each write as the single calls do and sends the
+// valid ones in batches (writeBatch), each answer mapped as the single
+// calls map it.
 func (k *kernel) WriteRealServers(ws []RealServerWrite) []error {
 	out := make([]error, len(ws))
 	valid := make([]RealServerWrite, 0, len(ws))
@@ -143,6 +141,18 @@ func (k *kernel) WriteRealServers(ws []RealServerWrite) []error {
 		}
 		valid, at = append(valid, w), append(at, i)
 	}
+	return writeBatch(k, out, valid, at, k.dump.realServerRequest, RealServerWrite.String, destinationError)
+}
+
+// writeBatch sends one request per valid item (at their places in out)
+// under the adapter's lock, nldump.MaxExchange per send, and maps each
+// answer into out with mapErr, named by the item's name. A send
+// larger than the socket's buffer (a node with a small
+// net.core.wmem_default), or answers dropped, sends the rest one per send,
+// each answered (a write already done answers as done: "exists"). A send
+// or receive that fails otherwise fails every item not yet answered: what
+// the kernel did with them is unknown, and the caller's retry finds out.
+func writeBatch[T any](k *kernel, out []error, valid []T, at []int, request func(T) netlink.Message, name func(T) string, mapErr func(error) error) []error {
 	if len(valid) == 0 {
 		return out
 	}
@@ -153,37 +163,38 @@ func (k *kernel) WriteRealServers(ws []RealServerWrite) []error {
 		return out
 	}
 	defer k.mu.Unlock()
-	outcomes, err := k.dump.writeRealServers(valid, nldump.MaxExchange)
+	send := func(items []T, perSend int) ([]error, error) {
+		return k.dump.exchangeAll(len(items), perSend, func(i int) netlink.Message { return request(items[i]) })
+	}
+	outcomes, err := send(valid, nldump.MaxExchange)
 	if errors.Is(err, unix.EMSGSIZE) || errors.Is(err, unix.ENOBUFS) {
-		// A send larger than the socket's buffer (a node with a small
-		// net.core.wmem_default), or answers dropped: the rest one per
-		// send, each answered (an add already done answers "exists").
 		var rest []error
-		rest, err = k.dump.writeRealServers(valid[len(outcomes):], 1)
+		rest, err = send(valid[len(outcomes):], 1)
 		outcomes = append(outcomes, rest...)
 	}
 	for j, i := range at {
 		switch {
 		case j < len(outcomes) && outcomes[j] != nil:
-			out[i] = fmt.Errorf("%v: %w", valid[j], destinationError(outcomes[j]))
+			out[i] = fmt.Errorf("%s: %w", name(valid[j]), mapErr(outcomes[j]))
 		case j >= len(outcomes):
-			out[i] = fmt.Errorf("%v: %w", valid[j], err)
+			out[i] = fmt.Errorf("%s: %w", name(valid[j]), err)
 		}
 	}
 	return out
 }
 
-// writeRealServers sends ws, perSend (at most nldump.MaxExchange) per
-// send, and returns the outcome of each write answered, in order: all of
-// them, or those before the send that failed, with its error.
-func (d *dumper) writeRealServers(ws []RealServerWrite, perSend int) ([]error, error) {
+// exchangeAll sends n requests (request(i) the i-th), perSend (at most
+// nldump.MaxExchange) per send, and returns the outcome of each one
+// answered, in order: all of them, or those before the send that failed,
+// with its error.
+func (d *dumper) exchangeAll(n, perSend int, request func(i int) netlink.Message) ([]error, error) {
 	perSend = min(max(perSend, 1), nldump.MaxExchange)
-	out := make([]error, 0, len(ws))
+	out := make([]error, 0, n)
 	reqs := make([]netlink.Message, 0, perSend)
-	for start := 0; start < len(ws); start += perSend {
+	for start := 0; start < n; start += perSend {
 		reqs = reqs[:0]
-		for _, w := range ws[start:min(start+perSend, len(ws))] {
-			reqs = append(reqs, d.realServerRequest(w))
+		for i := start; i < min(start+perSend, n); i++ {
+			reqs = append(reqs, request(i))
 		}
 		outcomes, err := d.reader.Exchange(reqs)
 		if err != nil {
@@ -192,4 +203,9 @@ func (d *dumper) writeRealServers(ws []RealServerWrite, perSend int) ([]error, e
 		out = append(out, outcomes...)
 	}
 	return out, nil
+}
+
+// writeRealServers sends ws, perSend per send (exchangeAll).
+func (d *dumper) writeRealServers(ws []RealServerWrite, perSend int) ([]error, error) {
+	return d.exchangeAll(len(ws), perSend, func(i int) netlink.Message { return d.realServerRequest(ws[i]) })
 }

@@ -73,17 +73,7 @@ func TestKernelWritesRealServersBeyondASmallSendBuffer(t *testing.T) {
 // reconciler writes), and a given number per send. Each iteration adds ten
 // real servers to each of 64 virtual servers and deletes them again.
 func BenchmarkKernelRealServerWrites(b *testing.B) {
-	if testing.Short() {
-		b.Skip("kernel benchmark")
-	}
-	ns := netnstest.New(b)
-	netnstest.LoopbackUp(b, ns)
-	a, err := NewInNamespace(ns)
-	if err != nil {
-		b.Skipf("no IPVS here: %v", err)
-	}
-	defer a.Close()
-	k := a.(*kernel)
+	a, k := benchKernel(b)
 	var ws []RealServerWrite
 	for v := range 64 {
 		key := VirtualServerKey{Protocol: TCP, Address: netip.AddrFrom4([4]byte{192, 0, 2, byte(v + 1)}), Port: 80}
@@ -187,17 +177,7 @@ func TestKernelBatchCreatesWhatMobyIPVSCreates(t *testing.T) {
 // a call each through moby/ipvs and 64 per send, 500 of them (deleted
 // again between rounds, untimed).
 func BenchmarkKernelVirtualServerAdds(b *testing.B) {
-	if testing.Short() {
-		b.Skip("kernel benchmark")
-	}
-	ns := netnstest.New(b)
-	netnstest.LoopbackUp(b, ns)
-	a, err := NewInNamespace(ns)
-	if err != nil {
-		b.Skipf("no IPVS here: %v", err)
-	}
-	defer a.Close()
-	k := a.(*kernel)
+	a, k := benchKernel(b)
 	var vss []VirtualServer
 	for i := range 500 {
 		vss = append(vss, VirtualServer{VirtualServerKey: VirtualServerKey{Protocol: TCP, Address: netip.AddrFrom4([4]byte{192, 0, 2, byte(i % 250)}), Port: uint16(80 + i/250)}, Scheduler: "rr"})
@@ -227,4 +207,22 @@ func BenchmarkKernelVirtualServerAdds(b *testing.B) {
 		})
 	})
 	b.Run("per-send=64", func(b *testing.B) { run(b, func() []error { return k.AddVirtualServers(vss) }) })
+}
+
+// benchKernel is the kernel's IPVS table in a fresh namespace for a kernel
+// benchmark, which is skipped where there is no IPVS (this host) or under
+// -short.
+func benchKernel(b *testing.B) (Interface, *kernel) {
+	b.Helper()
+	if testing.Short() {
+		b.Skip("kernel benchmark")
+	}
+	ns := netnstest.New(b)
+	netnstest.LoopbackUp(b, ns)
+	a, err := NewInNamespace(ns)
+	if err != nil {
+		b.Skipf("no IPVS here: %v", err)
+	}
+	b.Cleanup(func() { a.Close() })
+	return a, a.(*kernel)
 }

@@ -2,7 +2,6 @@ package ipvs
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/mdlayher/netlink"
@@ -48,11 +47,9 @@ func AddVirtualServers(a Interface, vss []VirtualServer) []error {
 
 var _ VirtualServerAdder = (*kernel)(nil)
 
-// AddVirtualServers checks each as AddVirtualServer does, sends the valid
-// ones at most nldump.MaxExchange per send, and maps each answer as
-// AddVirtualServer does. A send or receive that fails fails every one not
-// yet answered: what the kernel did with them is unknown, and the caller's
-// retry finds out.
+// AddVirtualServers checks each as AddVirtualServer does and sends the
+// valid ones in batches (writeBatch), each answer mapped as
+// AddVirtualServer maps it.
 func (k *kernel) AddVirtualServers(vss []VirtualServer) []error {
 	out := make([]error, len(vss))
 	valid := make([]VirtualServer, 0, len(vss))
@@ -65,54 +62,12 @@ func (k *kernel) AddVirtualServers(vss []VirtualServer) []error {
 		}
 		valid, at = append(valid, vs), append(at, i)
 	}
-	if len(valid) == 0 {
-		return out
-	}
-	if _, err := k.lock(); err != nil {
-		for _, i := range at {
-			out[i] = err
-		}
-		return out
-	}
-	defer k.mu.Unlock()
-	outcomes, err := k.dump.addVirtualServers(valid, nldump.MaxExchange)
-	if errors.Is(err, unix.EMSGSIZE) || errors.Is(err, unix.ENOBUFS) {
-		// As WriteRealServers: the rest one per send, each answered (one
-		// already created answers "exists").
-		var rest []error
-		rest, err = k.dump.addVirtualServers(valid[len(outcomes):], 1)
-		outcomes = append(outcomes, rest...)
-	}
-	for j, i := range at {
-		switch {
-		case j < len(outcomes) && outcomes[j] != nil:
-			out[i] = fmt.Errorf("add virtual server %s: %w", valid[j].VirtualServerKey, serviceError(outcomes[j]))
-		case j >= len(outcomes):
-			out[i] = fmt.Errorf("add virtual server %s: %w", valid[j].VirtualServerKey, err)
-		}
-	}
-	return out
-}
-
-// addVirtualServers sends vss, perSend (at most nldump.MaxExchange) per
-// send, and returns the outcome of each one answered, in order: all of
-// them, or those before the send that failed, with its error.
-func (d *dumper) addVirtualServers(vss []VirtualServer, perSend int) ([]error, error) {
-	perSend = min(max(perSend, 1), nldump.MaxExchange)
-	out := make([]error, 0, len(vss))
-	reqs := make([]netlink.Message, 0, perSend)
-	for start := 0; start < len(vss); start += perSend {
-		reqs = reqs[:0]
-		for _, vs := range vss[start:min(start+perSend, len(vss))] {
-			reqs = append(reqs, d.request(ipvsCmdNewService, newServiceAttributes(vs)))
-		}
-		outcomes, err := d.reader.Exchange(reqs)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, outcomes...)
-	}
-	return out, nil
+	return writeBatch(k, out, valid, at,
+		func(vs VirtualServer) netlink.Message {
+			return k.dump.request(ipvsCmdNewService, newServiceAttributes(vs))
+		},
+		func(vs VirtualServer) string { return "add virtual server " + vs.VirtualServerKey.String() },
+		serviceError)
 }
 
 // newServiceAttributes is IPVS_CMD_ATTR_SERVICE as a full entry, the fields

@@ -7,8 +7,6 @@ import (
 
 	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
-
-	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
 // manyVirtualServers adds n TCP virtual servers, half IPv4 and half IPv6,
@@ -88,17 +86,7 @@ func TestKernelTableListsWhatTheDumpsList(t *testing.T) {
 // virtual servers × 10, a destination dump each (the full re-check before)
 // against one read of the table.
 func BenchmarkKernelRealServerReads(b *testing.B) {
-	if testing.Short() {
-		b.Skip("kernel benchmark")
-	}
-	ns := netnstest.New(b)
-	netnstest.LoopbackUp(b, ns)
-	a, err := NewInNamespace(ns)
-	if err != nil {
-		b.Skipf("no IPVS here: %v", err)
-	}
-	defer a.Close()
-	k := a.(*kernel)
+	a, k := benchKernel(b)
 	keys := manyVirtualServers(b, a, 1000, 10)
 	count := func(b *testing.B, n int) {
 		if n != len(keys)*10 {
