@@ -21,8 +21,8 @@ import (
 // servers) made 12,500 of those round trips, most of its time on a real
 // kernel. The kernel's /proc/net/ip_vs lists each service followed by its
 // destinations (address, port, forwarding method, weight, active and
-// inactive connections: everything RealServer holds), the whole table in
-// a few large reads.
+// inactive connections: everything RealServer holds), a page of it per
+// read(2).
 
 // RealServerTable reads the real servers of every virtual server in one
 // pass.
