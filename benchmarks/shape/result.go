@@ -41,7 +41,7 @@ type Result struct {
 	// OpCalls is the same for every operation, each summed over its
 	// repeats (ColdCalls is its cold sync's).
 	OpCalls map[string]map[string]CallTime `json:"op_calls,omitempty"`
-	Notes     []string            `json:"notes,omitempty"`
+	Notes   []string                       `json:"notes,omitempty"`
 }
 
 // CallTime is the time spent in one kind of kernel call.
