@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"runtime"
 	"strings"
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/nsthread"
 )
 
 // commandTimeout bounds one iptables command. The xtables lock wait is
@@ -38,42 +39,15 @@ func (r commandRunner) run(stdin []byte, name string, args ...string) (commandRe
 	if r.netnsPath == "" {
 		return execute(stdin, name, args...)
 	}
-	var (
-		res  commandResult
-		err  error
-		done = make(chan struct{})
-	)
-	// setns(2) switches one thread; a child forked from that thread starts in
-	// the namespace. The goroutine owns a locked thread so no other goroutine
-	// runs there meanwhile.
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		orig, e := netns.Get()
-		if e != nil {
-			err = fmt.Errorf("get current network namespace: %w", e)
-			return
-		}
-		defer orig.Close()
-		target, e := netns.GetFromPath(r.netnsPath)
-		if e != nil {
-			err = fmt.Errorf("open network namespace %s: %w", r.netnsPath, e)
-			runtime.UnlockOSThread()
-			return
-		}
-		defer target.Close()
-		if e := netns.Set(target); e != nil {
-			err = fmt.Errorf("enter network namespace %s: %w", r.netnsPath, e)
-			return
-		}
-		res, err = execute(stdin, name, args...)
-		// Give the thread back only if it is back home; otherwise the
-		// runtime ends it when this goroutine returns while still locked.
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-	}()
-	<-done
+	target, err := netns.GetFromPath(r.netnsPath)
+	if err != nil {
+		return commandResult{}, fmt.Errorf("open network namespace %s: %w", r.netnsPath, err)
+	}
+	defer target.Close()
+	var res commandResult
+	if e := nsthread.Do(target, func() { res, err = execute(stdin, name, args...) }); e != nil {
+		return res, fmt.Errorf("%s: %w", r.netnsPath, e)
+	}
 	return res, err
 }
 

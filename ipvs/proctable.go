@@ -8,10 +8,11 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"runtime"
 	"sync"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/nsthread"
 )
 
 // Every virtual server's real servers in one read. IPVS's netlink interface
@@ -74,34 +75,11 @@ func openProcTable(nsFD int) (*procTable, error) {
 		f   *os.File
 		err error
 	)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		if nsFD == 0 {
-			f, err = os.Open("/proc/thread-self/net/ip_vs")
-			runtime.UnlockOSThread()
-			return
-		}
-		orig, e := netns.Get()
-		if e != nil {
-			err = e
-			runtime.UnlockOSThread()
-			return
-		}
-		defer orig.Close()
-		if err = netns.Set(netns.NsHandle(nsFD)); err != nil {
-			runtime.UnlockOSThread()
-			return
-		}
+	if nsFD == 0 {
 		f, err = os.Open("/proc/thread-self/net/ip_vs")
-		// Give the thread back only if it is back home; otherwise the
-		// runtime ends it when this goroutine returns while still locked.
-		if netns.Set(orig) == nil {
-			runtime.UnlockOSThread()
-		}
-	}()
-	<-done
+	} else if e := nsthread.Do(netns.NsHandle(nsFD), func() { f, err = os.Open("/proc/thread-self/net/ip_vs") }); e != nil {
+		err = e
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open the IPVS table in /proc: %w", err)
 	}
