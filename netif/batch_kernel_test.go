@@ -118,8 +118,11 @@ func TestKernelAddressDumpReadsAgainWhenInterrupted(t *testing.T) {
 			if buffers < 4 {
 				t.Fatalf("the dump came in %d buffers: too few to be interrupted between two", buffers)
 			}
-			if n := k.batches.interruptedDumps.Load(); n != 1 {
-				t.Fatalf("%d dumps read again, want 1", n)
+			// At least once: the kernel may bump its address generation
+			// again after an IPv6 unbind (seen once under load: two reads
+			// again), and the read then goes again once more.
+			if n := k.batches.interruptedDumps.Load(); n < 1 || n >= addressDumpTries {
+				t.Fatalf("%d dumps read again, want at least 1 and fewer than %d", n, addressDumpTries)
 			}
 		})
 	}
