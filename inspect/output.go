@@ -188,6 +188,13 @@ func WriteTable(w io.Writer, r Report, opt TableOptions) error {
 			fmt.Fprint(w, "; next sync is full")
 		}
 		fmt.Fprintln(w)
+		if fr := st.LastFullRead; fr != nil {
+			fmt.Fprintf(w, "last full read: real servers of %d virtual servers from /proc/net/ip_vs, %d one dump each", fr.FromTable, fr.Dumped)
+			if fr.TableError != "" {
+				fmt.Fprintf(w, " (the table: %s)", fr.TableError)
+			}
+			fmt.Fprintln(w)
+		}
 		if !st.DeletionsHeldSince.IsZero() {
 			fmt.Fprintf(w, "deletions held since %s (%s): the Service default/kubernetes is absent, so the Service list is not believed; nothing is removed until it returns\n",
 				st.DeletionsHeldSince.UTC().Format(time.RFC3339), ago(st.DeletionsHeldSince, r.Time))

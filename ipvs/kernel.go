@@ -32,8 +32,10 @@ type kernel struct {
 	dump *dumper
 	// table reads every real server at once (proctable.go); nil when
 	// /proc/net/ip_vs could not be opened, and the reads go one virtual
-	// server at a time.
-	table *procTable
+	// server at a time; tableErr says why, for every read that falls
+	// back (the proxier reports it).
+	table    *procTable
+	tableErr error
 }
 
 var (
@@ -75,11 +77,14 @@ func open(nsFD int) (*kernel, error) {
 		h.Close()
 		return nil, err
 	}
-	table, err := openProcTable(nsFD)
-	if err != nil {
-		klog.V(2).InfoS("Real servers will be read one virtual server at a time", "err", err)
+	// Once per adapter, at the default level: without the table a full
+	// re-check at 10,000 Services takes twice as long, and an operator
+	// should be able to see why (a container without /proc/net).
+	table, tableErr := openProcTable(nsFD)
+	if tableErr != nil {
+		klog.InfoS("Real servers will be read one virtual server at a time", "err", tableErr)
 	}
-	return &kernel{handle: h, dump: d, table: table}, nil
+	return &kernel{handle: h, dump: d, table: table, tableErr: tableErr}, nil
 }
 
 // ipvsFamily is the number of the generic netlink family "IPVS", or

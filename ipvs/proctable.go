@@ -35,8 +35,8 @@ type RealServerTable interface {
 	// meanwhile may shift the read, so that one is missed or listed twice;
 	// each one listed is whole. A large table is listed in part (where
 	// reading on would cost more than a dump per virtual server): the
-	// caller reads what is not listed one at a time. ErrUnsupported: no
-	// table to read here.
+	// caller reads what is not listed one at a time. The kernel adapter
+	// whose table could not be opened answers every read with why.
 	EachRealServerList(fn func(key VirtualServerKey, rss []RealServer) error) error
 }
 
@@ -128,7 +128,7 @@ func (p *pagedReader) Read(b []byte) (int, error) {
 
 func (k *kernel) EachRealServerList(fn func(VirtualServerKey, []RealServer) error) error {
 	if k.table == nil {
-		return fmt.Errorf("the IPVS table in /proc: %w", ErrUnsupported)
+		return fmt.Errorf("no table to read: %w", k.tableErr)
 	}
 	return k.table.each(fn)
 }

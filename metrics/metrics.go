@@ -116,7 +116,19 @@ type Metrics struct {
 	// SyncFullTotal and SyncPartialTotal count completed syncs by kind.
 	SyncFullTotal    prometheus.Counter
 	SyncPartialTotal prometheus.Counter
+	// FullReadVirtualServersTotal counts the virtual servers whose real
+	// servers a full sync read, by how (read): "table", all of them from
+	// /proc/net/ip_vs in one pass, or "dump", one netlink dump each (no
+	// table in the daemon's namespace, or what a large table's read left).
+	FullReadVirtualServersTotal *prometheus.CounterVec
 }
+
+// How a full sync read a virtual server's real servers (the "read" label of
+// ipvsproxy_full_read_virtual_servers_total).
+const (
+	ReadFromTable = "table"
+	ReadDumped    = "dump"
+)
 
 // alpha marks help text the way Kubernetes' component-base does for ALPHA
 // metrics, so /metrics reads the same as kube-proxy's.
@@ -258,6 +270,10 @@ func New() *Metrics {
 			Namespace: ourNamespace, Name: "sync_partial_total",
 			Help: "Completed partial syncs (only what changed)",
 		}),
+		FullReadVirtualServersTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ourNamespace, Name: "full_read_virtual_servers_total",
+			Help: "Virtual servers whose real servers a full sync read, by how: from /proc/net/ip_vs in one pass (table) or one netlink dump each (dump)",
+		}, []string{"read"}),
 	}
 
 	m.Registry.MustRegister(
@@ -290,7 +306,10 @@ func New() *Metrics {
 		m.APIPermissionMissing,
 		m.SyncFullTotal,
 		m.SyncPartialTotal,
+		m.FullReadVirtualServersTotal,
 	)
+	m.FullReadVirtualServersTotal.WithLabelValues(ReadFromTable)
+	m.FullReadVirtualServersTotal.WithLabelValues(ReadDumped)
 	for _, object := range []string{ObjectIPVS, ObjectAddress, ObjectIPSet, ObjectIPTables, ObjectConntrack, ObjectSysctl} {
 		m.KernelWriteFailuresTotal.WithLabelValues(object)
 		m.KernelObjectsFailing.WithLabelValues(object)

@@ -65,6 +65,7 @@ func TestMetricsHaveKubeProxyNamesTypesAndLabels(t *testing.T) {
 		"ipvsproxy_api_permission_missing GAUGE [group resource verb]",
 		"ipvsproxy_conntrack_entries_deleted_total COUNTER [ip_family]",
 		"ipvsproxy_deletions_held GAUGE []",
+		"ipvsproxy_full_read_virtual_servers_total COUNTER [read]",
 		"ipvsproxy_held_deletions GAUGE []",
 		"ipvsproxy_kernel_objects_failing GAUGE [object]",
 		"ipvsproxy_kernel_write_failures_total COUNTER [object]",

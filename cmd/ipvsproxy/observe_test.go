@@ -246,3 +246,21 @@ func TestObserveSyncReportsHeldDeletions(t *testing.T) {
 		t.Fatalf("deletions_held %v held_deletions %v after the hold, want 0 and 0", held, n)
 	}
 }
+
+// A full sync's read counts its virtual servers by how their real servers
+// were read (the table, or a dump each); a partial sync reads none.
+func TestObserveSyncCountsHowTheFullReadTookTheRealServers(t *testing.T) {
+	health := healthcheck.NewProxyHealth(time.Minute, clocktesting.NewFakeClock(time.Now()))
+	services := healthcheck.NewServiceHealthServer(nil, record.NewFakeRecorder(10), health)
+	defer services.Close()
+	m := metrics.New()
+	families := []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, Full: true, RealServerReads: proxier.RealServerReads{FromTable: 12000, Dumped: 500}})
+	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, Full: true, RealServerReads: proxier.RealServerReads{Dumped: 3, TableError: "no table"}})
+	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, RealServerReads: proxier.RealServerReads{FromTable: 7}})
+	for read, want := range map[string]float64{metrics.ReadFromTable: 12000, metrics.ReadDumped: 503} {
+		if got := testutil.ToFloat64(m.FullReadVirtualServersTotal.WithLabelValues(read)); got != want {
+			t.Errorf("full_read_virtual_servers_total{read=%q} = %v, want %v", read, got, want)
+		}
+	}
+}

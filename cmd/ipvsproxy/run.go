@@ -180,6 +180,8 @@ func observeSync(m *metrics.Metrics, health *healthcheck.ProxyHealth, services *
 	m.SetDeletionsHeld(r.DeletionsHeld, r.HeldDeletions)
 	if r.Full {
 		m.SyncFullTotal.Inc()
+		m.FullReadVirtualServersTotal.WithLabelValues(metrics.ReadFromTable).Add(float64(r.RealServerReads.FromTable))
+		m.FullReadVirtualServersTotal.WithLabelValues(metrics.ReadDumped).Add(float64(r.RealServerReads.Dumped))
 	} else {
 		m.SyncPartialTotal.Inc()
 	}

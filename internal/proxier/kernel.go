@@ -47,6 +47,20 @@ type kernelView struct {
 	// (Touched.Rewon) and those with a status, they are what a full sync
 	// compares: the read compared every other winner already.
 	outOfStepAtRead []ipvs.VirtualServerKey
+	// realServerReads says how the read took our virtual servers' real
+	// servers (SyncResult.RealServerReads).
+	realServerReads RealServerReads
+}
+
+// RealServerReads counts how a full read took the real servers of the
+// virtual servers it kept: from the kernel's table in one pass
+// (ipvs.RealServerTable, /proc/net/ip_vs), or one netlink dump each (no
+// table, a table read that failed or stopped early, a virtual server it
+// missed). TableError is why the table gave none or stopped, empty when it
+// did not fail.
+type RealServerReads struct {
+	FromTable, Dumped int
+	TableError        string
 }
 
 type kernelVirtualServer struct {
@@ -342,12 +356,17 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 			delete(unread, key)
 			want, claimed := desired.Lookup(key)
 			keep(viewOfRead(all[i], rss, want, true), want, claimed)
+			view.realServerReads.FromTable++
 			return nil
 		})
 		if err != nil {
-			// What the table did not give is read one at a time below.
+			// What the table did not give is read one at a time below;
+			// the sync's result and inspect say why.
 			klog.V(2).InfoS("Reading the real servers one virtual server at a time", "err", err)
+			view.realServerReads.TableError = err.Error()
 		}
+	} else if !ok {
+		view.realServerReads.TableError = "the IPVS adapter has no table read"
 	}
 	// The rest one at a time: no table here, or a virtual server the
 	// table's read missed (the table shifted under it meanwhile).
@@ -370,6 +389,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 			return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 		}
 		keep(read, want, claimed)
+		view.realServerReads.Dumped++
 	}
 	view.addUnclaimedRecords(desired, recordsWithVirtualServer)
 	view.addMissingWinners(desired, inStepWinners)

@@ -26,8 +26,11 @@ type SyncResult struct {
 	// ResyncedVirtualServers counts the virtual servers a partial sync
 	// re-read with their real servers for the periodic re-check (resync.go).
 	ResyncedVirtualServers int
-	Start                  time.Time
-	Duration               time.Duration
+	// RealServerReads, on a full sync, says how its read took the real
+	// servers: from the kernel's table or one virtual server at a time.
+	RealServerReads RealServerReads
+	Start           time.Time
+	Duration        time.Duration
 	// Services is how many Services were rebuilt.
 	Services                        int
 	ServiceChanges, EndpointChanges int
@@ -345,6 +348,7 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 	p.ownedBeforeFailedRead = nil
 	p.view = view
 	p.needFull = false
+	res.RealServerReads = view.realServerReads
 	return true
 }
 

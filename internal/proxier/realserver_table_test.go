@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
@@ -112,6 +114,13 @@ func TestFullReadTakesTheRealServersFromTheTable(t *testing.T) {
 		t.Fatalf("the full read read the table %d times and %d virtual servers one at a time; want once and none", w.tableReads, w.perVirtualServer)
 	}
 	wantRepaired(t, w, keys)
+	all, err := w.Fake.VirtualServers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.Status().LastFullRead, (snapshot.FullRead{FromTable: len(all)}); got == nil || *got != want {
+		t.Fatalf("inspect's last full read %+v, want %+v", got, want)
+	}
 }
 
 // What the table's read does not give, left out or after a failure, is
@@ -120,7 +129,7 @@ func TestFullReadReadsWhatTheTableMissedOneAtATime(t *testing.T) {
 	p, w, keys := tableFixture(t)
 	w.leaveOut, w.failAfter = keys[0], 5
 	writes := w.Fake.Writes()
-	mustSync(t, p)
+	res := mustSync(t, p)
 	if n := w.Fake.Writes() - writes; n != 2 {
 		t.Fatalf("the re-check wrote %d objects, want 2 (a real server added, a weight set)", n)
 	}
@@ -135,6 +144,10 @@ func TestFullReadReadsWhatTheTableMissedOneAtATime(t *testing.T) {
 	}
 	if want := len(all) - 5; w.perVirtualServer != want {
 		t.Fatalf("%d virtual servers read one at a time, want %d (all %d but the table's 5)", w.perVirtualServer, want, len(all))
+	}
+	// What the metric and inspect say: the table's 5, the rest dumped, and why.
+	if r := res.RealServerReads; r.FromTable != 5 || r.Dumped != len(all)-5 || !strings.Contains(r.TableError, "input/output error") {
+		t.Fatalf("the sync says %+v, want 5 from the table, %d dumped and the table's error", r, len(all)-5)
 	}
 	wantRepaired(t, w, keys)
 }

@@ -11,12 +11,15 @@ import (
 type syncStatus struct {
 	lastFull, lastPartial time.Time
 	lastDuration          time.Duration
+	lastFullRead          *snapshot.FullRead
 }
 
 // recordSync notes a finished sync.
 func (s *syncStatus) recordSync(res SyncResult) {
 	if res.Full {
 		s.lastFull = res.Start
+		r := res.RealServerReads
+		s.lastFullRead = &snapshot.FullRead{FromTable: r.FromTable, Dumped: r.Dumped, TableError: r.TableError}
 	} else {
 		s.lastPartial = res.Start
 	}
@@ -32,7 +35,7 @@ func (p *Proxier) Status() snapshot.SyncStatus {
 
 func (p *Proxier) statusLocked() snapshot.SyncStatus {
 	st := snapshot.SyncStatus{
-		LastFullSync: p.status.lastFull, LastPartialSync: p.status.lastPartial,
+		LastFullSync: p.status.lastFull, LastPartialSync: p.status.lastPartial, LastFullRead: p.status.lastFullRead,
 		LastSyncDuration: p.status.lastDuration, NextSyncFull: p.needFull,
 		Objects: []snapshot.ObjectStatus{}, DeletionsHeldSince: p.hold.since,
 	}

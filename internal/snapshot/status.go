@@ -15,6 +15,8 @@ import (
 type SyncStatus struct {
 	LastFullSync    time.Time `json:"lastFullSync,omitzero"`
 	LastPartialSync time.Time `json:"lastPartialSync,omitzero"`
+	// LastFullRead says how the last full sync read the real servers.
+	LastFullRead *FullRead `json:"lastFullRead,omitempty"`
 	// LastSyncDuration is how long the last sync took.
 	LastSyncDuration time.Duration `json:"lastSyncDuration"`
 	// NextSyncFull is true when the next sync re-reads the kernel (a write
@@ -32,6 +34,15 @@ type SyncStatus struct {
 	// absent and the writer deletes nothing; the objects waiting
 	// are pending in Objects.
 	DeletionsHeldSince time.Time `json:"deletionsHeldSince,omitzero"`
+}
+
+// FullRead is how a full sync read the real servers of the virtual servers
+// it kept: FromTable from /proc/net/ip_vs in one pass, Dumped one netlink
+// dump each. TableError is why the table gave none or stopped early.
+type FullRead struct {
+	FromTable  int    `json:"fromTable"`
+	Dumped     int    `json:"dumped"`
+	TableError string `json:"tableError,omitempty"`
 }
 
 // FailedWrite is one kernel write that keeps failing: an object in error,
