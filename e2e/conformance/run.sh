@@ -364,4 +364,28 @@ if [[ -n $shard || ( -z $smoke && -z $focus ) ]]; then
 		log "no JUnit report: nothing for the ledger (see $report/*/e2e.log)"
 	fi
 fi
-CONF_BIN=$bin "$here/summary.sh" "$report"
+# The DaemonSet's container reads the real servers of a full re-check from /proc/net/ip_vs
+# (ipvs.RealServerTable), not one netlink dump per virtual server: inspect, run in each pod as an
+# operator would, names how the last full sync read them. Wait for a full sync that read at least
+# one virtual server (the first read a kernel without ours; one comes every 30 s).
+table_read=0
+if [[ -z $kube_proxy ]]; then
+	table_read=1
+	for pod in $(kubectl -n kube-system get pods -l app.kubernetes.io/name=ipvsproxy -o name); do
+		line='' t_read=$SECONDS
+		while ((SECONDS - t_read < 90)); do
+			line=$(kubectl -n kube-system exec "$pod" -- /usr/local/bin/ipvsproxy inspect 2>/dev/null | grep '^last full read:' || true)
+			[[ ! $line =~ of\ [1-9][0-9]*\ virtual\ servers\ from\ /proc/net/ip_vs ]] || break
+			sleep 5
+		done
+		log "$pod: ${line:-no last full read in inspect}"
+		if [[ ! $line =~ of\ [1-9][0-9]*\ virtual\ servers\ from\ /proc/net/ip_vs,\ 0\ one\ dump\ each$ ]]; then
+			log "FAILED: $pod's last full read did not take every real server from /proc/net/ip_vs"
+			table_read=2
+		fi
+	done
+fi
+status=0
+CONF_BIN=$bin "$here/summary.sh" "$report" || status=$?
+((table_read != 2)) || status=1
+exit "$status"

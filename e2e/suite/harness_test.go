@@ -88,6 +88,7 @@ var scenarios = []scenario{
 	{"55", []string{"55"}, "ipv6_external_ip", scenarioIPv6ExternalIP},
 	{"56", []string{"56"}, "ipv6_udp", scenarioIPv6UDP},
 	{"57", []string{"57"}, "ipv6_inspect", scenarioIPv6Inspect},
+	{"58", []string{"58"}, "ipv6_table_read", scenarioIPv6TableRead},
 	{"60", []string{"60"}, "terminating_endpoint", scenarioTerminatingEndpoint},
 	{"61", []string{"61"}, "service_deletion_drains", scenarioServiceDeletionDrains},
 	{"62", []string{"62", "62v6"}, "api_outage", scenarioAPIOutage},

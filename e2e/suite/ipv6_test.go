@@ -451,3 +451,61 @@ func scenarioIPv6Inspect(s *S) {
 		v.DeleteService(svc)
 	})
 }
+
+// scenarioIPv6TableRead: the full re-check takes the real servers from
+// /proc/net/ip_vs (ipvs.RealServerTable) for IPv6 virtual servers too. An
+// IPv6 real server deleted behind node1's daemon comes back at its next
+// full sync, ipvsproxy_full_read_virtual_servers_total{read="table"} grew
+// and {read="dump"} did not (no virtual server dumped one at a time),
+// inspect's last full read says the same, and c1 reaches the restored pod
+// again over IPv6.
+func scenarioIPv6TableRead(s *S) {
+	s.Step("58", "IPv6 real server deleted behind node1's daemon: back at the next full re-check, read from /proc/net/ip_vs (table count grew, no dump); c1 reaches it again over IPv6", func(v *V) {
+		v.Heading("the full re-check reads IPv6 real servers from /proc/net/ip_vs")
+		svc := v.v6Service("v6-table", service("{name: v6-table}", "ipFamilyPolicy: SingleStack", "ipFamilies: [IPv6]",
+			"ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]"), v6.pod("web")+"@node1", v6.pod("s2")+"@node2")
+		ip := svc.Spec.ClusterIP
+		web, s2 := hostPort(v6.pod("web"), 8080), hostPort(v6.pod("s2"), 8080)
+		v.WaitRealServers("node1", ipvs.TCP, ip, 80, web, s2)
+		const fromTable, dumped = `ipvsproxy_full_read_virtual_servers_total{read="table"}`, `ipvsproxy_full_read_virtual_servers_total{read="dump"}`
+		table0, ok := metric("node1", fromTable)
+		dump0, _ := metric("node1", dumped)
+		if !ok {
+			v.Errorf("node1 does not export %s", fromTable)
+		}
+		// The periodic full sync may put it back before the first check: the wait below tells.
+		v.Ask("node1", fmt.Sprintf("ipvsadm -d -t %s -r %s", hostPort(ip, 80), s2))
+		t0 := time.Now()
+		v.WaitUntil(3*syncPeriod, fmt.Sprintf("the deleted real server %s of %s is not back on node1", s2, hostPort(ip, 80)), func() (bool, string) {
+			return realServersAre("node1", ip, 80, []string{web, s2})
+		})
+		took := time.Since(t0)
+		table, _ := metric("node1", fromTable)
+		dump, _ := metric("node1", dumped)
+		v.Show("node1", "curl 127.0.0.1:10249/metrics | grep ipvsproxy_full_read_virtual_servers_total", fmt.Sprintf("table %v (was %v), dump %v (was %v)", table, table0, dump, dump0))
+		if table <= table0 {
+			v.Errorf("%s is %v, was %v: no full read took real servers from the table", fromTable, table, table0)
+		}
+		if dump != dump0 {
+			v.Errorf("%s is %v, was %v: a full read dumped virtual servers one at a time", dumped, dump, dump0)
+		}
+		last := v.Ask("node1", ipvsproxyBin()+" inspect | grep '^last full read:'").Out
+		if !strings.Contains(last, "from /proc/net/ip_vs, 0 one dump each") || strings.Contains(last, "the table:") {
+			v.Errorf("inspect's last full read is %q, want every virtual server from /proc/net/ip_vs and none dumped", last)
+		}
+		// The restored real server takes traffic again: c1 reaches s2 within a few connections.
+		reached := 0
+		for i := 0; i < 12 && reached == 0; i++ {
+			a := v.Curl("c1", httpURL(ip, 80))
+			v.ExpectServed(a, "client_address="+v6.pod("c1")+" ")
+			if strings.Contains(a.Out, "hostname=s2 ") {
+				reached = i + 1
+			}
+		}
+		if reached == 0 {
+			v.Errorf("c1 did not reach s2 through [%s]:80 in 12 connections after the repair", ip)
+		}
+		v.name = fmt.Sprintf("IPv6 real server %s deleted behind node1's daemon: back after %.1fs, read from /proc/net/ip_vs (table count %v -> %v, dumps %v -> %v); c1 reached s2 over IPv6 at connection %d", s2, took.Seconds(), table0, table, dump0, dump, reached)
+		v.DeleteService(svc)
+	})
+}
