@@ -545,3 +545,26 @@ func TestTableShowsFailingObjects(t *testing.T) {
 		t.Errorf("table:\n%s\nnames the failing virtual server %d times, want once", b.String(), n)
 	}
 }
+
+// The last full read's line says how many virtual servers came from the
+// kernel's table and how many were dumped one at a time, and why the table
+// gave none when it could not be read.
+func TestTableSaysHowTheLastFullReadTookTheRealServers(t *testing.T) {
+	for _, c := range []struct {
+		read snapshot.FullRead
+		want string
+	}{
+		{snapshot.FullRead{FromTable: 12000, Dumped: 500}, "last full read: real servers of 12000 virtual servers from /proc/net/ip_vs, 500 one dump each\n"},
+		{snapshot.FullRead{Dumped: 7, TableError: "no table to read: open the IPVS table in /proc: permission denied"},
+			"last full read: real servers of 0 virtual servers from /proc/net/ip_vs, 7 one dump each (the table: no table to read: open the IPVS table in /proc: permission denied)\n"},
+	} {
+		r := Report{Time: time.Date(2026, 12, 6, 1, 0, 0, 0, time.UTC), Status: &snapshot.SyncStatus{LastFullRead: &c.read}}
+		var b bytes.Buffer
+		if err := WriteTable(&b, r, TableOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), c.want) {
+			t.Errorf("table:\n%s\nwant the line %q", b.String(), c.want)
+		}
+	}
+}
