@@ -26,9 +26,17 @@ import (
 )
 
 // realKernelInNamespace opens every real adapter inside a fresh named
-// network namespace, removed when the test ends. It skips where the kernel
-// lacks IPVS or the dummy driver (this development host; the VM has both).
+// network namespace, removed when the test ends, with IPv4's rules. It
+// skips where the kernel lacks IPVS or the dummy driver (this development
+// host; the VM has both).
 func realKernelInNamespace(t testing.TB) adapters.Kernel {
+	t.Helper()
+	return realKernelInNamespaceFor(t, v1.IPv4Protocol)
+}
+
+// realKernelInNamespaceFor is realKernelInNamespace with the rules of each
+// of families (a dual-stack node: both).
+func realKernelInNamespaceFor(t testing.TB, families ...v1.IPFamily) adapters.Kernel {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel proxier test needs root")
@@ -63,12 +71,18 @@ func realKernelInNamespace(t testing.TB) adapters.Kernel {
 	}
 	t.Cleanup(func() { ct.Close() })
 	k.Conntrack = ct
-	k.IPTables[v1.IPv4Protocol], err = iptables.New(iptables.IPv4, iptables.InNetNS(path))
-	if errors.Is(err, iptables.ErrUnsupported) {
-		kerneltest.Skip(t, kerneltest.NoTool, "no iptables: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
+	for _, family := range families {
+		f := iptables.IPv4
+		if family == v1.IPv6Protocol {
+			f = iptables.IPv6
+		}
+		k.IPTables[family], err = iptables.New(f, iptables.InNetNS(path))
+		if errors.Is(err, iptables.ErrUnsupported) {
+			kerneltest.Skip(t, kerneltest.NoTool, "no iptables for %s: %v", family, err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	k.Sysctl = sysctl.NewFake(map[string]string{})
 	return k

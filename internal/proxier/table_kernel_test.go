@@ -48,7 +48,7 @@ func (c *countingTable) AddVirtualServers(vss []ipvs.VirtualServer) []error {
 // server of each family deleted behind the proxier's back, which the
 // re-check alone writes back.
 func TestFullReadOnRealKernelTakesTheTable(t *testing.T) {
-	k := realKernelInNamespace(t)
+	k := realKernelInNamespaceFor(t, v1.IPv4Protocol, v1.IPv6Protocol)
 	counting := &countingTable{Interface: k.IPVS}
 	k.IPVS = counting
 	cfg := testConfig()
