@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -255,9 +256,9 @@ func TestObserveSyncCountsHowTheFullReadTookTheRealServers(t *testing.T) {
 	defer services.Close()
 	m := metrics.New()
 	families := []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, Full: true, RealServerReads: proxier.RealServerReads{FromTable: 12000, Dumped: 500}})
-	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, Full: true, RealServerReads: proxier.RealServerReads{Dumped: 3, TableError: "no table"}})
-	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, RealServerReads: proxier.RealServerReads{FromTable: 7}})
+	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, Full: true, RealServerReads: snapshot.FullRead{FromTable: 12000, Dumped: 500}})
+	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, Full: true, RealServerReads: snapshot.FullRead{Dumped: 3, TableError: "no table"}})
+	observeSync(m, health, services, families, proxier.SyncResult{Completed: true, RealServerReads: snapshot.FullRead{FromTable: 7}})
 	for read, want := range map[string]float64{metrics.ReadFromTable: 12000, metrics.ReadDumped: 503} {
 		if got := testutil.ToFloat64(m.FullReadVirtualServersTotal.WithLabelValues(read)); got != want {
 			t.Errorf("full_read_virtual_servers_total{read=%q} = %v, want %v", read, got, want)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -48,19 +49,10 @@ type kernelView struct {
 	// compares: the read compared every other winner already.
 	outOfStepAtRead []ipvs.VirtualServerKey
 	// realServerReads says how the read took our virtual servers' real
-	// servers (SyncResult.RealServerReads).
-	realServerReads RealServerReads
-}
-
-// RealServerReads counts how a full read took the real servers of the
-// virtual servers it kept: from the kernel's table in one pass
-// (ipvs.RealServerTable, /proc/net/ip_vs), or one netlink dump each (no
-// table, a table read that failed or stopped early, a virtual server it
-// missed). TableError is why the table gave none or stopped, empty when it
-// did not fail.
-type RealServerReads struct {
-	FromTable, Dumped int
-	TableError        string
+	// servers: from the kernel's table in one pass (ipvs.RealServerTable,
+	// /proc/net/ip_vs), or one netlink dump each (no table, a table read
+	// that failed or stopped early, a virtual server it missed).
+	realServerReads snapshot.FullRead
 }
 
 type kernelVirtualServer struct {

@@ -28,7 +28,7 @@ type SyncResult struct {
 	ResyncedVirtualServers int
 	// RealServerReads, on a full sync, says how its read took the real
 	// servers: from the kernel's table or one virtual server at a time.
-	RealServerReads RealServerReads
+	RealServerReads snapshot.FullRead
 	Start           time.Time
 	Duration        time.Duration
 	// Services is how many Services were rebuilt.

@@ -18,8 +18,8 @@ type syncStatus struct {
 func (s *syncStatus) recordSync(res SyncResult) {
 	if res.Full {
 		s.lastFull = res.Start
-		r := res.RealServerReads
-		s.lastFullRead = &snapshot.FullRead{FromTable: r.FromTable, Dumped: r.Dumped, TableError: r.TableError}
+		read := res.RealServerReads
+		s.lastFullRead = &read
 	} else {
 		s.lastPartial = res.Start
 	}
