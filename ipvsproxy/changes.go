@@ -283,6 +283,30 @@ func (t *ChangeTracker) Drain() PendingChanges {
 	return p
 }
 
+// Merge adds the changes drained after p to p: a sync that reads the
+// kernel for seconds takes the changes that came during its read too.
+func (p *PendingChanges) Merge(later PendingChanges) {
+	if p.Services == nil {
+		p.Services = map[types.NamespacedName]bool{}
+	}
+	for name := range later.Services {
+		p.Services[name] = true
+	}
+	p.NodeChanged = p.NodeChanged || later.NodeChanged
+	p.ServiceCIDRsChanged = p.ServiceCIDRsChanged || later.ServiceCIDRsChanged
+	p.ServiceChanges += later.ServiceChanges
+	p.EndpointChanges += later.EndpointChanges
+	if p.oldest.IsZero() {
+		p.oldest = later.oldest
+	}
+	for family, times := range later.TriggerTimes {
+		if p.TriggerTimes == nil {
+			p.TriggerTimes = map[v1.IPFamily][]time.Time{}
+		}
+		p.TriggerTimes[family] = append(p.TriggerTimes[family], times...)
+	}
+}
+
 // Pending reports the queued changes without taking them (metrics, health).
 func (t *ChangeTracker) Pending() (services, endpoints int, oldest time.Time) {
 	t.mu.Lock()

@@ -274,6 +274,15 @@ func (p *Proxier) Sync() SyncResult {
 		return res
 	}
 	res.Full = full
+	if full {
+		// The read takes seconds at 10,000 Services or more: what changed
+		// meanwhile is built in this sync rather than waiting behind it.
+		// The hold is decided again with it (an empty relist during the
+		// read must hold deletions here as at the next sync's start).
+		changes.Merge(p.tracker.Drain())
+		res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.ServiceChanges, changes.EndpointChanges, changes.TriggerTimes
+		p.hold.update(p.tracker, now)
+	}
 
 	// Build.
 	t := ipvsproxy.NewTouched()

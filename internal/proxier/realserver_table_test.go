@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -23,7 +26,8 @@ type tableIPVS struct {
 	*ipvs.Fake
 	perVirtualServer, tableReads int
 	leaveOut                     ipvs.VirtualServerKey
-	failAfter                    int // virtual servers listed before failing; -1: never
+	failAfter                    int    // virtual servers listed before failing; -1: never
+	duringRead                   func() // once, while the next table read is under way
 }
 
 func (w *tableIPVS) ListedRealServers(k ipvs.VirtualServerKey, into []ipvs.RealServer) ([]ipvs.RealServer, error) {
@@ -38,6 +42,10 @@ func (w *tableIPVS) RealServers(k ipvs.VirtualServerKey) ([]ipvs.RealServer, err
 
 func (w *tableIPVS) EachRealServerList(fn func(ipvs.VirtualServerKey, []ipvs.RealServer) error) error {
 	w.tableReads++
+	if during := w.duringRead; during != nil {
+		w.duringRead = nil
+		during()
+	}
 	listed := 0
 	return w.Fake.EachRealServerList(func(k ipvs.VirtualServerKey, rss []ipvs.RealServer) error {
 		if k == w.leaveOut {
@@ -150,4 +158,55 @@ func TestFullReadReadsWhatTheTableMissedOneAtATime(t *testing.T) {
 		t.Fatalf("the sync says %+v, want 5 from the table, %d dumped and the table's error", r, len(all)-5)
 	}
 	wantRepaired(t, w, keys)
+}
+
+// A change that arrives while the full re-check reads the kernel (seconds
+// at 10,000 Services) is built and written by that same sync, not left
+// for the next one.
+func TestChangeDuringTheFullReadIsWrittenByThatSync(t *testing.T) {
+	p, w, keys := tableFixture(t)
+	web3 := p.Tracker().Service(types.NamespacedName{Namespace: "default", Name: "web-3"})
+	if web3 == nil {
+		t.Fatal("no web-3 in the tracker")
+	}
+	w.duringRead = func() {
+		slice := servicetest.Slice(web3.ToService(), "web-3-a", 8080, "10.244.1.5@node1", "10.244.1.6@node1", "10.244.1.7@node1", "10.244.1.8@node1")
+		slice.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano)}
+		p.Tracker().SetEndpointSlice(slice)
+	}
+	res := mustSync(t, p)
+	if !res.Full || res.EndpointChanges != 1 || len(res.TriggerTimes[v1.IPv4Protocol]) != 1 {
+		t.Fatalf("full=%v with %d endpoint changes and trigger times %v, want the full re-check with the one that came during its read", res.Full, res.EndpointChanges, res.TriggerTimes)
+	}
+	rss, err := w.Fake.RealServers(keys[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rss, func(rs ipvs.RealServer) bool { return rs.Address == netip.MustParseAddr("10.244.1.8") }) {
+		t.Fatalf("web-3 holds %v after the re-check, want the endpoint added during its read", rss)
+	}
+	if services, endpoints, _ := p.Tracker().Pending(); services+endpoints != 0 {
+		t.Fatalf("%d Service and %d endpoint changes still pending", services, endpoints)
+	}
+}
+
+// An empty relist during the full read (default/kubernetes gone with every
+// Service) holds deletions in that same sync, as it would at the start of
+// the next: nothing is deleted.
+func TestEmptyListDuringTheFullReadHoldsDeletions(t *testing.T) {
+	p, w, keys := tableFixture(t)
+	w.duringRead = func() {
+		for _, name := range p.Tracker().ServiceNames() {
+			p.Tracker().DeleteService(name.Namespace, name.Name)
+		}
+	}
+	res := mustSync(t, p)
+	if !res.DeletionsHeld || res.HeldDeletions == 0 {
+		t.Fatalf("DeletionsHeld=%v HeldDeletions=%d, want the hold", res.DeletionsHeld, res.HeldDeletions)
+	}
+	for _, key := range keys {
+		if _, err := w.Fake.RealServers(key); err != nil {
+			t.Fatalf("%s: %v (deleted during the hold)", key, err)
+		}
+	}
 }
