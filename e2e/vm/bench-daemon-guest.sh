@@ -223,7 +223,7 @@ mark() { awk -v s="$1" -v t="$2" -v t0="$t0" 'BEGIN { printf "# %s %.1f\n", s, t
 
 run_side() {
 	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt rss_log sampler
-	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started series=""
+	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started series="" read_split=""
 	node_up
 	rm -f /run/bench-ready /run/bench-connect
 	busy0=$(guest_busy_ticks)
@@ -297,6 +297,12 @@ run_side() {
 			[[ $side == kube-proxy ]] && name=kubeproxy_sync_proxy_rules_duration_seconds filter='ip_family="IPv4"'
 			local c0 s0 c s
 			c0=$(metric "${name}_count" "$filter") s0=$(metric "${name}_sum" "$filter")
+			# How ipvsproxy's re-check read the real servers: virtual servers from /proc/net/ip_vs
+			# and one dump each (the table read's bound decides the split).
+			local tbl0="" dmp0=""
+			if [[ $side == ipvsproxy* ]]; then
+				tbl0=$(metric ipvsproxy_full_read_virtual_servers_total 'read="table"') dmp0=$(metric ipvsproxy_full_read_virtual_servers_total 'read="dump"')
+			fi
 			deadline=$((SECONDS + 120 + timeout))
 			c=$c0
 			mark waiting-for-full-recheck "$(now)"
@@ -307,6 +313,11 @@ run_side() {
 			s=$(metric "${name}_sum" "$filter")
 			mark full-recheck-counted "$(now)"
 			[[ ${c%.*} != "${c0%.*}" ]] && resync=$(awk -v a="$s0" -v b="$s" -v n0="$c0" -v n="$c" 'BEGIN { printf "%.3f", (b - a) / (n - n0) }')
+			if [[ -n $tbl0 && -n $dmp0 ]]; then
+				read_split=$(awk -v t0="$tbl0" -v d0="$dmp0" -v t1="$(metric ipvsproxy_full_read_virtual_servers_total 'read="table"')" \
+					-v d1="$(metric ipvsproxy_full_read_virtual_servers_total 'read="dump"')" -v n0="$c0" -v n="$c" \
+					'BEGIN { printf ",\"recheck_read_from_table\":%d,\"recheck_read_dumped\":%d,\"rechecks_counted\":%d", t1 - t0, d1 - d0, n - n0 }')
+			fi
 		fi
 		if ((changes > 0)); then
 			mark change-series "$(now)"
@@ -341,13 +352,13 @@ run_side() {
 	fi
 	awk -v side="$side" -v n="$BENCH_N" -v t0="$t0" -v tr="$t_ready" -v tc="$t_connect" -v tw="$t_write" -v tk="$t_kernel" \
 		-v hwm="$hwm" -v rss="$rss" -v anon="$anon" -v file="$file" -v vs="$vs" -v cold="$cold" -v resync="$resync" \
-		-v cpu="${cpu:-null}" -v hz="$clk_tck" -v ts="$t_started" -v scpu="$start_cpu" -v b0="$busy0" -v b1="$busy1" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" -v series="${series:-}" 'BEGIN {
+		-v cpu="${cpu:-null}" -v hz="$clk_tck" -v ts="$t_started" -v scpu="$start_cpu" -v b0="$busy0" -v b1="$busy1" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" -v series="${series:-}" -v readsplit="${read_split:-}" 'BEGIN {
 		np = (c1 > c0) ? sprintf("%.3f", (s1 - s0) / (c1 - c0)) : "null"
 		printf "{\"side\":\"%s\",\"services\":%d,\"ok\":true,\"peak_rss_mib\":%.1f,\"rss_end_mib\":%.1f,\"rss_anon_end_mib\":%.1f,\"rss_file_end_mib\":%.1f,", side, n, hwm / 1024, rss / 1024, anon / 1024, file / 1024
 		printf "\"ready_s\":%.2f,\"connect_s\":%.2f,\"endpoint_change_s\":%.2f,\"network_programming_s\":%s,", tr - t0, tc - t0, tk - tw, np
 		printf "\"cold_sync_s\":%s,\"full_resync_s\":%s,\"tcp_virtual_servers\":%d,\"cpu_s\":%s,", cold == "" ? "null" : cold, resync == "" ? "null" : resync, vs, cpu
 		printf "\"start_wall_s\":%.1f,\"start_cpu_s\":%.1f,\"start_guest_busy_s\":%.1f", ts - t0, scpu / hz, (b1 - b0) / hz
-		printf "%s}\n", series == "" ? "" : ",\"endpoint_changes_s\":" series
+		printf "%s%s}\n", series == "" ? "" : ",\"endpoint_changes_s\":" series, readsplit
 	}' >>"$BENCH_OUT"
 	tail -n1 "$BENCH_OUT" >&2
 }

@@ -134,10 +134,10 @@ cat "$out"
 if [[ -z $smoke ]]; then
 	# The Markdown table beside the JSON: one row per side and N.
 	{
-		echo "| Services × 10 | side | peak RSS MiB | ready s | first connection s | endpoint change s | network programming s | cold sync s | full re-check s | CPU s |"
-		echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+		echo "| Services × 10 | side | peak RSS MiB | ready s | first connection s | endpoint change s | network programming s | cold sync s | full re-check s | re-check's real servers: table / dumps | CPU s |"
+		echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 		jq -r 'def f: if . == null then "—" else tostring end;
-			"| \(.services) | \(.side)\(if .ok then "" else " (not ready after \(.timed_out_after_s // "?") s)" end) | \(.peak_rss_mib|f) | \(.ready_s|f) | \(.connect_s|f) | \(.endpoint_change_s|f) | \(.network_programming_s|f) | \(.cold_sync_s|f) | \(.full_resync_s|f) | \(.cpu_s|f) |"' "$out"
+			"| \(.services) | \(.side)\(if .ok then "" else " (not ready after \(.timed_out_after_s // "?") s)" end) | \(.peak_rss_mib|f) | \(.ready_s|f) | \(.connect_s|f) | \(.endpoint_change_s|f) | \(.network_programming_s|f) | \(.cold_sync_s|f) | \(.full_resync_s|f) | \(if .recheck_read_from_table == null then "—" else "\(.recheck_read_from_table) / \(.recheck_read_dumped)" end) | \(.cpu_s|f) |"' "$out"
 	} >"${out%.json}.md"
 	say "table in ${out%.json}.md"
 	# The plots beside it (benchmarks/harness/cmd/daemonplot: peak RSS, ready, cold sync, full
