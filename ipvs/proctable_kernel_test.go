@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
@@ -84,6 +85,30 @@ func TestKernelTableListsWhatTheDumpsList(t *testing.T) {
 	ok(t, k.EachRealServerList(func(VirtualServerKey, []RealServer) error { n++; return nil }))
 	if n != len(keys) {
 		t.Fatalf("a second read listed %d virtual servers, want %d", n, len(keys))
+	}
+}
+
+// On the kernel's table the read weighs each timed page against the
+// adapter's dump cost: against dumps that cost next to nothing it stops
+// after the first pages, against dumps that cost a second it lists all
+// 3,000 virtual servers.
+func TestKernelTableReadWeighsPagesAgainstDumps(t *testing.T) {
+	skipUnlessKernel(t)
+	a := newKernelInFreshNamespace(t)
+	k := a.(*kernel)
+	keys := manyVirtualServers(t, a, 3000, 5)
+	count := func() int {
+		n := 0
+		ok(t, k.EachRealServerList(func(VirtualServerKey, []RealServer) error { n++; return nil }))
+		return n
+	}
+	k.dumpCost.ns.Store(1) // a nanosecond: no page is worth reading after the first
+	if n := count(); n == 0 || n >= len(keys)/10 {
+		t.Fatalf("with dumps of 1 ns the read listed %d of %d virtual servers, want the first pages only", n, len(keys))
+	}
+	k.dumpCost.ns.Store(int64(time.Second))
+	if n := count(); n != len(keys) {
+		t.Fatalf("with dumps of 1 s the read listed %d of %d virtual servers, want all", n, len(keys))
 	}
 }
 
