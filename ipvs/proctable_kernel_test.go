@@ -1,8 +1,12 @@
 package ipvs
 
 import (
+	"io"
+	"math"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -145,4 +149,101 @@ func BenchmarkKernelRealServerReads(b *testing.B) {
 		}
 		count(b, n)
 	})
+}
+
+// timedReads times each read(2) of the table and notes how many services
+// had been parsed before it.
+type timedReads struct {
+	r      io.Reader
+	paged  *pagedReader
+	before []int
+	took   []time.Duration
+}
+
+func (t *timedReads) Read(b []byte) (int, error) {
+	t.before = append(t.before, t.paged.services)
+	start := time.Now()
+	n, err := t.r.Read(b)
+	t.took = append(t.took, time.Since(start))
+	return n, err
+}
+
+// BenchmarkKernelTableReadAlongTheTable measures, on a table of
+// IPVSPROXY_TABLE_SERVICES virtual servers × 10 (default 20,000), what each
+// page of one unbounded read costs per service along the table against a
+// destination dump, and where the read should stop: the point that makes
+// the table's pages before it plus a dump for each after it cheapest,
+// against where pagedReader's rule stops. Not a timed test: it reports.
+func BenchmarkKernelTableReadAlongTheTable(b *testing.B) {
+	a, k := benchKernel(b)
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("IPVSPROXY_TABLE_SERVICES")); err == nil && v > 0 {
+		n = v
+	}
+	keys := manyVirtualServers(b, a, n, 10)
+	var room []RealServer
+	sampled, start := 0, time.Now()
+	for i := 0; i < len(keys); i += max(len(keys)/500, 1) {
+		rss, err := a.ListedRealServers(keys[i], room)
+		ok(b, err)
+		room, sampled = rss, sampled+1
+	}
+	dump := time.Since(start) / time.Duration(sampled)
+	b.ResetTimer()
+	for range b.N {
+		_, err := k.table.file.Seek(0, io.SeekStart)
+		ok(b, err)
+		paged := &pagedReader{dumpCost: func() time.Duration { return time.Hour }}
+		timed := &timedReads{r: k.table.file, paged: paged}
+		paged.r = timed
+		var rss []RealServer
+		listed := 0
+		whole := time.Now()
+		ok(b, parseProcTable(paged, &rss, func(VirtualServerKey, []RealServer) error { listed++; return nil }))
+		wall := time.Since(whole)
+		if listed != n {
+			b.Fatalf("listed %d of %d", listed, n)
+		}
+		var inReads time.Duration
+		for _, d := range timed.took {
+			inReads += d
+		}
+		parse := (wall - inReads) / time.Duration(n)
+		b.Logf("%d virtual servers × 10: %d reads, %v in read(2), %v in all; a dump %v (mean of %d), parsing %v a service", n, len(timed.took), inReads.Round(time.Millisecond), wall.Round(time.Millisecond), dump, sampled, parse)
+		// Per band of a tenth of the table: read(2) time per service.
+		band := n / 10
+		var bandTook time.Duration
+		next := band
+		for i, d := range timed.took {
+			bandTook += d
+			if i+1 < len(timed.before) && timed.before[i+1] >= next {
+				b.Logf("  services %6d-%6d: %v a service in read(2)", next-band, next, bandTook/time.Duration(band))
+				bandTook, next = 0, next+band
+			}
+		}
+		// Where to stop: the table's reads up to read i plus a dump for
+		// each service after it, at its cheapest; and where pagedReader's
+		// rule, given the same reads, stops.
+		var table time.Duration
+		best, bestAt, ruleAt := time.Duration(math.MaxInt64), 0, -1
+		rule := &pagedReader{dumpCost: func() time.Duration { return dump }}
+		for i, d := range timed.took {
+			table += d
+			after := n
+			if i+1 < len(timed.before) {
+				after = timed.before[i+1]
+			}
+			if cost := table + time.Duration(n-after)*dump; cost < best {
+				best, bestAt = cost, after
+			}
+			if ruleAt < 0 && i+1 < len(timed.before) {
+				rule.before, rule.services, rule.lastRead = timed.before[i], after, d
+				if !rule.worthAnotherRead() {
+					ruleAt = after
+				}
+			}
+		}
+		b.Logf("  cheapest: stop after %d services (%v); the rule stops after %d; reading all %v in read(2), dumping all %v",
+			bestAt, best.Round(time.Millisecond), ruleAt, inReads.Round(time.Millisecond), (time.Duration(n) * dump).Round(time.Millisecond))
+	}
 }

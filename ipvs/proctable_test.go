@@ -190,22 +190,24 @@ func TestTableReadGoesOnWhilePagesCostLessThanDumps(t *testing.T) {
 	}
 }
 
-// The read stops where a page costs more than the dumps it saves: a walk
+// The read stops where pages cost more than the dumps they save: a walk
 // step 50 ns and a dump 100 µs cross at 6,000 services before a page of
-// three (300 µs). One slow page (a preemption) does not stop it.
+// three (300 µs). Slow pages here and there (a preemption, two in a row)
+// do not stop it.
 func TestTableReadStopsWherePagesCostMoreThanDumps(t *testing.T) {
 	const services, perPage = 12000, 3
 	pages := tablePages(services, perPage)
 	step := func(read int) time.Duration { return time.Duration(read*perPage) * 50 * time.Nanosecond }
 	listed, _ := readClocked(t, pages, 100*time.Microsecond, func(read int) time.Duration {
-		if read == 500 {
+		if read == 500 || read == 900 || read == 901 {
 			return time.Second
 		}
 		return step(read)
 	})
 	// The first page over is read 2,001 (6,003 services before it); the
-	// second in a row ends the read, the service being read not listed.
-	if want := 6000; listed < want || listed > want+3*perPage {
+	// estimate from the average is within a few dozen services of it (the
+	// three slow pages, each capped at four dumps a service, and c0).
+	if want := 6000; listed < want-60 || listed > want+120 {
 		t.Fatalf("listed %d services, want about %d", listed, want)
 	}
 }
