@@ -36,11 +36,6 @@ type kernel struct {
 	// back (the proxier reports it).
 	table    *procTable
 	tableErr error
-	// dumpCost is the average time of a destination dump, against which
-	// a table read weighs its pages; timingRoom holds the dumps made only
-	// to time one.
-	dumpCost   dumpCost
-	timingRoom []RealServer
 }
 
 var (
@@ -215,9 +210,7 @@ func (k *kernel) listRealServers(key VirtualServerKey, askServiceFirst bool, int
 			return nil, fmt.Errorf("list real servers of %s: %w", key, serviceError(err))
 		}
 	}
-	start := time.Now()
 	out, err := k.dump.realServers(key, into)
-	k.dumpCost.add(time.Since(start))
 	if err != nil {
 		return nil, fmt.Errorf("list real servers of %s: %w", key, destinationError(err))
 	}

@@ -8,10 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"slices"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/vishvananda/netns"
 
@@ -50,38 +47,16 @@ var _ RealServerTable = (*kernel)(nil)
 // service's listing needed more), whatever was asked.
 const procTableReadSize = 256 << 10
 
-// A table read is bounded by what it saves. At every read(2) the kernel
-// walks its service table from the start to the read's position
-// (ip_vs_info_seq_start), and a read returns a page: n services, r a page,
-// n²/2r steps of that walk in all, quadratic. A read is worth making while
-// it costs less than the destination dumps of the r services it returns;
-// past that the read stops and the caller reads the rest one virtual
-// server at a time. How much a step and a dump cost depends on the CPU and
-// on the kernel's table (Linux 6.12 keeps one hash table for every
-// namespace's services and walks them all, skipping other namespaces'), so
-// both are measured: each read(2) is timed, and the adapter keeps the
-// average time of its dumps (dumpCost). A service's cost in a page grows
-// with the page's position, c0 + s·n, so over the n services read so far
-// it averages c0 + s·n/2: the next page's, c0 + s·n, is estimated as twice
-// the average less c0 (the first pages' cost), and the read stops once
-// that exceeds a dump. The average rides out what single pages and short
-// stretches of them do (timer ticks, preemption): the page's own time,
-// weighed alone or as the median of the last nine, stopped the read after
-// 13,566 and 15,649 of 20,000 services on the VM's emulated CPU where
-// reading on to the end was cheapest. A page counts at most
-// pageClampDumps times its services' dumps, so that one long preemption
-// does not end the read.
-//
-// walkPerDump is the bound used before any dump was timed: the read stops
-// once the services before a read exceed walkPerDump × a page's.
+// walkPerDump bounds a table read. At every read(2) the kernel walks its
+// service table from the start to the read's position
+// (ip_vs_info_seq_start), and a read returns a page: n services, r a
+// page, cost n²/2r steps of that walk in all, quadratic. A read is worth
+// it while its walk (as many steps as services before it) costs less than
+// the destination dumps of the r services it returns: on the VM's emulated
+// CPU a dump cost about 2,500 steps (185 µs against 73 ns,
+// BenchmarkKernelRealServerReads at 1,000 and 10,000). Past that the read
+// stops and the caller reads the rest one virtual server at a time.
 const walkPerDump = 2000
-
-const (
-	// firstServices are the services whose cost a service is c0.
-	firstServices = 256
-	// pageClampDumps caps one page's time at that many dumps a service.
-	pageClampDumps = 4
-)
 
 // procTable is /proc/net/ip_vs of the adapter's namespace, opened once
 // (a proc file stays bound to the namespace it was opened in) and read
@@ -118,124 +93,44 @@ func (t *procTable) close() error {
 	return t.file.Close()
 }
 
-// each reads the table from its start, bounded by dumpCost (see
-// walkPerDump).
-func (t *procTable) each(dumpCost func() time.Duration, fn func(VirtualServerKey, []RealServer) error) error {
+// each reads the table from its start.
+func (t *procTable) each(fn func(VirtualServerKey, []RealServer) error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, err := t.file.Seek(0, io.SeekStart); err != nil {
 		return fmt.Errorf("read the IPVS table: %w", err)
 	}
-	return parseProcTable(&pagedReader{r: t.file, dumpCost: dumpCost, now: time.Now}, &t.rss, fn)
+	return parseProcTable(t.file, &t.rss, fn)
 }
 
 // pagedReader counts the table's reads and the services parsed so far,
-// times each read, and ends the read (errWalkTooLong) once the reads cost
-// more than the dumps they save.
+// and ends the read (errWalkTooLong) once the next read's walk would cost
+// more than the dumps it saves (walkPerDump).
 type pagedReader struct {
 	r                io.Reader
 	reads            int
 	services, before int // parsed in all; when the last read was made
-	// dumpCost is the adapter's average dump, 0 while none was timed
-	// (then walkPerDump bounds the read).
-	dumpCost func() time.Duration
-	now      func() time.Time
-	lastRead time.Duration
-	// readTime is the reads' time so far (each page capped); first the
-	// cost a service of the first firstServices (0 until then).
-	readTime, first time.Duration
 }
 
 var errWalkTooLong = errors.New("the rest of the table costs more to read than a dump a virtual server")
 
 func (p *pagedReader) Read(b []byte) (int, error) {
-	if p.reads > 0 && !p.worthAnotherRead() {
-		return 0, errWalkTooLong
+	if p.reads > 0 {
+		perRead := max(p.services-p.before, 1)
+		if p.services > walkPerDump*perRead {
+			return 0, errWalkTooLong
+		}
 	}
 	p.reads++
 	p.before = p.services
-	start := p.now()
-	n, err := p.r.Read(b)
-	p.lastRead = p.now().Sub(start)
-	return n, err
+	return p.r.Read(b)
 }
-
-// worthAnotherRead estimates the next page's cost a service from the
-// reads so far and weighs it against a dump.
-func (p *pagedReader) worthAnotherRead() bool {
-	perRead := max(p.services-p.before, 1)
-	dump := time.Duration(0)
-	if p.dumpCost != nil {
-		dump = p.dumpCost()
-	}
-	if dump <= 0 {
-		return p.services <= walkPerDump*perRead
-	}
-	p.readTime += min(p.lastRead, pageClampDumps*time.Duration(perRead)*dump)
-	if p.services < firstServices {
-		return true
-	}
-	average := p.readTime / time.Duration(p.services)
-	if p.first == 0 {
-		p.first = average
-	}
-	return 2*average-p.first <= dump
-}
-
-// dumpCost is the running average time of one destination dump, the
-// measure a table read's pages are weighed against: each sample moves it
-// a sixteenth of the way, so that one slow dump does not.
-type dumpCost struct{ ns atomic.Int64 }
-
-func (c *dumpCost) add(d time.Duration) {
-	d = max(d, 1)
-	for {
-		old := c.ns.Load()
-		next := int64(d)
-		if old != 0 {
-			next = max(old+(int64(d)-old)/16, 1)
-		}
-		if c.ns.CompareAndSwap(old, next) {
-			return
-		}
-	}
-}
-
-// average is 0 while no dump was timed.
-func (c *dumpCost) average() time.Duration { return time.Duration(c.ns.Load()) }
 
 func (k *kernel) EachRealServerList(fn func(VirtualServerKey, []RealServer) error) error {
 	if k.table == nil {
 		return fmt.Errorf("no table to read: %w", k.tableErr)
 	}
-	return k.table.each(k.dumpCost.average, func(key VirtualServerKey, rss []RealServer) error {
-		if k.dumpCost.average() == 0 {
-			k.timeDumps(key)
-		}
-		return fn(key, rss)
-	})
-}
-
-// timeDumps gives the adapter its first dump cost from the first virtual
-// server a table read lists, so that even the first read is bounded by
-// this machine's dumps rather than by walkPerDump: the median of three, as
-// the first may pay for a cold socket. A failed dump leaves it unknown.
-func (k *kernel) timeDumps(key VirtualServerKey) {
-	if _, err := k.lock(); err != nil {
-		return
-	}
-	defer k.mu.Unlock()
-	var took [3]time.Duration
-	for i := range took {
-		start := time.Now()
-		rss, err := k.dump.realServers(key, k.timingRoom[:0])
-		if err != nil {
-			return
-		}
-		took[i], k.timingRoom = time.Since(start), rss
-	}
-	slices.Sort(took[:])
-	k.dumpCost.add(took[1])
+	return k.table.each(fn)
 }
 
 // The table's three heading lines (ip_vs_info_seq_show); a kernel that
@@ -256,13 +151,11 @@ var errProcTableFormat = errors.New("unknown format")
 // %pI6's eight groups). rss is the room for one service's list.
 //
 // A table large enough that reading its end costs more than a destination
-// dump a virtual server (pagedReader) is read in part: the services after
+// dump a virtual server (walkPerDump) is read in part: the services after
 // that point, and the one being read, are not passed to fn, and the read
 // ends without an error.
-func parseProcTable(paged *pagedReader, rss *[]RealServer, fn func(VirtualServerKey, []RealServer) error) error {
-	if paged.now == nil {
-		paged.now = time.Now
-	}
+func parseProcTable(file io.Reader, rss *[]RealServer, fn func(VirtualServerKey, []RealServer) error) error {
+	paged := &pagedReader{r: file}
 	r := bufio.NewReaderSize(paged, procTableReadSize)
 	var (
 		key     VirtualServerKey

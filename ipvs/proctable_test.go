@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // A table as Linux 6.12 prints it (ip_vs_info_seq_show): an IPv4 service
@@ -41,7 +40,7 @@ func TestParseProcTable(t *testing.T) {
 		rss []RealServer
 	}
 	var got []listed
-	err := parseProcTable(&pagedReader{r: strings.NewReader(procTableSample)}, &room, func(key VirtualServerKey, rss []RealServer) error {
+	err := parseProcTable(strings.NewReader(procTableSample), &room, func(key VirtualServerKey, rss []RealServer) error {
 		got = append(got, listed{key, slices.Clone(rss)})
 		return nil
 	})
@@ -82,7 +81,7 @@ func TestParseProcTableRefusesWhatItDoesNotKnow(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var room []RealServer
-			err := parseProcTable(&pagedReader{r: strings.NewReader(text)}, &room, func(VirtualServerKey, []RealServer) error { return nil })
+			err := parseProcTable(strings.NewReader(text), &room, func(VirtualServerKey, []RealServer) error { return nil })
 			if !errors.Is(err, errProcTableFormat) {
 				t.Fatalf("parse = %v, want errProcTableFormat", err)
 			}
@@ -104,7 +103,7 @@ func BenchmarkParseProcTable(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0
-		ok(b, parseProcTable(&pagedReader{r: strings.NewReader(text)}, &room, func(_ VirtualServerKey, rss []RealServer) error {
+		ok(b, parseProcTable(strings.NewReader(text), &room, func(_ VirtualServerKey, rss []RealServer) error {
 			n += len(rss)
 			return nil
 		}))
@@ -134,112 +133,26 @@ func (p *pageReader) Read(b []byte) (int, error) {
 	return copy(b, p.pages[p.reads-1]), nil
 }
 
-// tablePages is a table of services, perPage of them a page (the heading
-// its own page), each service with one real server.
-func tablePages(services, perPage int) [][]byte {
-	heading := strings.Join(strings.Split(procTableSample, "\n")[:3], "\n") + "\n"
-	pages := [][]byte{[]byte(heading)}
-	for i := 0; i < services; i += perPage {
-		var page []byte
-		for j := i; j < i+perPage; j++ {
-			page = fmt.Appendf(page, "TCP  0A60%s:0050 rr \n  -> 0A010001:1F90      Masq    1      0          0\n", hex4(j))
-		}
-		pages = append(pages, page)
-	}
-	return pages
-}
-
-// clockedPages answers reads as pageReader does, each taking the time
-// cost(the read's number) on a clock of its own.
-type clockedPages struct {
-	pageReader
-	clock time.Time
-	cost  func(read int) time.Duration
-}
-
-func (c *clockedPages) Read(b []byte) (int, error) {
-	c.clock = c.clock.Add(c.cost(c.reads))
-	return c.pageReader.Read(b)
-}
-
-// readClocked parses pages read at cost against dumps of dumpCost each and
-// returns how many services were listed.
-func readClocked(t *testing.T, pages [][]byte, dumpCost time.Duration, cost func(read int) time.Duration) (listed int, r *clockedPages) {
-	t.Helper()
-	r = &clockedPages{pageReader: pageReader{pages: pages}, cost: cost}
-	paged := &pagedReader{r: r, dumpCost: func() time.Duration { return dumpCost }, now: func() time.Time { return r.clock }}
-	var room []RealServer
-	ok(t, parseProcTable(paged, &room, func(VirtualServerKey, []RealServer) error { listed++; return nil }))
-	return listed, r
-}
-
-// With dumps timed, the table is read on while its pages cost less than
-// the dumps of the services they hold, however many services that is:
-// 18,000 services, where the bound used before a dump is timed
-// (walkPerDump) stops at 6,000.
-func TestTableReadGoesOnWhilePagesCostLessThanDumps(t *testing.T) {
-	const services, perPage = 3 * walkPerDump * 3, 3
-	pages := tablePages(services, perPage)
-	// A walk step 1 ns, a dump 100 µs: the last page costs 18 µs against
-	// 300 µs of dumps.
-	listed, r := readClocked(t, pages, 100*time.Microsecond, func(read int) time.Duration {
-		return time.Duration(read*perPage) * time.Nanosecond
-	})
-	if listed != services || r.reads != len(pages) {
-		t.Fatalf("listed %d of %d services in %d of %d reads, want all", listed, services, r.reads, len(pages))
-	}
-}
-
-// The read stops where pages cost more than the dumps they save: a walk
-// step 50 ns and a dump 100 µs cross at 6,000 services before a page of
-// three (300 µs). Slow pages here and there (a preemption, two in a row)
-// do not stop it.
-func TestTableReadStopsWherePagesCostMoreThanDumps(t *testing.T) {
-	const services, perPage = 12000, 3
-	pages := tablePages(services, perPage)
-	step := func(read int) time.Duration { return time.Duration(read*perPage) * 50 * time.Nanosecond }
-	listed, _ := readClocked(t, pages, 100*time.Microsecond, func(read int) time.Duration {
-		if read == 500 || read == 900 || read == 901 {
-			return time.Second
-		}
-		return step(read)
-	})
-	// The first page over is read 2,001 (6,003 services before it); the
-	// estimate from the average is within a few dozen services of it (the
-	// three slow pages, each capped at four dumps a service, and c0).
-	if want := 6000; listed < want-60 || listed > want+120 {
-		t.Fatalf("listed %d services, want about %d", listed, want)
-	}
-}
-
-// dumpCost starts at its first sample and then moves a sixteenth of the
-// way to each new one.
-func TestDumpCostIsARunningAverage(t *testing.T) {
-	var c dumpCost
-	if c.average() != 0 {
-		t.Fatalf("average before any dump %v, want 0", c.average())
-	}
-	c.add(160 * time.Microsecond)
-	if got := c.average(); got != 160*time.Microsecond {
-		t.Fatalf("after one dump %v, want 160µs", got)
-	}
-	c.add(320 * time.Microsecond)
-	if got := c.average(); got != 170*time.Microsecond {
-		t.Fatalf("after a slow dump %v, want 170µs", got)
-	}
-}
-
-// Before any dump was timed, a table of more services than walkPerDump
-// pages' worth is read in part: the read stops where the services before
-// a read pass walkPerDump × a page's, every service before it whole.
+// A table of more services than walkPerDump pages' worth is read in part:
+// the read stops where the next page's walk would cost more than the
+// dumps it saves, every service before it whole.
 func TestParseProcTableStopsWhereTheWalkCostsMoreThanDumps(t *testing.T) {
+	heading := strings.Join(strings.Split(procTableSample, "\n")[:3], "\n") + "\n"
 	for _, perPage := range []int{1, 3} {
 		t.Run(fmt.Sprintf("%d a page", perPage), func(t *testing.T) {
-			pages := tablePages(3*walkPerDump*3, perPage)
+			pages := [][]byte{[]byte(heading)}
+			const services = 3 * walkPerDump * 3
+			for i := 0; i < services; i += perPage {
+				var page []byte
+				for j := i; j < i+perPage; j++ {
+					page = fmt.Appendf(page, "TCP  0A60%s:0050 rr \n  -> 0A010001:1F90      Masq    1      0          0\n", hex4(j))
+				}
+				pages = append(pages, page)
+			}
 			r := &pageReader{pages: pages}
 			var room []RealServer
 			listed := 0
-			ok(t, parseProcTable(&pagedReader{r: r}, &room, func(_ VirtualServerKey, rss []RealServer) error {
+			ok(t, parseProcTable(r, &room, func(_ VirtualServerKey, rss []RealServer) error {
 				if len(rss) != 1 {
 					t.Fatalf("a service listed with %d real servers, want 1", len(rss))
 				}
