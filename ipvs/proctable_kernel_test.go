@@ -130,7 +130,8 @@ func BenchmarkKernelRealServerReads(b *testing.B) {
 // the table against a destination dump, and where a read should stop: the
 // point that makes the pages before it plus a dump for each service after
 // it cheapest, against where walkPerDump stops it. It reports; it asserts
-// only that the whole table was read.
+// only that the whole table was read. IPVSPROXY_TABLE_OTHER_SERVICES puts
+// that many more in another namespace first.
 func BenchmarkKernelTableReadAlongTheTable(b *testing.B) {
 	a, k := benchKernel(b)
 	n := 20000
@@ -138,6 +139,15 @@ func BenchmarkKernelTableReadAlongTheTable(b *testing.B) {
 		n = v
 	}
 	keys := manyVirtualServers(b, a, n, 10)
+	// IPVSPROXY_TABLE_OTHER_SERVICES: that many more virtual servers × 10
+	// in another namespace (Linux 6.12 keeps one service table for all).
+	others := 0
+	if v, err := strconv.Atoi(os.Getenv("IPVSPROXY_TABLE_OTHER_SERVICES")); err == nil && v > 0 {
+		others = v
+		other, _ := benchKernel(b)
+		manyVirtualServers(b, other, v, 10)
+		b.Logf("%d more virtual servers × 10 in another namespace", v)
+	}
 	var room []RealServer
 	sampled, start := 0, time.Now()
 	for i := 0; i < len(keys); i += max(len(keys)/500, 1) {
@@ -168,6 +178,12 @@ func BenchmarkKernelTableReadAlongTheTable(b *testing.B) {
 				break
 			}
 			ok(b, err)
+		}
+		if services != n && others > 0 {
+			// Seen on 6.12: a read beside another namespace's services
+			// lists only part of this one's (the caller dumps the rest).
+			b.Logf("one read listed %d of this namespace's %d virtual servers, beside %d in another", services, n, others)
+			return
 		}
 		if services != n {
 			b.Fatalf("read %d of %d services", services, n)
