@@ -66,7 +66,7 @@ e2e-migrate: deps build
 	IPVSPROXY_E2E_SCENARIOS="44 44rollback 44iptables 44nftables 44rbiptables 44rbnftables" e2e/run.sh
 
 # conformance-smoke: the DaemonSet started by a real kubelet becomes Ready and one Services
-# [Conformance] test passes (issue 12); the full pass is `make conformance`. prebuild starts the
+# [Conformance] test passes; the full pass is `make conformance`. prebuild starts the
 # control plane's and the conformance cluster's builds in the background first (nice 19): on a new
 # machine they are most of the run, and the VM stages leave a core idle for them. fuzz: FUZZTIME per
 # target (2 targets).
@@ -108,7 +108,7 @@ bench-daemon:
 bench-daemon-smoke: deps build
 	e2e/vm/bench-daemon.sh --smoke
 
-# The conntrack clean-up at a million flows (issue 8), in the VM: a network namespace here holds
+# The conntrack clean-up at a million flows, in the VM: a network namespace here holds
 # at most the host's nf_conntrack_max, which is not ours to raise.
 bench-conntrack-vm:
 	IPVSPROXY_VM_MEM=4096 e2e/vm/test-in-vm.sh --run '^$$' --bench BenchmarkCleanUp -e IPVSPROXY_CONNTRACK_BENCH_FLOWS=1000000 ./conntrack
@@ -139,7 +139,7 @@ clean:
 	rm -rf bin _output
 
 # Kubernetes' own [sig-network] e2e tests against the DaemonSet started by a real kubelet and
-# containerd in the VM, no kube-proxy (issue 12; docs/testing.md). Prints N passed, N failed,
+# containerd in the VM, no kube-proxy (docs/testing.md). Prints N passed, N failed,
 # N skipped; JUnit under e2e/results/. The smoke form: the DaemonSet becomes Ready and one
 # Service conformance test passes.
 # SHARD=K/N runs the K-th of N shards of the selected specs; a shard or a full run appends its
@@ -155,7 +155,7 @@ conformance-status:
 conformance-smoke: deps
 	e2e/conformance/run.sh --smoke
 
-# Issue 9: the benchmark harness beside kube-proxy v1.36.3's IPVS proxier (benchmarks/harness, a
+# The benchmark harness beside kube-proxy v1.36.3's IPVS proxier (benchmarks/harness, a
 # module of its own). bench-smoke proves it works on 100 Services (make test runs it; building
 # kube-proxy takes about 3 minutes on a cold Go cache); bench-report is the full run whose results
 # are committed under benchmarks/results/ (tens of minutes; see docs/performance.md).
@@ -176,7 +176,7 @@ bench-vm: deps
 bench-node:
 	e2e/vm/bench-vm.sh --node 1000 10000
 
-# Issue 9's conntrack clean-up, ipvsproxy's Proxier.Sync (the endpoint change's partial sync and a
+# The conntrack clean-up: ipvsproxy's Proxier.Sync (the endpoint change's partial sync and a
 # full sync's reconcile pass) beside kube-proxy v1.36.3's CleanStaleEntries: 250,000 UDP flows
 # (this host's nf_conntrack_max is 262,144), 1% stale, one fresh network namespace per process.
 .PHONY: bench-conntrack

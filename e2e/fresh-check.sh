@@ -2,7 +2,7 @@
 # fresh-check.sh — what a newcomer's first `make test` meets: a clean clone of HEAD, run with
 # every cache empty (VM kernel and initramfs, kube-apiserver/etcd binaries, Go build and module
 # caches, rootfs .debs). Only a cold run exercises the download and build paths, so only it can
-# catch a step that a warm cache hides (issue 13). Prints the wall time; exit status is make's.
+# catch a step that a warm cache hides. Prints the wall time; exit status is make's.
 #
 #   e2e/fresh-check.sh [MAKE_TARGET]   default target: test
 # Needs root, as `make test` does. Uses /var/tmp (the VM shares the host's / but keeps its own

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — the seed tutorial ("Using Source IP") as an end-to-end test: a real kube-apiserver on
 # this machine's loopback, one VM (the host kernel has no IPVS) with two nodes in network
-# namespaces, one `ipvsproxy run` per node, and the scenarios of issue 4: bash ones in
+# namespaces, one `ipvsproxy run` per node, and the scenarios: bash ones in
 # e2e/scenarios/, Go ones in e2e/suite/ (built here as a test binary), run in one boot.
 #
 #   e2e/run.sh            PASS/FAIL per scenario, last line `N passed, N failed`; exit 1 on failure
@@ -117,7 +117,7 @@ IPVSPROXY_E2E_BIN=$cp_bin SERVICE_CIDR=10.96.0.0/16,2001:db8:96::/112 "$repo/e2e
 }
 t_cp=$((SECONDS - t))
 say "control plane up (${t_cp}s)"
-# Issue 5: the DaemonSet's manifests, server-side applied to this real API server with strict
+# The DaemonSet's manifests, server-side applied to this real API server with strict
 # field validation (any schema error fails), and the ServiceAccount's access checked against
 # docs/rbac.md. Counted as one more test in the summary.
 if "$repo/deploy/test/apply.sh" "$cp_dir/admin.kubeconfig" >"$work/deploy-apply.log" 2>&1; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh — Kubernetes' own [sig-network] e2e tests against ipvsproxy installed from deploy/ and
-# started by a real kubelet (issue 12). `make conformance` runs it.
+# started by a real kubelet. `make conformance` runs it.
 #
 # The cluster: a network namespace on this machine holds a bridge (203.0.113.1/24, RFC 5737) with
 # etcd, kube-apiserver, kube-controller-manager and kube-scheduler, and one tap per node; each node

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# topology.sh — the end-to-end test network of issue 4, built from network namespaces inside the
+# topology.sh — the end-to-end test network, built from network namespaces inside the
 # VM (run it as root in the guest; `up` first loads veth, bridge, dummy and ip_vs, so on a host
 # without them it stops before touching anything). Every address is a documentation range or a pod address that exists
 # only inside these namespaces.

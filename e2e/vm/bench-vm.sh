@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-vm.sh — tier 2 of the benchmarks (issue 9): ipvsproxy's sync on the real kernel inside the
+# bench-vm.sh — tier 2 of the benchmarks: ipvsproxy's sync on the real kernel inside the
 # end-to-end VM (IPVS, the dummy kube-ipvs0 with its routes, ipset, iptables, conntrack), beside
 # the floor: the same kernel objects created by bare adapter calls without the proxier's logic,
 # and beside the anchor: kube-proxy v1.36.3's IPVS proxier on the same kernel (kubeproxy-bench

@@ -52,7 +52,7 @@ func wantTrace(t *testing.T, tr *tracer, what string, p packet, want string) {
 	}
 }
 
-// Item 1: externalTrafficPolicy Local on a node without local endpoints.
+// externalTrafficPolicy Local on a node without local endpoints.
 func TestLocalPolicyWithoutLocalEndpointServesInClusterSourcesAndDropsOthers(t *testing.T) {
 	fk := newFakeKernel()
 	p, _ := newTestProxier(t, fk, testConfig())
@@ -84,7 +84,7 @@ func TestLocalPolicyWithoutLocalEndpointServesInClusterSourcesAndDropsOthers(t *
 	}
 }
 
-// Item 2: a Service address the node already has.
+// A Service address the node already has.
 func TestNodeAddressAsServiceAddressIsServedButNeverBoundNorRejected(t *testing.T) {
 	fk := newFakeKernel()
 	// Someone else's virtual server on the node address: never touched.
@@ -133,7 +133,7 @@ func TestNodeAddressAsServiceAddressIsServedButNeverBoundNorRejected(t *testing.
 	}
 }
 
-// Item 3: loadBalancerSourceRanges 0.0.0.0/0 is everyone; a bad range fails closed.
+// loadBalancerSourceRanges 0.0.0.0/0 is everyone; a bad range fails closed.
 func TestSourceRangesAllowAllAndFailClosed(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -164,7 +164,7 @@ func TestSourceRangesAllowAllAndFailClosed(t *testing.T) {
 	}
 }
 
-// Item 4: health-check node ports through the LB IP and under INPUT DROP.
+// Health-check node ports through the LB IP and under INPUT DROP.
 func TestHealthCheckNodePortReachableOnLBIPAndUnderInputDrop(t *testing.T) {
 	fk := newFakeKernel()
 	// A host whose INPUT policy is DROP.
@@ -183,7 +183,7 @@ func TestHealthCheckNodePortReachableOnLBIPAndUnderInputDrop(t *testing.T) {
 	wantTrace(t, tr, "another port of the node under INPUT DROP", tcpTo(outsider, servicetest.Node1IP, 22), "DROP in filter INPUT policy")
 }
 
-// Item 5: source ranges hold for the node's own traffic (kubernetes#119656).
+// Source ranges hold for the node's own traffic (kubernetes#119656).
 func TestSourceRangesApplyToTrafficFromTheNode(t *testing.T) {
 	for _, c := range []struct {
 		ranges []string
@@ -206,7 +206,7 @@ func TestSourceRangesApplyToTrafficFromTheNode(t *testing.T) {
 	}
 }
 
-// Item 6: the jumps go first, before a host firewall's rules.
+// The jumps go first, before a host firewall's rules.
 func TestJumpsGoBeforeHostFirewallRules(t *testing.T) {
 	fk := newFakeKernel()
 	hostFirewall := `*filter
@@ -251,7 +251,7 @@ COMMIT
 	wantTrace(t, tr, "outside client to port 22 still meets the host's REJECT", tcpTo(outsider, servicetest.Node1IP, 22), "REJECT in filter INPUT")
 }
 
-// Item 7: local-traffic detection and kube-proxy's fallback.
+// Local-traffic detection and kube-proxy's fallback.
 func TestLocalTrafficDetection(t *testing.T) {
 	clusterIP := netip.MustParseAddr("10.96.0.10")
 	podThere := netip.MustParseAddr("10.244.2.20")

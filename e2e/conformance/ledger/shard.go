@@ -63,8 +63,8 @@ func SpecsOf(shards []Shard, names []string) []string {
 }
 
 // Specs of the shard: the names sorted, without duplicates, and every N-th one from the K-th.
-// Dealt round-robin, not cut into runs, because the slow specs sort together (the session
-// affinity family, the terminating-endpoint fallbacks): dealt, they spread over the shards.
+// Dealt round-robin, not cut into runs, because the slow specs sort together (the
+// session-affinity family, the terminating-endpoint fallbacks): dealt, they spread over the shards.
 // The same names in any order give the same shards; every name is in exactly one of the N.
 func (s Shard) Specs(names []string) []string {
 	sorted := append([]string(nil), names...)

@@ -16,8 +16,7 @@ import (
 // ProcessCost is what one ipset entry costs kube-proxy's way (a process
 // each, through its own ipset runner, as its sync adds every entry), a
 // netlink message each (ipvsproxy's ipset adapter, AddEntry), in batches
-// (AddEntries, as ipvsproxy's sync adds a set's members since the
-// twenty-seventh session) and in one `ipset restore` (the kernel's and the
+// (AddEntries, as ipvsproxy's sync adds a set's members) and in one `ipset restore` (the kernel's and the
 // tool's work without a process per entry). Measured in the VM and on a host with a real CPU,
 // the figures say whether emulation slows one way more than the other,
 // that is whether the real kernel's ratios under emulation hold on a

@@ -1,0 +1,156 @@
+// Package docs holds the tests that keep the repository's prose about the
+// product: what it does and how to use, test or change it.
+package docs
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// processWords match text that tells how the code was written (work
+// sessions, tracker numbers, who wrote it) instead of what it does. Each
+// pattern is split so that this file does not match itself.
+var processWords = []*regexp.Regexp{
+	// "the twenty-ninth session", "this session's code", "sessions".
+	regexp.MustCompile(`(?i)\bsess` + `ions?\b`),
+	regexp.MustCompile(`(?i)\biss` + `ues? #?[0-9]+\b`),
+	regexp.MustCompile(`(?i)\bit` + `ems? [0-9]+\b`),
+	regexp.MustCompile(`(?i)\ba hel` + `pers?\b`),
+	regexp.MustCompile(`(?i)\bage` + `nts\b`),
+	regexp.MustCompile(`(?i)\bthe le` + `ad('s)?\b`),
+}
+
+// allowedAround are the product's own uses of a matched word: Kubernetes'
+// session affinity, and TCP/UDP sessions of the kernel.
+var allowedAround = regexp.MustCompile(`(?i)(sess` + `ion[ -]?affinity|(tcp|udp|tls|ssh) sess` + `ions?)`)
+
+// rawResults are committed measurement output: printed by tools, kept as
+// they were written, and not prose of the repository.
+var rawResults = []*regexp.Regexp{
+	regexp.MustCompile(`^benchmarks/results/.*\.(json|log|txt|csv)$`),
+	regexp.MustCompile(`(^|/)ledger\.tsv$`),
+}
+
+// processHits returns each line of text with a process word, as
+// "line: text".
+func processHits(text string) []string {
+	var hits []string
+	for n, line := range strings.Split(text, "\n") {
+		allowed := allowedAround.FindAllStringIndex(line, -1)
+		for _, re := range processWords {
+			found := false
+			for _, m := range re.FindAllStringIndex(line, -1) {
+				if !inside(m, allowed) {
+					found = true
+					break
+				}
+			}
+			if found {
+				hits = append(hits, fmt.Sprintf("%d: %s", n+1, strings.TrimSpace(line)))
+				break
+			}
+		}
+	}
+	return hits
+}
+
+func inside(m []int, spans [][]int) bool {
+	for _, s := range spans {
+		if m[0] >= s[0] && m[1] <= s[1] {
+			return true
+		}
+	}
+	return false
+}
+
+func TestProcessWordsMatcher(t *testing.T) {
+	for _, text := range []string{
+		"medians of the thirtieth " + "session",
+		"this " + "session's code",
+		"(twenty-first " + "session, " + "issue" + " 26 " + "item" + " 4)",
+		"started fine on the second try (" + "issue" + " 12).",
+		"Issue" + " 9: the benchmark harness",
+		"a " + "helper" + "'s CPU profiles ran beside it",
+		"shared by eight " + "agents",
+		"the daemon benchmark is the " + "lead" + "'s to run",
+		"see the-ipv4-shards-2026-12-03-twelfth-" + "session",
+		"client IP based " + "session" + " affinity, then a " + "session" + " later",
+	} {
+		if len(processHits(text)) == 0 {
+			t.Errorf("not matched: %q", text)
+		}
+	}
+	for _, text := range []string{
+		"client IP based " + "session" + " affinity: http",
+		"sessionAffinity: ClientIP",
+		"IPVS idle timeout of TCP " + "sessions",
+		"another agent could add the same key",
+		"kubernetes/kubernetes#119656",
+		"a test helper builds the Service",
+		"the leader election lease",
+		"each agent takes its configuration from the servers",
+	} {
+		if hits := processHits(text); len(hits) != 0 {
+			t.Errorf("matched the product's own words: %q", text)
+		}
+	}
+}
+
+// TestTrackedFilesSpeakOfTheProduct fails on any tracked file (docs,
+// manifests, CHANGELOG, Makefile, scripts, code, test names) that names the
+// process that made the code. Say the reason or the behaviour instead.
+func TestTrackedFilesSpeakOfTheProduct(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("git", "ls-files", "-z")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git ls-files in %s: %v (the check reads the tracked files of a git checkout)", root, err)
+	}
+	var files int
+	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		if skipped(name) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if os.IsNotExist(err) {
+			continue // deleted in the work tree, not yet in the index
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if isBinary(data) {
+			continue
+		}
+		files++
+		for _, hit := range processHits(string(data)) {
+			t.Errorf("%s:%s", name, hit)
+		}
+	}
+	if files < 100 {
+		t.Fatalf("read only %d tracked text files under %s", files, root)
+	}
+}
+
+func skipped(name string) bool {
+	for _, re := range rawResults {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// isBinary is grep's test: a NUL byte in the first 8,000 bytes.
+func isBinary(data []byte) bool {
+	return bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0
+}
