@@ -14,10 +14,10 @@ import (
 )
 
 // processWords match text that tells how the code was written (work
-// sessions, tracker numbers, who wrote it) instead of what it does. Each
+// periods, tracker numbers, who wrote it) instead of what it does. Each
 // pattern is split so that this file does not match itself.
 var processWords = []*regexp.Regexp{
-	// "the twenty-ninth session", "this session's code", "sessions".
+	// an ordinal work period, a tracker number, a writer's role.
 	regexp.MustCompile(`(?i)\bsess` + `ions?\b`),
 	regexp.MustCompile(`(?i)\biss` + `ues? #?[0-9]+\b`),
 	regexp.MustCompile(`(?i)\bit` + `ems? [0-9]+\b`),
@@ -71,25 +71,25 @@ func inside(m []int, spans [][]int) bool {
 
 func TestProcessWordsMatcher(t *testing.T) {
 	for _, text := range []string{
-		"medians of the thirtieth " + "session",
-		"this " + "session's code",
-		"(twenty-first " + "session, " + "issue" + " 26 " + "item" + " 4)",
-		"started fine on the second try (" + "issue" + " 12).",
-		"Issue" + " 9: the benchmark harness",
-		"a " + "helper" + "'s CPU profiles ran beside it",
-		"shared by eight " + "agents",
-		"the daemon benchmark is the " + "lead" + "'s to run",
-		"see the-ipv4-shards-2026-12-03-twelfth-" + "session",
-		"client IP based " + "session" + " affinity, then a " + "session" + " later",
+		"medians of the thirtieth " + "sess" + "ion",
+		"this " + "sess" + "ion's code",
+		"(twenty-first " + "sess" + "ion, " + "iss" + "ue" + " 26 " + "it" + "em" + " 4)",
+		"started fine on the second try (" + "iss" + "ue" + " 12).",
+		"Iss" + "ue" + " 9: the benchmark harness",
+		"a " + "hel" + "per" + "'s CPU profiles ran beside it",
+		"shared by eight " + "age" + "nts",
+		"the daemon benchmark is the " + "le" + "ad" + "'s to run",
+		"see the-ipv4-shards-2026-12-03-twelfth-" + "sess" + "ion",
+		"client IP based " + "sess" + "ion" + " affinity, then a " + "sess" + "ion" + " later",
 	} {
 		if len(processHits(text)) == 0 {
 			t.Errorf("not matched: %q", text)
 		}
 	}
 	for _, text := range []string{
-		"client IP based " + "session" + " affinity: http",
-		"sessionAffinity: ClientIP",
-		"IPVS idle timeout of TCP " + "sessions",
+		"client IP based " + "sess" + "ion" + " affinity: http",
+		"sess" + "ionAffinity: ClientIP",
+		"IPVS idle timeout of TCP " + "sess" + "ions",
 		"another agent could add the same key",
 		"kubernetes/kubernetes#119656",
 		"a test helper builds the Service",
