@@ -1,8 +1,13 @@
 package inspectserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 )
@@ -14,31 +19,140 @@ const SnapshotPath = "/inspect/v1/snapshot"
 // Prefix is what to route to Handler on a mux.
 const Prefix = "/inspect/"
 
-// Handler serves snapshot() as JSON at SnapshotPath. Any other method than
-// GET and HEAD is refused with 405, any other path under Prefix with 404.
-func Handler(snapshot func() snapshot.Snapshot) http.Handler {
+// Source is what the endpoint serves: the proxier's Snapshot and a number
+// that changes whenever the Snapshot may (the proxier's count of syncs).
+// Generation must not wait for a sync in progress.
+type Source struct {
+	Generation func() uint64
+	Snapshot   func() snapshot.Snapshot
+}
+
+// Limits bound what the endpoint's clients can cost, whatever they do.
+type Limits struct {
+	// MaxInFlight is how many snapshot answers are written at once; a GET
+	// beyond it is answered 503 with Retry-After at once. Each answer in
+	// flight holds the encoding of the generation it started with, so the
+	// encodings alive are at most MaxInFlight plus the current one.
+	MaxInFlight int
+	// WriteTimeout cuts an answer whose reader has not taken it all in
+	// this time (a slow reader pins its encoding no longer).
+	WriteTimeout time.Duration
+}
+
+// DefaultLimits serve `ipvsproxy inspect` and a few scripts; at 10,000
+// Services an answer is about 10 MB, written over loopback in tens of
+// milliseconds.
+var DefaultLimits = Limits{MaxInFlight: 4, WriteTimeout: 10 * time.Second}
+
+// Handler serves src's Snapshot as JSON at SnapshotPath. Any other method
+// than GET and HEAD is refused with 405, any other path under Prefix with
+// 404. The JSON is encoded once per generation and that one copy is written
+// to every reader; HEAD never encodes.
+func Handler(src Source, limits Limits) http.Handler {
+	e := &endpoint{src: src, limits: limits}
+	if limits.MaxInFlight > 0 {
+		e.slots = make(chan struct{}, limits.MaxInFlight)
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc(SnapshotPath, func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "the inspect endpoint is read-only: GET or HEAD", http.StatusMethodNotAllowed)
-			return
-		}
-		body, err := json.Marshal(snapshot())
-		if err != nil {
-			http.Error(w, "encode snapshot: "+err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Cache-Control", "no-store")
-		if r.Method == http.MethodHead {
-			return
-		}
-		w.Write(append(body, '\n'))
-	})
+	mux.HandleFunc(SnapshotPath, e.serveSnapshot)
 	mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such inspect resource; try "+SnapshotPath, http.StatusNotFound)
 	})
 	return mux
+}
+
+type endpoint struct {
+	src    Source
+	limits Limits
+	// slots holds a token per answer in flight (nil: no bound).
+	slots chan struct{}
+
+	// current is the last encoding, read without a lock (HEAD and a
+	// current GET never wait for one being made); making makes one at a
+	// time.
+	current atomic.Pointer[encoding]
+	making  sync.Mutex
+}
+
+// encoding is one generation's Snapshot as JSON; body is never written
+// after it is made, so every reader shares it.
+type encoding struct {
+	generation uint64
+	body       []byte
+}
+
+func (e *endpoint) serveSnapshot(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "the inspect endpoint is read-only: GET or HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.Method == http.MethodHead {
+		e.setHeaders(w)
+		// The length is known only when the encoding is current; HEAD
+		// never makes one.
+		if c := e.current.Load(); c != nil && c.generation == e.src.Generation() {
+			w.Header().Set("Content-Length", strconv.Itoa(len(c.body)))
+		}
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if e.slots != nil {
+		select {
+		case e.slots <- struct{}{}:
+			defer func() { <-e.slots }()
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the inspect endpoint is busy; retry in a second", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	c, err := e.encoded()
+	if err != nil {
+		http.Error(w, "encode snapshot: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if e.limits.WriteTimeout > 0 {
+		// Whatever the server's own write timeout (longer with
+		// --profiling): this answer holds c until it is written.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(e.limits.WriteTimeout))
+	}
+	e.setHeaders(w)
+	w.Header().Set("Content-Length", strconv.Itoa(len(c.body)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(c.body)
+}
+
+func (e *endpoint) setHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+}
+
+// encoded is the current generation's encoding, made if need be. The
+// generation is read before the Snapshot is made: a Snapshot newer than its
+// label costs one more encoding later, never a stale answer.
+func (e *endpoint) encoded() (*encoding, error) {
+	if c := e.current.Load(); c != nil && c.generation == e.src.Generation() {
+		return c, nil
+	}
+	e.making.Lock()
+	defer e.making.Unlock()
+	gen := e.src.Generation()
+	if c := e.current.Load(); c != nil && c.generation == gen {
+		return c, nil // made while this one waited
+	}
+	size := 0
+	// The old encoding goes now, not after the new one is made: only the
+	// answers still writing it keep it.
+	if old := e.current.Swap(nil); old != nil {
+		size = len(old.body)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+size/8))
+	if err := json.NewEncoder(buf).Encode(e.src.Snapshot()); err != nil {
+		return nil, err
+	}
+	c := &encoding{generation: gen, body: buf.Bytes()}
+	e.current.Store(c)
+	return c, nil
 }

@@ -1,13 +1,18 @@
 package inspectserver
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 
@@ -25,8 +30,24 @@ func testSnapshot() snapshot.Snapshot {
 	}
 }
 
+// fixed is a Source whose generation the test moves; builds counts the
+// Snapshots made.
+type fixed struct {
+	generation atomic.Uint64
+	builds     atomic.Int64
+	snapshot   func() snapshot.Snapshot
+}
+
+func (f *fixed) source() Source {
+	return Source{Generation: f.generation.Load, Snapshot: func() snapshot.Snapshot {
+		f.builds.Add(1)
+		return f.snapshot()
+	}}
+}
+
 func TestSnapshotIsServedReadOnly(t *testing.T) {
-	srv := httptest.NewServer(Handler(testSnapshot))
+	src := &fixed{snapshot: testSnapshot}
+	srv := httptest.NewServer(Handler(src.source(), DefaultLimits))
 	defer srv.Close()
 	for _, c := range []struct {
 		method, path string
@@ -61,5 +82,147 @@ func TestSnapshotIsServedReadOnly(t *testing.T) {
 				t.Fatalf("round trip: %+v", got)
 			}
 		}
+	}
+}
+
+// bigSnapshot is about n virtual servers' worth of JSON (some 200 bytes
+// each).
+func bigSnapshot(n int) func() snapshot.Snapshot {
+	return func() snapshot.Snapshot {
+		s := testSnapshot()
+		vs := s.VirtualServers[0]
+		s.VirtualServers = make([]snapshot.DesiredVirtualServer, n)
+		for i := range s.VirtualServers {
+			s.VirtualServers[i] = vs
+			s.VirtualServers[i].Port = uint16(i)
+		}
+		return s
+	}
+}
+
+func get(t *testing.T, method, url string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
+
+// Every reader of one generation is written the same encoding, made once;
+// a new generation is encoded again; HEAD never encodes.
+func TestOneEncodingPerGenerationSharedByAllReaders(t *testing.T) {
+	src := &fixed{snapshot: testSnapshot}
+	srv := httptest.NewServer(Handler(src.source(), DefaultLimits))
+	defer srv.Close()
+	url := srv.URL + SnapshotPath
+
+	for range 3 {
+		if resp, body := get(t, http.MethodHead, url); resp.StatusCode != 200 || len(body) != 0 {
+			t.Fatalf("HEAD = %d with %d bytes", resp.StatusCode, len(body))
+		}
+	}
+	if n := src.builds.Load(); n != 0 {
+		t.Fatalf("three HEADs made %d snapshots, want 0", n)
+	}
+	var first []byte
+	for i := range 20 {
+		resp, body := get(t, http.MethodGet, url)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %d = %d %s", i, resp.StatusCode, body)
+		}
+		if resp.ContentLength != int64(len(body)) {
+			t.Fatalf("Content-Length %d for a body of %d bytes", resp.ContentLength, len(body))
+		}
+		if first == nil {
+			first = body
+		} else if string(body) != string(first) {
+			t.Fatalf("GET %d differs from the first of the same generation", i)
+		}
+	}
+	if n := src.builds.Load(); n != 1 {
+		t.Fatalf("20 GETs of one generation made %d snapshots, want 1", n)
+	}
+	// HEAD of a current encoding says its length, without making one.
+	if resp, _ := get(t, http.MethodHead, url); resp.ContentLength != int64(len(first)) {
+		t.Errorf("HEAD Content-Length %d, want %d", resp.ContentLength, len(first))
+	}
+	src.generation.Add(1)
+	get(t, http.MethodGet, url)
+	get(t, http.MethodGet, url)
+	if n := src.builds.Load(); n != 2 {
+		t.Fatalf("after a new generation %d snapshots made, want 2", n)
+	}
+}
+
+// stalledReader sends a GET for the snapshot and reads nothing: the
+// answer stays in flight until the server's write deadline.
+func stalledReader(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// A small receive buffer: the answer cannot all be queued in the
+	// kernel, so the server's write blocks.
+	c.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", SnapshotPath)
+	return c
+}
+
+// Readers that stall hold at most MaxInFlight answers: another GET is
+// refused at once with 503 and Retry-After, and a stalled reader is cut at
+// the write deadline, which frees its slot.
+func TestStalledReadersHoldAtMostMaxInFlightAnswersUntilTheWriteDeadline(t *testing.T) {
+	src := &fixed{snapshot: bigSnapshot(100_000)} // about 20 MB
+	limits := Limits{MaxInFlight: 2, WriteTimeout: time.Second}
+	srv := httptest.NewServer(Handler(src.source(), limits))
+	// Closed after the stalled readers (cleanups run last first): Close
+	// waits for the answers in flight.
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	url := srv.URL + SnapshotPath
+
+	stalled := []net.Conn{stalledReader(t, addr), stalledReader(t, addr)}
+	// Both are in flight once each has its status line.
+	for i, c := range stalled {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		line, err := bufio.NewReader(io.LimitReader(c, 64)).ReadString('\n')
+		if err != nil || !strings.Contains(line, "200") {
+			t.Fatalf("stalled reader %d: %q, %v", i, line, err)
+		}
+	}
+	resp, body := get(t, http.MethodGet, url)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third GET beside two stalled readers = %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if len(body) > 1024 {
+		t.Errorf("the refusal is %d bytes", len(body))
+	}
+	// The write deadline cuts the stalled readers; their slots come back.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, body := get(t, http.MethodGet, url)
+		if resp.StatusCode == 200 {
+			var got snapshot.Snapshot
+			if err := json.Unmarshal(body, &got); err != nil || len(got.VirtualServers) != 100_000 {
+				t.Fatalf("answer after the stalled readers were cut: %d virtual servers, %v", len(got.VirtualServers), err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d 20 s after the stalled readers' write deadline of %v", resp.StatusCode, limits.WriteTimeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := src.builds.Load(); n != 1 {
+		t.Errorf("%d snapshots made for one generation, want 1", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
@@ -137,13 +138,10 @@ type Proxier struct {
 
 	trigger chan struct{}
 
-	// snapshotMu lets one Snapshot be made at a time; snapshotCache is the
-	// last one, made after sync number snapshotGen (syncs counts them,
-	// under mu).
-	snapshotMu    sync.Mutex
-	snapshotCache *snapshot.Snapshot
-	snapshotGen   uint64
-	syncs         uint64
+	// snapshotMu lets one Snapshot be made at a time; syncs counts the
+	// syncs, read without mu (SnapshotGeneration).
+	snapshotMu sync.Mutex
+	syncs      atomic.Uint64
 
 	statusMu sync.Mutex // guards snapshot, so Status never waits for a sync
 	snapshot ReconcileStatus
@@ -474,7 +472,7 @@ func (p *Proxier) reportSync(w *reconciler, names map[types.NamespacedName]bool,
 
 // finish records the outcome and tells the observer.
 func (p *Proxier) finish(res *SyncResult) {
-	p.syncs++
+	p.syncs.Add(1)
 	res.Duration = p.now().Sub(res.Start)
 	p.lastSync = p.now()
 	p.status.recordSync(*res)
