@@ -60,9 +60,10 @@ func runFlags() []cli.Flag {
 		&cli.UintFlag{Name: "ipset-max-elements", EnvVars: envOf("ipset-max-elements"), Value: uint(d.IPSetMaxElements), Usage: "maxelem of the ipsets created; a Service that would overflow one is refused with an Event"},
 		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
 		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz, /livez and /readyz"},
-		&cli.BoolFlag{Name: "bind-address-hard-fail", EnvVars: envOf("bind-address-hard-fail"), Usage: "exit when --healthz-bind-address or --metrics-bind-address cannot be bound, instead of logging and retrying every 5s"},
+		&cli.BoolFlag{Name: "bind-address-hard-fail", EnvVars: envOf("bind-address-hard-fail"), Usage: "exit when --healthz-bind-address, --metrics-bind-address or --inspect-bind-address cannot be bound, instead of logging and retrying every 5s"},
 		&cli.BoolFlag{Name: "metrics-per-service", EnvVars: envOf("metrics-per-service"), Usage: "export ipvsproxy_service_{connections,packets,bytes}_total per Service port from the IPVS counters (one series per Service port)"},
-		&cli.BoolFlag{Name: "inspect-endpoint", EnvVars: envOf("inspect-endpoint"), Value: true, Usage: "serve the read-only desired state and sync status for `ipvsproxy inspect` under /inspect/ on the metrics address"},
+		&cli.BoolFlag{Name: "inspect-endpoint", EnvVars: envOf("inspect-endpoint"), Value: true, Usage: "serve the read-only desired state and sync status for `ipvsproxy inspect` under /inspect/ on --inspect-bind-address"},
+		&cli.StringFlag{Name: "inspect-bind-address", EnvVars: envOf("inspect-bind-address"), Usage: "address of the read-only /inspect/ endpoint; empty: 127.0.0.1 on the port of --metrics-bind-address (10249 when that is empty), answered only to connections made to 127.0.0.1 even when the metrics address is 0.0.0.0"},
 		&cli.StringFlag{Name: "ipvs-scheduler-flags", EnvVars: envOf("ipvs-scheduler-flags"), Usage: "flags of the sh or mh scheduler, comma-separated: sh-port, sh-fallback, mh-port, mh-fallback"},
 		&cli.StringFlag{Name: "proxy-mode", EnvVars: envOf("proxy-mode"), Value: "ipvs", Usage: "kube-proxy's mode: only ipvs is implemented, any other is refused"},
 		&cli.IntFlag{Name: "iptables-masquerade-bit", EnvVars: envOf("iptables-masquerade-bit"), Value: 14, Usage: "the fwmark bit (0-31) that marks traffic to masquerade"},
@@ -152,7 +153,7 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		cfg.Conntrack.UDPTimeout = c.Duration("conntrack-udp-timeout")
 		cfg.Conntrack.UDPStreamTimeout = c.Duration("conntrack-udp-timeout-stream")
 	}
-	for _, name := range []string{"metrics-bind-address", "healthz-bind-address"} {
+	for _, name := range []string{"metrics-bind-address", "healthz-bind-address", "inspect-bind-address"} {
 		if v := c.String(name); v != "" {
 			if _, _, err := net.SplitHostPort(v); err != nil {
 				return cfg, fmt.Errorf("--%s=%q: %w", name, v, err)

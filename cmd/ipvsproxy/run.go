@@ -112,12 +112,13 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 
-	errs := make(chan error, 2)
-	serveMetrics, err := statusAndInspectServer(c, m.Registry, p, k.IPVS)
+	status, err := statusAndInspectServers(c, m.Registry, p, k.IPVS)
 	if err != nil {
 		return err
 	}
-	serveHealthAndMetrics(ctx, c, health, serveMetrics, errs)
+	// Room for every server's error: a hard failure never blocks.
+	errs := make(chan error, len(status)+1)
+	serveHealthAndMetrics(ctx, c, health, status, errs)
 
 	// Wait until the tracker itself has seen every object, not only the
 	// informers' caches: handlers run asynchronously, and a first full sync

@@ -125,6 +125,7 @@ var FlagsWithoutField = map[string]string{
 	"sysctl-root":             "ipvsproxy only: where /proc/sys is mounted in the container",
 	"metrics-per-service":     "ipvsproxy only: per-Service IPVS counters",
 	"inspect-endpoint":        "ipvsproxy only: the read-only /inspect/ endpoint",
+	"inspect-bind-address":    "ipvsproxy only: where the read-only /inspect/ endpoint listens (loopback by default, whatever metricsBindAddress)",
 	"lock-file":               "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
 	"lock-timeout":            "ipvsproxy only: how long a second instance waits for the node lock",
 }
