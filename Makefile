@@ -108,6 +108,13 @@ bench-daemon:
 bench-daemon-smoke: deps build
 	e2e/vm/bench-daemon.sh --smoke
 
+# The inspect endpoint under hostile clients, long form: 10,000 Services for a minute of slow
+# readers, a connection flood and 1,000 requests/s; fails unless the heap stays within its bound
+# and every /healthz probe is answered (the short form runs in `go test ./cmd/ipvsproxy`).
+.PHONY: bench-inspect-load
+bench-inspect-load:
+	$(GO) test ./cmd/ipvsproxy -run '^$$' -bench '^BenchmarkInspectEndpointUnderHostileClients$$' -benchtime 1x
+
 # The conntrack clean-up at a million flows, in the VM: a network namespace here holds
 # at most the host's nf_conntrack_max, which is not ours to raise.
 bench-conntrack-vm:
