@@ -124,6 +124,10 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 	}
 	b := builder{svc: svc, node: node, cfg: cfg, st: st, ref: serviceRef(svc), vsSeen: map[ipvs.VirtualServerKey]bool{}}
 	ports := b.validPorts()
+	if why := b.tooLarge(ports, endpointSlices); why != "" {
+		st.Problems = boundProblems(st.Problems)
+		return tooLargeState(st, b.ref, why)
+	}
 	affinity := b.affinity()
 	scheduler, schedulerFlags := b.scheduler()
 	externalLocal := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
@@ -320,6 +324,10 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 		}
 	}
 	st.normalize()
+	st.Problems = boundProblems(st.Problems)
+	if why := b.exceeds(st); why != "" {
+		return tooLargeState(st, b.ref, why)
+	}
 	return st
 }
 

@@ -75,8 +75,11 @@ type Config struct {
 	DrainTimeout time.Duration
 	// IPSetMaxElements is the maxelem of every owned hash set created (the
 	// kernel's default is 65536); a Service that would overflow a set is
-	// refused (limits.go).
+	// refused (admission.go).
 	IPSetMaxElements uint32
+	// Limits bound what one Service and one namespace may take of the
+	// node (limits.go).
+	Limits Limits
 	// Conntrack are the conntrack sysctls kube-proxy sets at start-up.
 	Conntrack ConntrackSettings
 }
@@ -106,6 +109,7 @@ func DefaultConfig() Config {
 		Conntrack:      DefaultConntrack(),
 
 		IPSetMaxElements: ipset.DefaultMaxElem,
+		Limits:           DefaultLimits(),
 	}
 }
 
@@ -161,6 +165,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--ipvs-drain-timeout=%v must be between 0 and %v", c.DrainTimeout, MaxDrainTimeout))
 	}
 	errs = append(errs, c.Conntrack.validate()...)
+	errs = append(errs, c.Limits.validate()...)
 	return errors.Join(errs...)
 }
 

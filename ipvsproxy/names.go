@@ -58,7 +58,9 @@ const (
 	ReasonInvalidService  = "InvalidService"
 	ReasonInvalidEndpoint = "InvalidEndpoint"
 	ReasonPortConflict    = "PortConflict"
-	// ReasonServiceTooLarge: the Service would overflow an ipset (limits.go).
+	// ReasonServiceTooLarge: the Service is beyond a per-Service cap
+	// (limits.go), or would overflow an ipset or the node's real servers
+	// (admission.go).
 	ReasonServiceTooLarge = "ServiceTooLarge"
 )
 

@@ -31,12 +31,12 @@ func (b *builder) scheduler() (string, ipvs.SchedulerFlags) {
 		name = b.cfg.Scheduler
 	}
 	if !slices.Contains(ipvs.StockSchedulers, name) {
-		b.problem(ReasonInvalidService, "annotation %s=%q is not an IPVS scheduler (%s); using %s", AnnotationScheduler, name, strings.Join(ipvs.StockSchedulers, ", "), b.cfg.Scheduler)
+		b.problem(ReasonInvalidService, "annotation %s=%s is not an IPVS scheduler (%s); using %s", AnnotationScheduler, quoted(name), strings.Join(ipvs.StockSchedulers, ", "), b.cfg.Scheduler)
 		return b.cfg.Scheduler, b.cfg.SchedulerFlags
 	}
 	f, err := ipvs.ParseSchedulerFlags(name, flags)
 	if err != nil {
-		b.problem(ReasonInvalidService, "annotation %s: %v; using scheduler %s", AnnotationSchedulerFlags, err, b.cfg.Scheduler)
+		b.problem(ReasonInvalidService, "annotation %s: %s; using scheduler %s", AnnotationSchedulerFlags, truncate(err.Error(), 4*maxQuoted), b.cfg.Scheduler)
 		return b.cfg.Scheduler, b.cfg.SchedulerFlags
 	}
 	return name, f

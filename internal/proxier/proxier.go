@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,8 +120,9 @@ type Proxier struct {
 	started bool
 	// conntrack reconciles UDP flows against the desired state.
 	conntrack conntrackReconciler
-	// capacity refuses Services that would overflow an owned set.
-	capacity setCapacity
+	// admission refuses Services that would overflow an owned set or the
+	// node's real servers (the model's rule: ipvsproxy/admission.go).
+	admission *ipvsproxy.Admission
 	// clusterNodes are every Node's addresses, and guard the facts of the
 	// node guard the last sync built against (nodeguard.go).
 	clusterNodes *ipvsproxy.ClusterNodes
@@ -175,7 +175,7 @@ func New(cfg ipvsproxy.Config, nodeName string, k adapters.Kernel, recorder even
 		appliedRules: map[v1.IPFamily]string{},
 		now:          time.Now,
 		trigger:      make(chan struct{}, 1),
-		capacity:     newSetCapacity(cfg.IPSetMaxElements),
+		admission:    ipvsproxy.NewAdmission(cfg.IPSetMaxElements, cfg.Limits),
 		objects:      newStatusTable(),
 	}
 	p.tracker = ipvsproxy.NewChangeTracker(nodeName, p.requestSync)
@@ -297,7 +297,7 @@ func (p *Proxier) Sync() SyncResult {
 	res.Services = len(names)
 
 	// Apply.
-	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold, appliedRules: p.appliedRules}
+	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.admission.SetSizes(), hold: &p.hold, appliedRules: p.appliedRules}
 	share := p.resync.due
 	p.resync.due = 0
 	res.ResyncedVirtualServers = w.run(t, share)
@@ -409,15 +409,15 @@ func (p *Proxier) build(changes ipvsproxy.PendingChanges, full bool, t *ipvsprox
 	if len(p.desired.Services) == 0 {
 		reserveFor(built, p.desired, t, p.view)
 	}
-	slices.SortFunc(built, admissionOrder)
+	p.admission.Sort(built)
 	for _, b := range built {
-		name, st := b.name, p.capacity.admit(p.desired, b.name, b.state)
+		name, st := b.Name, p.admission.Admit(p.desired, b.Name, b.State)
 		if p.started {
 			stale.add(ipvsproxy.StaleUDPFlows(p.desired.Services[name], st))
 		}
 		p.desired.Set(name, st, *t)
 	}
-	if p.capacity.underPressure() && (len(built) > 0 || full) {
+	if p.admission.UnderPressure() && (len(built) > 0 || full) {
 		for _, name := range p.readmit(node, *t, &stale) {
 			names[name] = true
 		}
