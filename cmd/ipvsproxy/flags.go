@@ -58,6 +58,11 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-drain-timeout", EnvVars: envOf("ipvs-drain-timeout"), Value: d.DrainTimeout, Usage: fmt.Sprintf("how long open TCP connections of a removed endpoint or a deleted Service keep their real server at weight 0 before it is deleted (0-%v; 0 cuts them at once)", ipvsproxy.MaxDrainTimeout)},
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: envOf("ipvs-udp-timeout"), Usage: "IPVS timeout for UDP flows (0 leaves the kernel's)"},
 		&cli.UintFlag{Name: "ipset-max-elements", EnvVars: envOf("ipset-max-elements"), Value: uint(d.IPSetMaxElements), Usage: "maxelem of the ipsets created; a Service that would overflow one is refused with an Event"},
+		&cli.IntFlag{Name: "ipset-max-elements-per-service", EnvVars: envOf("ipset-max-elements-per-service"), Value: d.Limits.MaxSetEntriesPerService, Usage: "members one Service may have in any one ipset (one per virtual server in the ownership record); a Service needing more is refused with a ServiceTooLarge Event"},
+		&cli.IntFlag{Name: "ipset-max-elements-per-namespace", EnvVars: envOf("ipset-max-elements-per-namespace"), Value: d.Limits.SetEntriesPerNamespace, Usage: "a namespace's share of each ipset: while a set is full, the Services of a namespace beyond it yield to other namespaces' (kube-system has no share)"},
+		&cli.IntFlag{Name: "ipvs-max-real-servers", EnvVars: envOf("ipvs-max-real-servers"), Value: d.Limits.MaxRealServers, Usage: "real servers this node programs at most; a Service that would take it beyond is refused with a ServiceTooLarge Event"},
+		&cli.IntFlag{Name: "ipvs-max-real-servers-per-service", EnvVars: envOf("ipvs-max-real-servers-per-service"), Value: d.Limits.MaxRealServersPerService, Usage: "real servers one Service may have, and endpoint ports (endpoints times ports) its EndpointSlices may list; beyond it the Service is refused with a ServiceTooLarge Event"},
+		&cli.IntFlag{Name: "ipvs-max-real-servers-per-namespace", EnvVars: envOf("ipvs-max-real-servers-per-namespace"), Value: d.Limits.RealServersPerNamespace, Usage: "a namespace's share of --ipvs-max-real-servers: while they are all taken, the Services of a namespace beyond it yield to other namespaces' (kube-system has no share)"},
 		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
 		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz, /livez and /readyz"},
 		&cli.BoolFlag{Name: "bind-address-hard-fail", EnvVars: envOf("bind-address-hard-fail"), Usage: "exit when --healthz-bind-address, --metrics-bind-address or --inspect-bind-address cannot be bound, instead of logging and retrying every 5s"},
@@ -135,6 +140,13 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		cfg.DrainTimeout = c.Duration("ipvs-drain-timeout")
 		// Beyond uint32 is as out of range as beyond 2^31: Validate says so.
 		cfg.IPSetMaxElements = uint32(min(c.Uint("ipset-max-elements"), math.MaxUint32))
+		cfg.Limits = ipvsproxy.Limits{
+			MaxSetEntriesPerService:  c.Int("ipset-max-elements-per-service"),
+			SetEntriesPerNamespace:   c.Int("ipset-max-elements-per-namespace"),
+			MaxRealServers:           c.Int("ipvs-max-real-servers"),
+			MaxRealServersPerService: c.Int("ipvs-max-real-servers-per-service"),
+			RealServersPerNamespace:  c.Int("ipvs-max-real-servers-per-namespace"),
+		}
 		if err := kubeproxyconfig.CheckMode(c.String("proxy-mode")); err != nil {
 			return cfg, fmt.Errorf("--proxy-mode: %w", err)
 		}
