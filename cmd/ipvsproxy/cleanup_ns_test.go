@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +18,10 @@ import (
 func TestMain(m *testing.M) {
 	if path := os.Getenv("IPVSPROXY_TEST_HOLD_LOCK"); path != "" {
 		holdNodeLock(path) // never returns
+	}
+	if limit := os.Getenv(hostileChildEnv); limit != "" {
+		n, _ := strconv.ParseInt(limit, 10, 64)
+		runHostileServiceChild(n) // never returns
 	}
 	if os.Getenv("IPVSPROXY_TEST_AS_MAIN") == "1" {
 		os.Args = append([]string{"ipvsproxy"}, os.Args[1:]...)
