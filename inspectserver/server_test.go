@@ -2,6 +2,8 @@ package inspectserver
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -100,9 +102,15 @@ func bigSnapshot(n int) func() snapshot.Snapshot {
 	}
 }
 
-func get(t *testing.T, method, url string) (*http.Response, []byte) {
+// get sends method to url with the given Accept-Encoding ("" lets Go's
+// client ask for gzip and inflate the answer itself) and returns the body
+// as it came.
+func get(t *testing.T, method, url, acceptEncoding string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, nil)
+	if acceptEncoding != "" {
+		req.Header.Set("Accept-Encoding", acceptEncoding)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -115,16 +123,30 @@ func get(t *testing.T, method, url string) (*http.Response, []byte) {
 	return resp, body
 }
 
-// Every reader of one generation is written the same encoding, made once;
-// a new generation is encoded again; HEAD never encodes.
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Every reader of one generation is written the same encoding, made once
+// and kept compressed: as it is to a client that accepts gzip, inflated to
+// one that does not; a new generation is encoded again; HEAD never encodes.
 func TestOneEncodingPerGenerationSharedByAllReaders(t *testing.T) {
-	src := &fixed{snapshot: testSnapshot}
+	src := &fixed{snapshot: bigSnapshot(1000)}
 	srv := httptest.NewServer(Handler(src.source(), DefaultLimits))
 	defer srv.Close()
 	url := srv.URL + SnapshotPath
 
 	for range 3 {
-		if resp, body := get(t, http.MethodHead, url); resp.StatusCode != 200 || len(body) != 0 {
+		if resp, body := get(t, http.MethodHead, url, "gzip"); resp.StatusCode != 200 || len(body) != 0 {
 			t.Fatalf("HEAD = %d with %d bytes", resp.StatusCode, len(body))
 		}
 	}
@@ -133,29 +155,41 @@ func TestOneEncodingPerGenerationSharedByAllReaders(t *testing.T) {
 	}
 	var first []byte
 	for i := range 20 {
-		resp, body := get(t, http.MethodGet, url)
+		encoding := []string{"gzip", "identity", ""}[i%3]
+		resp, body := get(t, http.MethodGet, url, encoding)
 		if resp.StatusCode != 200 {
 			t.Fatalf("GET %d = %d %s", i, resp.StatusCode, body)
 		}
-		if resp.ContentLength != int64(len(body)) {
-			t.Fatalf("Content-Length %d for a body of %d bytes", resp.ContentLength, len(body))
+		if encoding == "gzip" {
+			if resp.Header.Get("Content-Encoding") != "gzip" || resp.ContentLength != int64(len(body)) {
+				t.Fatalf("gzip: Content-Encoding %q, Content-Length %d for %d bytes", resp.Header.Get("Content-Encoding"), resp.ContentLength, len(body))
+			}
+			body = gunzip(t, body)
+		} else if resp.Header.Get("Content-Encoding") != "" && encoding == "identity" {
+			t.Fatalf("identity: Content-Encoding %q", resp.Header.Get("Content-Encoding"))
 		}
 		if first == nil {
 			first = body
-		} else if string(body) != string(first) {
-			t.Fatalf("GET %d differs from the first of the same generation", i)
+			var got snapshot.Snapshot
+			if err := json.Unmarshal(body, &got); err != nil || len(got.VirtualServers) != 1000 {
+				t.Fatalf("the answer: %d virtual servers, %v", len(got.VirtualServers), err)
+			}
+		} else if !bytes.Equal(body, first) {
+			t.Fatalf("GET %d (%q) differs from the first of the same generation", i, encoding)
 		}
 	}
 	if n := src.builds.Load(); n != 1 {
 		t.Fatalf("20 GETs of one generation made %d snapshots, want 1", n)
 	}
-	// HEAD of a current encoding says its length, without making one.
-	if resp, _ := get(t, http.MethodHead, url); resp.ContentLength != int64(len(first)) {
-		t.Errorf("HEAD Content-Length %d, want %d", resp.ContentLength, len(first))
+	// HEAD of a current encoding says its compressed length, without
+	// making one.
+	resp, gz := get(t, http.MethodGet, url, "gzip")
+	if head, _ := get(t, http.MethodHead, url, "gzip"); head.ContentLength != int64(len(gz)) || resp.ContentLength != int64(len(gz)) {
+		t.Errorf("HEAD Content-Length %d, want %d", head.ContentLength, len(gz))
 	}
 	src.generation.Add(1)
-	get(t, http.MethodGet, url)
-	get(t, http.MethodGet, url)
+	get(t, http.MethodGet, url, "")
+	get(t, http.MethodGet, url, "identity")
 	if n := src.builds.Load(); n != 2 {
 		t.Fatalf("after a new generation %d snapshots made, want 2", n)
 	}
@@ -199,7 +233,7 @@ func TestStalledReadersHoldAtMostMaxInFlightAnswersUntilTheWriteDeadline(t *test
 			t.Fatalf("stalled reader %d: %q, %v", i, line, err)
 		}
 	}
-	resp, body := get(t, http.MethodGet, url)
+	resp, body := get(t, http.MethodGet, url, "")
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("a third GET beside two stalled readers = %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
@@ -209,7 +243,7 @@ func TestStalledReadersHoldAtMostMaxInFlightAnswersUntilTheWriteDeadline(t *test
 	// The write deadline cuts the stalled readers; their slots come back.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, body := get(t, http.MethodGet, url)
+		resp, body := get(t, http.MethodGet, url, "")
 		if resp.StatusCode == 200 {
 			var got snapshot.Snapshot
 			if err := json.Unmarshal(body, &got); err != nil || len(got.VirtualServers) != 100_000 {
@@ -224,5 +258,29 @@ func TestStalledReadersHoldAtMostMaxInFlightAnswersUntilTheWriteDeadline(t *test
 	}
 	if n := src.builds.Load(); n != 1 {
 		t.Errorf("%d snapshots made for one generation, want 1", n)
+	}
+}
+
+// The endpoint's encoding, element by element, is byte for byte
+// encoding/json's of a whole Snapshot with every field set.
+func TestEncodingByElementIsEncodingJSONs(t *testing.T) {
+	s := bigSnapshot(3)()
+	s.Taken = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s.Node.Addresses = []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}
+	s.Addresses = []netip.Addr{netip.MustParseAddr("10.96.0.10")}
+	s.Routes = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
+	s.Draining = []snapshot.DrainingRealServer{{Deadline: s.Taken}}
+	s.Services = []snapshot.ServiceSummary{{Name: "default/web", Problems: []string{"a <problem> & \\u2028"}}}
+	for _, snap := range []snapshot.Snapshot{s, {}} {
+		var want, got bytes.Buffer
+		if err := json.NewEncoder(&want).Encode(snap); err != nil {
+			t.Fatal(err)
+		}
+		if err := encodeByElement(&got, snap); err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() {
+			t.Errorf("by element:\n%s\nencoding/json:\n%s", got.String(), want.String())
+		}
 	}
 }

@@ -181,13 +181,15 @@ func (l inspectLoad) run(t testing.TB) inspectLoadResult {
 	body = nil
 	runtime.GC()
 	res.baseHeap = heapObjects()
-	// What the design allows above the base: the encodings that answers in
-	// flight hold (inspectserver.DefaultLimits.MaxInFlight of them, the
-	// current one, and the one being made with its encoder's buffer), the
-	// Snapshot being encoded (about as large again), and 64 MiB for every
-	// connection's buffers and goroutine, the clients' included; all times
-	// the collector's 1.25.
-	allowed := uint64(inspectserver.DefaultLimits.MaxInFlight+4)*uint64(res.snapshotBytes) + 64<<20
+	// What the design allows above the base: the Snapshot being encoded
+	// (about as large as its JSON), the compressed encodings that answers
+	// in flight hold (inspectserver.DefaultLimits.MaxInFlight of them, the
+	// current one and the one being made; a quarter of the JSON each at
+	// most, a tenth in fact), and 64 MiB for every connection's buffers and
+	// goroutine, the clients' included; all times the collector's 1.25.
+	// Encoding per request, the endpoint held a copy of the JSON per answer
+	// in flight (two while it was made).
+	allowed := uint64(res.snapshotBytes) + uint64(inspectserver.DefaultLimits.MaxInFlight+2)*uint64(res.snapshotBytes)/4 + 64<<20
 	res.heapBound = res.baseHeap + allowed*5/4
 
 	loadCtx, stopLoad := context.WithTimeout(ctx, l.duration)
