@@ -103,6 +103,7 @@ var byName = []scenario{
 	{"44nftables", []string{"44nftables"}, "migrate_kube_proxy_nftables", scenarioMigrateKubeProxyMode("nftables")},
 	{"44rbiptables", []string{"44rbiptables"}, "rollback_kube_proxy_iptables", scenarioRollbackKubeProxyMode("iptables")},
 	{"44rbnftables", []string{"44rbnftables"}, "rollback_kube_proxy_nftables", scenarioRollbackKubeProxyMode("nftables")},
+	{"hostile", []string{"hostile"}, "hostile_service", scenarioHostileService},
 }
 
 // guest is what guest.sh passes in the environment.
