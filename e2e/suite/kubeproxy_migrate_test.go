@@ -625,7 +625,9 @@ func kpmAfterKubeProxyLeft(node string) (string, error) {
 // IPVS mode, measured the same way: ipvsproxy stopped, kube-proxy started
 // on the state it left (no `ipvsproxy cleanup`: that deletes the virtual
 // servers, and IPVS resets the connections they carried; see the docs),
-// then `cleanup --after-kube-proxy-ipvs` under the streams.
+// then `cleanup --after-kube-proxy-ipvs` under the streams, and later a
+// plain `ipvsproxy cleanup`, which must leave kube-proxy's state and
+// traffic.
 func scenarioRollbackKubeProxyIPVS(s *S) {
 	s.Step("44rollback", "rollback to the real kube-proxy in IPVS mode", func(v *V) {
 		v.Heading("Rollback from ipvsproxy to the real kube-proxy in IPVS mode with live connections")
@@ -688,10 +690,35 @@ func scenarioRollbackKubeProxyIPVS(s *S) {
 			v.Errorf("virtual servers recreated: %s", why)
 		}
 		v.kpmNewConnections(svcs, nil, "under kube-proxy again")
-		gaps4, gaps6 := streams.end(v, nil, "across the rollback")
+
+		// A later plain clean-up (the rollback pod run again, an
+		// uninstall job) finds no state of ipvsproxy's: kube-proxy's
+		// virtual servers, kube-ipvs0 and traffic stay.
+		a = v.Ask("node1", "ipvsproxy cleanup  # later, on the node handed back")
+		if a.Status != 0 {
+			v.Errorf("a later ipvsproxy cleanup exited %d: %s", a.Status, errorLines(a.Out))
+		}
+		later, err := virtualServers("node1")
+		if err != nil {
+			v.Errorf("read node1's virtual servers: %v", err)
+		}
+		dummy = "present"
+		if _, err := boundIn("node1"); err != nil {
+			dummy = err.Error()
+		}
+		v.Show("node1", "ipvsadm -Ln | grep -c '^[TU]'; ip -br link show kube-ipvs0  # after the later cleanup",
+			fmt.Sprintf("%d virtual servers; kube-ipvs0 %s", len(later), dummy))
+		if len(later) != len(all) || dummy != "present" {
+			v.Errorf("a later ipvsproxy cleanup removed kube-proxy's state: %d of %d virtual servers left, kube-ipvs0 %s", len(later), len(all), dummy)
+		}
+		if ok, why := programmed("node1", "rr", vss); !ok {
+			v.Errorf("kube-proxy's virtual servers after a later ipvsproxy cleanup: %s", why)
+		}
+		v.kpmNewConnections(svcs, nil, "after a later ipvsproxy cleanup")
+		gaps4, gaps6 := streams.end(v, nil, "across the rollback and the later cleanup")
 
 		v.kpmBackToIPVSProxy(kp)
-		v.name = "rollback to the real kube-proxy in IPVS mode (gaps: " + gaps4 + "; IPv6: " + gaps6 + "; switch " + switched + " s): the three streams over each family kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing"
+		v.name = "rollback to the real kube-proxy in IPVS mode (gaps: " + gaps4 + "; IPv6: " + gaps6 + "; switch " + switched + " s): the three streams over each family kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing; a later plain ipvsproxy cleanup leaves kube-proxy's virtual servers, kube-ipvs0 and traffic over both families"
 	})
 }
 
