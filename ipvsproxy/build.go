@@ -452,35 +452,59 @@ func (b *builder) loadBalancerIPs(family v1.IPFamily) []netip.Addr {
 }
 
 // sourceRanges are the loadBalancerSourceRanges of family, and whether the
-// family's LB IPs are firewalled at all. A zero-length prefix (0.0.0.0/0,
-// ::/0) lets everyone in, as in kube-proxy (the kernel's hash:ip,port,net
-// cannot even hold one). A range that cannot be parsed fails closed: the
-// firewall stays on and that range admits nobody.
+// family's LB IPs are firewalled at all. Each range is read as kube-proxy
+// reads it (parseSourceRange). A zero-length prefix (0.0.0.0/0, ::/0) lets
+// everyone in, as in kube-proxy (the kernel's hash:ip,port,net cannot even
+// hold one). A range that cannot be parsed fails closed for both families:
+// the firewall stays on and that range admits nobody, where kube-proxy drops
+// it and, with no other range of the family, opens the load balancer.
 func (b *builder) sourceRanges(family v1.IPFamily) (ranges []netip.Prefix, firewalled bool) {
 	if b.svc.Spec.Type != v1.ServiceTypeLoadBalancer {
 		return nil, false
 	}
 	allowAll := false
 	for _, s := range b.svc.Spec.LoadBalancerSourceRanges {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
-		if err != nil {
+		p, ok := parseSourceRange(s)
+		if !ok {
 			if family == b.cfg.Families[0] {
 				b.problem(ReasonInvalidService, "loadBalancerSourceRange %q is not a CIDR; it admits no source", s)
 			}
 			firewalled = true
 			continue
 		}
-		if p = p.Masked(); p.Addr().Is4() != (family == v1.IPv4Protocol) {
+		if FamilyOf(p.Addr()) != family {
 			continue
 		}
 		allowAll = allowAll || p.Bits() == 0
-		ranges = append(ranges, p)
+		if !slices.Contains(ranges, p) {
+			ranges = append(ranges, p)
+		}
 		firewalled = true
 	}
 	if allowAll {
 		return nil, false
 	}
 	return ranges, firewalled
+}
+
+// parseSourceRange reads one loadBalancerSourceRanges value as kube-proxy
+// does (pkg/proxy/util MapCIDRsByIPFamily, net.ParseCIDR): spaces around it
+// are ignored, host bits dropped, and an IPv4-mapped IPv6 range of 96 bits or
+// more (::ffff:192.0.2.0/120) is the IPv4 range it maps (192.0.2.0/24), so it
+// firewalls the IPv4 load balancer. Taken for IPv6, it left an IPv4 load
+// balancer with such ranges open to every source. Zones, a missing length
+// and leading zeros (kube-proxy reads 010 as 10; the API server refuses it)
+// do not parse.
+func parseSourceRange(s string) (netip.Prefix, bool) {
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	p = p.Masked()
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p, true
 }
 
 // addVirtualServer records a virtual server unless the Service already has
