@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/nodelock"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -328,12 +329,14 @@ func checkHostMounts(t *testing.T, dir string, pod corev1.PodSpec, c *corev1.Con
 	checkHostMountsOf(t, dir, pod, c, nodeLocks)
 }
 
-// nodeLocks are the host files every container that writes the node's
-// kernel state shares: iptables' lock, and ipvsproxy's own (--lock-file's
-// default), which keeps a second ipvsproxy from undoing the first's writes.
+// nodeLocks are the host paths every container that writes the node's
+// kernel state shares: iptables' lock, and the directory of ipvsproxy's own
+// (--lock-file's default), which keeps a second ipvsproxy from undoing the
+// first's writes. ipvsproxy creates its file there 0600: a hostPath file
+// (FileOrCreate) is created 0644, and any local user could hold its flock.
 var nodeLocks = []hostMount{
 	{"/run/xtables.lock", false, corev1.HostPathFileOrCreate},
-	{"/run/ipvsproxy.lock", false, corev1.HostPathFileOrCreate},
+	{filepath.Dir(nodelock.DefaultPath), false, corev1.HostPathDirectoryOrCreate},
 }
 
 type hostMount struct {
