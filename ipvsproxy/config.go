@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -43,6 +44,16 @@ type Config struct {
 	// SchedulerExplicit is set when the operator chose Scheduler: a kernel
 	// without it is then a start-up error. Only the default falls back.
 	SchedulerExplicit bool
+	// AllowedSchedulers are the schedulers a Service may choose with its
+	// annotation, besides Scheduler (always allowed): IPVS loads the module
+	// ip_vs_<name> the first time a virtual server names a scheduler, so a
+	// free choice would let any tenant load kernel modules on every node.
+	// --ipvs-allowed-schedulers, or by default those the kernel had when
+	// the daemon started (hostsetup.AvailableSchedulers). Empty allows only
+	// Scheduler. AllowedSchedulersExplicit is set when the operator listed
+	// them (the same on every node); otherwise each node's list is its own.
+	AllowedSchedulers         []string
+	AllowedSchedulersExplicit bool
 	// ExcludeCIDRs: what the kernel holds in them is never cleaned up
 	// (deleted or changed) unless a Service wants it; see excluded.
 	ExcludeCIDRs []netip.Prefix
@@ -146,6 +157,11 @@ func (c Config) Validate() error {
 	}
 	if c.Scheduler == "" {
 		errs = append(errs, errors.New("--ipvs-scheduler: empty IPVS scheduler"))
+	}
+	for _, name := range c.AllowedSchedulers {
+		if !slices.Contains(ipvs.StockSchedulers, name) {
+			errs = append(errs, fmt.Errorf("--ipvs-allowed-schedulers: %q is not an IPVS scheduler (%s)", name, strings.Join(ipvs.StockSchedulers, ", ")))
+		}
 	}
 	if c.SyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--ipvs-sync-period=%v must be positive", c.SyncPeriod))

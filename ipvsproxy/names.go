@@ -62,6 +62,9 @@ const (
 	// (limits.go), or would overflow an ipset or the node's real servers
 	// (admission.go).
 	ReasonServiceTooLarge = "ServiceTooLarge"
+	// ReasonSchedulerNotAllowed: the Service's scheduler annotation names a
+	// scheduler outside Config.AllowedSchedulers (scheduler_annotation.go).
+	ReasonSchedulerNotAllowed = "SchedulerNotAllowed"
 )
 
 func serviceRef(svc *v1.Service) v1.ObjectReference {

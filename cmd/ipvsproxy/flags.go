@@ -70,6 +70,7 @@ func runFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "inspect-endpoint", EnvVars: envOf("inspect-endpoint"), Value: true, Usage: "serve the read-only desired state and sync status for `ipvsproxy inspect` under /inspect/ on --inspect-bind-address"},
 		&cli.StringFlag{Name: "inspect-bind-address", EnvVars: envOf("inspect-bind-address"), Usage: "address of the read-only /inspect/ endpoint; empty: 127.0.0.1 on the port of --metrics-bind-address (10249 when that is empty), answered only to connections made to 127.0.0.1 even when the metrics address is 0.0.0.0"},
 		&cli.StringFlag{Name: "ipvs-scheduler-flags", EnvVars: envOf("ipvs-scheduler-flags"), Usage: "flags of the sh or mh scheduler, comma-separated: sh-port, sh-fallback, mh-port, mh-fallback"},
+		&cli.StringFlag{Name: "ipvs-allowed-schedulers", EnvVars: envOf("ipvs-allowed-schedulers"), Usage: "the IPVS schedulers a Service may choose with the ipvsproxy.io/scheduler annotation besides --ipvs-scheduler, comma-separated; others get a SchedulerNotAllowed Event. The kernel loads a scheduler's module when a virtual server first names it, so this list is what tenants may make it load. Empty: those the kernel has (loaded or built in) when ipvsproxy starts (docs/scheduler.md)"},
 		&cli.StringFlag{Name: "proxy-mode", EnvVars: envOf("proxy-mode"), Value: "ipvs", Usage: "kube-proxy's mode: only ipvs is implemented, any other is refused"},
 		&cli.IntFlag{Name: "iptables-masquerade-bit", EnvVars: envOf("iptables-masquerade-bit"), Value: 14, Usage: "the fwmark bit (0-31) that marks traffic to masquerade"},
 		&cli.IntFlag{Name: "oom-score-adj", EnvVars: envOf("oom-score-adj"), Value: -999, Usage: "the daemon's oom_score_adj, -1000 to 1000, as kube-proxy's"},
@@ -157,6 +158,12 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		if cfg.SchedulerFlags, err = ipvs.ParseSchedulerFlags(cfg.Scheduler, c.String("ipvs-scheduler-flags")); err != nil {
 			return cfg, fmt.Errorf("--ipvs-scheduler-flags: %w", err)
 		}
+		for _, name := range strings.Split(c.String("ipvs-allowed-schedulers"), ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				cfg.AllowedSchedulers = append(cfg.AllowedSchedulers, name)
+			}
+		}
+		cfg.AllowedSchedulersExplicit = len(cfg.AllowedSchedulers) > 0
 		cfg.Conntrack.MaxPerCore = c.Int("conntrack-max-per-core")
 		cfg.Conntrack.Min = c.Int("conntrack-min")
 		cfg.Conntrack.TCPEstablishedTimeout = c.Duration("conntrack-tcp-timeout-established")

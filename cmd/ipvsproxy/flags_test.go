@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
 )
@@ -48,7 +52,7 @@ func TestFlagsParse(t *testing.T) {
 	cfg, err := parse(t, "--cluster-cidr=10.244.0.0/16,fd00:244::/56", "--nodeport-addresses=198.51.100.0/24",
 		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp",
 		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-resync-shares=10", "--ipvs-udp-timeout=10s", "--ipvs-drain-timeout=30s", "--service-node-port-range=31000-31999",
-		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16")
+		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16", "--ipvs-allowed-schedulers=mh, sh")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +68,7 @@ func TestFlagsParse(t *testing.T) {
 	want.DrainTimeout = 30 * time.Second
 	want.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25")}
 	want.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
+	want.AllowedSchedulers, want.AllowedSchedulersExplicit = []string{"mh", "sh"}, true
 	if got, w := strings.ReplaceAll(sprint(cfg), " ", ""), strings.ReplaceAll(sprint(want), " ", ""); got != w {
 		t.Fatalf("got  %s\nwant %s", got, w)
 	}
@@ -100,6 +105,7 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		{[]string{"--ipvs-drain-timeout=-1s"}, "--ipvs-drain-timeout=-1s must be between 0 and 24h0m0s"},
 		{[]string{"--ipvs-drain-timeout=25h"}, "--ipvs-drain-timeout=25h0m0s must be between 0 and 24h0m0s"},
 		{[]string{"--ipvs-scheduler="}, "--ipvs-scheduler: empty IPVS scheduler"},
+		{[]string{"--ipvs-allowed-schedulers=rr,fastest"}, `--ipvs-allowed-schedulers: "fastest" is not an IPVS scheduler`},
 		{[]string{"--ipset-max-elements=0"}, "--ipset-max-elements=0 must be between 1 and 2147483648"},
 		{[]string{"--ipset-max-elements=2147483649"}, "--ipset-max-elements=2147483649 must be between 1 and 2147483648"},
 		{[]string{"--iptables-masquerade-bit=32"}, "want --iptables-masquerade-bit 0-31"},
@@ -128,5 +134,32 @@ func TestSchedulerExplicitByFlagOrEnvironment(t *testing.T) {
 	t.Setenv("IPVSPROXY_IPVS_SCHEDULER", "rr")
 	if cfg, err := parse(t); err != nil || !cfg.SchedulerExplicit || cfg.Scheduler != "rr" {
 		t.Fatalf("environment: %q explicit=%v err=%v", cfg.Scheduler, cfg.SchedulerExplicit, err)
+	}
+}
+
+// Without --ipvs-allowed-schedulers a Service may choose the schedulers
+// the kernel has at start, read from its module lists; with it, the list.
+func TestAllowedSchedulersDefaultToTheKernels(t *testing.T) {
+	dir := t.TempDir()
+	modules := filepath.Join(dir, "modules")
+	if err := os.WriteFile(modules, []byte("ip_vs_twos 12288 3 - Live 0x0\nip_vs_rr 12288 0 - Live 0x0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := hostsetup.SchedulerSources{ProcModules: modules, SysModule: filepath.Join(dir, "none")}
+	cfg, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowedSchedulers(&cfg, src)
+	if !slices.Equal(cfg.AllowedSchedulers, []string{"rr", "twos"}) || cfg.AllowedSchedulersExplicit {
+		t.Errorf("default: %v explicit=%v, want the kernel's rr and twos", cfg.AllowedSchedulers, cfg.AllowedSchedulersExplicit)
+	}
+	cfg, err = parse(t, "--ipvs-allowed-schedulers=mh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowedSchedulers(&cfg, src)
+	if !slices.Equal(cfg.AllowedSchedulers, []string{"mh"}) || !cfg.AllowedSchedulersExplicit {
+		t.Errorf("flag: %v explicit=%v, want mh alone", cfg.AllowedSchedulers, cfg.AllowedSchedulersExplicit)
 	}
 }

@@ -80,11 +80,13 @@ func runAction(c *cli.Context) error {
 	defer closeKernel()
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
-	prepared, err := hostsetup.Prepare(cfg, k, unix.ByteSliceToString(uts.Release[:]))
+	release := unix.ByteSliceToString(uts.Release[:])
+	prepared, err := hostsetup.Prepare(cfg, k, release)
 	if err != nil {
 		return err
 	}
 	cfg = prepared.Config
+	allowedSchedulers(&cfg, hostsetup.KernelSchedulerSources(release))
 
 	m := metrics.New()
 	m.SetBuildInfo(version, version)
@@ -271,4 +273,20 @@ func newClient(kubeconfig string, options ...func(*rest.Config)) (kubeapi.Client
 		o(restConfig)
 	}
 	return kubeapi.New(restConfig)
+}
+
+// allowedSchedulers fills in the schedulers a Service may choose by
+// annotation when the operator listed none: those the kernel has now,
+// after Prepare's probe loaded the configured one. Read from the kernel's
+// module lists, so that finding out loads nothing.
+func allowedSchedulers(cfg *ipvsproxy.Config, src hostsetup.SchedulerSources) {
+	if !cfg.AllowedSchedulersExplicit {
+		available, err := hostsetup.AvailableSchedulers(src)
+		if err != nil {
+			klog.InfoS("Warning: could not read all of the kernel's module lists; a Service may choose only the schedulers found", "err", err)
+		}
+		cfg.AllowedSchedulers = available
+	}
+	klog.InfoS("Schedulers a Service may choose with the annotation "+ipvsproxy.AnnotationScheduler, "allowed", cfg.AllowedSchedulers,
+		"configured", cfg.Scheduler, "fromFlag", cfg.AllowedSchedulersExplicit)
 }

@@ -48,14 +48,40 @@ func scenarioSchedulerFlag(s *S) {
 func ipvsproxyBin() string { return filepath.Join(guest.repo, "bin/ipvsproxy") }
 
 // scenarioSchedulerAnnotation: a Service chooses its IPVS scheduler and the
-// scheduler's flags (kubernetes#75502, #118784): `ipvsproxy.io/scheduler: mh`
-// with `ipvsproxy.io/scheduler-flags: mh-port,mh-fallback` becomes an mh
-// virtual server with both flags in the kernel; a Service with a misspelt
-// scheduler keeps the default and gets a Warning Event naming the
-// annotation, and neither disturbs the other.
+// scheduler's flags (kubernetes#75502, #118784), among those the operator
+// allows. First with the suite's daemons, whose allowed list is what the
+// kernel had at their start: a Service naming a scheduler whose module the
+// kernel has on disk but not loaded gets a SchedulerNotAllowed Event naming
+// the list, keeps twos, and the module stays unloaded (IPVS loads
+// ip_vs_<name> for any virtual server that names it). Then node1 runs with
+// --ipvs-allowed-schedulers mh: `ipvsproxy.io/scheduler: mh` with
+// `ipvsproxy.io/scheduler-flags: mh-port,mh-fallback` becomes an mh virtual
+// server with both flags in the kernel; a Service with a misspelt scheduler
+// keeps the default and gets a Warning Event naming the annotation, and
+// neither disturbs the other.
 func scenarioSchedulerAnnotation(s *S) {
-	s.Step("41", "scheduler annotation: mh with mh-port,mh-fallback in the kernel; a misspelt one keeps twos with an Event", func(v *V) {
-		v.Heading("A Service's own scheduler: mh with mh-port and mh-fallback")
+	s.Step("41", "scheduler annotation: a scheduler not allowed loads no module and gets an Event; with mh allowed, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps twos with an Event", func(v *V) {
+		v.Heading("A scheduler a Service may not choose: no module loaded, an Event")
+		notLoaded := v.unloadedScheduler()
+		modulesBefore := v.Ask("-", "grep -o '^ip_vs[a-z_]*' /proc/modules | sort | tr '\\n' ' '  # the kernel's IPVS modules, before").Out
+		tenant := v.ApplyService(service(fmt.Sprintf("{name: tenant41, annotations: {ipvsproxy.io/scheduler: %s}}", notLoaded), httpPort))
+		v.Show("-", "e2ectl apply-service tenant41.yaml  # ipvsproxy.io/scheduler: "+notLoaded, "")
+		v.SetEndpoints(tenant, "web@node1")
+		v.WaitRealServers("node1", ipvs.TCP, tenant.Spec.ClusterIP, 80, podIP("web")+":8080")
+		if vs, err := virtualServer("node1", ipvs.TCP, tenant.Spec.ClusterIP, 80); err != nil || vs.Scheduler != "twos" {
+			v.Errorf("tenant41 on node1: scheduler %q (%v), want twos", vs.Scheduler, err)
+		}
+		v.WaitEvent("tenant41", "SchedulerNotAllowed", `ipvsproxy.io/scheduler="`+notLoaded+`"`, "a Service may choose", "twos")
+		if code := v.Ask("c1", "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://"+tenant.Spec.ClusterIP+"/").Out; code != "200" {
+			v.Errorf("tenant41 answered %q, want 200", code)
+		}
+		modulesAfter := v.Ask("-", "grep -o '^ip_vs[a-z_]*' /proc/modules | sort | tr '\\n' ' '  # after").Out
+		if strings.Contains(" "+modulesAfter+" ", " ip_vs_"+notLoaded+" ") || modulesAfter != modulesBefore {
+			v.Errorf("the kernel's IPVS modules changed: %q, then %q", modulesBefore, modulesAfter)
+		}
+
+		v.Heading("A Service's own scheduler: mh with mh-port and mh-fallback, allowed on node1")
+		v.RestartProxier("node1", proxierRun{extra: []string{"--ipvs-allowed-schedulers", "mh"}})
 		hashed := v.ApplyService(service(`{name: hashed41, annotations: {ipvsproxy.io/scheduler: mh, ipvsproxy.io/scheduler-flags: "mh-port,mh-fallback"}}`, httpPort))
 		typo := v.ApplyService(service("{name: typo41, annotations: {ipvsproxy.io/scheduler: mhh}}", httpPort))
 		v.Show("-", "e2ectl apply-service hashed41.yaml typo41.yaml  # scheduler mh with mh-port,mh-fallback; scheduler mhh", "")
@@ -79,7 +105,24 @@ func scenarioSchedulerAnnotation(s *S) {
 			v.Errorf("the mh Service answered %q, want 200", code)
 		}
 		v.WaitEvent("typo41", "InvalidService", "ipvsproxy.io/scheduler", "mhh")
+		v.name = "scheduler annotation: " + notLoaded + " (on disk, not loaded) not allowed by default: twos, a SchedulerNotAllowed Event, no module loaded; with --ipvs-allowed-schedulers mh, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps twos with an Event"
 	})
+}
+
+// unloadedScheduler is a stock scheduler whose module the kernel has on
+// disk (modinfo) but has not loaded (/proc/modules, /sys/module): one that
+// a virtual server naming it would make the kernel load.
+func (v *V) unloadedScheduler() string {
+	for _, name := range []string{"lblcr", "lblc", "dh", "ovf", "fo", "nq", "sed", "lc"} {
+		if run("-", "grep -q '^ip_vs_"+name+" ' /proc/modules || test -e /sys/module/ip_vs_"+name).Status == 0 {
+			continue
+		}
+		if a := v.Ask("-", "modinfo -F filename ip_vs_"+name+"  # on disk, not loaded"); a.Status == 0 {
+			return name
+		}
+	}
+	v.Fatalf("every candidate scheduler is loaded or missing: nothing to show a module not loaded")
+	return ""
 }
 
 // virtualServer reads one virtual server of the node with the ipvs package.

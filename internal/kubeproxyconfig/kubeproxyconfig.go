@@ -124,6 +124,7 @@ var FlagsWithoutField = map[string]string{
 	"ipvs-max-real-servers-per-service":   "ipvsproxy only; kube-proxy programs every real server of a Service",
 	"ipvs-max-real-servers-per-namespace": "ipvsproxy only; kube-proxy programs every real server of a namespace",
 	"ipvs-scheduler-flags":                "ipvsproxy only; kube-proxy cannot set the sh and mh flags",
+	"ipvs-allowed-schedulers":             "ipvsproxy only; kube-proxy has no scheduler per Service",
 	"ipvs-resync-shares":                  "ipvsproxy only; kube-proxy re-checks everything every ipvs.syncPeriod",
 	"ipvs-drain-timeout":                  "ipvsproxy only; kube-proxy waits for a removed endpoint's connections without limit and cuts a deleted Service's at once",
 	"service-node-port-range":             "the API server's flag; kube-proxy reads no NodePort range",
