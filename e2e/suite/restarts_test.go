@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -343,6 +344,7 @@ func scenarioOwnershipRecord(s *S) {
 		requests := startRequestLoop(v, "c1", "http://"+ip+"/", filepath.Join(guest.logs, "record-requests.log"), "sleep 0.1")
 		time.Sleep(2 * time.Second)
 		full, _ := metric("node1", "ipvsproxy_sync_full_total")
+		tFlush := time.Now()
 		if a := run("node1", "ipset flush KUBE-IPVS-OWNED"); a.Status != 0 {
 			v.Fatalf("ipset flush KUBE-IPVS-OWNED: %s", a.Out)
 		}
@@ -359,6 +361,7 @@ func scenarioOwnershipRecord(s *S) {
 		}
 		v.RestartProxier("node1", proxierRun{extra: []string{"--ipset-max-elements", "131072"}})
 		time.Sleep(2 * time.Second)
+		tStop := time.Now()
 		codes := requests.stop()
 		counts := map[string]int{}
 		for _, c := range codes {
@@ -377,6 +380,9 @@ func scenarioOwnershipRecord(s *S) {
 		if counts["200"] <= 20 {
 			v.Errorf("too few requests answered: %d of %d", counts["200"], len(codes))
 		}
+		if quiet := requests.silence(tFlush, tStop); quiet >= streamLineGapMax {
+			v.Errorf("no request ended for %.2f s between the flush and the end, want < %.1f s", quiet.Seconds(), streamLineGapMax.Seconds())
+		}
 		header, err := ipsetHeader("node1", "KUBE-IPVS-OWNED")
 		v.Must(err)
 		in, err = inSet("node1", "KUBE-IPVS-OWNED", record)
@@ -391,11 +397,13 @@ func scenarioOwnershipRecord(s *S) {
 }
 
 // requestLoop is a pod's curl to one URL again and again (pause, a shell
-// command, between two), each request's HTTP code (or "failed") a line of
-// its log.
+// command, between two), each request's end time and HTTP code (or
+// "failed") a line of its log.
 type requestLoop struct {
 	cmd           *exec.Cmd
 	log, stopFile string
+	// ends are when each request ended, read by stop.
+	ends []time.Time
 }
 
 // startRequestLoop starts the loop in pod where; the scenario stops it at
@@ -408,7 +416,8 @@ func startRequestLoop(v *V, where, url, log, pause string) *requestLoop {
 	defer f.Close()
 	l.cmd = exec.Command("ip", "netns", "exec", where, "bash", "-c", `
 		while [[ ! -e `+l.stopFile+` ]]; do
-			curl -s -o /dev/null -w '%{http_code}\n' --max-time 3 `+url+` || echo failed
+			code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 `+url+`) || code=failed
+			echo "$(date +%s.%N) $code"
 			`+pause+`
 		done`)
 	l.cmd.Stdout, l.cmd.Stderr = f, f
@@ -425,5 +434,25 @@ func (l *requestLoop) stop() []string {
 		os.Remove(l.stopFile)
 	}
 	b, _ := os.ReadFile(l.log)
-	return strings.Fields(string(b))
+	var codes []string
+	l.ends = l.ends[:0]
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		at, code, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if secs, err := strconv.ParseFloat(at, 64); err == nil {
+			l.ends = append(l.ends, time.Unix(0, int64(secs*1e9)))
+		}
+		codes = append(codes, code)
+	}
+	return codes
+}
+
+// silence is the longest time between two requests' ends in [from, to],
+// counted to the window's ends (largestSilence): a loop that stalled or
+// died before to shows it. Read after stop.
+func (l *requestLoop) silence(from, to time.Time) time.Duration {
+	gap, _ := largestSilence(l.ends, from, to)
+	return gap
 }
