@@ -92,18 +92,34 @@ func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
 	}
 }
 
-// A node proxying IPv6 forwards IPv6: IPVS's forwarded packets and the
-// replies to them would be dropped otherwise. IPv4 alone leaves it.
-func TestPrepareForwardsIPv6OnADualStackNode(t *testing.T) {
-	fk := newHostKernel()
-	cfg := testConfig()
-	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	if _, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64"); err != nil {
-		t.Fatal(err)
-	}
-	for name, want := range map[string]string{"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1"} {
-		if got, _ := fk.sysctl.Get(name); got != want {
-			t.Errorf("%s = %s, want %s", name, got, want)
+// A node proxying IPv6 is not made to forward IPv6: that would make every
+// interface with accept_ra=1 ignore router advertisements (see
+// TestRouterAdvertisementsStillConfigureTheNodeAfterPrepare). Prepare
+// leaves net.ipv6.conf.all.forwarding as it finds it, and says when it is
+// off; IPv4 forwarding is set, as kube-proxy sets it.
+func TestPrepareLeavesIPv6ForwardingAndSaysWhenItIsOff(t *testing.T) {
+	for _, was := range []string{"0", "1"} {
+		fk := newHostKernel()
+		fk.sysctl.Values["net.ipv6.conf.all.forwarding"] = was
+		cfg := testConfig()
+		cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+		prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64")
+		if err != nil {
+			t.Fatal(err)
 		}
+		if got, _ := fk.sysctl.Get("net.ipv6.conf.all.forwarding"); got != was {
+			t.Errorf("net.ipv6.conf.all.forwarding %s -> %s, want it left", was, got)
+		}
+		if got, _ := fk.sysctl.Get("net.ipv4.ip_forward"); got != "1" {
+			t.Errorf("net.ipv4.ip_forward = %s, want 1", got)
+		}
+		if prep.IPv6NotForwarded != (was == "0") {
+			t.Errorf("forwarding %s: IPv6NotForwarded=%v", was, prep.IPv6NotForwarded)
+		}
+	}
+	// IPv4 alone does not ask.
+	fk := newHostKernel()
+	if prep, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.IPv6NotForwarded {
+		t.Fatalf("IPv4 only: %+v %v", prep, err)
 	}
 }
