@@ -57,6 +57,19 @@ type Config struct {
 	// ExternalIPCIDRs (--external-ip-cidrs), when set, are the only ranges
 	// external IPs may come from (CVE-2020-8554); empty allows all.
 	ExternalIPCIDRs []netip.Prefix
+	// ProtectAddresses (--protect-addresses) are never served or bound,
+	// whichever field of a Service names them, on any node
+	// (addressguard.go): what the nodes must keep reaching that the
+	// proxier cannot find for itself (the API server's VIP or load
+	// balancer as the kubelets dial it, a control-plane range).
+	ProtectAddresses []netip.Prefix
+	// APIServers are the addresses the daemon found the API server at when
+	// it started (cmd/ipvsproxy: the host it dials, resolved, and the
+	// address the API server advertises); the guard protects each on every
+	// node but one holding it, unless it lies in a Service range or is
+	// default/kubernetes's cluster IP: an in-cluster daemon dials that
+	// cluster IP, which the proxier itself serves.
+	APIServers []APIServerAddress
 	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
 	// the kernel is written.
 	SyncPeriod, MinSyncPeriod time.Duration
@@ -127,7 +140,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown IP family %q", f))
 		}
 	}
-	for _, p := range slices.Concat(c.ClusterCIDRs, c.NodePortAddresses, c.ExcludeCIDRs, c.ServiceCIDRs, c.ExternalIPCIDRs) {
+	for _, p := range slices.Concat(c.ClusterCIDRs, c.NodePortAddresses, c.ExcludeCIDRs, c.ServiceCIDRs, c.ExternalIPCIDRs, c.ProtectAddresses) {
 		if !p.IsValid() {
 			errs = append(errs, fmt.Errorf("invalid CIDR %v", p))
 		}
