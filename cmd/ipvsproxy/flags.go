@@ -36,6 +36,7 @@ func proxierFlags() []cli.Flag {
 		&cli.StringFlag{Name: "sysctl-root", EnvVars: envOf("sysctl-root"), Value: "/proc/sys", Usage: "where the kernel parameters are written; a mount of the host's /proc/sys/net below it lets the container run unprivileged"},
 		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync"},
 		&cli.StringFlag{Name: "external-ip-cidrs", EnvVars: envOf("external-ip-cidrs"), Usage: "CIDRs that external IPs may lie in, comma-separated; empty allows all. Others are refused with an Event (CVE-2020-8554)"},
+		&cli.StringFlag{Name: "protect-addresses", EnvVars: envOf("protect-addresses"), Usage: "addresses or CIDRs, comma-separated, that no Service may take on any node, whichever field names them: the API server's VIP or load balancer as the kubelets dial it, anything the nodes must keep reaching. The API server's endpoints, the host this daemon dials and the address the API server advertises are protected without it"},
 		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges (the API server's --service-cluster-ip-range), comma-separated, added to those of networking.k8s.io/v1 ServiceCIDR objects; each becomes one local route on kube-ipvs0, and no external IP may lie in them"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
 		&cli.StringFlag{Name: "config", EnvVars: envOf("config"), Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, kubeadm's config.conf); flags given explicitly override it, and a change restarts the daemon"},
@@ -117,6 +118,9 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	if cfg.ServiceCIDRs, err = parseCIDRs("service-cidrs", c.String("service-cidrs")); err != nil {
 		return cfg, err
 	}
+	if cfg.ProtectAddresses, err = parseAddressesOrCIDRs("protect-addresses", c.String("protect-addresses")); err != nil {
+		return cfg, err
+	}
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
 	cfg.DetectLocalMode = ipvsproxy.LocalDetectMode(c.String("detect-local-mode"))
 	cfg.PodBridgeInterface = c.String("pod-bridge-interface")
@@ -188,6 +192,29 @@ func parseCIDRs(flag, value string) ([]netip.Prefix, error) {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return nil, fmt.Errorf("--%s: %q is not a CIDR: %w", flag, s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// parseAddressesOrCIDRs reads a list of CIDRs and single addresses (each a
+// CIDR of its one address).
+func parseAddressesOrCIDRs(flag, value string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(value, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %q is neither an IP address nor a CIDR: %w", flag, s, err)
 		}
 		out = append(out, p.Masked())
 	}

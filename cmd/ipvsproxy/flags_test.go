@@ -48,7 +48,7 @@ func TestFlagsParse(t *testing.T) {
 	cfg, err := parse(t, "--cluster-cidr=10.244.0.0/16,fd00:244::/56", "--nodeport-addresses=198.51.100.0/24",
 		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp",
 		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-resync-shares=10", "--ipvs-udp-timeout=10s", "--ipvs-drain-timeout=30s", "--service-node-port-range=31000-31999",
-		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16")
+		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16", "--protect-addresses=192.0.2.253, 2001:db8::253,::ffff:192.0.2.9,198.51.100.0/28")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +64,8 @@ func TestFlagsParse(t *testing.T) {
 	want.DrainTimeout = 30 * time.Second
 	want.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25")}
 	want.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
+	want.ProtectAddresses = []netip.Prefix{netip.MustParsePrefix("192.0.2.253/32"), netip.MustParsePrefix("2001:db8::253/128"),
+		netip.MustParsePrefix("192.0.2.9/32"), netip.MustParsePrefix("198.51.100.0/28")}
 	if got, w := strings.ReplaceAll(sprint(cfg), " ", ""), strings.ReplaceAll(sprint(want), " ", ""); got != w {
 		t.Fatalf("got  %s\nwant %s", got, w)
 	}
@@ -106,6 +108,7 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		{[]string{"--iptables-masquerade-bit=-1"}, "want --iptables-masquerade-bit 0-31"},
 		{[]string{"--conntrack-udp-timeout=-1s"}, "--conntrack-udp-timeout=-1s must not be negative"},
 		{[]string{"--metrics-bind-address=localhost"}, "--metrics-bind-address"},
+		{[]string{"--protect-addresses=api.example.test"}, `--protect-addresses: "api.example.test" is neither an IP address nor a CIDR`},
 	} {
 		_, err := parse(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -133,6 +133,7 @@ var FlagsWithoutField = map[string]string{
 	"inspect-bind-address":                "ipvsproxy only: where the read-only /inspect/ endpoint listens (loopback by default, whatever metricsBindAddress)",
 	"lock-file":                           "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
 	"lock-timeout":                        "ipvsproxy only: how long a second instance waits for the node lock",
+	"protect-addresses":                   "ipvsproxy only; kube-proxy binds any address a Service names",
 }
 
 // Setting is one field a file sets, in the syntax of its flag.
