@@ -47,6 +47,12 @@ type Config struct {
 	// (deleted or changed) unless a Service wants it; see excluded.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool
+	// AcceptServiceTraffic (--accept-service-traffic) makes KUBE-IPVS-FILTER
+	// accept traffic to a virtual server ahead of the host's own INPUT
+	// rules, so that a host firewall cannot drop it. Off, as in kube-proxy,
+	// the chain returns it to INPUT and the host's rules decide: a firewall
+	// may then restrict the node ports and service addresses tenants open.
+	AcceptServiceTraffic bool
 	// ServiceCIDRs are the cluster's Service IP ranges (--service-cidrs), for
 	// clusters without networking.k8s.io/v1 ServiceCIDR objects; the ranges of
 	// those objects are added to them (NodeInfo.ServiceCIDRs). Each becomes

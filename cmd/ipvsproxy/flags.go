@@ -31,6 +31,7 @@ func proxierFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: envOf("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
 		&cli.StringFlag{Name: "ipvs-scheduler", EnvVars: envOf("ipvs-scheduler"), Value: d.Scheduler, Usage: "IPVS scheduler; a kernel without it is a start-up error, except that the default twos falls back to wrr (docs/scheduler.md)"},
 		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
+		&cli.BoolFlag{Name: "accept-service-traffic", EnvVars: envOf("accept-service-traffic"), Usage: "accept traffic to Services (node ports, service addresses) in KUBE-IPVS-FILTER ahead of the host's own INPUT rules, so that a host firewall cannot drop it; by default it returns to INPUT and the host's rules decide, as under kube-proxy"},
 		&cli.BoolFlag{Name: "ipvs-strict-arp", EnvVars: envOf("ipvs-strict-arp"), Usage: "set arp_ignore=1 and arp_announce=2 so service addresses are not announced"},
 		&cli.StringFlag{Name: "service-node-port-range", EnvVars: envOf("service-node-port-range"), Value: fmt.Sprintf("%d-%d", d.NodePortMin, d.NodePortMax), Usage: "the API server's NodePort range: virtual servers on node addresses in it belong to ipvsproxy"},
 		&cli.StringFlag{Name: "sysctl-root", EnvVars: envOf("sysctl-root"), Value: "/proc/sys", Usage: "where the kernel parameters are written; a mount of the host's /proc/sys/net below it lets the container run unprivileged"},
@@ -130,6 +131,7 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	}
 	cfg.SchedulerExplicit = c.IsSet("ipvs-scheduler")
 	cfg.StrictARP = c.Bool("ipvs-strict-arp")
+	cfg.AcceptServiceTraffic = c.Bool("accept-service-traffic")
 	if cfg.NodePortMin, cfg.NodePortMax, err = parsePortRange(c.String("service-node-port-range")); err != nil {
 		return cfg, err
 	}

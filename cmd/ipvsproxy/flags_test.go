@@ -46,7 +46,7 @@ func TestFlagsFollowKubeProxyDefaults(t *testing.T) {
 
 func TestFlagsParse(t *testing.T) {
 	cfg, err := parse(t, "--cluster-cidr=10.244.0.0/16,fd00:244::/56", "--nodeport-addresses=198.51.100.0/24",
-		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp",
+		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp", "--accept-service-traffic",
 		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-resync-shares=10", "--ipvs-udp-timeout=10s", "--ipvs-drain-timeout=30s", "--service-node-port-range=31000-31999",
 		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16", "--protect-addresses=192.0.2.253, 2001:db8::253,::ffff:192.0.2.9,198.51.100.0/28")
 	if err != nil {
@@ -57,7 +57,7 @@ func TestFlagsParse(t *testing.T) {
 	// A family without a CIDR in the list keeps NodePorts on all its addresses.
 	want.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("::/0")}
 	want.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/28")}
-	want.Scheduler, want.SchedulerExplicit, want.MasqueradeAll, want.StrictARP = "rr", true, true, true
+	want.Scheduler, want.SchedulerExplicit, want.MasqueradeAll, want.StrictARP, want.AcceptServiceTraffic = "rr", true, true, true, true
 	want.SyncPeriod, want.MinSyncPeriod, want.UDPTimeout = time.Minute, 2*time.Second, 10*time.Second
 	want.NodePortMin, want.NodePortMax = 31000, 31999
 	want.ResyncShares = 10

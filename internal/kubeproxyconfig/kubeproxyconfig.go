@@ -134,6 +134,7 @@ var FlagsWithoutField = map[string]string{
 	"lock-file":                           "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
 	"lock-timeout":                        "ipvsproxy only: how long a second instance waits for the node lock",
 	"protect-addresses":                   "ipvsproxy only; kube-proxy binds any address a Service names",
+	"accept-service-traffic":              "ipvsproxy only; kube-proxy always returns Service traffic to the host's INPUT rules",
 }
 
 // Setting is one field a file sets, in the syntax of its flag.
