@@ -88,6 +88,47 @@ func TestServiceNeverTakesAPortTheNodeListensOn(t *testing.T) {
 	}
 }
 
+// The same for UDP and SCTP: a connected UDP socket (a resolver's query,
+// whose replies a virtual server on its address and port would take) and an
+// SCTP listener keep their ports; another UDP port is served.
+func TestServiceNeverTakesAUDPOrSCTPSocketOfTheNode(t *testing.T) {
+	fk := newFakeKernel()
+	fk.listeners.Set(
+		listeners.Listener{Protocol: listeners.UDP, Addr: servicetest.Node1IP, Port: 40053},
+		listeners.Listener{Protocol: listeners.SCTP, Addr: netip.MustParseAddr("0.0.0.0"), Port: 3868},
+	)
+	p, rec := newTestProxier(t, fk, testConfig())
+	svc := servicetest.Service("grab", "10.96.0.50", externalIP(servicetest.Node1IP.String()), func(s *v1.Service) {
+		s.Spec.Ports = []v1.ServicePort{
+			{Name: "resolver", Port: 40053, Protocol: v1.ProtocolUDP},
+			{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP},
+			{Name: "diameter", Port: 3868, Protocol: v1.ProtocolSCTP},
+		}
+	})
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "grab-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	for _, c := range []struct {
+		proto ipvs.Protocol
+		port  uint16
+		want  bool
+	}{{ipvs.UDP, 40053, false}, {ipvs.SCTP, 3868, false}, {ipvs.UDP, 53, true}} {
+		_, err := fk.ipvs.RealServers(ipvs.VirtualServerKey{Protocol: c.proto, Address: servicetest.Node1IP, Port: c.port})
+		if got := err == nil; got != c.want {
+			t.Errorf("virtual server %v %s:%d present %v, want %v", c.proto, servicetest.Node1IP, c.port, got, c.want)
+		}
+	}
+	ev := drainEvents(rec)
+	for _, want := range []string{
+		"external IP 198.51.100.1 is an address of this node, and a process of the node listens on UDP 198.51.100.1:40053; not served",
+		"external IP 198.51.100.1 is an address of this node, and a process of the node listens on SCTP 0.0.0.0:3868; not served",
+	} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("events %q\nwant %q", ev, want)
+		}
+	}
+}
+
 // servedAt says whether any virtual server has address a, and whether a is
 // bound on kube-ipvs0.
 func servedAt(t *testing.T, fk *fakeKernel, a netip.Addr) (served, bound bool) {
