@@ -143,7 +143,7 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 		// (addressguard.go); a refused cluster IP leaves the family's
 		// other virtual servers (node ports) served.
 		serveClusterIP := len(b.guarded(fieldClusterIP, []netip.Addr{clusterIP})) > 0
-		endpoints, problems := EndpointsByPort(endpointSlices, family)
+		endpoints, problems := EndpointsByPort(endpointSlices, family, NewEndpointPolicy(st.Name, &b.cfg, &b.node))
 		st.Problems = append(st.Problems, problems...)
 		externalIPs := b.guarded(fieldExternalIP, b.addresses(family, svc.Spec.ExternalIPs, "external IP"))
 		lbIPs := b.guarded(fieldLoadBalancerIP, b.loadBalancerIPs(family))

@@ -76,6 +76,12 @@ type Config struct {
 	// default/kubernetes's cluster IP: an in-cluster daemon dials that
 	// cluster IP, which the proxier itself serves.
 	APIServers []APIServerAddress
+	// RefuseEndpointCIDRs (--refuse-endpoint-cidrs): no endpoint address may
+	// lie in them; RefuseNodeEndpoints (--refuse-node-endpoints): no
+	// endpoint of a Service outside kube-system may be a Node's, the API
+	// server's or a protected address (endpointpolicy.go).
+	RefuseEndpointCIDRs []netip.Prefix
+	RefuseNodeEndpoints bool
 	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
 	// the kernel is written.
 	SyncPeriod, MinSyncPeriod time.Duration
@@ -146,7 +152,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown IP family %q", f))
 		}
 	}
-	for _, p := range slices.Concat(c.ClusterCIDRs, c.NodePortAddresses, c.ExcludeCIDRs, c.ServiceCIDRs, c.ExternalIPCIDRs, c.ProtectAddresses) {
+	for _, p := range slices.Concat(c.ClusterCIDRs, c.NodePortAddresses, c.ExcludeCIDRs, c.ServiceCIDRs, c.ExternalIPCIDRs, c.ProtectAddresses, c.RefuseEndpointCIDRs) {
 		if !p.IsValid() {
 			errs = append(errs, fmt.Errorf("invalid CIDR %v", p))
 		}

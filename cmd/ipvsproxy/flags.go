@@ -38,6 +38,8 @@ func proxierFlags() []cli.Flag {
 		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync"},
 		&cli.StringFlag{Name: "external-ip-cidrs", EnvVars: envOf("external-ip-cidrs"), Usage: "CIDRs that external IPs may lie in, comma-separated; empty allows all. Others are refused with an Event (CVE-2020-8554)"},
 		&cli.StringFlag{Name: "protect-addresses", EnvVars: envOf("protect-addresses"), Usage: "addresses or CIDRs, comma-separated, that no Service may take on any node, whichever field names them: the API server's VIP or load balancer as the kubelets dial it, anything the nodes must keep reaching. The API server's endpoints, the host this daemon dials and the address the API server advertises are protected without it"},
+		&cli.StringFlag{Name: "refuse-endpoint-cidrs", EnvVars: envOf("refuse-endpoint-cidrs"), Usage: "addresses or CIDRs, comma-separated, that no endpoint may lie in (cloud metadata services, the control plane's network): such an endpoint is no real server, with an Event on its EndpointSlice. Unspecified, loopback, link-local and multicast endpoints are refused without it"},
+		&cli.BoolFlag{Name: "refuse-node-endpoints", EnvVars: envOf("refuse-node-endpoints"), Usage: "refuse endpoints that are a Node's address, the API server's or in --protect-addresses, except in kube-system's Services and default/kubernetes (hostNetwork pods elsewhere lose their Services), so that a tenant's EndpointSlice cannot make a Service a door to the nodes"},
 		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges (the API server's --service-cluster-ip-range), comma-separated, added to those of networking.k8s.io/v1 ServiceCIDR objects; each becomes one local route on kube-ipvs0, and no external IP may lie in them"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
 		&cli.StringFlag{Name: "config", EnvVars: envOf("config"), Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, kubeadm's config.conf); flags given explicitly override it, and a change restarts the daemon"},
@@ -122,6 +124,10 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	if cfg.ProtectAddresses, err = parseAddressesOrCIDRs("protect-addresses", c.String("protect-addresses")); err != nil {
 		return cfg, err
 	}
+	if cfg.RefuseEndpointCIDRs, err = parseAddressesOrCIDRs("refuse-endpoint-cidrs", c.String("refuse-endpoint-cidrs")); err != nil {
+		return cfg, err
+	}
+	cfg.RefuseNodeEndpoints = c.Bool("refuse-node-endpoints")
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
 	cfg.DetectLocalMode = ipvsproxy.LocalDetectMode(c.String("detect-local-mode"))
 	cfg.PodBridgeInterface = c.String("pod-bridge-interface")

@@ -48,7 +48,8 @@ func TestFlagsParse(t *testing.T) {
 	cfg, err := parse(t, "--cluster-cidr=10.244.0.0/16,fd00:244::/56", "--nodeport-addresses=198.51.100.0/24",
 		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp", "--accept-service-traffic",
 		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-resync-shares=10", "--ipvs-udp-timeout=10s", "--ipvs-drain-timeout=30s", "--service-node-port-range=31000-31999",
-		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16", "--protect-addresses=192.0.2.253, 2001:db8::253,::ffff:192.0.2.9,198.51.100.0/28")
+		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16", "--protect-addresses=192.0.2.253, 2001:db8::253,::ffff:192.0.2.9,198.51.100.0/28",
+		"--refuse-endpoint-cidrs=100.100.100.200,fd00:ec2::254/128", "--refuse-node-endpoints")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +67,8 @@ func TestFlagsParse(t *testing.T) {
 	want.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
 	want.ProtectAddresses = []netip.Prefix{netip.MustParsePrefix("192.0.2.253/32"), netip.MustParsePrefix("2001:db8::253/128"),
 		netip.MustParsePrefix("192.0.2.9/32"), netip.MustParsePrefix("198.51.100.0/28")}
+	want.RefuseEndpointCIDRs = []netip.Prefix{netip.MustParsePrefix("100.100.100.200/32"), netip.MustParsePrefix("fd00:ec2::254/128")}
+	want.RefuseNodeEndpoints = true
 	if got, w := strings.ReplaceAll(sprint(cfg), " ", ""), strings.ReplaceAll(sprint(want), " ", ""); got != w {
 		t.Fatalf("got  %s\nwant %s", got, w)
 	}
