@@ -19,8 +19,8 @@ BIN       := bin/ipvsproxy
 # keeps these two lines).
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
-# Packages whose real-kernel half needs IPVS or the dummy driver: they run in the VM.
-VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./internal/proxier ./inspect
+# Packages whose real-kernel half needs IPVS, the dummy driver or SCTP: they run in the VM.
+VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./internal/proxier ./inspect ./listeners
 
 .PHONY: all build test unit vm-test e2e demo deps fuzz bench image release rootfs clean fresh-check
 

@@ -110,8 +110,14 @@ say "VM prepared ($((SECONDS - t))s)"
 # 3. The control plane, on 127.0.0.1:$APISERVER_PORT.
 t=$SECONDS
 cp_started=1
-# A dual-stack Service range (IPv4 first, so a Service without ipFamilies stays IPv4).
-IPVSPROXY_E2E_BIN=$cp_bin SERVICE_CIDR=10.96.0.0/16,2001:db8:96::/112 "$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
+# A dual-stack Service range (IPv4 first, so a Service without ipFamilies stays IPv4). The API
+# server advertises the address the guest reaches it at, so default/kubernetes names it, while
+# the proxiers dial it through a VIP that is no endpoint of default/kubernetes, as nodes of an HA
+# cluster dial a load balancer (the VM's root namespace DNATs it, e2e/topology/topology.sh).
+api_vip=192.0.2.253
+IPVSPROXY_E2E_BIN=$cp_bin SERVICE_CIDR=10.96.0.0/16,2001:db8:96::/112 ADVERTISE_ADDRESS=192.0.2.100 \
+	PROXIER_SERVER=https://$api_vip:6443 \
+	"$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
 	cat "$work/controlplane-start.log" >&2
 	die "control plane did not start"
 }
@@ -143,7 +149,7 @@ IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
 	-e "E2E_BIN=$cp_bin" -e "ECHOSERVER=$work/echoserver" -e "E2E_DEMO=$demo" \
 	-e "E2E_SUITE=$work/e2e-suite.test" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
-	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" \
+	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" -e "E2E_API_VIP=$api_vip" \
 	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" \
 	-e "ADMIN_KUBECONFIG=$work/admin-guest.kubeconfig" \
 	-e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \

@@ -45,8 +45,8 @@ type NodeInfo struct {
 	RoutedServiceCIDRs []netip.Prefix
 	// Listening are this node's listening sockets, OtherNodes the addresses
 	// of every other Node (to its name), APIServers the endpoint addresses
-	// of default/kubernetes: the node guard (nodeguard.go) keeps external
-	// IPs off them.
+	// of default/kubernetes: the address guard (addressguard.go) keeps
+	// every address a Service names off them.
 	Listening  []listeners.Listener
 	OtherNodes map[netip.Addr]string
 	APIServers []netip.Addr
@@ -139,10 +139,14 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 		if !ok {
 			continue
 		}
-		endpoints, problems := EndpointsByPort(endpointSlices, family)
+		// Every address the Service names passes the address guard
+		// (addressguard.go); a refused cluster IP leaves the family's
+		// other virtual servers (node ports) served.
+		serveClusterIP := len(b.guarded(fieldClusterIP, []netip.Addr{clusterIP})) > 0
+		endpoints, problems := EndpointsByPort(endpointSlices, family, NewEndpointPolicy(st.Name, &b.cfg, &b.node))
 		st.Problems = append(st.Problems, problems...)
-		externalIPs := b.externalIPs(family)
-		lbIPs := b.loadBalancerIPs(family)
+		externalIPs := b.guarded(fieldExternalIP, b.addresses(family, svc.Spec.ExternalIPs, "external IP"))
+		lbIPs := b.guarded(fieldLoadBalancerIP, b.loadBalancerIPs(family))
 		sourceRanges, firewalled := b.sourceRanges(family)
 		nodeAddrs := nodePortAddresses(node, cfg, family)
 		// Source ranges that hold no node address keep node and hostNetwork
@@ -206,7 +210,8 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 			}
 			ipPort := func(a netip.Addr) ipset.Entry { return ipset.Entry{IP: a, Protocol: proto, Port: uint16(port.Port)} }
 
-			if vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
+			if serveClusterIP && b.portAllowed(fieldClusterIP, clusterIP, port.Protocol, uint16(port.Port)) &&
+				vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
 				// One route makes a routed Service CIDR local: its cluster
 				// IPs are not bound one by one while the route is in place
 				// (routes.go; the desired state binds them while it is not).
@@ -225,7 +230,7 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 			// so it is not in KUBE-IPVS-IPS and its other ports (ssh, the
 			// kubelet) are not rejected (kubernetes#115019, k3s#7183).
 			serveExternal := func(ip netip.Addr) {
-				if !slices.ContainsFunc(node.Addresses, func(a netip.Addr) bool { return a.Unmap() == ip }) {
+				if !node.isOwn(ip) {
 					bind()
 				}
 				entry(owned.SetIPVSServices, ipPort(ip))
@@ -234,12 +239,8 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 				}
 			}
 			for _, ip := range externalIPs {
-				if why := b.listenedOn(ip, port.Protocol, uint16(port.Port)); why != "" {
-					b.st.Problems = append(b.st.Problems, Problem{Object: b.ref, Reason: ReasonExternalIPRefused, Scope: ScopeNode,
-						Message: why + "; not served"})
-					continue
-				}
-				if !vs(ip, uint16(port.Port), KindExternalIP, external, externalLocal) {
+				if !b.portAllowed(fieldExternalIP, ip, port.Protocol, uint16(port.Port)) ||
+					!vs(ip, uint16(port.Port), KindExternalIP, external, externalLocal) {
 					continue
 				}
 				serveExternal(ip)
@@ -248,7 +249,8 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 				}
 			}
 			for _, ip := range lbIPs {
-				if !vs(ip, uint16(port.Port), KindLoadBalancer, external, externalLocal) {
+				if !b.portAllowed(fieldLoadBalancerIP, ip, port.Protocol, uint16(port.Port)) ||
+					!vs(ip, uint16(port.Port), KindLoadBalancer, external, externalLocal) {
 					continue
 				}
 				serveExternal(ip)

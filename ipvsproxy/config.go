@@ -58,6 +58,12 @@ type Config struct {
 	// (deleted or changed) unless a Service wants it; see excluded.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool
+	// AcceptServiceTraffic (--accept-service-traffic) makes KUBE-IPVS-FILTER
+	// accept traffic to a virtual server ahead of the host's own INPUT
+	// rules, so that a host firewall cannot drop it. Off, as in kube-proxy,
+	// the chain returns it to INPUT and the host's rules decide: a firewall
+	// may then restrict the node ports and service addresses tenants open.
+	AcceptServiceTraffic bool
 	// ServiceCIDRs are the cluster's Service IP ranges (--service-cidrs), for
 	// clusters without networking.k8s.io/v1 ServiceCIDR objects; the ranges of
 	// those objects are added to them (NodeInfo.ServiceCIDRs). Each becomes
@@ -68,6 +74,25 @@ type Config struct {
 	// ExternalIPCIDRs (--external-ip-cidrs), when set, are the only ranges
 	// external IPs may come from (CVE-2020-8554); empty allows all.
 	ExternalIPCIDRs []netip.Prefix
+	// ProtectAddresses (--protect-addresses) are never served or bound,
+	// whichever field of a Service names them, on any node
+	// (addressguard.go): what the nodes must keep reaching that the
+	// proxier cannot find for itself (the API server's VIP or load
+	// balancer as the kubelets dial it, a control-plane range).
+	ProtectAddresses []netip.Prefix
+	// APIServers are the addresses the daemon found the API server at when
+	// it started (cmd/ipvsproxy: the host it dials, resolved, and the
+	// address the API server advertises); the guard protects each on every
+	// node but one holding it, unless it lies in a Service range or is
+	// default/kubernetes's cluster IP: an in-cluster daemon dials that
+	// cluster IP, which the proxier itself serves.
+	APIServers []APIServerAddress
+	// RefuseEndpointCIDRs (--refuse-endpoint-cidrs): no endpoint address may
+	// lie in them; RefuseNodeEndpoints (--refuse-node-endpoints): no
+	// endpoint of a Service outside kube-system may be a Node's, the API
+	// server's or a protected address (endpointpolicy.go).
+	RefuseEndpointCIDRs []netip.Prefix
+	RefuseNodeEndpoints bool
 	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
 	// the kernel is written.
 	SyncPeriod, MinSyncPeriod time.Duration
@@ -138,7 +163,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown IP family %q", f))
 		}
 	}
-	for _, p := range slices.Concat(c.ClusterCIDRs, c.NodePortAddresses, c.ExcludeCIDRs, c.ServiceCIDRs, c.ExternalIPCIDRs) {
+	for _, p := range slices.Concat(c.ClusterCIDRs, c.NodePortAddresses, c.ExcludeCIDRs, c.ServiceCIDRs, c.ExternalIPCIDRs, c.ProtectAddresses, c.RefuseEndpointCIDRs) {
 		if !p.IsValid() {
 			errs = append(errs, fmt.Errorf("invalid CIDR %v", p))
 		}

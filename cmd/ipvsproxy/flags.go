@@ -31,11 +31,15 @@ func proxierFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: envOf("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
 		&cli.StringFlag{Name: "ipvs-scheduler", EnvVars: envOf("ipvs-scheduler"), Value: d.Scheduler, Usage: "IPVS scheduler; a kernel without it is a start-up error, except that the default twos falls back to wrr (docs/scheduler.md)"},
 		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
+		&cli.BoolFlag{Name: "accept-service-traffic", EnvVars: envOf("accept-service-traffic"), Usage: "accept traffic to Services (node ports, service addresses) in KUBE-IPVS-FILTER ahead of the host's own INPUT rules, so that a host firewall cannot drop it; by default it returns to INPUT and the host's rules decide, as under kube-proxy"},
 		&cli.BoolFlag{Name: "ipvs-strict-arp", EnvVars: envOf("ipvs-strict-arp"), Usage: "set arp_ignore=1 and arp_announce=2 so service addresses are not announced"},
 		&cli.StringFlag{Name: "service-node-port-range", EnvVars: envOf("service-node-port-range"), Value: fmt.Sprintf("%d-%d", d.NodePortMin, d.NodePortMax), Usage: "the API server's NodePort range: virtual servers on node addresses in it belong to ipvsproxy"},
 		&cli.StringFlag{Name: "sysctl-root", EnvVars: envOf("sysctl-root"), Value: "/proc/sys", Usage: "where the kernel parameters are written; a mount of the host's /proc/sys/net below it lets the container run unprivileged"},
 		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync"},
 		&cli.StringFlag{Name: "external-ip-cidrs", EnvVars: envOf("external-ip-cidrs"), Usage: "CIDRs that external IPs may lie in, comma-separated; empty allows all. Others are refused with an Event (CVE-2020-8554)"},
+		&cli.StringFlag{Name: "protect-addresses", EnvVars: envOf("protect-addresses"), Usage: "addresses or CIDRs, comma-separated, that no Service may take on any node, whichever field names them: the API server's VIP or load balancer as the kubelets dial it, anything the nodes must keep reaching. The API server's endpoints, the host this daemon dials and the address the API server advertises are protected without it"},
+		&cli.StringFlag{Name: "refuse-endpoint-cidrs", EnvVars: envOf("refuse-endpoint-cidrs"), Usage: "addresses or CIDRs, comma-separated, that no endpoint may lie in (cloud metadata services, the control plane's network): such an endpoint is no real server, with an Event on its EndpointSlice. Unspecified, loopback, link-local and multicast endpoints are refused without it"},
+		&cli.BoolFlag{Name: "refuse-node-endpoints", EnvVars: envOf("refuse-node-endpoints"), Usage: "refuse endpoints that are a Node's address, the API server's or in --protect-addresses, except in kube-system's Services and default/kubernetes (hostNetwork pods elsewhere lose their Services), so that a tenant's EndpointSlice cannot make a Service a door to the nodes"},
 		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges (the API server's --service-cluster-ip-range), comma-separated, added to those of networking.k8s.io/v1 ServiceCIDR objects; each becomes one local route on kube-ipvs0, and no external IP may lie in them"},
 		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
 		&cli.StringFlag{Name: "config", EnvVars: envOf("config"), Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, kubeadm's config.conf); flags given explicitly override it, and a change restarts the daemon"},
@@ -118,6 +122,13 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	if cfg.ServiceCIDRs, err = parseCIDRs("service-cidrs", c.String("service-cidrs")); err != nil {
 		return cfg, err
 	}
+	if cfg.ProtectAddresses, err = parseAddressesOrCIDRs("protect-addresses", c.String("protect-addresses")); err != nil {
+		return cfg, err
+	}
+	if cfg.RefuseEndpointCIDRs, err = parseAddressesOrCIDRs("refuse-endpoint-cidrs", c.String("refuse-endpoint-cidrs")); err != nil {
+		return cfg, err
+	}
+	cfg.RefuseNodeEndpoints = c.Bool("refuse-node-endpoints")
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
 	cfg.DetectLocalMode = ipvsproxy.LocalDetectMode(c.String("detect-local-mode"))
 	cfg.PodBridgeInterface = c.String("pod-bridge-interface")
@@ -127,6 +138,7 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	}
 	cfg.SchedulerExplicit = c.IsSet("ipvs-scheduler")
 	cfg.StrictARP = c.Bool("ipvs-strict-arp")
+	cfg.AcceptServiceTraffic = c.Bool("accept-service-traffic")
 	if cfg.NodePortMin, cfg.NodePortMax, err = parsePortRange(c.String("service-node-port-range")); err != nil {
 		return cfg, err
 	}
@@ -195,6 +207,29 @@ func parseCIDRs(flag, value string) ([]netip.Prefix, error) {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return nil, fmt.Errorf("--%s: %q is not a CIDR: %w", flag, s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// parseAddressesOrCIDRs reads a list of CIDRs and single addresses (each a
+// CIDR of its one address).
+func parseAddressesOrCIDRs(flag, value string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(value, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %q is neither an IP address nor a CIDR: %w", flag, s, err)
 		}
 		out = append(out, p.Masked())
 	}

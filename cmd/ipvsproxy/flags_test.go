@@ -50,9 +50,11 @@ func TestFlagsFollowKubeProxyDefaults(t *testing.T) {
 
 func TestFlagsParse(t *testing.T) {
 	cfg, err := parse(t, "--cluster-cidr=10.244.0.0/16,fd00:244::/56", "--nodeport-addresses=198.51.100.0/24",
-		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp",
+		"--ipvs-exclude-cidrs=203.0.113.0/28", "--ipvs-scheduler=rr", "--masquerade-all", "--ipvs-strict-arp", "--accept-service-traffic",
 		"--ipvs-sync-period=1m", "--ipvs-min-sync-period=2s", "--ipvs-resync-shares=10", "--ipvs-udp-timeout=10s", "--ipvs-drain-timeout=30s", "--service-node-port-range=31000-31999",
-		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16", "--ipvs-allowed-schedulers=mh, sh")
+		"--external-ip-cidrs=203.0.113.0/25", "--service-cidrs=10.96.0.0/16", "--ipvs-allowed-schedulers=mh, sh",
+		"--protect-addresses=192.0.2.253, 2001:db8::253,::ffff:192.0.2.9,198.51.100.0/28",
+		"--refuse-endpoint-cidrs=100.100.100.200,fd00:ec2::254/128", "--refuse-node-endpoints")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +63,7 @@ func TestFlagsParse(t *testing.T) {
 	// A family without a CIDR in the list keeps NodePorts on all its addresses.
 	want.NodePortAddresses = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24"), netip.MustParsePrefix("::/0")}
 	want.ExcludeCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/28")}
-	want.Scheduler, want.SchedulerExplicit, want.MasqueradeAll, want.StrictARP = "rr", true, true, true
+	want.Scheduler, want.SchedulerExplicit, want.MasqueradeAll, want.StrictARP, want.AcceptServiceTraffic = "rr", true, true, true, true
 	want.SyncPeriod, want.MinSyncPeriod, want.UDPTimeout = time.Minute, 2*time.Second, 10*time.Second
 	want.NodePortMin, want.NodePortMax = 31000, 31999
 	want.ResyncShares = 10
@@ -69,6 +71,10 @@ func TestFlagsParse(t *testing.T) {
 	want.ExternalIPCIDRs = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/25")}
 	want.ServiceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}
 	want.AllowedSchedulers, want.AllowedSchedulersExplicit = []string{"mh", "sh"}, true
+	want.ProtectAddresses = []netip.Prefix{netip.MustParsePrefix("192.0.2.253/32"), netip.MustParsePrefix("2001:db8::253/128"),
+		netip.MustParsePrefix("192.0.2.9/32"), netip.MustParsePrefix("198.51.100.0/28")}
+	want.RefuseEndpointCIDRs = []netip.Prefix{netip.MustParsePrefix("100.100.100.200/32"), netip.MustParsePrefix("fd00:ec2::254/128")}
+	want.RefuseNodeEndpoints = true
 	if got, w := strings.ReplaceAll(sprint(cfg), " ", ""), strings.ReplaceAll(sprint(want), " ", ""); got != w {
 		t.Fatalf("got  %s\nwant %s", got, w)
 	}
@@ -112,6 +118,7 @@ func TestBadFlagsAreClearErrors(t *testing.T) {
 		{[]string{"--iptables-masquerade-bit=-1"}, "want --iptables-masquerade-bit 0-31"},
 		{[]string{"--conntrack-udp-timeout=-1s"}, "--conntrack-udp-timeout=-1s must not be negative"},
 		{[]string{"--metrics-bind-address=localhost"}, "--metrics-bind-address"},
+		{[]string{"--protect-addresses=api.example.test"}, `--protect-addresses: "api.example.test" is neither an IP address nor a CIDR`},
 	} {
 		_, err := parse(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -51,12 +51,13 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	client, informerClient, err := newClients(c.String("kubeconfig"), clientConnection(c))
+	client, informerClient, server, err := newClients(c.String("kubeconfig"), clientConnection(c))
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	cfg.APIServers = findAPIServers(ctx, server, client, lookupHost)
 	if cfg.Families, err = familiesToProxy(ctx, c.String("ip-families"), client, nodeName, cfg.ServiceCIDRs, c.String("sysctl-root")); err != nil {
 		return err
 	}
@@ -245,18 +246,33 @@ var apiRequestTimeout = 30 * time.Second
 // streamed watch-list that takes longer. A dead connection still ends the
 // informers' requests: client-go pings an HTTP/2 connection idle for 30 s
 // and closes it after 15 s without an answer.
-func newClients(kubeconfig string, options ...func(*rest.Config)) (requests, informers kubeapi.Client, err error) {
-	if requests, err = newClient(kubeconfig, options...); err != nil {
-		return nil, nil, err
+//
+// server is the API server they dial (the kubeconfig's server, or the
+// in-cluster host), for the address guard (apiserver.go).
+func newClients(kubeconfig string, options ...func(*rest.Config)) (requests, informers kubeapi.Client, server string, err error) {
+	restConfig, err := restConfigFor(kubeconfig, options...)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if requests, err = kubeapi.New(restConfig); err != nil {
+		return nil, nil, "", err
 	}
 	noTimeout := func(rc *rest.Config) { rc.Timeout = 0 }
 	if informers, err = newClient(kubeconfig, append(slices.Clone(options), noTimeout)...); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return requests, informers, nil
+	return requests, informers, restConfig.Host, nil
 }
 
 func newClient(kubeconfig string, options ...func(*rest.Config)) (kubeapi.Client, error) {
+	restConfig, err := restConfigFor(kubeconfig, options...)
+	if err != nil {
+		return nil, err
+	}
+	return kubeapi.New(restConfig)
+}
+
+func restConfigFor(kubeconfig string, options ...func(*rest.Config)) (*rest.Config, error) {
 	var restConfig *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -272,7 +288,7 @@ func newClient(kubeconfig string, options ...func(*rest.Config)) (kubeapi.Client
 	for _, o := range options {
 		o(restConfig)
 	}
-	return kubeapi.New(restConfig)
+	return restConfig, nil
 }
 
 // allowedSchedulers fills in the schedulers a Service may choose by

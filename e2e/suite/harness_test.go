@@ -93,6 +93,8 @@ var scenarios = []scenario{
 	{"61", []string{"61"}, "service_deletion_drains", scenarioServiceDeletionDrains},
 	{"62", []string{"62", "62v6"}, "api_outage", scenarioAPIOutage},
 	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
+	{"64", []string{"64"}, "servicelb_node_addresses", scenarioServiceLBNodeAddresses},
+	{"65", []string{"65"}, "api_vip_claim", scenarioAPIVIPClaim},
 }
 
 // byName are the scenarios left out of the default order, for time: a

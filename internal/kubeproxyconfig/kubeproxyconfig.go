@@ -134,6 +134,10 @@ var FlagsWithoutField = map[string]string{
 	"inspect-bind-address":                "ipvsproxy only: where the read-only /inspect/ endpoint listens (loopback by default, whatever metricsBindAddress)",
 	"lock-file":                           "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
 	"lock-timeout":                        "ipvsproxy only: how long a second instance waits for the node lock",
+	"protect-addresses":                   "ipvsproxy only; kube-proxy binds any address a Service names",
+	"accept-service-traffic":              "ipvsproxy only; kube-proxy always returns Service traffic to the host's INPUT rules",
+	"refuse-endpoint-cidrs":               "ipvsproxy only; kube-proxy takes every endpoint address the API accepted",
+	"refuse-node-endpoints":               "ipvsproxy only; kube-proxy takes every endpoint address the API accepted",
 }
 
 // Setting is one field a file sets, in the syntax of its flag.

@@ -153,7 +153,7 @@ func (p *Proxier) endpointConditions(name types.NamespacedName, node ipvsproxy.N
 	c := endpointConditions{endpoints: map[ipvsproxy.PortKey]map[netip.AddrPort]ipvsproxy.Endpoint{}, topology: map[ipvsproxy.PortKey]bool{}}
 	endpointSlices := p.tracker.EndpointSlicesOf(name)
 	for _, family := range families {
-		byPort, _ := ipvsproxy.EndpointsByPort(endpointSlices, family)
+		byPort, _ := ipvsproxy.EndpointsByPort(endpointSlices, family, ipvsproxy.NewEndpointPolicy(name, &p.cfg, &node))
 		for k, eps := range byPort {
 			if c.endpoints[k] == nil {
 				c.endpoints[k] = map[netip.AddrPort]ipvsproxy.Endpoint{}
