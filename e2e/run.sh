@@ -101,6 +101,13 @@ fi
 (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/echoserver" ./e2e/echoserver)
 # The Go scenarios (e2e/suite, a module of its own), one test binary the guest runs after its setup.
 (cd "$repo/e2e/suite" && CGO_ENABLED=0 "$go" test -c -tags e2e -trimpath -o "$work/e2e-suite.test" .)
+# What carries out the migration guide's `kubectl apply -k` in its scenario (no kubectl here); the
+# deploy check below compiles the same package, so this is a link. The demo runs no such scenario.
+deploy_apply=
+if ((!demo)); then
+	(cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/deploy-apply" ./deploy/test/apply)
+	deploy_apply=$work/deploy-apply
+fi
 # This run's own e2ectl, beside links to the cached control plane: the cache is shared by every
 # checkout on the machine, and a run from another branch rebuilt the cached e2ectl under a running
 # one ("unknown command create-servicecidr").
@@ -153,7 +160,7 @@ set +e
 IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
 	--timeout "${IPVSPROXY_VM_TIMEOUT:-2400}" --results "$work/results" --host-port "6443:$APISERVER_PORT" \
 	-e "E2E_BIN=$cp_bin" -e "ECHOSERVER=$work/echoserver" -e "E2E_DEMO=$demo" \
-	-e "E2E_SUITE=$work/e2e-suite.test" \
+	-e "E2E_SUITE=$work/e2e-suite.test" -e "E2E_APPLY=$deploy_apply" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
 	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" \
 	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" \

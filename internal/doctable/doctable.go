@@ -75,3 +75,57 @@ func Code(cell string) []string {
 	}
 	return out
 }
+
+// Commands returns the commands of the fenced code block that follows the
+// line `<!-- commands: NAME -->` in the Markdown file at path: a line ending
+// in a backslash joined with the next, comments (from " # " or a leading #)
+// and blank lines left out. Tests run these lines, so that a page's commands
+// are the ones tested; no such block, or an empty one, is an error.
+func Commands(path, name string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read commands: %w", err)
+	}
+	marker := "<!-- commands: " + name + " -->"
+	lines := strings.Split(string(data), "\n")
+	for i, line := range lines {
+		if strings.TrimSpace(line) != marker {
+			continue
+		}
+		if i+1 >= len(lines) || !strings.HasPrefix(strings.TrimSpace(lines[i+1]), "```") {
+			return nil, fmt.Errorf("%s:%d: %s is not followed by a code block", path, i+1, marker)
+		}
+		indent := lines[i+1][:len(lines[i+1])-len(strings.TrimLeft(lines[i+1], " "))]
+		var out []string
+		pending := ""
+		for _, l := range lines[i+2:] {
+			l = strings.TrimPrefix(l, indent)
+			if strings.HasPrefix(strings.TrimSpace(l), "```") {
+				if pending != "" {
+					return nil, fmt.Errorf("%s: block %s ends inside a continued line", path, name)
+				}
+				if len(out) == 0 {
+					return nil, fmt.Errorf("%s: block %s has no command", path, name)
+				}
+				return out, nil
+			}
+			if c := strings.Index(l, " # "); c >= 0 {
+				l = l[:c]
+			}
+			l = strings.TrimSpace(l)
+			if strings.HasPrefix(l, "#") {
+				l = ""
+			}
+			if strings.HasSuffix(l, "\\") {
+				pending += strings.TrimSpace(strings.TrimSuffix(l, "\\")) + " "
+				continue
+			}
+			if l = strings.TrimSpace(pending + l); l != "" {
+				out = append(out, l)
+			}
+			pending = ""
+		}
+		return nil, fmt.Errorf("%s: block %s is not closed", path, name)
+	}
+	return nil, fmt.Errorf("%s: no %s", path, marker)
+}
