@@ -38,7 +38,7 @@ unit: deps
 	$(GO) vet ./...
 	# -vet=off: go test's own vet pass is a subset of the one above.
 	$(GO) test -count=1 -vet=off ./...
-	cd e2e/controlplane && $(GO) test -count=1 . ./pki/ ./cluster/
+	cd e2e/controlplane && $(GO) test -count=1 . ./pki/ ./cluster/ ./kubeproxydefaults/
 	cd e2e/conformance && $(GO) test -count=1 ./cmd/junitsummary/ ./ledger/
 	# The Go end-to-end scenarios run only in the VM (make e2e); here they are vetted, which compiles them,
 	# and their helpers without the e2e tag (the silence of a stream, gap.go) are tested.

@@ -89,9 +89,7 @@ func runAction(c *cli.Context) error {
 	cfg = prepared.Config
 	allowedSchedulers(&cfg, hostsetup.KernelSchedulerSources(release))
 
-	m := metrics.New()
-	m.SetBuildInfo(version, version)
-	m.RegisterRESTClient()
+	m := newDaemonMetrics()
 	m.SetSchedulerFallback(prepared.Requested, prepared.SchedulerFellBack)
 
 	recorder := events.New(client.Events(), kubeapi.Scheme(), v1.EventSource{Component: "ipvsproxy", Host: nodeName})
@@ -305,4 +303,15 @@ func allowedSchedulers(cfg *ipvsproxy.Config, src hostsetup.SchedulerSources) {
 	}
 	klog.InfoS("Schedulers a Service may choose with the annotation "+ipvsproxy.AnnotationScheduler, "allowed", cfg.AllowedSchedulers,
 		"configured", cfg.Scheduler, "fromFlag", cfg.AllowedSchedulersExplicit)
+}
+
+// newDaemonMetrics is the registry the daemon serves on /metrics (with
+// --metrics-per-service, statusAndInspectServer adds servicestats' collector);
+// docs/metrics.md lists every metric and label in it, and a test holds the two
+// equal.
+func newDaemonMetrics() *metrics.Metrics {
+	m := metrics.New()
+	m.SetBuildInfo(version, version)
+	m.RegisterRESTClient()
+	return m
 }

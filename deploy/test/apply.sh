@@ -7,9 +7,10 @@
 #   TOKEN-KUBECONFIG-OUT: also write a kubeconfig holding a token of the
 #   ipvsproxy ServiceAccount, for running the proxy with exactly its RBAC.
 #
-# The overlays and the Helm chart (deploy/helm/ipvsproxy, rendered by Helm's
-# engine in process; CHART=VALUES renders it with that values file) are
-# applied first and the base last, so the cluster ends with the base's
+# What the README's install commands name is applied first (they are the ones
+# an operator runs), then the overlays and the Helm chart (deploy/helm/ipvsproxy,
+# rendered by Helm's engine in process; CHART=VALUES renders it with that
+# values file), and the base last, so the cluster ends with the base's
 # objects; all are checked by the server.
 # Needs only Go (it runs deploy/test/apply; kubectl is not required).
 set -eu
@@ -22,6 +23,7 @@ fi
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 exec "$GO" run ./deploy/test/apply -kubeconfig "$kubeconfig" ${token_out:+-token-kubeconfig "$token_out"} \
+	-install-commands README.md:install \
 	deploy/overlays/example deploy/overlays/modprobe deploy/overlays/kube-proxy-labels deploy/overlays/kubeadm deploy/overlays/migrate \
 	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/example-values.yaml \
 	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/kubeadm-values.yaml \

@@ -23,9 +23,9 @@ import (
 )
 
 // The node-by-node migration of docs/migrate-from-kube-proxy.md, step by
-// step. kubectl's place is taken by the cluster package (what e2ectl's
-// label-node, create-daemonset, patch-daemonset and daemonsets-for call),
-// each step shown as the kubectl command it stands for.
+// step: its command blocks are read from the guide and run (RunGuide,
+// guide_test.go); kubectl's place is taken by the cluster package and
+// deploy/test/apply.
 
 // migratePort is scenario 43's node port.
 const migratePort = 30043
@@ -73,13 +73,10 @@ func scenarioMigrate(s *S) {
 		v.Show("-", "kubectl apply -f kube-proxy-daemonset.yaml  # kubeadm's, as e2ectl create-daemonset", "")
 		for _, n := range []string{"node1", "node2"} {
 			v.LabelNode(n, "kubernetes.io/os", "linux")
-			v.LabelNode(n, proxyLabel, "kube-proxy")
 		}
-		v.Show("-", "kubectl label node --all "+proxyLabel+"=kube-proxy", "")
-		v.PatchDaemonSet("kube-system", "kube-proxy", "deploy/overlays/migrate/kube-proxy-patch.yaml")
-		v.Show("-", "kubectl -n kube-system patch daemonset kube-proxy --patch-file deploy/overlays/migrate/kube-proxy-patch.yaml", "")
-		v.PatchDaemonSet("kube-system", "ipvsproxy", "deploy/overlays/migrate/daemonset-patch.yaml")
-		v.Show("-", "kubectl apply -k deploy/overlays/migrate  # its patch, as e2ectl patch-daemonset", "")
+		// The guide's steps 1 and 2, as written there.
+		v.RunGuide("migrate-start", "node1")
+		v.RunGuide("migrate-install", "node1")
 		if on := v.DaemonSetsFor("node1"); on != "kube-proxy" {
 			v.Errorf("node1 on '%s' before, want kube-proxy only", on)
 		}
@@ -91,9 +88,8 @@ func scenarioMigrate(s *S) {
 			v.Errorf("kube-proxy's leftover DNAT did not break the node's connection to the cluster IP")
 		}
 
-		// 2. Move node1: the label, then what the DaemonSet's pod runs there.
-		v.LabelNode("node1", proxyLabel, "ipvsproxy")
-		v.Show("-", "kubectl label node node1 "+proxyLabel+"=ipvsproxy --overwrite", "")
+		// 2. Move node1 (the guide's step 3): the label, then what the DaemonSet's pod runs there.
+		v.RunGuide("migrate-move", "node1")
 		if on := v.DaemonSetsFor("node1"); on != "ipvsproxy" {
 			v.Errorf("node1 on '%s' after relabelling, want ipvsproxy only", on)
 		}
@@ -121,6 +117,7 @@ func scenarioMigrate(s *S) {
 		if served := code("node1", "http://"+ip+"/", "the node's own connection"); served != "200" {
 			v.Errorf("the node's connection to the cluster IP: %s, want 200", served)
 		}
+		v.RunGuide("migrate-check", "node1")
 
 		// A restart of the pod runs the init container again, after the old container stopped (it
 		// holds the node lock while it runs): nothing of ipvsproxy's goes.
@@ -150,8 +147,7 @@ func scenarioMigrate(s *S) {
 		}
 
 		// 3. Rollback: off both DaemonSets, the rollback pod's command, back on kube-proxy.
-		v.LabelNode("node1", proxyLabel, "rollback")
-		v.Show("-", "kubectl label node node1 "+proxyLabel+"=rollback --overwrite", "")
+		v.RunGuide("rollback-leave", "node1")
 		if on := v.DaemonSetsFor("node1"); on != "" {
 			v.Errorf("node1 on '%s' during rollback, want neither", on)
 		}
@@ -166,8 +162,7 @@ func scenarioMigrate(s *S) {
 		if gone != "0 0 0 0" {
 			v.Errorf("after rollback's cleanup: virtual servers, KUBE- sets, KUBE- rules, KUBE- IPv6 rules = %s", gone)
 		}
-		v.LabelNode("node1", proxyLabel, "kube-proxy")
-		v.Show("-", "kubectl label node node1 "+proxyLabel+"=kube-proxy --overwrite", "")
+		v.RunGuide("rollback-return", "node1")
 		if on := v.DaemonSetsFor("node1"); on != "kube-proxy" {
 			v.Errorf("node1 on '%s' after rollback, want kube-proxy", on)
 		}

@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -37,6 +38,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ipvsproxy/ipvsproxy/deploy"
+	"github.com/ipvsproxy/ipvsproxy/internal/doctable"
 )
 
 // forbidden are requests the proxy must never be able to make; each one is
@@ -71,6 +73,7 @@ func main() {
 	tokenKubeconfig := flag.String("token-kubeconfig", "", "if set, write a kubeconfig with a token of the ServiceAccount here")
 	tokenTTL := flag.Duration("token-ttl", 24*time.Hour, "lifetime of the token written by -token-kubeconfig")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
+	installCommands := flag.String("install-commands", "", "FILE:NAME: also apply, first, what the install commands of that Markdown block name (kubectl apply --server-side -k, helm install -f), so a page's commands are the ones applied")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: apply -kubeconfig FILE [flags] KUSTOMIZATION-DIR|CHART-DIR[=VALUES.yaml]...\n")
 		flag.PrintDefaults()
@@ -80,9 +83,25 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
+	dirs := flag.Args()
+	if *installCommands != "" {
+		file, name, _ := strings.Cut(*installCommands, ":")
+		commands, err := doctable.Commands(file, name)
+		if err == nil {
+			var targets []string
+			if targets, err = deploy.ApplyTargets(commands); err == nil {
+				fmt.Printf("the install commands of %s: %s\n", *installCommands, strings.Join(commands, "; "))
+				dirs = append(targets, dirs...)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "apply:", err)
+			os.Exit(1)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := run(ctx, *kubeconfig, *fieldManager, *rbacDoc, *tokenKubeconfig, *tokenTTL, flag.Args()); err != nil {
+	if err := run(ctx, *kubeconfig, *fieldManager, *rbacDoc, *tokenKubeconfig, *tokenTTL, dirs); err != nil {
 		fmt.Fprintln(os.Stderr, "apply:", err)
 		os.Exit(1)
 	}
