@@ -87,7 +87,8 @@ func runAction(c *cli.Context) error {
 	cfg = prepared.Config
 
 	m := metrics.New()
-	m.SetBuildInfo(version, version)
+	bi := readBuildInfo()
+	m.SetBuildInfo(bi.Version, bi.Commit, bi.treeState(), bi.CommitTime)
 	m.RegisterRESTClient()
 	m.SetSchedulerFallback(prepared.Requested, prepared.SchedulerFellBack)
 
