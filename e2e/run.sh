@@ -102,6 +102,25 @@ done
 (cd "$repo/e2e/controlplane" && CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -o "$run_bin/e2ectl" ./cmd/e2ectl)
 cp_bin=$run_bin
 
+# The release's image: `make image`'s archive, made again unless its linux/amd64 daemon is
+# bin/ipvsproxy, the binary every scenario runs; and the release's manifests and chart rendered
+# from it, which the deploy check below applies.
+image_dir=$repo/_output/image
+image_current() {
+	local archive
+	archive=$(ls "$image_dir"/ipvsproxy-*.oci.tar 2>/dev/null) && [[ -x $image_dir/ipvsproxy-release ]] &&
+		"$image_dir/ipvsproxy-release" extract -archive "$archive" -platform linux/amd64 -o "$work/image-ipvsproxy" 2>/dev/null &&
+		cmp -s "$work/image-ipvsproxy" "$repo/bin/ipvsproxy"
+}
+t=$SECONDS
+if ! image_current; then
+	say "make image: no archive whose daemon is bin/ipvsproxy"
+	make -C "$repo" --no-print-directory image >&2
+	image_current || die "make image's linux/amd64 daemon is not bin/ipvsproxy (run make build image)"
+fi
+"$image_dir/ipvsproxy-release" release -archive "$(ls "$image_dir"/ipvsproxy-*.oci.tar)" -repo "$repo" -o "$work/release" >/dev/null
+say "image $(cat "$work/release/IMAGE"), its daemon bin/ipvsproxy; release rendered ($((SECONDS - t))s)"
+
 # 2. The VM's kernel and initramfs (cached; about 2 s when nothing changed).
 t=$SECONDS
 "$repo/e2e/vm/prepare.sh" >/dev/null
@@ -120,9 +139,9 @@ say "control plane up (${t_cp}s)"
 # The DaemonSet's manifests, server-side applied to this real API server with strict
 # field validation (any schema error fails), and the ServiceAccount's access checked against
 # docs/rbac.md. Counted as one more test in the summary.
-if "$repo/deploy/test/apply.sh" "$cp_dir/admin.kubeconfig" >"$work/deploy-apply.log" 2>&1; then
+if RELEASE_DIR=$work/release "$repo/deploy/test/apply.sh" "$cp_dir/admin.kubeconfig" >"$work/deploy-apply.log" 2>&1; then
 	deploy_ok=1
-	echo "PASS deploy: kustomized manifests and the Helm chart server-side applied; RBAC allows exactly docs/rbac.md"
+	echo "PASS deploy: kustomized manifests, the Helm chart and the release's manifests and packaged chart (every container on $(sed 's/.*@//' "$work/release/IMAGE")) server-side applied; RBAC allows exactly docs/rbac.md"
 else
 	deploy_ok=0
 	echo "FAIL deploy: applying deploy/ to the API server failed:"
