@@ -153,6 +153,8 @@ image:
 # labels and the binaries name the commit.
 release: deps
 	@test "$(TREE_STATE)" = clean || { echo "make release: the tree has changes (git status): commit them first" >&2; exit 2; }
+	@v=$$(cat VERSION); test "$(VERSION)" = "$$v" || test "$(VERSION)" = "$${v%-rc.*}" || \
+		{ echo "make release: VERSION=$(VERSION) is neither the VERSION file's $$v nor its final version $${v%-rc.*}" >&2; exit 2; }
 	$(MAKE) image
 	$(IMAGE_DIR)/ipvsproxy-release release -archive $(IMAGE_DIR)/ipvsproxy-$(VERSION).oci.tar -repo . \
 		-distro debian-$$(. /etc/os-release && echo $$VERSION_ID) -o $(RELEASE_DIR)
