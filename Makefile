@@ -141,12 +141,15 @@ bench-conntrack-vm:
 IMAGE     ?= registry.invalid/ipvsproxy
 PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_DIR ?= _output/image
+# IMAGE_REUSE=1: keep the archive built from the same inputs (release/image.sh).
+IMAGE_REUSE ?=
 RELEASE_DIR = _output/release/$(VERSION)
 REGISTRY  ?=
 .PHONY: image release push release-check
 image:
 	GO=$(GO) VERSION=$(VERSION) COMMIT=$(COMMIT) TREE_STATE=$(TREE_STATE) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
-		LDFLAGS='$(LDFLAGS)' BUILDTAGS='$(BUILDTAGS)' IMAGE=$(IMAGE) PLATFORMS=$(PLATFORMS) release/image.sh $(IMAGE_DIR)
+		LDFLAGS='$(LDFLAGS)' BUILDTAGS='$(BUILDTAGS)' IMAGE=$(IMAGE) PLATFORMS=$(PLATFORMS) IMAGE_REUSE=$(IMAGE_REUSE) \
+		release/image.sh $(IMAGE_DIR)
 
 # The release: the image archive, its SBOM (CycloneDX), the manifests and the chart pinned to its
 # digest, the monitoring files, the CHANGELOG section, SHA256SUMS. From a clean tree only: the

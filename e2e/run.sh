@@ -115,7 +115,7 @@ image_current() {
 t=$SECONDS
 if ! image_current; then
 	say "make image: no archive whose daemon is bin/ipvsproxy"
-	make -C "$repo" --no-print-directory image >&2
+	make -C "$repo" --no-print-directory image IMAGE_REUSE=1 >&2
 	image_current || die "make image's linux/amd64 daemon is not bin/ipvsproxy (run make build image)"
 fi
 "$image_dir/ipvsproxy-release" release -archive "$(ls "$image_dir"/ipvsproxy-*.oci.tar)" -repo "$repo" -o "$work/release" >/dev/null

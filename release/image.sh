@@ -9,7 +9,9 @@
 #
 # usage: release/image.sh OUT_DIR
 # env (set by the Makefile): GO, VERSION, COMMIT, TREE_STATE, SOURCE_DATE_EPOCH, LDFLAGS, BUILDTAGS,
-#      IMAGE (the repository the archive names), PLATFORMS (linux/amd64,linux/arm64)
+#      IMAGE (the repository the archive names), PLATFORMS (linux/amd64,linux/arm64);
+#      IMAGE_REUSE=1 keeps OUT_DIR's archive when it was built from the same inputs (the commit,
+#      every change to the tree, the settings above): the end-to-end and conformance runs.
 # Writes OUT_DIR/ipvsproxy-VERSION.oci.tar, OUT_DIR/IMAGE (REPOSITORY:VERSION@DIGEST) and, per
 # platform, OUT_DIR/linux-ARCH/{ipvsproxy,rootfs.tar}.
 set -euo pipefail
@@ -17,7 +19,6 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 out=${1:?usage: image.sh OUT_DIR}
 mkdir -p "$out"
-rm -f "$out"/ipvsproxy-*.oci.tar "$out/IMAGE"
 out=$(cd "$out" && pwd)
 : "${GO:=go}" "${VERSION:?}" "${COMMIT:?}" "${TREE_STATE:?}" "${SOURCE_DATE_EPOCH:?}" "${LDFLAGS:?}" "${BUILDTAGS:?}"
 : "${IMAGE:=registry.invalid/ipvsproxy}" "${PLATFORMS:=linux/amd64,linux/arm64}"
@@ -25,6 +26,21 @@ export SOURCE_DATE_EPOCH
 revision=$COMMIT
 [[ $TREE_STATE == clean ]] || revision+=-dirty
 log() { echo "image: $*" >&2; }
+
+# What the archive is made from: the commit, the tree's changes (tracked and untracked), the
+# settings. The same inputs make the same archive, so a run that finds one of them may keep it.
+inputs=$( (
+	cd "$repo"
+	echo "$VERSION $COMMIT $TREE_STATE $SOURCE_DATE_EPOCH $LDFLAGS $BUILDTAGS $IMAGE $PLATFORMS"
+	git diff HEAD --binary 2>/dev/null
+	git ls-files -o --exclude-standard -z 2>/dev/null | xargs -0 -r sha256sum
+) | sha256sum | cut -c1-64)
+if [[ ${IMAGE_REUSE:-} == 1 && -f $out/INPUTS && $(cat "$out/INPUTS") == "$inputs" && -f $out/IMAGE &&
+	-x $out/ipvsproxy-release ]] && ls "$out"/ipvsproxy-*.oci.tar >/dev/null 2>&1; then
+	log "kept $(cat "$out/IMAGE"): built from the same inputs"
+	exit 0
+fi
+rm -f "$out"/ipvsproxy-*.oci.tar "$out/IMAGE" "$out/INPUTS"
 
 args=()
 for platform in ${PLATFORMS//,/ }; do
@@ -50,4 +66,5 @@ archive=$out/ipvsproxy-$VERSION.oci.tar
 ref=$("$out/ipvsproxy-release" image -name "$IMAGE" -version "$VERSION" -revision "$revision" \
 	-created "$SOURCE_DATE_EPOCH" -o "$archive" "${args[@]}")
 echo "$ref" >"$out/IMAGE"
+echo "$inputs" >"$out/INPUTS"
 log "wrote $archive: $ref"

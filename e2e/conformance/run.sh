@@ -101,7 +101,7 @@ fi
 bin=$("$here/build.sh")
 cp_bin=$("$repo/e2e/controlplane/build.sh")
 # ipvsproxy's image as the release builds it (make image: both platforms, one archive).
-make -C "$repo" --no-print-directory image >&2
+make -C "$repo" --no-print-directory image IMAGE_REUSE=1 >&2
 image_ref=$(cat "$repo/_output/image/IMAGE") # registry.invalid/ipvsproxy:VERSION@sha256:...
 log "binaries ready; ipvsproxy image $image_ref"
 
