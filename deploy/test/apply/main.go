@@ -72,7 +72,7 @@ func main() {
 	tokenKubeconfig := flag.String("token-kubeconfig", "", "if set, write a kubeconfig with a token of the ServiceAccount here")
 	tokenTTL := flag.Duration("token-ttl", 24*time.Hour, "lifetime of the token written by -token-kubeconfig")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
-	image := flag.String("image", "", "a release's image (REPOSITORY@sha256:...): every container of the objects read from a .yaml file or a packaged chart (.tgz) must run it, as the server stored them")
+	image := flag.String("image", "", "a release's image (REPOSITORY@sha256:...): every container of the objects read from a .yaml file or a packaged chart (.tgz), given without a values file, must run it, as the server stored them")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: apply -kubeconfig FILE [flags] KUSTOMIZATION-DIR|CHART-DIR[=VALUES.yaml]...\n")
 		flag.PrintDefaults()
@@ -112,7 +112,8 @@ func run(ctx context.Context, kubeconfig, fieldManager, rbacDoc, tokenKubeconfig
 		if err != nil {
 			return err
 		}
-		released := image != "" && (strings.HasSuffix(dir, ".yaml") || strings.HasSuffix(dir, ".tgz"))
+		// A release's file: a rendered manifest or a packaged chart, not a chart with a values file.
+		released := image != "" && !strings.Contains(dir, "=") && (strings.HasSuffix(dir, ".yaml") || strings.HasSuffix(dir, ".tgz"))
 		pinned := 0
 		for _, obj := range objs {
 			typed, err := deploy.Decode(obj)
