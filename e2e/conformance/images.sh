@@ -62,4 +62,5 @@ start=$SECONDS
 "$bin/mkimage" -o "$out/regression-issue-74839.tar" -tag registry.k8s.io/e2e-test-images/regression-issue-74839:1.4 \
 	-add "$bin/regression-issue-74839=/regression-issue-74839" -entrypoint /regression-issue-74839
 cp "$ipvsproxy_archive" "$out/ipvsproxy.tar"
+cp "$(dirname "$ipvsproxy_archive")/IMAGE" "$out/ipvsproxy.ref" # REPOSITORY:TAG@DIGEST, for node.sh
 log "wrote $(ls "$out" | tr '\n' ' ')in $((SECONDS - start))s ($(du -sh "$out" | cut -f1))"

@@ -296,6 +296,11 @@ else
 	kubectl apply --server-side --field-manager=conformance -k "$work/overlay-pinned" >&2
 	until kubectl -n kube-system rollout status daemonset/ipvsproxy --timeout=10s >/dev/null 2>&1; do
 		((SECONDS - t0 < timeout)) || { kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2; die "ipvsproxy DaemonSet not Ready"; }
+		# Nothing can be pulled here: a pull means the imported image was not found, for good.
+		if kubectl -n kube-system get pods -l app.kubernetes.io/name=ipvsproxy -o jsonpath='{..waiting.reason}' 2>/dev/null | grep -qE 'ErrImagePull|ImagePullBackOff'; then
+			kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2
+			die "the kubelet tried to pull ipvsproxy's image $image_ref: the imported archive was not found by its digest"
+		fi
 	done
 	log "ipvsproxy DaemonSet Ready on $nodes nodes after $((SECONDS - t_ds))s"
 	kubectl -n kube-system get pods -o wide >&2
