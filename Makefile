@@ -4,11 +4,19 @@
 # Both install what they need (Debian packages) on first use; run them as root.
 
 GO        ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
-VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -s -w -X main.version=$(VERSION)
+# The version of the binary, the image, the chart and the docs: the VERSION file
+# (deploy/version_test.go checks that the chart and the CHANGELOG agree with it).
+VERSION   ?= $(shell cat VERSION)
+COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
+# The commit's time: the image's creation time and every file time in it.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct HEAD 2>/dev/null || echo 0)
+COMMIT_TIME := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+# dirty when git sees any change, untracked files included, as Go's own VCS stamp does.
+TREE_STATE := $(shell test -z "$$(git status --porcelain 2>/dev/null)" && echo clean || echo dirty)
+LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.commitTime=$(COMMIT_TIME) -X main.treeState=$(TREE_STATE)
 # urfave/cli's man-page writer (and the Markdown parser under it) is never used; left out, it
-# leaves half a MB of heap and 250 KB of binary off every node. Also in the Dockerfile and
-# deploy/rootfs/build-rootfs.sh (cmd/ipvsproxy/deps_test.go checks all three).
+# leaves half a MB of heap and 250 KB of binary off every node. Also in
+# deploy/rootfs/build-rootfs.sh (cmd/ipvsproxy/deps_test.go checks both).
 BUILDTAGS := urfave_cli_no_docs
 BIN       := bin/ipvsproxy
 # Every Go command run from here builds as the control plane, the conformance cluster and the e2e
@@ -22,7 +30,7 @@ export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 # Packages whose real-kernel half needs IPVS, the dummy driver or SCTP: they run in the VM.
 VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./internal/proxier ./inspect ./listeners
 
-.PHONY: all build test unit vm-test e2e demo deps fuzz bench image release rootfs clean fresh-check
+.PHONY: all build test unit vm-test e2e demo deps fuzz bench clean fresh-check
 
 all: build
 
@@ -40,6 +48,8 @@ unit: deps
 	$(GO) test -count=1 -vet=off ./...
 	cd e2e/controlplane && $(GO) test -count=1 . ./pki/ ./cluster/ ./kubeproxydefaults/
 	cd e2e/conformance && $(GO) test -count=1 ./cmd/junitsummary/ ./ledger/
+	# The image builder, the SBOM, the release bundle, and two image builds of this commit (one digest).
+	cd release && $(GO) vet ./... && $(GO) test -count=1 ./...
 	# The Go end-to-end scenarios run only in the VM (make e2e); here they are vetted, which compiles them,
 	# and their helpers without the e2e tag (the silence of a stream, gap.go) are tested.
 	cd e2e/suite && $(GO) vet -tags e2e ./... && $(GO) test -count=1 .
@@ -121,27 +131,48 @@ bench-inspect-load:
 bench-conntrack-vm:
 	IPVSPROXY_VM_MEM=4096 e2e/vm/test-in-vm.sh --run '^$$' --bench BenchmarkCleanUp -e IPVSPROXY_CONNTRACK_BENCH_FLOWS=1000000 ./conntrack
 
-# Images need a container engine with buildx; see deploy/rootfs for the same
-# file system without one. REGISTRY is yours (ipvsproxy publishes no image):
-#   make image REGISTRY=registry.example.com/team     build for this machine, load locally
-#   make release REGISTRY=registry.example.com/team   linux/amd64 and linux/arm64, pushed
-# The manifests name the image `ipvsproxy`; set yours with kustomize's
-# `images:` (deploy/overlays/example) or the chart's image.repository.
-REGISTRY  ?=
-IMAGE     ?= $(if $(REGISTRY),$(REGISTRY)/ipvsproxy,ipvsproxy)
+# The image, without a container engine (release/image.sh, docs/install.md): for each platform
+# the daemon cross-compiled, deploy/rootfs's Debian packages of that architecture, the tree
+# checked by deploy/rootfs/check-rootfs.sh; one OCI archive of both, named IMAGE:VERSION.
+# The conformance cluster and the end-to-end deploy check run this archive. The same commit gives
+# the same digest.
+#   make image                                  _output/image/ipvsproxy-$(VERSION).oci.tar
+#   make release                                _output/release/$(VERSION)/ (VERSION=X.Y.Z: that version)
+#   make push REGISTRY=registry.example.com/team   the archive to REGISTRY/ipvsproxy:$(VERSION)
+IMAGE     ?= registry.invalid/ipvsproxy
 PLATFORMS ?= linux/amd64,linux/arm64
-IMAGE_ARGS = --build-arg VERSION=$(VERSION) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null) \
-	--build-arg CREATED=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+IMAGE_DIR ?= _output/image
+# IMAGE_REUSE=1: keep the archive built from the same inputs (release/image.sh).
+IMAGE_REUSE ?=
+RELEASE_DIR = _output/release/$(VERSION)
+REGISTRY  ?=
+.PHONY: image release push release-check
 image:
-	docker buildx build --load $(IMAGE_ARGS) -t $(IMAGE):$(VERSION) .
+	GO=$(GO) VERSION=$(VERSION) COMMIT=$(COMMIT) TREE_STATE=$(TREE_STATE) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+		LDFLAGS='$(LDFLAGS)' BUILDTAGS='$(BUILDTAGS)' IMAGE=$(IMAGE) PLATFORMS=$(PLATFORMS) IMAGE_REUSE=$(IMAGE_REUSE) \
+		release/image.sh $(IMAGE_DIR)
 
-release:
-	@test -n "$(REGISTRY)" || { echo "make release needs REGISTRY=your.registry/path"; exit 2; }
-	docker buildx build --push --platform $(PLATFORMS) $(IMAGE_ARGS) -t $(IMAGE):$(VERSION) .
+# The release: the image archive, its SBOM (CycloneDX), the manifests and the chart pinned to its
+# digest, the monitoring files, the CHANGELOG section, SHA256SUMS. From a clean tree only: the
+# labels and the binaries name the commit.
+release: deps
+	@test "$(TREE_STATE)" = clean || { echo "make release: the tree has changes (git status): commit them first" >&2; exit 2; }
+	@v=$$(cat VERSION); test "$(VERSION)" = "$$v" || test "$(VERSION)" = "$${v%-rc.*}" || \
+		{ echo "make release: VERSION=$(VERSION) is neither the VERSION file's $$v nor its final version $${v%-rc.*}" >&2; exit 2; }
+	$(MAKE) image
+	$(IMAGE_DIR)/ipvsproxy-release release -archive $(IMAGE_DIR)/ipvsproxy-$(VERSION).oci.tar -repo . \
+		-distro debian-$$(. /etc/os-release && echo $$VERSION_ID) -o $(RELEASE_DIR)
+	@echo "make release: wrote $(RELEASE_DIR)"; cat $(RELEASE_DIR)/IMAGE
 
-rootfs: build
-	deploy/rootfs/build-rootfs.sh $(BIN) _output/rootfs.tar
-	deploy/rootfs/check-rootfs.sh _output/rootfs.tar
+push:
+	@test -n "$(REGISTRY)" || { echo "make push needs REGISTRY=your.registry/path" >&2; exit 2; }
+	@test -f $(IMAGE_DIR)/ipvsproxy-$(VERSION).oci.tar || { echo "make push: no $(IMAGE_DIR)/ipvsproxy-$(VERSION).oci.tar: make image (or make release) first" >&2; exit 2; }
+	cd release && $(GO) run ./cmd/ipvsproxy-release push -archive ../$(IMAGE_DIR)/ipvsproxy-$(VERSION).oci.tar -registry $(REGISTRY)
+
+# The release gate (hours; not part of make test): every spec of the conformance selection passed
+# at this commit, the e2e suite on both kernels, and make fresh-check (release/check.sh).
+release-check:
+	release/check.sh
 
 clean:
 	rm -rf bin _output

@@ -387,7 +387,7 @@ func TestOverlayPatchesBase(t *testing.T) {
 	if !strings.HasPrefix(bc.Image, "registry.invalid/ipvsproxy:") {
 		t.Errorf("base image %q, want the placeholder registry.invalid/ipvsproxy:<tag>", bc.Image)
 	}
-	if oc.Image != "registry.example.com/ipvsproxy/ipvsproxy:v0.1.0" {
+	if oc.Image != "registry.example.com/ipvsproxy/ipvsproxy:0.1.0-rc.1" {
 		t.Errorf("overlay image %q", oc.Image)
 	}
 	if got := overlay.config.Data["IPVSPROXY_CLUSTER_CIDR"]; got != "10.244.0.0/16" {
@@ -485,12 +485,13 @@ func TestContainerIsHardened(t *testing.T) {
 	}
 }
 
-// The conformance overlay (e2e/conformance) runs the image images.sh
-// imports into containerd: a base image name it does not rewrite would be
-// pulled, and never found (ImagePullBackOff on every node).
+// The conformance overlay (e2e/conformance) runs the image `make image`
+// names and images.sh imports into containerd, pinned by digest in run.sh:
+// another repository would be pulled, and never found (ImagePullBackOff on
+// every node).
 func TestConformanceOverlayRunsTheImportedImage(t *testing.T) {
 	r := renderTyped(t, "../e2e/conformance/overlay")
-	if got := proxyContainer(t, r.daemonSet).Image; got != "docker.io/ipvsproxy/ipvsproxy:conformance" {
-		t.Fatalf("conformance overlay image %q, want docker.io/ipvsproxy/ipvsproxy:conformance (e2e/conformance/images.sh)", got)
+	if repo, _, _ := splitImage(proxyContainer(t, r.daemonSet).Image); repo != "registry.invalid/ipvsproxy" {
+		t.Fatalf("conformance overlay image repository %q, want registry.invalid/ipvsproxy (the Makefile's IMAGE)", repo)
 	}
 }

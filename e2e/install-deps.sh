@@ -9,6 +9,8 @@ packages=(
 	nftables                                        # nft: kube-proxy's nftables-mode tables in the clean-up tests
 	qemu-system-x86 busybox-static cpio xz-utils zstd # the end-to-end VM
 	socat curl                                      # the VM's API server forward; probes; SCTP (scenario 38)
+	qemu-user-static                                # check-rootfs.sh runs the arm64 image's tools
+	prometheus                                      # promtool: the shipped alerts and dashboard (deploy/monitoring)
 )
 missing=()
 for p in "${packages[@]}"; do

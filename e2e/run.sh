@@ -119,6 +119,28 @@ done
 (cd "$repo/e2e/controlplane" && CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -o "$run_bin/e2ectl" ./cmd/e2ectl)
 cp_bin=$run_bin
 
+# The release's image: `make image`'s archive, made again unless its linux/amd64 daemon is
+# bin/ipvsproxy, the binary every scenario runs; and the release's manifests and chart rendered
+# from it, which the deploy check below applies.
+image_dir=$repo/_output/image
+image_current() {
+	local archive
+	archive=$(ls "$image_dir"/ipvsproxy-*.oci.tar 2>/dev/null) && [[ -x $image_dir/ipvsproxy-release ]] &&
+		"$image_dir/ipvsproxy-release" extract -archive "$archive" -platform linux/amd64 -o "$work/image-ipvsproxy" 2>/dev/null &&
+		cmp -s "$work/image-ipvsproxy" "$repo/bin/ipvsproxy"
+}
+# The demo applies no manifests, so it needs no image.
+t=$SECONDS
+if ((!demo)); then
+	if ! image_current; then
+		say "make image: no archive whose daemon is bin/ipvsproxy"
+		make -C "$repo" --no-print-directory image IMAGE_REUSE=1 >&2
+		image_current || die "make image's linux/amd64 daemon is not bin/ipvsproxy (run make build image)"
+	fi
+	"$image_dir/ipvsproxy-release" release -archive "$(ls "$image_dir"/ipvsproxy-*.oci.tar)" -repo "$repo" -o "$work/release" >/dev/null
+	say "image $(cat "$work/release/IMAGE"), its daemon bin/ipvsproxy; release rendered ($((SECONDS - t))s)"
+fi
+
 # 2. The VM's kernel and initramfs (cached; about 2 s when nothing changed).
 t=$SECONDS
 "$repo/e2e/vm/prepare.sh" >/dev/null
@@ -145,9 +167,9 @@ say "control plane up (${t_cp}s)"
 # docs/rbac.md. Counted as one more test in the summary; the demo leaves it out.
 if ((demo)); then
 	deploy_ok=
-elif "$repo/deploy/test/apply.sh" "$cp_dir/admin.kubeconfig" >"$work/deploy-apply.log" 2>&1; then
+elif RELEASE_DIR=$work/release "$repo/deploy/test/apply.sh" "$cp_dir/admin.kubeconfig" >"$work/deploy-apply.log" 2>&1; then
 	deploy_ok=1
-	echo "PASS deploy: kustomized manifests and the Helm chart server-side applied; RBAC allows exactly docs/rbac.md"
+	echo "PASS deploy: kustomized manifests, the Helm chart and the release's manifests and packaged chart (every container on $(sed 's/.*@//' "$work/release/IMAGE")) server-side applied; RBAC allows exactly docs/rbac.md"
 else
 	deploy_ok=0
 	echo "FAIL deploy: applying deploy/ to the API server failed:"

@@ -311,7 +311,8 @@ func allowedSchedulers(cfg *ipvsproxy.Config, src hostsetup.SchedulerSources) {
 // equal.
 func newDaemonMetrics() *metrics.Metrics {
 	m := metrics.New()
-	m.SetBuildInfo(version, version)
+	bi := readBuildInfo()
+	m.SetBuildInfo(bi.Version, bi.Commit, bi.treeState(), bi.CommitTime)
 	m.RegisterRESTClient()
 	return m
 }

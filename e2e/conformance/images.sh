@@ -12,11 +12,11 @@
 #   registry.k8s.io/build-image/distroless-iptables:v0.9.6   Debian's conntrack with its libraries,
 #       busybox for sh, grep and sleep (the KubeProxy CLOSE_WAIT spec reads the node's table)
 #   registry.k8s.io/e2e-test-images/regression-issue-74839:1.4   built from test/images (build.sh)
-#   docker.io/ipvsproxy/ipvsproxy:conformance          deploy/rootfs's tree (make rootfs)
+#   registry.invalid/ipvsproxy:VERSION                 the release's image archive (make image), as it is
 #
-# Usage: images.sh BIN_DIR ROOTFS_TAR OUT_DIR    (BIN_DIR from build.sh)
+# Usage: images.sh BIN_DIR IMAGE_ARCHIVE OUT_DIR    (BIN_DIR from build.sh)
 set -euo pipefail
-bin=$1 rootfs=$2 out=$3
+bin=$1 ipvsproxy_archive=$2 out=$3
 mkdir -p "$out"
 log() { echo "images.sh: $*" >&2; }
 
@@ -61,6 +61,6 @@ start=$SECONDS
 	"${conntrack_lib_args[@]}" -dir /tmp=1777
 "$bin/mkimage" -o "$out/regression-issue-74839.tar" -tag registry.k8s.io/e2e-test-images/regression-issue-74839:1.4 \
 	-add "$bin/regression-issue-74839=/regression-issue-74839" -entrypoint /regression-issue-74839
-"$bin/mkimage" -o "$out/ipvsproxy.tar" -tag docker.io/ipvsproxy/ipvsproxy:conformance \
-	-layer "$rootfs" -entrypoint /usr/local/bin/ipvsproxy -cmd run
+cp "$ipvsproxy_archive" "$out/ipvsproxy.tar"
+cp "$(dirname "$ipvsproxy_archive")/IMAGE" "$out/ipvsproxy.ref" # REPOSITORY:TAG@DIGEST, for node.sh
 log "wrote $(ls "$out" | tr '\n' ' ')in $((SECONDS - start))s ($(du -sh "$out" | cut -f1))"

@@ -40,7 +40,7 @@ func (v *V) runGuideCommand(written, node string) {
 	}
 	nodes := []string{node}
 	switch {
-	// kubectl label node --all|NODE KEY=VALUE [--overwrite]
+	// kubectl label node --all|NODE KEY=VALUE [--overwrite], or KEY- (the label removed)
 	case len(f) >= 5 && f[0] == "kubectl" && f[1] == "label" && f[2] == "node" && (len(f) == 5 || len(f) == 6 && f[5] == "--overwrite"):
 		if f[3] == "--all" {
 			nodes = []string{"node1", "node2"}
@@ -49,7 +49,9 @@ func (v *V) runGuideCommand(written, node string) {
 		}
 		key, value, ok := strings.Cut(f[4], "=")
 		if !ok {
-			break
+			if key, ok = strings.CutSuffix(f[4], "-"); !ok || len(f) != 5 {
+				break
+			}
 		}
 		for _, n := range nodes {
 			v.LabelNode(n, key, value)
@@ -61,9 +63,12 @@ func (v *V) runGuideCommand(written, node string) {
 		v.PatchDaemonSet(f[2], f[5], f[7])
 		v.Show("-", written, "")
 		return
-	// kubectl apply -k DIR: a server-side apply of the rendered kustomization.
+	// kubectl apply [--server-side] -k DIR: a server-side apply of the rendered kustomization.
 	case len(f) == 4 && f[0] == "kubectl" && f[1] == "apply" && f[2] == "-k":
 		v.applyKustomization(written, f[3])
+		return
+	case len(f) == 5 && f[0] == "kubectl" && f[1] == "apply" && f[2] == "--server-side" && f[3] == "-k":
+		v.applyKustomization(written, f[4])
 		return
 	// kubectl -n NS get pods -o wide --field-selector spec.nodeName=NODE
 	case len(f) == 8 && f[0] == "kubectl" && f[1] == "-n" && f[3] == "get" && f[4] == "pods" && f[7] == "spec.nodeName="+node:

@@ -170,5 +170,13 @@ func scenarioKubeProxyMetrics(s *S) {
 		if !strings.Contains(m, `rest_client_requests_total{code="200"`) {
 			v.Errorf(`no rest_client_requests_total{code="200",...} on /metrics`)
 		}
+		// The whole page, kept with the run's logs: deploy/monitoring's alert and dashboard
+		// tests take their input series from it (deploy/monitoring/testdata/metrics.prom).
+		page := run("node1", "curl -s localhost:10249/metrics")
+		if page.Status != 0 || !strings.Contains(page.Out, "ipvsproxy_sync_full_total") {
+			v.Errorf("/metrics of node1: %s", oneline(page.Out))
+		} else if err := os.WriteFile(filepath.Join(guest.logs, "metrics-node1.prom"), []byte(page.Out+"\n"), 0o644); err != nil {
+			v.Errorf("keep /metrics: %v", err)
+		}
 	})
 }
