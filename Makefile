@@ -155,7 +155,7 @@ conformance-status:
 conformance-smoke: deps
 	e2e/conformance/run.sh --smoke
 
-# The benchmark harness beside kube-proxy v1.36.3's IPVS proxier (benchmarks/harness, a
+# The benchmark harness beside kube-proxy v1.37.2's IPVS proxier (benchmarks/harness, a
 # module of its own). bench-smoke proves it works on 100 Services (make test runs it; building
 # kube-proxy takes about 3 minutes on a cold Go cache); bench-report is the full run whose results
 # are committed under benchmarks/results/ (tens of minutes; see docs/performance.md).
@@ -177,7 +177,7 @@ bench-node:
 	e2e/vm/bench-vm.sh --node 1000 10000
 
 # The conntrack clean-up: ipvsproxy's Proxier.Sync (the endpoint change's partial sync and a
-# full sync's reconcile pass) beside kube-proxy v1.36.3's CleanStaleEntries: 250,000 UDP flows
+# full sync's reconcile pass) beside kube-proxy v1.37.2's CleanStaleEntries: 250,000 UDP flows
 # (this host's nf_conntrack_max is 262,144), 1% stale, one fresh network namespace per process.
 .PHONY: bench-conntrack
 bench-conntrack:

@@ -13,10 +13,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${IPVSPROXY_E2E_BIN_CACHE:-/var/cache/ipvsproxy-e2e/bin}
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 
-# The version the apiserver reports (/version, and what clients negotiate with).
-k8s_version=v1.36.3
+# The version the apiserver reports (/version, and what clients negotiate with): the release
+# go.mod requires, so that a version is changed in one place.
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$here/go.mod")
+k8s_minor=${k8s_version#v1.}
+k8s_minor=${k8s_minor%%.*}
 ldflags="-s -w"
-for kv in gitVersion=$k8s_version gitMajor=1 gitMinor=36 gitTreeState=clean; do
+for kv in gitVersion=$k8s_version gitMajor=1 gitMinor=$k8s_minor gitTreeState=clean; do
 	ldflags+=" -X k8s.io/component-base/version.$kv"
 done
 

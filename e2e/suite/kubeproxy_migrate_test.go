@@ -21,7 +21,7 @@ import (
 )
 
 // The migration of docs/migrate-from-kube-proxy.md from the real kube-proxy
-// v1.36.3 (built beside the API server: E2E_BIN/kube-proxy), with live
+// v1.37.2 (built beside the API server: E2E_BIN/kube-proxy), with live
 // connections measured across the switch, and the rollbacks the guide gives.
 // Each stream is e2e/echoserver -measure (a line or a datagram per 100 ms,
 // the longest gap between arrivals and every pause reported at the end); a
