@@ -43,9 +43,11 @@ unit: deps
 	# The Go end-to-end scenarios run only in the VM (make e2e); here they are vetted, which compiles them.
 	cd e2e/suite && $(GO) vet -tags e2e ./...
 
-# The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy).
-vm-test: deps
+# The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy), then a boot that
+# checks the start-up on a kernel without ip_vs, without the dummy driver and without twos.
+vm-test: deps build
 	e2e/vm/test-in-vm.sh --smoke $(VM_PKGS)
+	e2e/vm/kernel-limits.sh
 
 # The VM stage's own check: a guest kernel panic (made on purpose) is named, retried once and
 # counted, and a second one fails (three boots; run it after changing e2e/vm's scripts).

@@ -552,10 +552,10 @@ func scenarioMigrateKubeProxy(s *S) {
 			sched4, sched6 := vsScheduler("node1", vs4[0]), vsScheduler("node1", vs6[0])
 			v.Show("node1", "ipvsadm -Ln --tcp-service "+hostPort(vs4[0].Address.String(), 80)+"; ipvsadm -Ln --tcp-service "+hostPort(vs6[0].Address.String(), 80)+"  # the cluster IPs' schedulers",
 				sched4+"\n"+sched6)
-			if sched4 != "twos" {
+			if sched4 != defaultScheduler() {
 				v.Errorf("the cluster IP's virtual server does not have ipvsproxy's scheduler (%q): not adopted", sched4)
 			}
-			if sched6 != "twos" {
+			if sched6 != defaultScheduler() {
 				d.Errorf(6, "the IPv6 cluster IP's virtual server does not have ipvsproxy's scheduler (%q): not adopted", sched6)
 			}
 			v.kpmNewConnections(svcs, d, "under ipvsproxy")
@@ -631,7 +631,7 @@ func scenarioRollbackKubeProxyIPVS(s *S) {
 		v.Heading("Rollback from ipvsproxy to the real kube-proxy in IPVS mode with live connections")
 		svcs := v.kpmApply()
 		vss := append(svcs.virtualServers(4), svcs.virtualServers(6)...)
-		if ok, last := waitUntil(60*time.Second, func() (bool, string) { return programmed("node1", "twos", vss) }); !ok {
+		if ok, last := waitUntil(60*time.Second, func() (bool, string) { return programmed("node1", defaultScheduler(), vss) }); !ok {
 			v.Errorf("ipvsproxy did not program the Services within 60 s: %s", last)
 		}
 		streams := v.kpmStartStreams(svcs)
@@ -801,7 +801,7 @@ func scenarioRollbackKubeProxyMode(mode string) func(*S) {
 			svcs := v.kpmApply()
 			vs4 := svcs.virtualServers(4)
 			if ok, last := waitUntil(60*time.Second, func() (bool, string) {
-				return programmed("node1", "twos", []ipvs.VirtualServerKey{vs4[0], vs4[2]})
+				return programmed("node1", defaultScheduler(), []ipvs.VirtualServerKey{vs4[0], vs4[2]})
 			}); !ok {
 				v.Errorf("ipvsproxy did not program the Services within 60 s: %s", last)
 			}
