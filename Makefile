@@ -59,6 +59,21 @@ vm-panic-selftest:
 e2e: deps build
 	e2e/run-parallel.sh
 
+# The compatibility matrices (docs/compatibility.md; results in e2e/matrix/*.tsv, one row per line
+# of the matrix, replaced by each run): k8s-matrix runs the core e2e scenarios against each
+# Kubernetes minor's own kube-apiserver (K8S=1.35 for one; default 1.35 1.36 1.37), kernel-matrix
+# runs the VM tests and the e2e suite on each Debian 12 kernel (KERNELS=6.1 for one; default
+# 6.12 6.1 cloud). `make test` runs the newest minor and 6.12 (the e2e stage). One minor or kernel
+# per call keeps a VM hold near an hour.
+K8S     ?=
+KERNELS ?=
+.PHONY: k8s-matrix kernel-matrix
+k8s-matrix: deps build
+	e2e/matrix.sh kubernetes $(K8S)
+
+kernel-matrix: deps build
+	e2e/matrix.sh kernels $(KERNELS)
+
 # e2e-migrate: the migration from the real kube-proxy (44, also in `make e2e`); the rollbacks
 # (44rollback to its IPVS mode, 44rbiptables, 44rbnftables) and the migration from its iptables and
 # nftables modes are left out of `make e2e` for time (e2e/suite/kubeproxy_migrate_test.go: its
