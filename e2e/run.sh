@@ -101,6 +101,13 @@ for f in "$cp_bin"/*; do
 done
 (cd "$repo/e2e/controlplane" && CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -o "$run_bin/e2ectl" ./cmd/e2ectl)
 cp_bin=$run_bin
+# The previous release's build, for the upgrade scenario (70) when it runs.
+previous=
+if [[ -z ${IPVSPROXY_E2E_SCENARIOS:-} || " $IPVSPROXY_E2E_SCENARIOS " == *" 70 "* ]]; then
+	t=$SECONDS
+	previous=$("$repo/e2e/previous-build.sh") || die "the previous release's build failed (e2e/previous-build.sh)"
+	say "previous release's build $previous ($((SECONDS - t))s)"
+fi
 
 # 2. The VM's kernel and initramfs (cached; about 2 s when nothing changed).
 t=$SECONDS
@@ -144,7 +151,7 @@ IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
 	-e "E2E_SUITE=$work/e2e-suite.test" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
 	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" \
-	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" \
+	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" -e "E2E_PREVIOUS_IPVSPROXY=$previous" \
 	-e "ADMIN_KUBECONFIG=$work/admin-guest.kubeconfig" \
 	-e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
 	-- "$repo/e2e/scenarios/guest.sh" | tee "$work/output.log" | grep --line-buffered -Ev "$summary_re"

@@ -93,6 +93,7 @@ var scenarios = []scenario{
 	{"61", []string{"61"}, "service_deletion_drains", scenarioServiceDeletionDrains},
 	{"62", []string{"62", "62v6"}, "api_outage", scenarioAPIOutage},
 	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
+	{"70", []string{"70", "70v6"}, "upgrade_downgrade", scenarioUpgradeDowngrade},
 }
 
 // byName are the scenarios left out of the default order, for time: a

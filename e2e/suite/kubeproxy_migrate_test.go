@@ -208,17 +208,23 @@ func (r streamReport) problem(name string, control streamReport) string {
 // kpmServices are the scenarios' Services, their addresses per family.
 type kpmServices struct {
 	tcp, udp *v1.Service
+	nodePort int // the TCP Service's
 }
 
 // kpmApply writes the TCP NodePort kpm44 (web on node1) and the UDP
 // ClusterIP kpm44-udp (u1 on node1), both RequireDualStack with each pod's
 // two addresses.
-func (v *V) kpmApply() kpmServices {
-	var s kpmServices
-	s.tcp = v.ApplyService(service("{name: kpm44}", "type: NodePort", "ipFamilyPolicy: RequireDualStack",
-		fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", kpmPort)))
+func (v *V) kpmApply() kpmServices { return v.applyTCPAndUDP("kpm44", kpmPort) }
+
+// applyTCPAndUDP writes the TCP NodePort NAME on nodePort (web on node1) and
+// the UDP ClusterIP NAME-udp on port 53 (u1 on node1), both
+// RequireDualStack with each pod's two addresses.
+func (v *V) applyTCPAndUDP(name string, nodePort int) kpmServices {
+	s := kpmServices{nodePort: nodePort}
+	s.tcp = v.ApplyService(service("{name: "+name+"}", "type: NodePort", "ipFamilyPolicy: RequireDualStack",
+		fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", nodePort)))
 	v.SetDualEndpoints(s.tcp, "web@node1")
-	s.udp = v.ApplyService(service("{name: kpm44-udp}", "ipFamilyPolicy: RequireDualStack",
+	s.udp = v.ApplyService(service("{name: "+name+"-udp}", "ipFamilyPolicy: RequireDualStack",
 		fmt.Sprintf("ports: [{port: %d, targetPort: 8081, protocol: UDP}]", kpmUDPPort)))
 	v.SetDualEndpoints(s.udp, "u1@node1")
 	for _, f := range families {
@@ -226,8 +232,8 @@ func (v *V) kpmApply() kpmServices {
 			v.Fatalf("the Services lack an IPv%d cluster IP: %v, %v", f, s.tcp.Spec.ClusterIPs, s.udp.Spec.ClusterIPs)
 		}
 	}
-	v.Show("-", "e2ectl apply-service kpm44 kpm44-udp && e2ectl set-endpoints ... web@node1 / u1@node1  # RequireDualStack, each pod's two addresses",
-		"kpm44:\n"+serviceInfo(s.tcp, "TYPE", "CLUSTER_IPS")+"\nkpm44-udp:\n"+serviceInfo(s.udp, "TYPE", "CLUSTER_IPS"))
+	v.Show("-", "e2ectl apply-service "+name+" "+name+"-udp && e2ectl set-endpoints ... web@node1 / u1@node1  # RequireDualStack, each pod's two addresses",
+		name+":\n"+serviceInfo(s.tcp, "TYPE", "CLUSTER_IPS")+"\n"+name+"-udp:\n"+serviceInfo(s.udp, "TYPE", "CLUSTER_IPS"))
 	return s
 }
 
@@ -236,7 +242,7 @@ func (v *V) kpmApply() kpmServices {
 func (s kpmServices) virtualServers(f ipFamily) []ipvs.VirtualServerKey {
 	return []ipvs.VirtualServerKey{
 		{Protocol: ipvs.TCP, Address: netip.MustParseAddr(f.clusterIP(s.tcp)), Port: 80},
-		{Protocol: ipvs.TCP, Address: netip.MustParseAddr(f.node("node1")), Port: kpmPort},
+		{Protocol: ipvs.TCP, Address: netip.MustParseAddr(f.node("node1")), Port: uint16(s.nodePort)},
 		{Protocol: ipvs.UDP, Address: netip.MustParseAddr(f.clusterIP(s.udp)), Port: kpmUDPPort},
 	}
 }
@@ -379,7 +385,7 @@ func (v *V) kpmNewConnections(s kpmServices, d *dual, when string) {
 		if a.Out != "200" {
 			fail(f, "c1 ->%s cluster IP %s: %s", v6, when, a.Out)
 		}
-		a = v.Ask("client", fmt.Sprintf("curl -s -o /dev/null -w '%%{http_code}' --max-time 5 'http://%s/'  # a new%s connection %s", hostPort(f.node("node1"), kpmPort), v6, when))
+		a = v.Ask("client", fmt.Sprintf("curl -s -o /dev/null -w '%%{http_code}' --max-time 5 'http://%s/'  # a new%s connection %s", hostPort(f.node("node1"), s.nodePort), v6, when))
 		if a.Out != "200" {
 			fail(f, "client ->%s NodePort %s: %s", v6, when, a.Out)
 		}
@@ -410,7 +416,7 @@ func (v *V) kpmStartStreams(s kpmServices) kpmStreams {
 			sfx = "6"
 		}
 		add("c1-tcp"+sfx, "c1", "tcp", hostPort(f.clusterIP(s.tcp), 80))
-		add("client-nodeport"+sfx, "client", "tcp", hostPort(f.node("node1"), kpmPort))
+		add("client-nodeport"+sfx, "client", "tcp", hostPort(f.node("node1"), s.nodePort))
 		add("c1-udp"+sfx, "c1", "udp", hostPort(f.clusterIP(s.udp), kpmUDPPort))
 	}
 	return ks
