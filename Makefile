@@ -54,9 +54,11 @@ unit: deps
 	# and their helpers without the e2e tag (the silence of a stream, gap.go) are tested.
 	cd e2e/suite && $(GO) vet -tags e2e ./... && $(GO) test -count=1 .
 
-# The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy).
-vm-test: deps
+# The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy), then a boot that
+# checks the start-up on a kernel without ip_vs, without the dummy driver and without twos.
+vm-test: deps build
 	e2e/vm/test-in-vm.sh --smoke $(VM_PKGS)
+	e2e/vm/kernel-limits.sh
 
 # The VM stage's own check: a guest kernel panic (made on purpose) is named, retried once and
 # counted, and a second one fails (three boots; run it after changing e2e/vm's scripts).
@@ -67,6 +69,21 @@ vm-panic-selftest:
 # The seed tutorial as assertions, two nodes in the VM against a real API server.
 e2e: deps build
 	e2e/run-parallel.sh
+
+# The compatibility matrices (docs/compatibility.md; results in e2e/matrix/*.tsv, one row per line
+# of the matrix, replaced by each run): k8s-matrix runs the core e2e scenarios against each
+# Kubernetes minor's own kube-apiserver (K8S=1.35 for one; default 1.35 1.36 1.37), kernel-matrix
+# runs the VM tests and the e2e suite on each Debian 12 kernel (KERNELS=6.1 for one; default
+# 6.12 6.1 cloud). `make test` runs the newest minor and 6.12 (the e2e stage). One minor or kernel
+# per call keeps a VM hold near an hour.
+K8S     ?=
+KERNELS ?=
+.PHONY: k8s-matrix kernel-matrix
+k8s-matrix: deps build
+	e2e/matrix.sh kubernetes $(K8S)
+
+kernel-matrix: deps build
+	e2e/matrix.sh kernels $(KERNELS)
 
 # e2e-migrate: the migration from the real kube-proxy (44, also in `make e2e`); the rollbacks
 # (44rollback to its IPVS mode, 44rbiptables, 44rbnftables) and the migration from its iptables and
@@ -194,7 +211,7 @@ conformance-status:
 conformance-smoke: deps
 	e2e/conformance/run.sh --smoke
 
-# The benchmark harness beside kube-proxy v1.36.3's IPVS proxier (benchmarks/harness, a
+# The benchmark harness beside kube-proxy v1.37.2's IPVS proxier (benchmarks/harness, a
 # module of its own). bench-smoke proves it works on 100 Services (make test runs it; building
 # kube-proxy takes about 3 minutes on a cold Go cache); bench-report is the full run whose results
 # are committed under benchmarks/results/ (tens of minutes; see docs/performance.md).
@@ -216,7 +233,7 @@ bench-node:
 	e2e/vm/bench-vm.sh --node 1000 10000
 
 # The conntrack clean-up: ipvsproxy's Proxier.Sync (the endpoint change's partial sync and a
-# full sync's reconcile pass) beside kube-proxy v1.36.3's CleanStaleEntries: 250,000 UDP flows
+# full sync's reconcile pass) beside kube-proxy v1.37.2's CleanStaleEntries: 250,000 UDP flows
 # (this host's nf_conntrack_max is 262,144), 1% stale, one fresh network namespace per process.
 .PHONY: bench-conntrack
 bench-conntrack:

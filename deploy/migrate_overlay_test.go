@@ -106,7 +106,7 @@ func TestKubeProxyPatchSelectsTheOtherNodes(t *testing.T) {
 	kubeProxy := appsv1.DaemonSet{}
 	kubeProxy.Name, kubeProxy.Namespace = "kube-proxy", "kube-system"
 	kubeProxy.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
-	kubeProxy.Spec.Template.Spec.Containers = []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.36.3"}}
+	kubeProxy.Spec.Template.Spec.Containers = []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.37.2"}}
 	original, err := json.Marshal(kubeProxy)
 	if err != nil {
 		t.Fatal(err)

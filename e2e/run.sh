@@ -118,6 +118,13 @@ for f in "$cp_bin"/*; do
 done
 (cd "$repo/e2e/controlplane" && CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -o "$run_bin/e2ectl" ./cmd/e2ectl)
 cp_bin=$run_bin
+# The previous release's build, for the upgrade scenario (70) when it runs.
+previous=
+if [[ -z ${IPVSPROXY_E2E_SCENARIOS:-} || " $IPVSPROXY_E2E_SCENARIOS " == *" 70 "* ]]; then
+	t=$SECONDS
+	previous=$("$repo/e2e/previous-build.sh") || die "the previous release's build failed (e2e/previous-build.sh)"
+	say "previous release's build $previous ($((SECONDS - t))s)"
+fi
 
 # The release's image: `make image`'s archive, made again unless its linux/amd64 daemon is
 # bin/ipvsproxy, the binary every scenario runs; and the release's manifests and chart rendered
@@ -191,7 +198,7 @@ IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
 	-e "E2E_SUITE=$work/e2e-suite.test" -e "E2E_APPLY=$deploy_apply" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
 	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" -e "E2E_API_VIP=$api_vip" \
-	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" \
+	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" -e "E2E_PREVIOUS_IPVSPROXY=$previous" \
 	-e "ADMIN_KUBECONFIG=$work/admin-guest.kubeconfig" \
 	-e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
 	-- "$repo/e2e/scenarios/guest.sh" | tee "$work/output.log" | grep --line-buffered -Ev "$summary_re"

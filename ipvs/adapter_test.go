@@ -124,6 +124,12 @@ var adapterCases = []adapterCase{
 	}},
 	{"twos scheduler", func(t *testing.T, a Interface) {
 		err := a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "twos"})
+		if _, fake := a.(*Fake); !fake && kerneltest.KernelWithoutTwos() {
+			// The kernel's refusal, which the daemon's fallback to wrr rests on.
+			wantErr(t, err, ErrNoScheduler)
+			wantVirtualServers(t, a)
+			return
+		}
 		if errors.Is(err, ErrNoScheduler) {
 			kerneltest.Skip(t, kerneltest.NoIPVS, "this kernel has no ip_vs_twos module: %v", err)
 		}

@@ -67,7 +67,7 @@ func runAction(c *cli.Context) error {
 		}
 	}
 	ctx, restart := context.WithCancelCause(ctx)
-	watchConfigFile(ctx, source.path, source.sum, configWatchInterval, func() { restart(errConfigChanged) })
+	watchConfigFile(ctx, source, configWatchInterval, func() { restart(errConfigChanged) })
 
 	lock, err := takeNodeLock(ctx, c)
 	if err != nil {

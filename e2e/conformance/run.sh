@@ -14,7 +14,7 @@
 #   --smoke   the DaemonSet becomes Ready and one Service conformance test passes (make test's form)
 #   --shard   K/N: the K-th of N shards of the selected specs sorted by name (K,K/N: several);
 #             a shard run and a full run append their results to ledger.tsv (docs/conformance.md)
-#   --kube-proxy-ipvs  the same cluster with upstream's kube-proxy v1.36.3 in IPVS mode on each
+#   --kube-proxy-ipvs  the same cluster with upstream's kube-proxy (the release go.mod requires) in IPVS mode on each
 #             node instead of ipvsproxy's DaemonSet: the reference that tells our failures from
 #             the test bed's (ledger cluster kube-proxy-ipvs)
 #   --dual-stack  the same cluster with both families (CONF_CLUSTER=dual-stack too): node

@@ -95,6 +95,7 @@ var scenarios = []scenario{
 	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
 	{"64", []string{"64"}, "servicelb_node_addresses", scenarioServiceLBNodeAddresses},
 	{"65", []string{"65"}, "api_vip_claim", scenarioAPIVIPClaim},
+	{"70", []string{"70", "70v6"}, "upgrade_downgrade", scenarioUpgradeDowngrade},
 }
 
 // byName are the scenarios left out of the default order, for time: a

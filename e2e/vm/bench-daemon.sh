@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-daemon.sh — the daemon tier of the benchmarks: the real `ipvsproxy run` process and
-# kube-proxy v1.36.3's own binary (--proxy-mode=ipvs), one after the other, on the VM's kernel
+# kube-proxy v1.37.2's own binary (--proxy-mode=ipvs), one after the other, on the VM's kernel
 # against the real kube-apiserver on this machine, with N Services × 10 endpoints created through
 # the API before either starts. Per side and N: peak RSS (VmHWM), start to ready, start to the
 # first hostNetwork connection through a cluster IP, one endpoint change from API write to the

@@ -13,7 +13,9 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/nsthread"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -91,7 +93,8 @@ func TestRouterAdvertisementsStillConfigureTheNodeAfterPrepare(t *testing.T) {
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 	var prepErr error
 	if err := nsthread.Do(node, func() {
-		k := adapters.Kernel{IPVS: ipvs.NewFake(), Sysctl: ipvsOnFake{real: sysctl.New(), ipvs: ipvsSysctlsFake()}}
+		// The dummy link on the fake: this kernel has no dummy driver.
+		k := adapters.Kernel{Netif: netif.NewFake(owned.DummyInterface), IPVS: ipvs.NewFake(), Sysctl: ipvsOnFake{real: sysctl.New(), ipvs: ipvsSysctlsFake()}}
 		_, prepErr = Prepare(cfg, k, "6.12.38+deb12-amd64")
 	}); err != nil {
 		t.Fatal(err)

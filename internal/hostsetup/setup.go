@@ -8,8 +8,10 @@ import (
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -36,13 +38,24 @@ type Prepared struct {
 	IPv6NotForwarded bool
 }
 
-// Prepare readies the kernel before the first sync: it probes the IPVS
-// scheduler (which also loads ip_vs), sets the IPVS timeouts, the
-// sysctls kube-proxy's IPVS mode sets and its conntrack settings, each
-// change logged with its reach, and says when IPv6 is proxied without IPv6
-// forwarding, which it leaves to the network plugin. kernelRelease is uname -r.
+// Prepare readies the kernel before the first sync: it makes the dummy
+// link (a kernel without the dummy driver is a start-up error saying so),
+// probes the IPVS scheduler (which also loads ip_vs), sets the IPVS
+// timeouts, the sysctls kube-proxy's IPVS mode sets and its conntrack
+// settings, each change logged with its reach, and says when IPv6 is
+// proxied without IPv6 forwarding, which it leaves to the network plugin.
+// kernelRelease is uname -r.
 func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Prepared, error) {
 	out := Prepared{Config: cfg, Requested: cfg.Scheduler}
+	// Without it no Service address can be bound and no Service CIDR routed,
+	// and every sync would fail the same way: say it once, at start-up.
+	// Creating the link early writes nothing a sync would not.
+	if err := k.Netif.EnsureDummy(); err != nil {
+		if errors.Is(err, netif.ErrUnsupported) {
+			return out, fmt.Errorf("the kernel has no dummy network driver (module dummy, CONFIG_DUMMY), which ipvsproxy needs for %s, the link that holds Service addresses (docs/compatibility.md): %w", owned.DummyInterface, err)
+		}
+		return out, err
+	}
 	ok, err := ProbeScheduler(k.IPVS, cfg.Scheduler)
 	switch {
 	case err != nil:

@@ -51,6 +51,22 @@ var accepted = map[Reason]string{
 	NoSCTP:  "the CI host's kernel has no SCTP; make vm-test runs these tests in the VM",
 }
 
+// KernelWithoutTwos reports whether the VM boots a kernel known to lack the
+// twos IPVS scheduler: Debian 12's 6.1 kernels (IPVSPROXY_VM_KERNEL 6.1 or
+// cloud, e2e/vm/prepare.sh) are built without CONFIG_IP_VS_TWOS. A test of
+// twos expects the kernel's refusal there, and the daemon falls back to wrr;
+// on any other kernel of the VM, twos missing is a failure.
+func KernelWithoutTwos() bool {
+	if !InVM() {
+		return false
+	}
+	switch os.Getenv("IPVSPROXY_VM_KERNEL") {
+	case "6.1", "cloud":
+		return true
+	}
+	return false
+}
+
 // InVM reports whether the test runs inside the project's VM
 // (e2e/vm/test-guest.sh sets IPVSPROXY_IN_VM=1).
 func InVM() bool { return os.Getenv("IPVSPROXY_IN_VM") == "1" }
