@@ -131,7 +131,10 @@ func read(r io.Reader, metric string, labels labelFilter) (*histogram, error) {
 		h.count += hist.GetSampleCount()
 		h.sum += hist.GetSampleSum()
 		for _, b := range hist.GetBucket() {
-			h.cum[b.GetUpperBound()] += b.GetCumulativeCount()
+			// +Inf is the sample count, whether or not the scrape lists its bucket.
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				h.cum[b.GetUpperBound()] += b.GetCumulativeCount()
+			}
 		}
 		h.cum[math.Inf(1)] += hist.GetSampleCount()
 	}

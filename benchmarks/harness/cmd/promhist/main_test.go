@@ -69,6 +69,16 @@ func TestQuantilesOfWhatWasObservedBetweenScrapes(t *testing.T) {
 	if d.MaxUpTo == nil || *d.MaxUpTo != 2 {
 		t.Errorf("slowest at most %v, want 2", d.MaxUpTo)
 	}
+	// The bounds that gained observations, cumulative, the last one all 50.
+	want := [][2]float64{{0.5, 40}, {1, 49}, {2, 50}}
+	if len(d.Buckets) != len(want) {
+		t.Fatalf("buckets %v, want %v", d.Buckets, want)
+	}
+	for i := range want {
+		if d.Buckets[i] != want[i] {
+			t.Errorf("buckets %v, want %v", d.Buckets, want)
+		}
+	}
 }
 
 func TestSeriesThatMatchAreSummed(t *testing.T) {
