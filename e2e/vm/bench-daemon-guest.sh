@@ -37,6 +37,9 @@
 # (bench/big), written as fast as the API server takes them; the time until the kernel holds
 # all E, the peak RSS and CPU meanwhile, and the latency of one endpoint added to bench/svc-0
 # when half the slices are written (BENCH_BIG_TIMEOUT, default 1800 s, bounds the wait).
+# BENCH_DATAPLANE_ONLY: sides that run the data plane only, none of the periodic sync, the
+# series and the Service of many endpoints (default kube-proxy-iptables: the data plane's linear
+# reference, not a side of the control plane's comparison).
 # BENCH_DATAPLANE=1: the data plane's topology and measurements (bench-dataplane-guest.sh, which
 # lists its own variables) once each side is ready, and a no-proxy baseline before the first.
 # A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
@@ -411,8 +414,11 @@ big_service() {
 run_side() {
 	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt rss_log sampler
 	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started series="" read_split=""
-	local timeout seen_by kind="" series_json="" big_json="" more=""
+	local timeout seen_by kind="" series_json="" big_json="" more="" extras=1 w
 	timeout=$(timeout_of "$side")
+	for w in ${BENCH_DATAPLANE_ONLY-kube-proxy-iptables}; do
+		[[ $w == "$side" && ${BENCH_DATAPLANE:-} == 1 ]] && extras=0
+	done
 	node_up
 	if [[ ${BENCH_DATAPLANE:-} == 1 ]]; then dp_topology_up || ok=0; fi
 	rm -f /run/bench-ready /run/bench-connect
@@ -488,7 +494,7 @@ run_side() {
 		# Both record the latency when the sync that wrote it ends, after its kernel writes.
 		wait_np_count "$np_cnt0" 300
 		np_cnt=$(np_count) np_sum=$(metric kubeproxy_network_programming_duration_seconds_sum)
-		if [[ ${BENCH_RESYNC:-1} == 1 ]]; then
+		if [[ ${BENCH_RESYNC:-1} == 1 ]] && ((extras)); then
 			# One periodic sync: ipvsproxy's full re-check (it counts full syncs); every kube-proxy
 			# IPVS sync is a full one, so the next sync after the change is its periodic resync;
 			# the nftables and iptables modes' periodic sync is a partial one (a full one comes
@@ -528,7 +534,7 @@ run_side() {
 			series=$(change_series "$addr")
 			log "endpoint changes, API write to kernel: $series s"
 		fi
-		if ((series_n > 0)); then
+		if ((series_n > 0 && extras)); then
 			mark endpoint-series "$(now)"
 			series_json=$(endpoint_series)
 			log "endpoint series: $series_json"
@@ -549,7 +555,7 @@ run_side() {
 	hwm=$(status_kb "$pid" VmHWM) rss=$(status_kb "$pid" VmRSS) anon=$(status_kb "$pid" RssAnon) file=$(status_kb "$pid" RssFile)
 	# The process's CPU time over the run until here (user + system): what a lower GOGC costs.
 	cpu=$(cpu_ticks "$pid") && cpu=$(awk -v t="$cpu" -v hz="$clk_tck" 'BEGIN { printf "%.1f", t / hz }')
-	if ((ok && big > 0)); then
+	if ((ok && big > 0 && extras)); then
 		big_json=$(big_service)
 		log "bench/big: $big_json"
 	fi
