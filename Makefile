@@ -46,7 +46,7 @@ unit: deps
 	$(GO) vet ./...
 	# -vet=off: go test's own vet pass is a subset of the one above.
 	$(GO) test -count=1 -vet=off ./...
-	cd e2e/controlplane && $(GO) test -count=1 . ./pki/ ./cluster/ ./kubeproxydefaults/
+	cd e2e/controlplane && $(GO) test -count=1 . ./pki/ ./cluster/ ./kubeproxydefaults/ ./cmd/e2ectl/
 	cd e2e/conformance && $(GO) test -count=1 ./cmd/junitsummary/ ./ledger/
 	# The image builder, the SBOM, the release bundle, and two image builds of this commit (one digest).
 	cd release && $(GO) vet ./... && $(GO) test -count=1 ./...
@@ -124,15 +124,16 @@ fuzz:
 bench:
 	$(GO) test ./benchmarks/... -run XXX -bench . -benchmem
 
-# The daemon tier: the real `ipvsproxy run` and kube-proxy --proxy-mode=ipvs in the VM against the
-# real API server, N Services × 10 endpoints (docs/performance.md, "The daemon tier").
-.PHONY: bench-daemon bench-daemon-smoke
-bench-daemon:
-	e2e/vm/bench-daemon.sh 1000 10000
+# The daemon tier: the real `ipvsproxy run` and kube-proxy's own binary in its nftables and IPVS
+# modes in the VM against the real API server, N Services × 10 endpoints, one boot per N
+# (docs/performance.md, "The daemon tier").
+.PHONY: bench-daemon bench-daemon-smoke bench-dataplane bench-dataplane-smoke
+bench-daemon: deps build
+	e2e/vm/bench-daemon.sh 1000 10000 30000
 
-# bench-daemon-smoke: the daemon tier's smoke form (make test runs it): 100 Services, both sides;
-# fails unless each became ready, programmed every Service and the endpoint change, and produced
-# its figures.
+# bench-daemon-smoke: the daemon tier's smoke form (make test runs it): 100 Services, every side;
+# fails unless each became ready, programmed every Service and the endpoint changes, a Service of
+# 2,000 endpoints beside them, and produced its figures.
 bench-daemon-smoke: deps build
 	e2e/vm/bench-daemon.sh --smoke
 
@@ -142,6 +143,17 @@ bench-daemon-smoke: deps build
 .PHONY: bench-inspect-load
 bench-inspect-load:
 	$(GO) test ./cmd/ipvsproxy -run '^$$' -bench '^BenchmarkInspectEndpointUnderHostileClients$$' -benchtime 1x
+
+# The data plane: what a packet pays through ipvsproxy's and each kube-proxy mode's kernel state
+# with N Services programmed (connect time, new connections/s, an established flow, UDP), empty
+# and with 100,000 connections held, beside a no-proxy baseline, one boot per N.
+bench-dataplane: deps build
+	e2e/vm/bench-daemon.sh --dataplane 1000 10000 30000
+
+# bench-dataplane-smoke: its smoke form: 100 Services, every side and the baseline, every
+# measurement short, 2,000 held connections; fails unless each produced every figure.
+bench-dataplane-smoke: deps build
+	e2e/vm/bench-daemon.sh --dataplane-smoke
 
 # The conntrack clean-up at a million flows, in the VM: a network namespace here holds
 # at most the host's nf_conntrack_max, which is not ours to raise.

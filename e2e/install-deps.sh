@@ -11,6 +11,7 @@ packages=(
 	socat curl                                      # the VM's API server forward; probes; SCTP (scenario 38)
 	qemu-user-static                                # check-rootfs.sh runs the arm64 image's tools
 	prometheus                                      # promtool: the shipped alerts and dashboard (deploy/monitoring)
+	iperf3 jq                                       # the data-plane benchmark's established flow; the benchmarks' JSON
 )
 missing=()
 for p in "${packages[@]}"; do
