@@ -18,7 +18,9 @@ import (
 // metadata address 169.254.169.254 among them) and link-local multicast
 // addresses. The default here is the same refusal, made again on every
 // node, since objects stored before that validation or written around it
-// still reach the proxier, and multicast, which IPVS cannot forward to.
+// still reach the proxier, and what the kernel refuses as a destination
+// (multicast, 0.0.0.0/8, the limited broadcast address), which would fail
+// the write of the whole Service.
 // Stricter, for an operator who lets tenants write EndpointSlices:
 // --refuse-endpoint-cidrs names ranges no endpoint may lie in (other
 // metadata services, the control plane's network), and
@@ -57,6 +59,11 @@ func (p EndpointPolicy) refusal(a netip.Addr) string {
 		return "is link-local (cloud metadata services answer on 169.254.169.254, CVE-2021-25740)"
 	case a.IsMulticast():
 		return "is a multicast address"
+	case a.Is4() && a.As4()[0] == 0:
+		// The kernel refuses it as a destination (ip_vs_new_dest).
+		return "is in 0.0.0.0/8, which no host may use"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "is the limited broadcast address"
 	}
 	if p.cfg == nil {
 		return ""

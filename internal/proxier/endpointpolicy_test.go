@@ -49,7 +49,8 @@ func TestEndpointAddressPolicy(t *testing.T) {
 	}{
 		{"default", false, "tenant",
 			[]string{"198.51.100.1:8080", node2 + ":8080", apiServer + ":8080", protected + ":8080", metadata + ":8080"},
-			[]string{"127.0.0.1 is a loopback address", "169.254.169.254 is link-local", "0.0.0.0 is the unspecified address", "224.0.0.5 is a multicast address"}},
+			[]string{"127.0.0.1 is a loopback address", "169.254.169.254 is link-local", "0.0.0.0 is the unspecified address", "224.0.0.5 is a multicast address",
+				"0.1.0.0 is in 0.0.0.0/8", "255.255.255.255 is the limited broadcast address"}},
 		{"--refuse-endpoint-cidrs and --refuse-node-endpoints", true, "tenant", nil,
 			[]string{"127.0.0.1 is a loopback address", metadata + " lies in --refuse-endpoint-cidrs 100.100.100.200/32",
 				"198.51.100.1 is an address of this node, Node node1 (--refuse-node-endpoints",
@@ -77,7 +78,7 @@ func TestEndpointAddressPolicy(t *testing.T) {
 			svc.Namespace = c.namespace
 			p.Tracker().SetService(svc)
 			p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.2.7@node2", "198.51.100.1@node1", node2+"@node2", apiServer+"@",
-				protected+"@", metadata+"@", "127.0.0.1@", "169.254.169.254@", "0.0.0.0@", "224.0.0.5@"))
+				protected+"@", metadata+"@", "127.0.0.1@", "169.254.169.254@", "0.0.0.0@", "224.0.0.5@", "0.1.0.0@", "255.255.255.255@"))
 			mustSync(t, p)
 			if got, want := realServersOf(t, fk, "10.96.0.10", 80), append([]string{pod}, c.served...); !slices.Equal(got, sorted(want)) {
 				t.Errorf("real servers %v, want %v", got, sorted(want))
@@ -88,9 +89,9 @@ func TestEndpointAddressPolicy(t *testing.T) {
 					t.Errorf("events %q\nwant %q", ev, want)
 				}
 			}
-			// One Event per refused address: the slice's ten endpoints less
+			// One Event per refused address: the slice's twelve endpoints less
 			// the pod's and those served.
-			if n, want := strings.Count(ev, "EndpointRefused"), 9-len(c.served); n != want {
+			if n, want := strings.Count(ev, "EndpointRefused"), 11-len(c.served); n != want {
 				t.Errorf("%d EndpointRefused Events, want %d: %q", n, want, ev)
 			}
 			// default/kubernetes always keeps the API server.
