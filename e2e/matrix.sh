@@ -8,10 +8,10 @@
 #                                         Debian 12's kernels (default 6.12 6.1 cloud; prepare.sh)
 #
 # Each line's result replaces its row in e2e/matrix/kubernetes.tsv or e2e/matrix/kernels.tsv
-# (the commit, the date, what ran and how long it took): the file is the current table, its
-# history is git's. Exits 1 when any line failed. The whole matrix is long: run one minor or one
-# kernel per call (`make k8s-matrix K8S=1.35`, `make kernel-matrix KERNELS=6.1`), each inside
-# /work/bin/vm-slot or on a machine of its own.
+# (the commit, the date, what ran and how long it took) when the script ends: the file is the
+# current table, its history is git's. Exits 1 when any line failed. The whole matrix is long:
+# run one minor or one kernel per call (`make k8s-matrix K8S=1.35`,
+# `make kernel-matrix KERNELS=6.1`), each inside /work/bin/vm-slot or on a machine of its own.
 #
 # Environment: IPVSPROXY_MATRIX_SCENARIOS overrides the scenarios (kubernetes: the core set
 # below; kernels: every scenario, as `make e2e`).
@@ -42,10 +42,24 @@ header=$'item\tstage\tversion\tpassed\tfailed\tseconds\tcommit\tdate'
 commit=$(git -C "$repo" rev-parse --short=12 HEAD)
 [[ -z $(git -C "$repo" status --porcelain --untracked-files=no) ]] || commit+="-dirty"
 out=$(mktemp -d)
-trap 'rm -rf -- "$out"' EXIT
+: >"$out/rows"
+
+# The ledger is written once, when the script ends (also when it is interrupted): a row written
+# earlier would change a tracked file under the next stage's build (make e2e rebuilds
+# bin/ipvsproxy, which then reports a dirty tree, and with it the image).
+write_ledger() {
+	[[ -s $out/rows ]] || return 0
+	{
+		echo "$header"
+		[[ -f $ledger ]] && awk -F'\t' 'NR == FNR { done[$1 FS $2] = 1; next } FNR > 1 && !(($1 FS $2) in done)' "$out/rows" "$ledger"
+		cat "$out/rows"
+	} >"$out/ledger"
+	{ head -n1 "$out/ledger"; tail -n +2 "$out/ledger" | sort -t$'\t' -k1,1V -k2,2; } >"$ledger"
+}
+trap 'write_ledger; rm -rf -- "$out"' EXIT
 
 # record ITEM STAGE VERSION LOG SECONDS: the log's closing `N passed, N failed` (none: the run
-# itself failed) replaces the row of ITEM and STAGE.
+# itself failed) becomes the row of ITEM and STAGE.
 record() {
 	local item=$1 stage=$2 version=$3 log=$4 seconds=$5 summary passed failed
 	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
@@ -54,12 +68,7 @@ record() {
 	else
 		passed=0 failed=1
 	fi
-	{
-		echo "$header"
-		[[ -f $ledger ]] && awk -F'\t' -v i="$item" -v s="$stage" 'NR > 1 && !($1 == i && $2 == s)' "$ledger"
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$item" "$stage" "$version" "$passed" "$failed" "$seconds" "$commit" "$(date -u +%FT%TZ)"
-	} >"$out/ledger"
-	{ head -n1 "$out/ledger"; tail -n +2 "$out/ledger" | sort -t$'\t' -k1,1V -k2,2; } >"$ledger"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$item" "$stage" "$version" "$passed" "$failed" "$seconds" "$commit" "$(date -u +%FT%TZ)" >>"$out/rows"
 	echo "matrix: $matrix $item $stage ($version): $passed passed, $failed failed in ${seconds}s"
 	((failed == 0))
 }
