@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -19,6 +20,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
+	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -69,8 +71,18 @@ func TestCheckOnRealKernel(t *testing.T) {
 
 	onFakes := newNode(t) // the same Services and configuration, on the fakes
 	n := &node{objects: onFakes.objects}
+	// The daemon's start-up step first: on a kernel without the default
+	// scheduler (Debian's 6.1 kernels have no twos) it runs the fallback.
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		t.Fatal(err)
+	}
+	prepared, err := hostsetup.Prepare(onFakes.proxier.Config(), k, unix.ByteSliceToString(uts.Release[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
 	newProxier := func() *proxier.Proxier {
-		p, err := proxier.New(onFakes.proxier.Config(), "node1", k, nil)
+		p, err := proxier.New(prepared.Config, "node1", k, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
