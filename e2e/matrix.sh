@@ -58,16 +58,20 @@ write_ledger() {
 }
 trap 'write_ledger; rm -rf -- "$out"' EXIT
 
-# record ITEM STAGE VERSION LOG SECONDS: the log's closing `N passed, N failed` (none: the run
-# itself failed) becomes the row of ITEM and STAGE.
+# record ITEM STAGE VERSION LOG SECONDS RC [sum]: the log's closing `N passed, N failed` (none:
+# the run itself failed) becomes the row of ITEM and STAGE; with sum, every such line of the log
+# is added up (make vm-test prints one for the Go tests, then one for the kernel-limits boot).
+# A stage that exited non-zero without a failure counted is one failure.
 record() {
-	local item=$1 stage=$2 version=$3 log=$4 seconds=$5 summary passed failed
-	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+	local item=$1 stage=$2 version=$3 log=$4 seconds=$5 rc=$6 mode=${7:-} summary passed failed
+	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | if [[ $mode == sum ]]; then cat; else tail -n1; fi |
+		awk '{ p += $1; f += $3; n++ } END { if (n) print p, f }')
 	if [[ -n $summary ]]; then
-		read -r passed _ failed _ <<<"$summary"
+		read -r passed failed <<<"$summary"
 	else
 		passed=0 failed=1
 	fi
+	((rc == 0 || failed > 0)) || failed=1
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$item" "$stage" "$version" "$passed" "$failed" "$seconds" "$commit" "$(date -u +%FT%TZ)" >>"$out/rows"
 	echo "matrix: $matrix $item $stage ($version): $passed passed, $failed failed in ${seconds}s"
 	((failed == 0))
@@ -88,7 +92,7 @@ for item in "${items[@]}"; do
 		start=$SECONDS
 		IPVSPROXY_E2E_K8S=$k8s IPVSPROXY_E2E_SCENARIOS=${IPVSPROXY_MATRIX_SCENARIOS:-$core} \
 			"$repo/e2e/run.sh" 2>&1 | tee "$out/run.log"
-		record "$item" e2e-core "$version" "$out/run.log" $((SECONDS - start)) || rc=1
+		record "$item" e2e-core "$version" "$out/run.log" $((SECONDS - start)) "$?" || rc=1
 		;;
 	kernels)
 		IPVSPROXY_VM_KERNEL=$item "$repo/e2e/vm/prepare.sh" >"$out/prepare.log" 2>&1 || {
@@ -101,14 +105,14 @@ for item in "${items[@]}"; do
 		version=$(. "$env_file" && echo "$KVER")
 		start=$SECONDS
 		IPVSPROXY_VM_KERNEL=$item make -C "$repo" vm-test 2>&1 | tee "$out/vm-test.log"
-		record "$item" vm-test "$version" "$out/vm-test.log" $((SECONDS - start)) || rc=1
+		record "$item" vm-test "$version" "$out/vm-test.log" $((SECONDS - start)) "$?" sum || rc=1
 		start=$SECONDS
 		if [[ -n ${IPVSPROXY_MATRIX_SCENARIOS:-} ]]; then
 			IPVSPROXY_VM_KERNEL=$item IPVSPROXY_E2E_SCENARIOS=$IPVSPROXY_MATRIX_SCENARIOS "$repo/e2e/run.sh" 2>&1 | tee "$out/e2e.log"
 		else
 			IPVSPROXY_VM_KERNEL=$item make -C "$repo" e2e 2>&1 | tee "$out/e2e.log"
 		fi
-		record "$item" e2e "$version" "$out/e2e.log" $((SECONDS - start)) || rc=1
+		record "$item" e2e "$version" "$out/e2e.log" $((SECONDS - start)) "$?" || rc=1
 		;;
 	esac
 done
