@@ -20,7 +20,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -71,18 +70,14 @@ func TestCheckOnRealKernel(t *testing.T) {
 
 	onFakes := newNode(t) // the same Services and configuration, on the fakes
 	n := &node{objects: onFakes.objects}
-	// The daemon's start-up step first: on a kernel without the default
-	// scheduler (Debian's 6.1 kernels have no twos) it runs the fallback.
-	var uts unix.Utsname
-	if err := unix.Uname(&uts); err != nil {
-		t.Fatal(err)
-	}
-	prepared, err := hostsetup.Prepare(onFakes.proxier.Config(), k, unix.ByteSliceToString(uts.Release[:]))
+	// The scheduler as the daemon chooses it at start-up: wrr where the
+	// kernel has no twos, as Debian's 6.1 kernels have not.
+	cfg, _, err := hostsetup.ChooseScheduler(h, onFakes.proxier.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	newProxier := func() *proxier.Proxier {
-		p, err := proxier.New(prepared.Config, "node1", k, nil)
+		p, err := proxier.New(cfg, "node1", k, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

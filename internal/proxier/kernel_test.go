@@ -22,7 +22,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -102,6 +101,16 @@ func TestProxierOnRealKernel(t *testing.T) {
 
 func proxierOnRealKernel(t *testing.T, cfg ipvsproxy.Config) {
 	k := realKernelInNamespace(t)
+	// Decided by the kernel the VM boots, not by a probe, so that a kernel
+	// that lost twos fails here: Debian's 6.1 kernels (IPVSPROXY_VM_KERNEL
+	// 6.1 and cloud) are built without it, every other has it.
+	want := "twos"
+	if v := os.Getenv("IPVSPROXY_VM_KERNEL"); v == "6.1" || v == "cloud" {
+		want = hostsetup.FallbackScheduler
+	}
+	if got := onThisKernel(t, k, cfg).Scheduler; got != want {
+		t.Fatalf("the VM's kernel (%q) gives the %s scheduler, want %s", os.Getenv("IPVSPROXY_VM_KERNEL"), got, want)
+	}
 	world := func(p *Proxier) {
 		web := servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080), func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{"203.0.113.5"}
@@ -219,28 +228,23 @@ func proxierOnRealKernel(t *testing.T, cfg ipvsproxy.Config) {
 	}
 }
 
-// newRealProxier is a proxier on k started as the daemon starts one: cfg
-// goes through hostsetup.Prepare first, so a kernel without the default
-// scheduler (Debian's 6.1 kernels have no twos) runs the fallback the daemon
-// would run there.
-// preparedOnThisKernel is cfg after the daemon's start-up step on k
-// (hostsetup.Prepare: the scheduler probe and its fallback, the dummy link).
-func preparedOnThisKernel(t testing.TB, k adapters.Kernel, cfg ipvsproxy.Config) ipvsproxy.Config {
+// onThisKernel is cfg with the scheduler the daemon would run on k's
+// kernel (hostsetup.ChooseScheduler, its start-up step): wrr where the
+// kernel has no twos, as Debian's 6.1 kernels have not.
+func onThisKernel(t testing.TB, k adapters.Kernel, cfg ipvsproxy.Config) ipvsproxy.Config {
 	t.Helper()
-	var uts unix.Utsname
-	if err := unix.Uname(&uts); err != nil {
-		t.Fatal(err)
-	}
-	prepared, err := hostsetup.Prepare(cfg, k, unix.ByteSliceToString(uts.Release[:]))
+	cfg, _, err := hostsetup.ChooseScheduler(k.IPVS, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return prepared.Config
+	return cfg
 }
 
+// newRealProxier is a proxier on k with cfg's scheduler chosen as the
+// daemon chooses it (onThisKernel).
 func newRealProxier(t testing.TB, k adapters.Kernel, cfg ipvsproxy.Config) (*Proxier, error) {
 	t.Helper()
-	p, err := New(preparedOnThisKernel(t, k, cfg), servicetest.ThisNode, k, nil)
+	p, err := New(onThisKernel(t, k, cfg), servicetest.ThisNode, k, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
