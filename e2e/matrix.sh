@@ -14,7 +14,8 @@
 # `make kernel-matrix KERNELS=6.1`), each inside /work/bin/vm-slot or on a machine of its own.
 #
 # Environment: IPVSPROXY_MATRIX_SCENARIOS overrides the scenarios (kubernetes: the core set
-# below; kernels: every scenario, as `make e2e`).
+# below; kernels: every scenario, as `make e2e`). IPVSPROXY_MATRIX_STAGES chooses a kernel line's
+# stages (default `vm-test e2e`); only the rows of the stages that ran are replaced.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -35,6 +36,11 @@ kubernetes) items=("${@:-}"); ((${#items[@]} && ${#items[0]})) || items=(1.35 1.
 kernels) items=("${@:-}"); ((${#items[@]} && ${#items[0]})) || items=(6.12 6.1 cloud) ;;
 *) echo "usage: $0 kubernetes|kernels [ITEM...]" >&2; exit 2 ;;
 esac
+
+stages=" ${IPVSPROXY_MATRIX_STAGES:-vm-test e2e} "
+for stage in $stages; do
+	[[ $stage == vm-test || $stage == e2e ]] || { echo "matrix: IPVSPROXY_MATRIX_STAGES: no stage $stage (vm-test, e2e)" >&2; exit 2; }
+done
 
 ledger=$here/matrix/$matrix.tsv
 mkdir -p "$here/matrix"
@@ -103,9 +109,12 @@ for item in "${items[@]}"; do
 		env_file=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}/current.env
 		[[ $item == 6.12 ]] || env_file=${env_file%.env}-$item.env
 		version=$(. "$env_file" && echo "$KVER")
-		start=$SECONDS
-		IPVSPROXY_VM_KERNEL=$item make -C "$repo" vm-test 2>&1 | tee "$out/vm-test.log"
-		record "$item" vm-test "$version" "$out/vm-test.log" $((SECONDS - start)) "$?" sum || rc=1
+		if [[ $stages == *" vm-test "* ]]; then
+			start=$SECONDS
+			IPVSPROXY_VM_KERNEL=$item make -C "$repo" vm-test 2>&1 | tee "$out/vm-test.log"
+			record "$item" vm-test "$version" "$out/vm-test.log" $((SECONDS - start)) "$?" sum || rc=1
+		fi
+		[[ $stages == *" e2e "* ]] || continue
 		start=$SECONDS
 		if [[ -n ${IPVSPROXY_MATRIX_SCENARIOS:-} ]]; then
 			IPVSPROXY_VM_KERNEL=$item IPVSPROXY_E2E_SCENARIOS=$IPVSPROXY_MATRIX_SCENARIOS "$repo/e2e/run.sh" 2>&1 | tee "$out/e2e.log"
