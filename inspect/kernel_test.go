@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -69,8 +70,14 @@ func TestCheckOnRealKernel(t *testing.T) {
 
 	onFakes := newNode(t) // the same Services and configuration, on the fakes
 	n := &node{objects: onFakes.objects}
+	// The scheduler as the daemon chooses it at start-up: wrr where the
+	// kernel has no twos, as Debian's 6.1 kernels have not.
+	cfg, _, err := hostsetup.ChooseScheduler(h, onFakes.proxier.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
 	newProxier := func() *proxier.Proxier {
-		p, err := proxier.New(onFakes.proxier.Config(), "node1", k, nil)
+		p, err := proxier.New(cfg, "node1", k, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
