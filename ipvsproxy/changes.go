@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/metrics"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -164,13 +163,14 @@ func (t *ChangeTracker) SetSlice(slice *EndpointSlice) {
 	t.fire()
 }
 
-// triggerTime is the slice's trigger time to observe, if any (metrics'
-// rules: a slice changed before the tracker began has none).
+// triggerTime is the slice's trigger time to observe, if any
+// (networkProgrammingTrigger: a slice changed before the tracker began has
+// none).
 func (t *ChangeTracker) triggerTime(slice *EndpointSlice) (time.Time, bool) {
 	if slice.TriggerTime == "" {
 		return time.Time{}, false
 	}
-	ts, ok, _ := metrics.NetworkProgrammingTrigger(slice.objectMeta(), false, t.start)
+	ts, ok, _ := networkProgrammingTrigger(slice.objectMeta(), false, t.start)
 	return ts, ok
 }
 
