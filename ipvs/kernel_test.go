@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
@@ -113,7 +111,7 @@ func TestDumpAgreesWithMobyIPVS(t *testing.T) {
 	// A connection attempt to tcp80 from inside the namespace: IPVS
 	// schedules it (counting a connection and a packet in) whether or not
 	// the real server, which has no route, ever answers.
-	inNamespace(t, ns, func() {
+	netnstest.In(t, ns, func() {
 		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(vip4, 80).String(), 300*time.Millisecond)
 		if err == nil {
 			c.Close()
@@ -196,17 +194,4 @@ func TestDumpAgreesWithMobyIPVS(t *testing.T) {
 			}
 		}
 	}
-}
-
-// inNamespace runs fn on a thread inside ns.
-func inNamespace(t *testing.T, ns netns.NsHandle, fn func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	ok(t, err)
-	defer orig.Close()
-	ok(t, netns.Set(ns))
-	defer netns.Set(orig)
-	fn()
 }

@@ -6,6 +6,7 @@ package netnstest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -126,4 +127,29 @@ func LoopbackUp(t testing.TB, ns netns.NsHandle, addrs ...netip.Addr) {
 			t.Fatalf("bind %s to lo in test namespace: %v", a, err)
 		}
 	}
+}
+
+// In runs f on the calling goroutine, its thread switched into ns and back
+// afterwards: sockets f opens stay in ns, and f may call t.Fatal. A thread
+// that cannot return panics: the test would otherwise go on in ns.
+func In(t testing.TB, ns netns.NsHandle, f func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("get current network namespace: %v", err)
+	}
+	defer orig.Close()
+	if err := netns.Set(ns); err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("enter test network namespace: %v", err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("return to the original network namespace: %v", err))
+		}
+		runtime.UnlockOSThread()
+	}()
+	f()
 }
