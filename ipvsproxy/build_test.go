@@ -1,7 +1,6 @@
 package ipvsproxy
 
 import (
-	"flag"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -15,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // dumpService renders one Service's state: its share of the kernel, its
 // health check and its problems.
@@ -37,12 +34,6 @@ func dumpService(st *ServiceState) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
-// checkGolden compares got with testdata/build/NAME.golden.
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	servicetest.CheckGolden(t, filepath.Join("testdata", "build"), name, got, *update)
-}
 
 func TestBuildServiceGolden(t *testing.T) {
 	node := NodeInfo{Name: servicetest.ThisNode, Zone: "zone-a", Addresses: []netip.Addr{
@@ -195,7 +186,7 @@ func TestBuildServiceGolden(t *testing.T) {
 			if diff := cmp.Diff(st, compact, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 				t.Errorf("BuildService (-API object +compact Service):\n%s", diff)
 			}
-			checkGolden(t, c.name, dumpService(st))
+			servicetest.CheckGolden(t, filepath.Join("testdata", "build", c.name+".golden"), dumpService(st))
 		})
 	}
 }
