@@ -24,16 +24,14 @@ func dumpService(st *ServiceState) string {
 	b.WriteString(d.Dump())
 	if st.HealthCheckNodePort != 0 {
 		b.WriteString("health check node port: ")
-		b.WriteString(itoa(int(st.HealthCheckNodePort)))
-		b.WriteString(" local ready endpoints: " + itoa(st.LocalReadyEndpoints) + "\n")
+		b.WriteString(strconv.Itoa(int(st.HealthCheckNodePort)))
+		b.WriteString(" local ready endpoints: " + strconv.Itoa(st.LocalReadyEndpoints) + "\n")
 	}
 	for _, p := range st.Problems {
 		b.WriteString("problem: " + p.String() + "\n")
 	}
 	return b.String()
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestBuildServiceGolden(t *testing.T) {
 	node := NodeInfo{Name: servicetest.ThisNode, Zone: "zone-a", Addresses: []netip.Addr{

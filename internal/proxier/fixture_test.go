@@ -2,7 +2,6 @@ package proxier
 
 import (
 	"net/netip"
-	"strconv"
 	"testing"
 	"time"
 
@@ -113,5 +112,3 @@ func mustSync(t *testing.T, p *Proxier) SyncResult {
 	}
 	return res
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
