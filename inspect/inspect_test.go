@@ -57,7 +57,7 @@ func newNodeWith(t *testing.T, edit func(*ipvsproxy.Config)) *node {
 	n := &node{ipvs: ipvs.NewFake(), netif: netif.NewFake(owned.DummyInterface), ipset: ipset.NewFake(), conntrack: conntrack.NewFake()}
 	n.netif.SetHostAddresses(netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("198.51.100.1"))
 	cfg := ipvsproxy.DefaultConfig()
-	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	cfg.ClusterCIDRs = []netip.Prefix{servicetest.PodCIDR}
 	edit(&cfg)
 	p, err := proxier.New(cfg, "node1", adapters.Kernel{
 		IPVS: n.ipvs, Netif: n.netif, IPSet: n.ipset, Conntrack: n.conntrack, Sysctl: sysctl.NewFake(nil),

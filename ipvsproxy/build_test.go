@@ -195,10 +195,12 @@ func svcSliceMeta(svc *v1.Service, name string) (m metav1.ObjectMeta) {
 	return m
 }
 
-// testConfig is the configuration of the tests: the defaults with the pod
-// network 10.244.0.0/16.
+// testConfig is the configuration of the tests: the defaults with the
+// address plan's pod network. internal/proxier's tests keep the same
+// function: one shared helper would import this package, which these tests
+// cannot import.
 func testConfig() Config {
 	cfg := DefaultConfig()
-	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	cfg.ClusterCIDRs = []netip.Prefix{servicetest.PodCIDR}
 	return cfg
 }

@@ -98,7 +98,7 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 func variants() map[string]ipvsproxy.Config {
 	base := func(change func(*ipvsproxy.Config)) ipvsproxy.Config {
 		cfg := ipvsproxy.DefaultConfig()
-		cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+		cfg.ClusterCIDRs = []netip.Prefix{servicetest.PodCIDR}
 		change(&cfg)
 		return cfg
 	}
