@@ -1,66 +1,37 @@
 package ipvs
 
 import (
-	"errors"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
-var (
-	modprobeOnce sync.Once
-	modprobeOut  string
-)
-
 // skipUnlessKernel skips (under CI: fails, unless accepted) when the
-// real-kernel half of the adapter table cannot run here. It loads ip_vs once
-// if needed.
+// real-kernel half of the adapter table cannot run here: not root, or no
+// IPVS even after modprobe ip_vs.
 func skipUnlessKernel(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel IPVS tests need root to create a network namespace")
-	}
-	_, err := ipvsFamily()
-	if errors.Is(err, ErrUnsupported) {
-		modprobeOnce.Do(func() {
-			out, err := exec.Command("modprobe", "ip_vs").CombinedOutput()
-			if err != nil {
-				modprobeOut = strings.TrimSpace(string(out)) + ": " + err.Error()
-			}
-		})
-		_, err = ipvsFamily()
-	}
-	if errors.Is(err, ErrUnsupported) {
-		kerneltest.Skip(t, kerneltest.NoIPVS, "modprobe ip_vs: %s: %v", modprobeOut, err)
-	}
-	if err != nil {
-		t.Fatalf("probing for IPVS: %v", err)
-	}
+	kerneltest.RequireModule(t, kerneltest.Module{Name: "ip_vs", Reason: kerneltest.NoIPVS, Unsupported: ErrUnsupported,
+		Probe: func(testing.TB) error { _, err := ipvsFamily(); return err }})
 }
 
 // newKernelInFreshNamespace opens the real IPVS table of a new, empty network
-// namespace that disappears when the test ends.
+// namespace, lo up, that disappears when the test ends.
 func newKernelInFreshNamespace(t *testing.T) Interface {
 	t.Helper()
-	ns := netnstest.New(t)
-	netnstest.LoopbackUp(t, ns)
-	a, err := NewInNamespace(ns)
-	if err != nil {
-		t.Fatalf("open IPVS in fresh namespace: %v", err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a, _ := netnstest.Open(t, "IPVS", func(ns netns.NsHandle) (Interface, error) {
+		netnstest.LoopbackUp(t, ns)
+		return NewInNamespace(ns)
+	})
 	return a
 }
 

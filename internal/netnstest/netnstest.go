@@ -153,3 +153,19 @@ func In(t testing.TB, ns netns.NsHandle, f func()) {
 	}()
 	f()
 }
+
+// Open opens an adapter (what names it in a failure) inside a new network
+// namespace with open, failing the test if it cannot, and closes it when the
+// test ends, before the namespace goes, if it has a Close method.
+func Open[A any](t testing.TB, what string, open func(netns.NsHandle) (A, error)) (A, netns.NsHandle) {
+	t.Helper()
+	ns := New(t)
+	a, err := open(ns)
+	if err != nil {
+		t.Fatalf("open %s in a fresh network namespace: %v", what, err)
+	}
+	if c, ok := any(a).(interface{ Close() error }); ok {
+		t.Cleanup(func() { c.Close() })
+	}
+	return a, ns
+}
