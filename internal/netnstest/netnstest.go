@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -168,4 +170,19 @@ func Open[A any](t testing.TB, what string, open func(netns.NsHandle) (A, error)
 		t.Cleanup(func() { c.Close() })
 	}
 	return a, ns
+}
+
+// Shell returns a function that runs a script with `sh -ec` inside the
+// namespace NewNamed bound at path and returns its output; a script that
+// fails fails the test, with its output.
+func Shell(t testing.TB, path string) func(script string) string {
+	name := strings.TrimPrefix(path, "/run/netns/")
+	return func(script string) string {
+		t.Helper()
+		out, err := exec.Command("ip", "netns", "exec", name, "sh", "-ec", script).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+		return string(out)
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -46,12 +45,7 @@ table ip kube-proxy {
 // and returns a netlink connection to it.
 func kubeProxyTableInNamespace(t *testing.T) *nftables.Conn {
 	t.Helper()
-	if os.Getuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "needs root to create a network namespace")
-	}
-	if _, err := exec.LookPath("nft"); err != nil {
-		kerneltest.Skip(t, kerneltest.NoTool, "needs the nft binary (Debian's nftables) to load the table")
-	}
+	kerneltest.RequireRootAndTools(t, "ip", "nft")
 	ns, path := netnstest.NewNamed(t, "nftservice-test-")
 	load := exec.Command("ip", "netns", "exec", strings.TrimPrefix(path, "/run/netns/"), "nft", "-f", "-")
 	load.Stdin = strings.NewReader(kubeProxyTable)
