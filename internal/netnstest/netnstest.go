@@ -82,6 +82,22 @@ func prepareRunNetns() error {
 
 func create(t testing.TB, make func() (netns.NsHandle, error)) netns.NsHandle {
 	t.Helper()
+	var ns netns.NsHandle
+	onThread(t, func() {
+		var err error
+		if ns, err = make(); err != nil {
+			t.Fatalf("create network namespace: %v", err)
+		}
+	})
+	return ns
+}
+
+// onThread runs do on a locked thread, then returns the thread to the
+// namespace it started in, also when do fails the test. A thread that
+// cannot return panics: the test would otherwise go on in the wrong
+// namespace.
+func onThread(t testing.TB, do func()) {
+	t.Helper()
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -89,18 +105,13 @@ func create(t testing.TB, make func() (netns.NsHandle, error)) netns.NsHandle {
 		t.Fatalf("get current network namespace: %v", err)
 	}
 	defer orig.Close()
-	ns, err := make()
-	if err != nil {
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("return to the original network namespace: %v", err))
+		}
 		runtime.UnlockOSThread()
-		t.Fatalf("create network namespace: %v", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		// Leave the thread locked: the runtime then discards it instead of
-		// reusing a thread stuck in the test namespace.
-		t.Fatalf("return to the original network namespace: %v", err)
-	}
-	runtime.UnlockOSThread()
-	return ns
+	}()
+	do()
 }
 
 // LoopbackUp brings lo up in ns and binds addrs to it (/32 or /128,
@@ -132,28 +143,15 @@ func LoopbackUp(t testing.TB, ns netns.NsHandle, addrs ...netip.Addr) {
 }
 
 // In runs f on the calling goroutine, its thread switched into ns and back
-// afterwards: sockets f opens stay in ns, and f may call t.Fatal. A thread
-// that cannot return panics: the test would otherwise go on in ns.
+// afterwards: sockets f opens stay in ns, and f may call t.Fatal.
 func In(t testing.TB, ns netns.NsHandle, f func()) {
 	t.Helper()
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("get current network namespace: %v", err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		runtime.UnlockOSThread()
-		t.Fatalf("enter test network namespace: %v", err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(fmt.Sprintf("return to the original network namespace: %v", err))
+	onThread(t, func() {
+		if err := netns.Set(ns); err != nil {
+			t.Fatalf("enter test network namespace: %v", err)
 		}
-		runtime.UnlockOSThread()
-	}()
-	f()
+		f()
+	})
 }
 
 // Open opens an adapter (what names it in a failure) inside a new network
