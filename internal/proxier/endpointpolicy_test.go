@@ -107,3 +107,79 @@ func sorted(s []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// With --refuse-node-endpoints an endpoint that names the API server's
+// address is refused once default/kubernetes's endpoints name it, though
+// its own slice did not change, and served again when they move away.
+func TestEndpointRefusedWhenTheAPIServerMovesToIt(t *testing.T) {
+	fk := newFakeKernel()
+	cfg := testConfig()
+	cfg.RefuseNodeEndpoints = true
+	p, rec := newTestProxier(t, fk, cfg)
+	api := servicetest.Service("kubernetes", "10.96.0.1", withPorts(443))
+	p.Tracker().SetService(api)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(api, "kubernetes", 6443, "192.0.2.10@"))
+	svc := servicetest.Service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.2.7@node2", "192.0.2.11@"))
+	mustSync(t, p)
+	both := []string{"10.244.2.7:8080", "192.0.2.11:8080"}
+	if got := realServersOf(t, fk, "10.96.0.10", 80); !slices.Equal(got, both) {
+		t.Fatalf("real servers %v, want %v", got, both)
+	}
+	drainEvents(rec)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(api, "kubernetes", 6443, "192.0.2.11@"))
+	mustSync(t, p)
+	if got := realServersOf(t, fk, "10.96.0.10", 80); !slices.Equal(got, []string{"10.244.2.7:8080"}) {
+		t.Errorf("real servers %v once the API server is at 192.0.2.11, want the pod's alone", got)
+	}
+	if ev, want := drainEvents(rec), "Warning EndpointRefused endpoint address 192.0.2.11 is an address of the API server (--refuse-node-endpoints"; !strings.Contains(ev, want) {
+		t.Errorf("events %q\nwant %q", ev, want)
+	}
+	p.Tracker().SetEndpointSlice(servicetest.Slice(api, "kubernetes", 6443, "192.0.2.10@"))
+	mustSync(t, p)
+	if got := realServersOf(t, fk, "10.96.0.10", 80); !slices.Equal(got, both) {
+		t.Errorf("real servers %v once the API server moved away, want %v", got, both)
+	}
+}
+
+// With --refuse-node-endpoints an endpoint at the address of a Node that
+// joins after the Service is refused at the next sync, though its slice did
+// not change, and served again once the Node leaves; IPv4 and IPv6.
+func TestEndpointRefusedWhenANodeJoinsAtItsAddress(t *testing.T) {
+	for _, c := range []struct{ family, clusterIP, nodeAddr, pod string }{
+		{"IPv4", "10.96.0.10", "198.51.100.2", "10.244.2.7"},
+		{"IPv6", "fd00:96::10", "2001:db8::2", "fd00:244::7"},
+	} {
+		t.Run(c.family, func(t *testing.T) {
+			fk := newFakeKernel()
+			cfg := testConfig()
+			cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+			cfg.RefuseNodeEndpoints = true
+			p, rec := newTestProxier(t, fk, cfg)
+			svc := servicetest.Service("web", c.clusterIP)
+			p.Tracker().SetService(svc)
+			p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, c.pod+"@node1", c.nodeAddr+"@"))
+			mustSync(t, p)
+			hostPort := func(a string) string { return netip.AddrPortFrom(netip.MustParseAddr(a), 8080).String() }
+			both := sorted([]string{hostPort(c.pod), hostPort(c.nodeAddr)})
+			if got := realServersOf(t, fk, c.clusterIP, 80); !slices.Equal(got, both) {
+				t.Fatalf("real servers %v, want %v", got, both)
+			}
+			drainEvents(rec)
+			p.ClusterNodes().Set(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node2"}, Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: c.nodeAddr}}}})
+			mustSync(t, p)
+			if got := realServersOf(t, fk, c.clusterIP, 80); !slices.Equal(got, []string{hostPort(c.pod)}) {
+				t.Errorf("real servers %v once Node node2 has %s, want the pod's alone", got, c.nodeAddr)
+			}
+			if ev, want := drainEvents(rec), "is an address of Node node2 (--refuse-node-endpoints"; !strings.Contains(ev, want) {
+				t.Errorf("events %q\nwant %q", ev, want)
+			}
+			p.ClusterNodes().Delete("node2")
+			mustSync(t, p)
+			if got := realServersOf(t, fk, c.clusterIP, 80); !slices.Equal(got, both) {
+				t.Errorf("real servers %v once node2 left, want %v", got, both)
+			}
+		})
+	}
+}
