@@ -144,10 +144,14 @@ if [[ $ROOTFS == virtiofs ]]; then
 		rm -rf "$vfs_dir"
 	}
 	cleanups+=(stop_virtiofsd)
+	# No announce_submounts: the guest's overlay takes / as its lower layer, and overlayfs refuses
+	# a lower directory that is a mount point of its own (EREMOTE, "Object is remote"), so the
+	# initramfs could mount nothing over /proc, /sys or /dev. Unannounced, they are plain
+	# directories of the share, and the guest mounts its own over them.
 	for share in hostroot=/:always results=$results:none; do
 		tag=${share%%=*} rest=${share#*=}
 		/usr/lib/qemu/virtiofsd --socket-path="$vfs_dir/$tag.sock" -o source="${rest%:*}" \
-			-o cache="${rest##*:}" -o announce_submounts -o sandbox=chroot >"$vfs_dir/$tag.log" 2>&1 &
+			-o cache="${rest##*:}" -o sandbox=chroot >"$vfs_dir/$tag.log" 2>&1 &
 		vfs_pids+=($!)
 	done
 	for tag in hostroot results; do
