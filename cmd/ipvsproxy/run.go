@@ -73,7 +73,8 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	defer lock.Release()
-	k, closeKernel, err := adapters.Open(adapters.Options{Families: cfg.Families, SysctlRoot: c.String("sysctl-root")})
+	kernelOptions := adapters.Options{Families: cfg.Families, SysctlRoot: c.String("sysctl-root"), Fake: fakeKernel}
+	k, closeKernel, err := adapters.Open(kernelOptions)
 	if err != nil {
 		return err
 	}
@@ -104,6 +105,12 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	reader, closeReader, err := adapters.OpenReader(k, kernelOptions)
+	if err != nil {
+		return err
+	}
+	defer closeReader()
+	p.ReadBeside(reader)
 	observeProxier(p, m, health, serviceHealth, cfg.Families)
 
 	informersSynced, err := startInformers(ctx, informerClient, nodeName, p.Tracker(), p.ClusterNodes(),

@@ -119,3 +119,47 @@ func iptablesFamily(f v1.IPFamily) iptables.Family {
 	}
 	return iptables.IPv4
 }
+
+// OpenReader opens a second set of the handles a full read of the kernel
+// goes through (IPVS, ipset, the links, the listening sockets) for the
+// periodic re-check, which reads beside the writer: its dumps, seconds
+// long at tens of thousands of Services, then hold none of the sockets the
+// writer's requests wait for. The other adapters are k's (a read writes
+// nothing). With the Fakes, which serve concurrent callers, it is k.
+func OpenReader(k Kernel, o Options) (Kernel, func(), error) {
+	if o.Fake {
+		return k, func() {}, nil
+	}
+	r := k
+	h, err := ipvs.New()
+	if err != nil {
+		return Kernel{}, func() {}, fmt.Errorf("open IPVS for reading: %w", err)
+	}
+	r.IPVS = h
+	closers := []func(){func() { h.Close() }}
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	sets, err := ipset.New()
+	if err != nil {
+		closeAll()
+		return Kernel{}, func() {}, fmt.Errorf("open ipset for reading: %w", err)
+	}
+	r.IPSet = sets
+	closers = append(closers, func() { sets.Close() })
+	if o.Links == nil {
+		links, err := netif.New(owned.DummyInterface)
+		if err != nil {
+			closeAll()
+			return Kernel{}, func() {}, fmt.Errorf("open rtnetlink for reading: %w", err)
+		}
+		r.Netif = links
+		if c, ok := links.(interface{ Close() error }); ok {
+			closers = append(closers, func() { c.Close() })
+		}
+	}
+	r.Listeners = listeners.New()
+	return r, closeAll, nil
+}

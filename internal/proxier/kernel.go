@@ -53,6 +53,10 @@ type kernelView struct {
 	// /proc/net/ip_vs), or one netlink dump each (no table, a table read
 	// that failed or stopped early, a virtual server it missed).
 	realServerReads snapshot.FullRead
+	// recordsWithVirtualServer and inStepWinners are the read's counts
+	// that completeAgainst checks against the record sets and the desired
+	// state.
+	recordsWithVirtualServer, inStepWinners int
 }
 
 type kernelVirtualServer struct {
@@ -213,6 +217,18 @@ func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
 	return ok
 }
 
+// desiredAtRead is what a full read asks of the desired state: the sync
+// passes the DesiredState itself; a re-check reading beside the sync loop
+// (recheck.go) passes one that takes the proxier's lock for each question,
+// as partial syncs change the desired state meanwhile.
+type desiredAtRead interface {
+	// Lookup is the winner of k, and whether any Service claims it.
+	Lookup(k ipvs.VirtualServerKey) (*ipvsproxy.VirtualServerState, bool)
+	// SetMemberCount and VirtualServerCount size the view's maps.
+	SetMemberCount(set string) int
+	VirtualServerCount() int
+}
+
 // readKernel reads every object the proxier owns, and writes nothing: the
 // reconciler is the only writer. Which virtual servers are owned is
 // ownership.owns; the others are foreign. Owned objects inside
@@ -222,8 +238,9 @@ func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
 // them stays ours without its record (ownership.recovered), as can one on
 // a cluster IP that services (read only then) names.
 // The view is filled in room recycled from the previous one's (nil maps:
-// none).
-func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.DesiredState, services func() serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool, recycled recycledView) (*kernelView, error) {
+// none). Before the view is compared, completeAgainst finds what the
+// read's own counts leave out.
+func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, services func() serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool, recycled recycledView) (*kernelView, error) {
 	view := &kernelView{
 		foreign:   map[ipvs.VirtualServerKey]bool{},
 		routes:    map[netip.Prefix]bool{},
@@ -383,9 +400,16 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 		keep(read, want, claimed)
 		view.realServerReads.Dumped++
 	}
-	view.addUnclaimedRecords(desired, recordsWithVirtualServer)
-	view.addMissingWinners(desired, inStepWinners)
+	view.recordsWithVirtualServer, view.inStepWinners = recordsWithVirtualServer, inStepWinners
 	return view, nil
+}
+
+// completeAgainst adds to the lists of a view just read the keys its read
+// could not account for (addUnclaimedRecords, addMissingWinners), against
+// desired as it stands.
+func (v *kernelView) completeAgainst(desired *ipvsproxy.DesiredState) {
+	v.addUnclaimedRecords(desired, v.recordsWithVirtualServer)
+	v.addMissingWinners(desired, v.inStepWinners)
 }
 
 // inStep: the virtual server read is exactly its winner want, real servers

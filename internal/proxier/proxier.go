@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -134,6 +135,11 @@ type Proxier struct {
 	pendingFlows []conntrack.Filter
 	// hold keeps deletions while default/kubernetes is absent.
 	hold deletionHold
+	// recheck is the periodic re-check's read while it runs beside the
+	// sync loop (recheck.go); reader, when set, the adapters it reads
+	// through.
+	recheck *recheckRead
+	reader  *adapters.Kernel
 
 	trigger chan struct{}
 
@@ -214,12 +220,21 @@ func (p *Proxier) requestSync() {
 // counts its sync period from the end of its last sync: counted from the
 // start, a re-check longer than the period (32-45 s at 20,000 Services on
 // an emulated CPU, for 30 s) started the next one as soon as it ended, the
-// writer did nothing but re-check, and every change waited behind one.
+// writer did nothing but re-check, and every change waited behind one. A
+// full re-check reads the kernel beside the loop (recheck.go): changes
+// are synced while it reads.
 func (p *Proxier) Run(ctx context.Context) {
 	period := time.NewTimer(p.cfg.SyncPeriod)
 	defer period.Stop()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	// A read still running when ctx ends is waited for: it uses the
+	// adapters, which the caller closes after Run.
+	defer func() {
+		if done := p.recheckDone(); done != nil {
+			<-done
+		}
+	}()
 	res := p.Sync()
 	period.Reset(p.cfg.SyncPeriod)
 	for {
@@ -234,10 +249,18 @@ func (p *Proxier) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-period.C:
-			p.PeriodElapsed()
+			if p.startRecheck() {
+				continue // the period starts again once the read is synced
+			}
 			recheck = true
 		case <-p.trigger:
 		case <-retry.C:
+		case <-p.recheckDone():
+			if r, ok := p.finishRecheck(); ok {
+				res = r
+			}
+			period.Reset(p.cfg.SyncPeriod)
+			continue
 		}
 		// Changes that arrive while we wait are batched into this sync.
 		if wait := p.cfg.MinSyncPeriod - time.Since(p.lastSync); wait > 0 {
@@ -261,17 +284,37 @@ func (p *Proxier) Run(ctx context.Context) {
 func (p *Proxier) Sync() SyncResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.sync(nil)
+}
+
+// sync is Sync under the lock. With read, the re-check's read that ran
+// beside the loop (recheck.go) is this full sync's read.
+func (p *Proxier) sync(read *recheckRead) SyncResult {
 	now := p.now()
 	res := SyncResult{Start: now, WriteErrors: map[string]int{}, IPTablesFailures: map[v1.IPFamily]int{}, Conntrack: map[v1.IPFamily]ConntrackPass{}}
 	changes := p.tracker.Drain()
 	res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.ServiceChanges, changes.EndpointChanges, changes.TriggerTimes
 	retries := p.objects.retryQueue(now)
-	full := p.fullSyncDue(changes, retries, now)
+	full := p.fullSyncDue(changes, retries, now) || read != nil
+	t := ipvsproxy.NewTouched()
 
 	// Read.
-	if full && !p.readKernel(&res) {
-		p.finish(&res)
-		return res
+	switch {
+	case read != nil:
+		// The re-check's duration is its read's and this sync's.
+		res.Start = read.started
+		if !p.takeRead(read, t, &res) {
+			p.finish(&res)
+			return res
+		}
+	case full:
+		if p.recheck != nil {
+			p.recheck.abandoned = true // this read is newer
+		}
+		if !p.readKernel(&res) {
+			p.finish(&res)
+			return res
+		}
 	}
 	res.Full = full
 	if full {
@@ -285,7 +328,6 @@ func (p *Proxier) Sync() SyncResult {
 	}
 
 	// Build.
-	t := ipvsproxy.NewTouched()
 	if full {
 		t.Only = p.objects
 		if p.desired.VirtualServerCount() > 0 {
@@ -302,7 +344,14 @@ func (p *Proxier) Sync() SyncResult {
 	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold, appliedRules: p.appliedRules}
 	share := p.resync.due
 	p.resync.due = 0
+	var drained []ipvs.VirtualServerKey
+	if p.recheck != nil && !full {
+		drained = slices.Collect(maps.Keys(p.draining))
+	}
 	res.ResyncedVirtualServers = w.run(t, share)
+	if p.recheck != nil && !full {
+		p.recheck.notePartialSync(w, drained)
+	}
 	p.cleanConntrack(w, full, stale, &res)
 
 	// Report.
@@ -353,6 +402,7 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 		p.objects.failed(namedID(snapshot.ObjectRead, "kernel state"), err, res.Start)
 		return false
 	}
+	view.completeAgainst(p.desired)
 	p.objects.done(namedID(snapshot.ObjectRead, "kernel state"))
 	p.ownedBeforeFailedRead = nil
 	p.view = view
