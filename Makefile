@@ -103,10 +103,20 @@ bench-daemon:
 	e2e/vm/bench-daemon.sh 1000 10000
 
 # bench-daemon-smoke: the daemon tier's smoke form (make test runs it): 100 Services, both sides;
-# fails unless each became ready, programmed every Service and the endpoint change, and produced
-# its figures.
+# fails unless each became ready, programmed every Service and the endpoint change, produced its
+# figures, and brought every change of 20 s of churn (5 a second) to the kernel.
 bench-daemon-smoke: deps build
-	e2e/vm/bench-daemon.sh --smoke
+	e2e/vm/bench-daemon.sh --smoke --churn
+
+# bench-daemon-churn: network programming latency under continuous churn (5 endpoint changes a
+# second over random Services, at least three full re-checks), ipvsproxy at its default flags,
+# CHURN_SIZES Services × 10 (docs/performance.md). Creating 50,000 Services takes the API server
+# over an hour; IPVSPROXY_BENCH_CONTROLPLANE reuses a control plane that holds them.
+.PHONY: bench-daemon-churn
+CHURN_SIZES ?= 20000 50000
+bench-daemon-churn: deps build
+	IPVSPROXY_BENCH_SIDES="$${IPVSPROXY_BENCH_SIDES:-ipvsproxy}" IPVSPROXY_VM_MEM="$${IPVSPROXY_VM_MEM:-6144}" \
+		IPVSPROXY_VM_TIMEOUT="$${IPVSPROXY_VM_TIMEOUT:-7200}" e2e/vm/bench-daemon.sh --churn $(CHURN_SIZES)
 
 # The conntrack clean-up at a million flows, in the VM: a network namespace here holds
 # at most the host's nf_conntrack_max, which is not ours to raise.

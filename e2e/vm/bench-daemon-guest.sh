@@ -23,6 +23,11 @@
 # each of bench/svc-1..K, each after a pseudo-random pause of 0 to 30 s (one sync period), so that
 # they land anywhere in the period, a full re-check in progress among them; each timed from API
 # write to kernel (endpoint_changes_s).
+# BENCH_CHURN=R (changes a second; ENDPOINTCHURN is e2e/endpointchurn): each side runs with its own
+# default sync periods (no --ipvs-sync-period or --ipvs-min-sync-period), and after the figures above
+# endpoint changes go on at R a second over random Services until the side ended three full
+# re-checks and two minutes passed (BENCH_CHURN_SMOKE=1: 20 s, no re-check needed); the summary is
+# the side's "churn" figure, the raw samples churn-SIDE-N.tsv in BENCH_LOGS.
 # A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
 set -uo pipefail
 [[ $(id -u) == 0 && -n ${E2E_HOST_ADDR:-} ]] || { echo "bench-daemon-guest.sh runs inside the VM" >&2; exit 2; }
@@ -144,6 +149,9 @@ change_series() {
 }
 
 start_side() {
+	# Under churn each side runs with its own defaults, as an operator runs it.
+	local periods=(--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period")
+	[[ -n ${BENCH_CHURN:-} ]] && periods=()
 	case $side in
 	ipvsproxy | ipvsproxy-baseline | ipvsproxy-env)
 		local bin=$IPVSPROXY env= profiling=${BENCH_HEAP:-}${BENCH_CPU:-}
@@ -156,8 +164,7 @@ start_side() {
 		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
 		[[ ${BENCH_WATCHLIST:-} == false ]] && env+=" KUBE_FEATURE_WatchListClient=false"
 		ip netns exec "$node" env $env "$bin" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
-			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr 10.244.0.0/16 \
-			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
+			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr 10.244.0.0/16 "${periods[@]}" \
 			${profiling:+--profiling} --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
 		;;
 	kube-proxy)
@@ -166,8 +173,7 @@ start_side() {
 		# conntrack-max-per-core=0 and the timeouts at 0: leave the host's conntrack sysctls alone
 		# (a network namespace may not set nf_conntrack_max); ipvsproxy sets none either.
 		ip netns exec "$node" "$E2E_BIN/kube-proxy" --proxy-mode=ipvs --kubeconfig "$ADMIN_KUBECONFIG" \
-			--hostname-override "$node" --cluster-cidr 10.244.0.0/16 \
-			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
+			--hostname-override "$node" --cluster-cidr 10.244.0.0/16 "${periods[@]}" \
 			--conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
 			--metrics-bind-address 127.0.0.1:10249 --healthz-bind-address 127.0.0.1:10256 \
 			"${gates[@]}" >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
@@ -223,7 +229,7 @@ mark() { awk -v s="$1" -v t="$2" -v t0="$t0" 'BEGIN { printf "# %s %.1f\n", s, t
 
 run_side() {
 	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt rss_log sampler
-	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started series="" read_split=""
+	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started series="" read_split="" churn=""
 	node_up
 	rm -f /run/bench-ready /run/bench-connect
 	busy0=$(guest_busy_ticks)
@@ -324,6 +330,19 @@ run_side() {
 			series=$(change_series "$addr")
 			log "endpoint changes, API write to kernel: $series s"
 		fi
+		if [[ -n ${BENCH_CHURN:-} ]]; then
+			mark churn "$(now)"
+			local bounds=(-min-rechecks 3 -min-duration 120s -max-duration 600s)
+			[[ -n ${BENCH_CHURN_SMOKE:-} ]] && bounds=(-min-rechecks 0 -min-duration 20s -max-duration 20s)
+			churn=$(ip netns exec "$node" "$ENDPOINTCHURN" -kubeconfig "$ADMIN_KUBECONFIG" -services "$BENCH_N" \
+				-rate "$BENCH_CHURN" -seed "$((BENCH_ROUND + 1))" -pid "$pid" "${bounds[@]}" \
+				-out "$BENCH_LOGS/churn-$side-$BENCH_N.tsv" 2>>"$BENCH_LOGS/churn-$side-$BENCH_N.log") || {
+				log "the churn failed: $(tail -n 3 "$BENCH_LOGS/churn-$side-$BENCH_N.log")"
+				churn=
+			}
+			mark churn-ended "$(now)"
+			log "churn: $churn"
+		fi
 		if [[ $side == ipvsproxy* && -n ${BENCH_HEAP:-} ]]; then
 			ip netns exec "$node" curl -s --max-time 60 -o "$BENCH_LOGS/heap-$side-$BENCH_N.pprof" "http://127.0.0.1:10249/debug/pprof/heap?gc=1" && heap=1
 			# The runtime's own account (heap in use, released, stacks, GC goal) at the end.
@@ -352,13 +371,13 @@ run_side() {
 	fi
 	awk -v side="$side" -v n="$BENCH_N" -v t0="$t0" -v tr="$t_ready" -v tc="$t_connect" -v tw="$t_write" -v tk="$t_kernel" \
 		-v hwm="$hwm" -v rss="$rss" -v anon="$anon" -v file="$file" -v vs="$vs" -v cold="$cold" -v resync="$resync" \
-		-v cpu="${cpu:-null}" -v hz="$clk_tck" -v ts="$t_started" -v scpu="$start_cpu" -v b0="$busy0" -v b1="$busy1" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" -v series="${series:-}" -v readsplit="${read_split:-}" 'BEGIN {
+		-v cpu="${cpu:-null}" -v hz="$clk_tck" -v ts="$t_started" -v scpu="$start_cpu" -v b0="$busy0" -v b1="$busy1" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" -v series="${series:-}" -v readsplit="${read_split:-}" -v churn="${churn:-}" 'BEGIN {
 		np = (c1 > c0) ? sprintf("%.3f", (s1 - s0) / (c1 - c0)) : "null"
 		printf "{\"side\":\"%s\",\"services\":%d,\"ok\":true,\"peak_rss_mib\":%.1f,\"rss_end_mib\":%.1f,\"rss_anon_end_mib\":%.1f,\"rss_file_end_mib\":%.1f,", side, n, hwm / 1024, rss / 1024, anon / 1024, file / 1024
 		printf "\"ready_s\":%.2f,\"connect_s\":%.2f,\"endpoint_change_s\":%.2f,\"network_programming_s\":%s,", tr - t0, tc - t0, tk - tw, np
 		printf "\"cold_sync_s\":%s,\"full_resync_s\":%s,\"tcp_virtual_servers\":%d,\"cpu_s\":%s,", cold == "" ? "null" : cold, resync == "" ? "null" : resync, vs, cpu
 		printf "\"start_wall_s\":%.1f,\"start_cpu_s\":%.1f,\"start_guest_busy_s\":%.1f", ts - t0, scpu / hz, (b1 - b0) / hz
-		printf "%s%s}\n", series == "" ? "" : ",\"endpoint_changes_s\":" series, readsplit
+		printf "%s%s%s}\n", series == "" ? "" : ",\"endpoint_changes_s\":" series, readsplit, churn == "" ? "" : ",\"churn\":" churn
 	}' >>"$BENCH_OUT"
 	tail -n1 "$BENCH_OUT" >&2
 }

@@ -7,10 +7,16 @@
 # kernel (and network_programming_duration_seconds), the cold sync, one periodic full re-check, and the
 # process's CPU time over the run.
 #
-#   e2e/vm/bench-daemon.sh [--smoke] [N...]      (default 1000 10000)
+#   e2e/vm/bench-daemon.sh [--smoke] [--churn] [N...]      (default 1000 10000)
 #
+# --churn: after those figures, continuous endpoint churn (IPVSPROXY_BENCH_CHURN changes a second,
+# default 5, over random Services, e2e/endpointchurn) until the side ended at least three full
+# re-checks and two minutes passed, each side run with its own default sync periods: every change's
+# latency from its trigger time to the kernel (raw, …-churn-<side>-<N>.tsv beside the figures), the
+# side's network_programming_duration_seconds over the window, its re-checks' duration and its CPU.
 # --smoke: N=100, no periodic re-check; fails unless both sides became ready, programmed every
-# Service and produced their figures (make test runs it). Otherwise results go to
+# Service and produced their figures (make test runs it); with --churn, 20 s of churn whose every
+# change must reach the kernel. Otherwise results go to
 # benchmarks/results/<date>-vm-daemon.json (one JSON object per side and N), a Markdown table
 # and PNG plots beside it, and, with the heap profiles, under $IPVSPROXY_E2E_CACHE/runs.
 # Env: IPVSPROXY_BENCH_SIDES (default "ipvsproxy kube-proxy"), IPVSPROXY_VM_MEM (guest MiB,
@@ -30,11 +36,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-smoke=
-if [[ ${1:-} == --smoke ]]; then
-	smoke=1
+smoke= churn=
+while [[ ${1:-} == --smoke || ${1:-} == --churn ]]; do
+	[[ $1 == --smoke ]] && smoke=1
+	[[ $1 == --churn ]] && churn=${IPVSPROXY_BENCH_CHURN:-5}
 	shift
-fi
+done
 if [[ -n $smoke ]]; then sizes=(100); else sizes=("${@:-1000 10000}"); fi
 read -r -a sizes <<<"${sizes[*]}"
 sides=${IPVSPROXY_BENCH_SIDES:-ipvsproxy kube-proxy}
@@ -71,6 +78,7 @@ cp_bin=$("$repo/e2e/controlplane/build.sh")
 [[ -x $cp_bin/kube-proxy ]] || die "$cp_bin/kube-proxy missing"
 make -s -C "$repo" build >&2
 (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/echoserver" ./e2e/echoserver)
+[[ -z $churn ]] || (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/endpointchurn" ./e2e/endpointchurn)
 "$here/prepare.sh" >/dev/null
 
 kc() { "$cp_bin/e2ectl" "$@"; }
@@ -115,6 +123,7 @@ for n in "${sizes[@]}"; do
 		-e "BENCH_LOGS=$work/results-$n" -e "BENCH_RESYNC=$([[ -n $smoke ]] && echo 0 || echo 1)" \
 		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_CPU=${IPVSPROXY_BENCH_CPU:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" -e "BENCH_CHANGES=${IPVSPROXY_BENCH_CHANGES:-0}" \
 		-e "BENCH_WATCHLIST=${IPVSPROXY_BENCH_WATCHLIST:-}" -e "BENCH_IPVSPROXY_ENV=${IPVSPROXY_BENCH_ENV:-}" -e "IPVSPROXY_BASELINE=${IPVSPROXY_BENCH_BASELINE:-}" \
+		-e "BENCH_CHURN=$churn" -e "BENCH_CHURN_SMOKE=$smoke" -e "ENDPOINTCHURN=$work/endpointchurn" \
 		-- "$here/bench-daemon-guest.sh" >&2
 	vm_rc=$?
 	set -e
@@ -122,9 +131,10 @@ for n in "${sizes[@]}"; do
 	say "N=$n: VM run $((SECONDS - t))s, exit $vm_rc"
 	((vm_rc == 0)) || rc=1
 	[[ -f $work/results-$n/figures.json ]] && cat "$work/results-$n/figures.json" >>"$out"
-	# Each side's memory over its run (bench-daemon-guest.sh's sample_rss) beside the figures.
+	# Each side's memory over its run (bench-daemon-guest.sh's sample_rss) and its churn's raw
+	# samples beside the figures.
 	if [[ -z $smoke ]]; then
-		for f in "$work/results-$n"/rss-*.tsv; do
+		for f in "$work/results-$n"/rss-*.tsv "$work/results-$n"/churn-*.tsv; do
 			[[ -f $f ]] && cp "$f" "${out%.json}-${f##*/}"
 		done
 	fi
@@ -138,6 +148,14 @@ if [[ -z $smoke ]]; then
 		echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 		jq -r 'def f: if . == null then "—" else tostring end;
 			"| \(.services) | \(.side)\(if .ok then "" else " (not ready after \(.timed_out_after_s // "?") s)" end) | \(.peak_rss_mib|f) | \(.ready_s|f) | \(.connect_s|f) | \(.endpoint_change_s|f) | \(.network_programming_s|f) | \(.cold_sync_s|f) | \(.full_resync_s|f) | \(if .recheck_read_from_table == null then "—" else "\(.recheck_read_from_table) / \(.recheck_read_dumped)" end) | \(.cpu_s|f) |"' "$out"
+		if [[ -n $churn ]]; then
+			echo
+			echo "Churn: endpoint changes over random Services, each side at its default sync periods; latency from the slice's trigger time to the new real server in the kernel (raw), and the side's own network_programming_duration_seconds over the window (p99 as its bucket's bound)."
+			echo
+			echo "| Services × 10 | side | changes/s | window s | changes | raw p50 / p90 / p99 / max s | over 1 s | histogram ≤ 1 s | histogram p99 ≤ s | re-checks | re-check mean s | partial syncs (mean s) | CPU s (per re-check) |"
+			echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+			jq -r 'select(.churn != null) | .churn as $c | "| \(.services) | \(.side) | \($c.rate_per_s) | \($c.window_s) | \($c.changes) | \($c.raw_p50_s) / \($c.raw_p90_s) / \($c.raw_p99_s) / \($c.raw_max_s) | \($c.raw_over_1s) | \($c.hist_le_1s) of \($c.hist_count) | \($c.hist_p99_le_s) | \($c.rechecks) | \($c.recheck_mean_s) | \($c.partial_syncs) (\($c.partial_mean_s)) | \($c.cpu_s) (\($c.cpu_per_recheck_period_s)) |"' "$out"
+		fi
 	} >"${out%.json}.md"
 	say "table in ${out%.json}.md"
 	# The plots beside it (benchmarks/harness/cmd/daemonplot: peak RSS, ready, cold sync, full
@@ -157,6 +175,10 @@ if [[ -n $smoke ]]; then
 		for f in peak_rss_mib ready_s connect_s endpoint_change_s cold_sync_s; do
 			[[ $line =~ \"$f\":[0-9] ]] || die "smoke: $side has no $f: $line"
 		done
+		if [[ -n $churn ]]; then
+			jq -e 'select(.churn != null) | .churn | .changes > 0 and .write_errors == 0 and .not_seen == 0 and .hist_count > 0' <<<"$line" >/dev/null ||
+				die "smoke: $side's churn did not bring every change to the kernel, or its histogram saw none: $line"
+		fi
 	done
 	say "smoke passed"
 fi
