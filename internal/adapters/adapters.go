@@ -58,7 +58,7 @@ func Open(o Options) (k Kernel, close func(), err error) {
 	k.Netif = o.Links
 	k.IPTables = map[v1.IPFamily]iptables.Interface{}
 	if o.Fake {
-		k.IPVS, k.IPSet, k.Conntrack, k.Sysctl = ipvs.NewFake(), ipset.NewFake(), conntrack.NewFake(), sysctl.NewFake(nil)
+		k.IPVS, k.IPSet, k.Conntrack, k.Sysctl = ipvs.NewFake(), ipset.NewFake(), conntrack.NewFake(), sysctl.NewFake(freshNodeSysctls())
 		if k.Netif == nil {
 			k.Netif = netif.NewFake(owned.DummyInterface)
 		}
@@ -111,6 +111,20 @@ func Open(o Options) (k Kernel, close func(), err error) {
 		k.IPTables[f] = ipt
 	}
 	return k, closeAll, nil
+}
+
+// freshNodeSysctls are the kernel's defaults of the settings the daemon
+// reads and sets at start (internal/hostsetup), with IPVS loaded: the
+// Fakes' node is a fresh one, so that a daemon built on them (cmd/ipvsproxy,
+// -tags fakekernel) starts as on a node.
+func freshNodeSysctls() map[string]string {
+	return map[string]string{
+		"net.ipv4.vs.conntrack": "0", "net.ipv4.vs.expire_nodest_conn": "0", "net.ipv4.vs.expire_quiescent_template": "0",
+		"net.ipv4.vs.conn_reuse_mode": "1", "net.ipv4.ip_forward": "0", "net.ipv6.conf.all.forwarding": "0",
+		"net.ipv4.conf.all.arp_ignore": "0", "net.ipv4.conf.all.arp_announce": "0",
+		"net.netfilter.nf_conntrack_max": "262144", "net.netfilter.nf_conntrack_buckets": "65536",
+		"net.netfilter.nf_conntrack_tcp_timeout_established": "432000", "net.netfilter.nf_conntrack_tcp_timeout_close_wait": "60",
+	}
 }
 
 func iptablesFamily(f v1.IPFamily) iptables.Family {
