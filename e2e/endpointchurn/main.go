@@ -98,6 +98,9 @@ func run(ctx context.Context, o options) (*summary, error) {
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = -1, 0
+	// Protobuf, as the proxies read: the driver shares the node's one CPU.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -232,7 +235,7 @@ func prepare(ctx context.Context, cs kubernetes.Interface, o options, picks []in
 					continue
 				}
 				out[i] = change{service: name, vs: ipvs.VirtualServerKey{Address: ip, Port: 80, Protocol: ipvs.TCP},
-					removed: removed, added: newAddress(i, slice), slice: slice}
+					removed: removed, added: newAddress(i, o.seed, slice), slice: slice}
 			}
 		}()
 	}
@@ -248,10 +251,11 @@ func prepare(ctx context.Context, cs kubernetes.Interface, o options, picks []in
 	return out, nil
 }
 
-// newAddress is the i-th change's new endpoint, 10.245.0.0/16 in order (outside the
-// bulk Services' 10.244.0.0/16), one the slice does not hold.
-func newAddress(i int, slice *discoveryv1.EndpointSlice) netip.Addr {
-	for n := i; ; n += 65536 {
+// newAddress is the i-th change's new endpoint in 10.245.0.0/16 (outside the bulk
+// Services' 10.244.0.0/16), where each seed starts elsewhere, one the slice does not
+// hold: a Service a run with another seed changed before gets another address.
+func newAddress(i int, seed uint64, slice *discoveryv1.EndpointSlice) netip.Addr {
+	for n := i + int(seed%64)*1021; ; n++ {
 		a := netip.AddrFrom4([4]byte{10, 245, byte(n >> 8), byte(n)})
 		if !slices.ContainsFunc(slice.Endpoints, func(e discoveryv1.Endpoint) bool { return slices.Contains(e.Addresses, a.String()) }) {
 			return a

@@ -332,7 +332,7 @@ run_side() {
 		fi
 		if [[ -n ${BENCH_CHURN:-} ]]; then
 			mark churn "$(now)"
-			local bounds=(-min-rechecks 3 -min-duration 120s -max-duration 600s)
+			local bounds=(-min-rechecks 3 -min-duration 120s -max-duration 420s)
 			[[ -n ${BENCH_CHURN_SMOKE:-} ]] && bounds=(-min-rechecks 0 -min-duration 20s -max-duration 20s)
 			churn=$(ip netns exec "$node" "$ENDPOINTCHURN" -kubeconfig "$ADMIN_KUBECONFIG" -services "$BENCH_N" \
 				-rate "$BENCH_CHURN" -seed "$((BENCH_ROUND + 1))" -pid "$pid" "${bounds[@]}" \
