@@ -314,6 +314,19 @@ func (s *EndpointSlice) MoreAddresses() []string {
 	return out
 }
 
+// MoreAddressesOf is endpoint i's second and later addresses, as written.
+func (s *EndpointSlice) MoreAddressesOf(i int) []string {
+	if s.rare == nil {
+		return nil
+	}
+	for _, m := range s.rare.more {
+		if m.endpoint == i {
+			return m.addresses
+		}
+	}
+	return nil
+}
+
 // GetObjectMeta is the slice's identity as metadata, so that meta.Accessor,
 // and the informer's key functions and store with it, take the slice:
 // namespace, name, UID and resource version. The store asks for it several

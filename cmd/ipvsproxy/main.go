@@ -47,6 +47,7 @@ func newApp() *cli.App {
 				OnUsageError: explainUsageError,
 			},
 			inspectCommand(),
+			publishCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",

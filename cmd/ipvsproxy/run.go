@@ -51,6 +51,10 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	nodeAddresses, err := parseNodeAddressSource(c.String("node-addresses-from"), c.String("node-addresses-namespace"))
+	if err != nil {
+		return err
+	}
 	client, informerClient, err := newClients(c.String("kubeconfig"), clientConnection(c))
 	if err != nil {
 		return err
@@ -113,7 +117,7 @@ func runAction(c *cli.Context) error {
 	p.ReadBeside(reader)
 	observeProxier(p, m, health, serviceHealth, cfg.Families)
 
-	informersSynced, err := startInformers(ctx, informerClient, nodeName, p.Tracker(), p.ClusterNodes(),
+	informersSynced, err := startInformers(ctx, informerClient, nodeName, p.Tracker(), p.ClusterNodes(), nodeAddresses,
 		newAPIAccess(health, m.APIPermissionMissing, recorder, nodeName))
 	if err != nil {
 		return err

@@ -113,20 +113,22 @@ var Fields = []Field{
 // fails when a flag is in neither this list nor Fields, so a new flag is a
 // decision.
 var FlagsWithoutField = map[string]string{
-	"config":                  "the file itself",
-	"external-ip-cidrs":       "ipvsproxy only; kube-proxy leaves external IPs to admission (DenyServiceExternalIPs, CVE-2020-8554)",
-	"service-cidrs":           "ipvsproxy only; kube-proxy takes no Service ranges (the API server's --service-cluster-ip-range)",
-	"ip-families":             "ipvsproxy only; kube-proxy takes the families of the node's addresses, as --ip-families=auto does",
-	"ipset-max-elements":      "ipvsproxy only; kube-proxy creates its sets with the kernel's default maxelem (65536)",
-	"ipvs-scheduler-flags":    "ipvsproxy only; kube-proxy cannot set the sh and mh flags",
-	"ipvs-resync-shares":      "ipvsproxy only; kube-proxy re-checks everything every ipvs.syncPeriod",
-	"ipvs-drain-timeout":      "ipvsproxy only; kube-proxy waits for a removed endpoint's connections without limit and cuts a deleted Service's at once",
-	"service-node-port-range": "the API server's flag; kube-proxy reads no NodePort range",
-	"sysctl-root":             "ipvsproxy only: where /proc/sys is mounted in the container",
-	"metrics-per-service":     "ipvsproxy only: per-Service IPVS counters",
-	"inspect-endpoint":        "ipvsproxy only: the read-only /inspect/ endpoint",
-	"lock-file":               "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
-	"lock-timeout":            "ipvsproxy only: how long a second instance waits for the node lock",
+	"config":                   "the file itself",
+	"external-ip-cidrs":        "ipvsproxy only; kube-proxy leaves external IPs to admission (DenyServiceExternalIPs, CVE-2020-8554)",
+	"service-cidrs":            "ipvsproxy only; kube-proxy takes no Service ranges (the API server's --service-cluster-ip-range)",
+	"ip-families":              "ipvsproxy only; kube-proxy takes the families of the node's addresses, as --ip-families=auto does",
+	"ipset-max-elements":       "ipvsproxy only; kube-proxy creates its sets with the kernel's default maxelem (65536)",
+	"ipvs-scheduler-flags":     "ipvsproxy only; kube-proxy cannot set the sh and mh flags",
+	"ipvs-resync-shares":       "ipvsproxy only; kube-proxy re-checks everything every ipvs.syncPeriod",
+	"ipvs-drain-timeout":       "ipvsproxy only; kube-proxy waits for a removed endpoint's connections without limit and cuts a deleted Service's at once",
+	"service-node-port-range":  "the API server's flag; kube-proxy reads no NodePort range",
+	"sysctl-root":              "ipvsproxy only: where /proc/sys is mounted in the container",
+	"metrics-per-service":      "ipvsproxy only: per-Service IPVS counters",
+	"inspect-endpoint":         "ipvsproxy only: the read-only /inspect/ endpoint",
+	"lock-file":                "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
+	"lock-timeout":             "ipvsproxy only: how long a second instance waits for the node lock",
+	"node-addresses-from":      "ipvsproxy only; kube-proxy has no node guard and watches its own Node alone",
+	"node-addresses-namespace": "ipvsproxy only: where the published Node addresses are",
 }
 
 // Setting is one field a file sets, in the syntax of its flag.

@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/listeners"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,5 +108,60 @@ func TestExternalIPNeverTakesAnotherNodeOrTheAPIServer(t *testing.T) {
 	mustSync(t, p)
 	if !hasVS(fk, "198.51.100.2", 80) {
 		t.Error("the address of a deleted Node is still refused")
+	}
+}
+
+// The guard's other Nodes come from the slices the Node address publisher
+// writes (--node-addresses-from=endpointslices) as from the Node informer:
+// an external IP that is another Node's published address is refused, and
+// used again once it is no longer published; the same slices in another
+// namespace (a tenant's) count for nothing.
+func TestExternalIPNeverTakesAnotherNodesPublishedAddress(t *testing.T) {
+	fk := newFakeKernel()
+	p, rec := newTestProxier(t, fk, testConfig())
+	handler := p.ClusterNodes().PublishedHandler("kube-system", nodeaddresses.ServiceName)
+	publish := func(namespace string, nodes map[string][]netip.Addr) []*ipvsproxy.EndpointSlice {
+		var out []*ipvsproxy.EndpointSlice
+		for _, s := range nodeaddresses.Slices(namespace, nodes) {
+			c := ipvsproxy.CompactEndpointSlice(s)
+			handler.OnAdd(c, false)
+			out = append(out, c)
+		}
+		return out
+	}
+	addr := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	publish("tenant", map[string][]netip.Addr{"fake": {addr("198.51.100.3")}})
+	slices := publish("kube-system", map[string][]netip.Addr{"node1": {addr("198.51.100.1")}, "node2": {addr("198.51.100.2"), addr("2001:db8::2")}})
+	other := servicetest.Service("other-node", "10.96.0.51", externalIP("198.51.100.2"))
+	tenant := servicetest.Service("not-a-node", "10.96.0.53", externalIP("198.51.100.3"))
+	for _, s := range []*v1.Service{other, tenant} {
+		p.Tracker().SetService(s)
+		p.Tracker().SetEndpointSlice(servicetest.Slice(s, s.Name+"-a", 8080, "10.244.1.5@node1"))
+	}
+	mustSync(t, p)
+	if hasVS(fk, "198.51.100.2", 80) {
+		t.Fatalf("an external IP took another Node's published address:\n%s", fk.ipvs.Dump())
+	}
+	if !hasVS(fk, "198.51.100.3", 80) {
+		t.Error("an address published in another namespace was taken for a Node's")
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "Warning ExternalIPRefused external IP 198.51.100.2 is an address of Node node2, which alone may serve it; not served") {
+		t.Errorf("events %q", ev)
+	}
+	if names := p.ClusterNodes().Names(); len(names) != 2 {
+		t.Errorf("Nodes known %v, want node1 and node2", names)
+	}
+	// node2 is re-addressed: its old address is free again.
+	for _, s := range nodeaddresses.Slices("kube-system", map[string][]netip.Addr{"node1": {addr("198.51.100.1")}, "node2": {addr("198.51.100.22"), addr("2001:db8::2")}}) {
+		c := ipvsproxy.CompactEndpointSlice(s)
+		for _, old := range slices {
+			if old.Name == c.Name {
+				handler.OnUpdate(old, c)
+			}
+		}
+	}
+	mustSync(t, p)
+	if !hasVS(fk, "198.51.100.2", 80) {
+		t.Errorf("a former address of node2 is still refused; other Nodes: %v", p.ClusterNodes().Others(servicetest.ThisNode))
 	}
 }
