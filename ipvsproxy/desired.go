@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -36,7 +37,11 @@ type DesiredState struct {
 	claims map[ipvs.VirtualServerKey][]claim
 	// foreign are keys the kernel holds a virtual server at that the
 	// proxier did not create (kernel.go: ownership).
-	foreign  map[ipvs.VirtualServerKey]bool
+	foreign map[ipvs.VirtualServerKey]bool
+	// shared guards claims and foreign against SharedLookup, the one
+	// reader beside the writer (a re-check's read); the writer's own reads
+	// need no lock.
+	shared   sync.RWMutex
 	addrRefs map[netip.Addr]int
 	// entryRefs count, per set, the virtual servers that want each member
 	// (countEntry); entryCount is how many members are wanted.
@@ -146,11 +151,13 @@ func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touche
 		for i := range old.VirtualServers {
 			k := old.VirtualServers[i].VirtualServerKey
 			before := d.Winner(k)
+			d.shared.Lock()
 			d.claims[k] = slices.DeleteFunc(d.claims[k], func(c claim) bool { return c.Service == name })
 			if len(d.claims[k]) == 0 {
 				delete(d.claims, k)
 				t.Released[k] = true
 			}
+			d.shared.Unlock()
 			d.rewin(k, before, t)
 		}
 		d.Summary.update(old, -1)
@@ -166,8 +173,10 @@ func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touche
 		vs := &st.VirtualServers[i]
 		k := vs.VirtualServerKey
 		before := d.Winner(k)
+		d.shared.Lock()
 		d.claims[k] = append(d.claims[k], claim{Service: name, order: claimRank(vs.Kind) + order, vs: vs})
 		slices.SortFunc(d.claims[k], func(a, b claim) int { return cmp.Compare(a.order, b.order) })
+		d.shared.Unlock()
 		d.rewin(k, before, t)
 	}
 }
@@ -179,11 +188,13 @@ func (d *DesiredState) SetForeign(k ipvs.VirtualServerKey, foreign bool, t Touch
 		return
 	}
 	before := d.Winner(k)
+	d.shared.Lock()
 	if foreign {
 		d.foreign[k] = true
 	} else {
 		delete(d.foreign, k)
 	}
+	d.shared.Unlock()
 	d.rewin(k, before, t)
 }
 

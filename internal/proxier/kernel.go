@@ -233,14 +233,15 @@ type desiredAtRead interface {
 // reconciler is the only writer. Which virtual servers are owned is
 // ownership.owns; the others are foreign. Owned objects inside
 // --ipvs-exclude-cidrs are read too, so that a Service's can be kept up to
-// date; the reconciler never deletes one nobody wants there. wasOurs are
-// the virtual servers the previous view held (nil at the first read): one of
-// them stays ours without its record (ownership.recovered), as can one on
-// a cluster IP that services (read only then) names.
+// date; the reconciler never deletes one nobody wants there. wasOurs says
+// whether the previous view held a virtual server (nil at the first read):
+// one it held stays ours without its record (ownership.recovered), as can
+// one on a cluster IP that services (read only then) names. It is asked
+// only of a virtual server without a record.
 // The view is filled in room recycled from the previous one's (nil maps:
 // none). Before the view is compared, completeAgainst finds what the
 // read's own counts leave out.
-func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, services func() serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool, recycled recycledView) (*kernelView, error) {
+func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, services func() serviceEvidence, wasOurs func(ipvs.VirtualServerKey) bool, recycled recycledView) (*kernelView, error) {
 	view := &kernelView{
 		foreign:   map[ipvs.VirtualServerKey]bool{},
 		routes:    map[netip.Prefix]bool{},

@@ -393,7 +393,11 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 		p.view = &kernelView{hostAddresses: previous.hostAddresses, listening: previous.listening}
 	}
 	currentEvidence := func() serviceEvidence { return evidenceOf(p.tracker.CurrentServices()) }
-	view, err := readKernel(p.kernel, p.cfg, p.desired, currentEvidence, wasOurs, recycled)
+	var previous func(ipvs.VirtualServerKey) bool
+	if wasOurs != nil {
+		previous = func(k ipvs.VirtualServerKey) bool { return wasOurs[k] }
+	}
+	view, err := readKernel(p.kernel, p.cfg, p.desired, currentEvidence, previous, recycled)
 	if err != nil {
 		p.ownedBeforeFailedRead = wasOurs
 		klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")

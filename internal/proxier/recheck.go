@@ -21,7 +21,7 @@ import (
 // end. Run starts the read on a goroutine of its own, through adapters of
 // its own (Proxier.ReadBeside), into a new view; partial syncs keep
 // writing meanwhile against the view they had. The read asks the desired
-// state as it stood when the read began (desiredSnapshot). When it ends, the re-check's sync takes
+// state one key at a time beside the writer (desiredBeside). When it ends, the re-check's sync takes
 // the lock and completes the new view with what the partial syncs did
 // since it began (takeInto): every object they compared is taken from the
 // view they kept up to date, as the read may have seen it before or after
@@ -65,38 +65,28 @@ func (p *Proxier) ReadBeside(k adapters.Kernel) {
 	p.reader = &k
 }
 
-// desiredSnapshot is what a re-check's read asks of the desired state, as
-// it stood when the read began: the read never takes the proxier's lock
-// (a partial sync holding it may wait for an adapter the read holds). A
-// key whose winner a partial sync changed since is among the objects it
-// compared, which takeInto takes from the live view and the sync compares
-// again; the states themselves are never changed once built, so a list
-// the read shares stays what it was.
-type desiredSnapshot struct {
-	winners    map[ipvs.VirtualServerKey]*ipvsproxy.VirtualServerState // every claimed key; nil: lost to someone else's
-	setMembers map[string]int
+// desiredBeside is what a re-check's read asks of the desired state while
+// partial syncs change it: each key's winner as it stands
+// (DesiredState.SharedLookup, a lock of the claims alone: the read never
+// takes the proxier's lock, which a partial sync holding it while it waits
+// for an adapter the read holds would deadlock), and the sizes of the
+// view's maps as they were when it began. A key whose winner a partial
+// sync changed after the read compared it is among the objects that sync
+// compared, which takeInto takes from the live view and the re-check's sync
+// compares again; the states themselves are never changed once built, so a
+// list the read shares stays what it was.
+type desiredBeside struct {
+	desired        *ipvsproxy.DesiredState
+	setMembers     map[string]int
+	virtualServers int
 }
 
-func snapshotDesired(d *ipvsproxy.DesiredState, cfg ipvsproxy.Config) desiredSnapshot {
-	s := desiredSnapshot{winners: make(map[ipvs.VirtualServerKey]*ipvsproxy.VirtualServerState, d.VirtualServerCount()), setMembers: map[string]int{}}
-	for k := range d.VirtualServerKeys() {
-		if w, claimed := d.Lookup(k); claimed {
-			s.winners[k] = w
-		}
-	}
-	for _, set := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
-		s.setMembers[set.Name] = d.SetMemberCount(set.Name)
-	}
-	return s
+func (d desiredBeside) Lookup(k ipvs.VirtualServerKey) (*ipvsproxy.VirtualServerState, bool) {
+	return d.desired.SharedLookup(k)
 }
 
-func (s desiredSnapshot) Lookup(k ipvs.VirtualServerKey) (*ipvsproxy.VirtualServerState, bool) {
-	w, claimed := s.winners[k]
-	return w, claimed
-}
-
-func (s desiredSnapshot) SetMemberCount(set string) int { return s.setMembers[set] }
-func (s desiredSnapshot) VirtualServerCount() int       { return len(s.winners) }
+func (d desiredBeside) SetMemberCount(set string) int { return d.setMembers[set] }
+func (d desiredBeside) VirtualServerCount() int       { return d.virtualServers }
 
 // startRecheck is what each --ipvs-sync-period tick does in Run: with
 // --ipvs-resync-shares, a share's turn is left to the next Sync as
@@ -117,15 +107,23 @@ func (p *Proxier) startRecheck() bool {
 	p.needFull = false
 	r := &recheckRead{started: p.now(), done: make(chan struct{}), compared: ipvsproxy.NewTouched(),
 		sets: maps.Clone(p.view.sets), routes: maps.Clone(p.view.routes)}
-	wasOurs := make(map[ipvs.VirtualServerKey]bool, len(p.view.virtualServers))
-	for key := range p.view.virtualServers {
-		wasOurs[key] = true
+	// Whether a virtual server without a record was ours is asked of the
+	// live view (rarely: every one of ours has its record), under the lock,
+	// outside any adapter call: a copy of every key cost 2 MB at 50,000
+	// Services for the read's length.
+	wasOurs := func(key ipvs.VirtualServerKey) bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.view != nil && p.view.virtualServers[key] != nil
 	}
 	k := p.kernel
 	if p.reader != nil {
 		k = *p.reader
 	}
-	desired := snapshotDesired(p.desired, p.cfg)
+	desired := desiredBeside{desired: p.desired, setMembers: map[string]int{}, virtualServers: p.desired.VirtualServerCount()}
+	for _, set := range owned.Sets(p.cfg.Families, p.cfg.IPSetMaxElements) {
+		desired.setMembers[set.Name] = p.desired.SetMemberCount(set.Name)
+	}
 	p.recheck = r
 	go func() {
 		defer close(r.done)

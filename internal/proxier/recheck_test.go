@@ -307,3 +307,58 @@ func TestRecheckTakesWhatPartialSyncsWroteAfterItsRead(t *testing.T) {
 		t.Errorf("kernel after the re-check:\n%s", fk.ipvs.Dump())
 	}
 }
+
+// slowTable lists the real servers slowly, a virtual server at a time, so
+// that the re-check's read looks each up in the desired state while partial
+// syncs change it (run with -race).
+type slowTable struct {
+	ipvs.Interface
+}
+
+func (s slowTable) EachRealServerList(fn func(ipvs.VirtualServerKey, []ipvs.RealServer) error) error {
+	return s.Interface.(ipvs.RealServerTable).EachRealServerList(func(k ipvs.VirtualServerKey, rss []ipvs.RealServer) error {
+		time.Sleep(time.Millisecond)
+		return fn(k, rss)
+	})
+}
+
+// Partial syncs that add, change and delete Services while a re-check reads
+// run beside its read (no data race, no deadlock), and the re-check's sync
+// then finds the kernel as a fresh full sync would: it writes nothing.
+func TestPartialSyncsBesideARecheckRead(t *testing.T) {
+	fk := newFakeKernel()
+	p := recheckProxier(t, fk, 60, func(i ipvs.Interface) ipvs.Interface { return slowTable{i} })
+	if !p.startRecheck() {
+		t.Fatal("the period's re-check did not start beside the loop")
+	}
+	for round := 0; ; round++ {
+		select {
+		case <-p.recheckDone():
+		default:
+			i := 1 + round%70
+			svc, _ := webService(i)
+			switch round % 3 {
+			case 0:
+				p.Tracker().SetService(svc)
+				p.Tracker().SetEndpointSlice(servicetest.Slice(svc, svc.Name+"-a", 8080, fmt.Sprintf("10.244.%d.%d@node2", i, 3+round%5)))
+			case 1:
+				p.Tracker().SetEndpointSlice(servicetest.Slice(svc, svc.Name+"-a", 8080, fmt.Sprintf("10.244.%d.1@node2", i)))
+			default:
+				p.Tracker().DeleteService("default", svc.Name)
+			}
+			if res := mustSync(t, p); res.Full {
+				t.Fatal("a sync during the re-check's read was full")
+			}
+			continue
+		}
+		break
+	}
+	if res, ok := p.finishRecheck(); !ok || !res.Full || res.Err() != nil {
+		t.Fatalf("the re-check's sync: ok=%v full=%v err=%v", ok, res.Full, res.Err())
+	}
+	before := kernelDump(fk)
+	p.RequestFullSync()
+	if res := mustSync(t, p); res.Writes != 0 {
+		t.Errorf("a full sync after the re-check wrote %d times:\n%s\nwas\n%s", res.Writes, kernelDump(fk), before)
+	}
+}
