@@ -47,7 +47,7 @@ func init() {
 		"patch-daemonset":    {"patch-daemonset NS/NAME FILE   (kubectl patch --patch-file, strategic merge)", runPatchDaemonSet},
 		"daemonsets-for":     {"daemonsets-for NODE   (kube-system DaemonSets whose nodeSelector matches the node)", runDaemonSetsFor},
 	}
-	for _, more := range []map[string]command{scaleCommands, serviceCIDRCommands} {
+	for _, more := range []map[string]command{scaleCommands, serviceCIDRCommands, nodeFleetCommands} {
 		for name, c := range more {
 			commands[name] = c
 		}
