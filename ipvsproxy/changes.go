@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/metrics"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -167,11 +166,11 @@ func (t *ChangeTracker) SetSlice(slice *EndpointSlice) {
 // triggerTime is the slice's trigger time to observe, if any (metrics'
 // rules: a slice changed before the tracker began has none).
 func (t *ChangeTracker) triggerTime(slice *EndpointSlice) (time.Time, bool) {
-	if slice.TriggerTime == "" {
+	ts, ok := slice.TriggerTime()
+	if !ok || !ts.After(t.start) {
 		return time.Time{}, false
 	}
-	ts, ok, _ := metrics.NetworkProgrammingTrigger(slice.objectMeta(), false, t.start)
-	return ts, ok
+	return ts, true
 }
 
 // DeleteEndpointSlice forgets an EndpointSlice given as the API object

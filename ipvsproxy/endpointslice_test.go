@@ -12,6 +12,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // everyKindOfEndpoint is a slice with every case a reader tells apart:
@@ -272,4 +273,24 @@ func apiServerAddressesOfAPIObjects(slices_ []*discovery.EndpointSlice) []netip.
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return out
+}
+
+// A UID and resource version kept as numbers come back as written; one the
+// API server would not write (upper case, a leading zero, not a UUID) is
+// kept as written.
+func TestIdentityKeepsWhatItWasGiven(t *testing.T) {
+	for _, c := range []struct{ uid, rv string }{
+		{"0b5e3c1a-0000-4000-8000-00000000000f", "123456"},
+		{"0B5E3C1A-0000-4000-8000-00000000000F", "123456"},
+		{"0b5e3c1a-0000-4000-8000-00000000000f", "0123"},
+		{"not-a-uuid", "18446744073709551615"},
+		{"", ""},
+		{"0b5e3c1a-0000-4000-8000-00000000000f", ""},
+		{"", "7"},
+	} {
+		id := newIdentity(types.UID(c.uid), c.rv)
+		if string(id.UID()) != c.uid || id.ResourceVersion() != c.rv {
+			t.Errorf("%q %q came back as %q %q", c.uid, c.rv, id.UID(), id.ResourceVersion())
+		}
+	}
 }
