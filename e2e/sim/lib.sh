@@ -16,12 +16,24 @@ die() { say "error: $*"; exit 1; }
 # kubeconfigs check), ports from SIM_PORT (default 7843; etcd SIM_PORT-3400 and -3399).
 sim_controlplane() {
 	local dir=$1 port=${SIM_PORT:-7843}
-	APISERVER_PORT=$port ETCD_CLIENT_PORT=$((port - 3400)) ETCD_PEER_PORT=$((port - 3399)) \
+	sim_bin "$dir.bin"
+	IPVSPROXY_E2E_BIN=$dir.bin APISERVER_PORT=$port ETCD_CLIENT_PORT=$((port - 3400)) ETCD_PEER_PORT=$((port - 3399)) \
 		APISERVER_EXTRA_ARGS="--bind-address=0.0.0.0 ${SIM_APISERVER_ARGS:-}" \
 		"$repo/e2e/controlplane/start.sh" "$dir" >/dev/null 2>"$dir.start.log" || { cat "$dir.start.log" >&2; die "control plane did not start"; }
 	sim_cp=$dir sim_port=$port
 	E2E_BIN=$(sed -n 's/^E2E_BIN=//p' "$dir/env")
 	export KUBECONFIG=$dir/admin.kubeconfig
+}
+
+# sim_bin DIR: the control plane's binaries for this run in DIR: kube-apiserver, etcd and
+# kube-proxy from build.sh's cache, e2ectl built from this tree (the cache's e2ectl is rebuilt by
+# every checkout that starts a control plane, and may lack this tree's commands meanwhile).
+sim_bin() {
+	local shared
+	shared=$("$repo/e2e/controlplane/build.sh" 2>/dev/null) || die "e2e/controlplane/build.sh failed"
+	mkdir -p "$1"
+	for b in kube-apiserver etcd kube-proxy; do ln -sf "$shared/$b" "$1/$b"; done
+	(cd "$repo/e2e/controlplane" && CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -o "$1/e2ectl" ./cmd/e2ectl) || die "e2ectl did not build"
 }
 
 sim_kc() { "$E2E_BIN/e2ectl" --kubeconfig "$sim_cp/admin.kubeconfig" "$@"; }

@@ -47,7 +47,7 @@ cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	for n in "${nss[@]}"; do sim_netns_del "${n%:*}" "${n#*:}"; done
-	[[ -d $work/cp ]] && [[ -z ${SIM_KEEP:-} ]] && "$repo/e2e/controlplane/stop.sh" "$work/cp" >/dev/null 2>&1
+	[[ -d $work/cp ]] && [[ -z ${SIM_KEEP:-} ]] && "$repo/e2e/controlplane/stop.sh" "$work/cp" >/dev/null 2>&1 && rm -rf "$work/cp.bin"
 	[[ -z ${SIM_KEEP:-} ]] && rm -rf "$work"
 	true
 }
