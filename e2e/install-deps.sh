@@ -9,6 +9,7 @@ packages=(
 	nftables                                        # nft: kube-proxy's nftables-mode tables in the clean-up tests
 	qemu-system-x86 busybox-static cpio xz-utils zstd # the end-to-end VM
 	socat curl                                      # the VM's API server forward; probes; SCTP (scenario 38)
+	jq                                              # the daemon tier's figures (its smoke checks the churn's)
 )
 missing=()
 for p in "${packages[@]}"; do
