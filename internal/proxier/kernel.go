@@ -69,6 +69,8 @@ type kernelVirtualServer struct {
 	// (putRealServer, removeRealServer). Its connection counts are zero:
 	// whoever needs them reads the kernel (removeRealServers, drain).
 	shared bool
+	// unread: a full read listed it and has not read its real servers yet.
+	unread bool
 }
 
 // put makes read the view's virtual server k, in the room of the one the
@@ -322,26 +324,36 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, 
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
-	view.virtualServers = recycled.virtualServersFor(len(all))
-	// Ours, by key, until its real servers are read: the table read finds
-	// each here.
-	unread := make(map[ipvs.VirtualServerKey]int32, len(all))
-	for i, vs := range all {
-		key := vs.VirtualServerKey
+	// Ours go into the view at once, their real servers unread, in one
+	// allocation: the table read finds each by key there, and the list is
+	// let go before it (at 50,000 Services the list and a map of what was
+	// left to read held 5.5 MB through the read).
+	ours := 0
+	for i := range all {
+		key := all[i].VirtualServerKey
 		if !owner.isRecorded(key) && !owner.ownsUnrecorded(key, cfg) {
 			view.foreign[key] = true
 			continue
 		}
-		unread[key] = int32(i)
+		ours++
 	}
-	// One allocation for all, most of them ours.
-	kept := make([]kernelVirtualServer, 0, len(unread))
+	kept := make([]kernelVirtualServer, 0, ours)
+	view.virtualServers = recycled.virtualServersFor(ours)
+	for i := range all {
+		if key := all[i].VirtualServerKey; !view.foreign[key] {
+			kept = append(kept, kernelVirtualServer{vs: all[i], unread: true})
+			view.virtualServers[key] = &kept[len(kept)-1]
+		}
+	}
+	all = nil
+	unread := len(kept)
 	recordsWithVirtualServer, inStepWinners := 0, 0
-	keep := func(read kernelVirtualServer, want *ipvsproxy.VirtualServerState, claimed bool) {
-		key := read.vs.VirtualServerKey
+	// settle makes kv what was read of it, and counts it.
+	settle := func(kv *kernelVirtualServer, read kernelVirtualServer, want *ipvsproxy.VirtualServerState, claimed bool) {
+		*kv = read
+		unread--
+		key := kv.vs.VirtualServerKey
 		recorded := owner.isRecorded(key)
-		kept = append(kept, read)
-		view.virtualServers[key] = &kept[len(kept)-1]
 		if recorded {
 			recordsWithVirtualServer++
 		}
@@ -351,21 +363,20 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, 
 		case want == nil:
 			// Claimed, but lost to someone else's virtual server at the
 			// last sync: it is compared if it wins again (Touched.Rewon).
-		case inStep(&kept[len(kept)-1], want, recorded):
+		case inStep(kv, want, recorded):
 			inStepWinners++
 		default:
 			view.outOfStepAtRead = append(view.outOfStepAtRead, key)
 		}
 	}
-	if table, ok := k.IPVS.(ipvs.RealServerTable); ok && len(unread) > 0 {
+	if table, ok := k.IPVS.(ipvs.RealServerTable); ok && unread > 0 {
 		err := table.EachRealServerList(func(key ipvs.VirtualServerKey, rss []ipvs.RealServer) error {
-			i, ours := unread[key]
-			if !ours {
-				return nil // someone else's, or added since the list
+			kv := view.virtualServers[key]
+			if kv == nil || !kv.unread {
+				return nil // someone else's, added since the list, or listed twice
 			}
-			delete(unread, key)
 			want, claimed := desired.Lookup(key)
-			keep(viewOfRead(all[i], rss, want, true), want, claimed)
+			settle(kv, viewOfRead(kv.vs, rss, want, true), want, claimed)
 			view.realServerReads.FromTable++
 			return nil
 		})
@@ -381,24 +392,24 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, 
 	// The rest one at a time: no table here, or a virtual server the
 	// table's read missed (the table shifted under it meanwhile).
 	var room []ipvs.RealServer
-	for _, vs := range all {
-		if len(unread) == 0 {
-			break
-		}
-		key := vs.VirtualServerKey
-		if _, left := unread[key]; !left {
+	for i := 0; i < len(kept) && unread > 0; i++ {
+		kv := &kept[i]
+		if !kv.unread {
 			continue
 		}
-		delete(unread, key)
+		key := kv.vs.VirtualServerKey
 		want, claimed := desired.Lookup(key)
-		read, err := readVirtualServer(k, vs, want, &room)
+		read, err := readVirtualServer(k, kv.vs, want, &room)
 		if errors.Is(err, ipvs.ErrNotFound) {
-			continue // deleted meanwhile by someone else
+			// Deleted meanwhile by someone else.
+			delete(view.virtualServers, key)
+			unread--
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 		}
-		keep(read, want, claimed)
+		settle(kv, read, want, claimed)
 		view.realServerReads.Dumped++
 	}
 	view.recordsWithVirtualServer, view.inStepWinners = recordsWithVirtualServer, inStepWinners
