@@ -6,8 +6,9 @@
 # ipvsproxy daemon on its Fakes (-tags fakekernel), or kube-proxy's own binary in nftables mode.
 # Per proxy: seconds to ready (ipvsproxy's /readyz; kube-proxy's first sync), peak RSS, CPU time,
 # bytes received. For the API server, sampled every second until every proxy is ready: CPU,
-# memory, and over the start the latency of the proxies' requests (apiserver_request_duration
-# for LIST and WATCH of services and endpointslices, their buckets' bound at p50 and p99).
+# memory, and over the start the latency of the proxies' lists (apiserver_request_duration_seconds
+# for a LIST, apiserver_watch_list_duration_seconds for client-go's streamed list, of Services,
+# EndpointSlices and Nodes: their buckets' bound at p50 and p99).
 #
 #   e2e/sim/fleet-start.sh [-k PROXIES] [-s SPREAD] [-n SERVICES] [-o OUT.json] SIDE
 #
@@ -83,7 +84,7 @@ done
 api=$(sim_apiserver_pid)
 snapshot_latency() {
 	curl -s --cacert "$sim_cp/pki/ca.crt" --cert "$sim_cp/pki/admin.crt" --key "$sim_cp/pki/admin.key" \
-		"https://127.0.0.1:$sim_port/metrics" | grep -E '^apiserver_request_duration_seconds_bucket\{.*resource="(services|endpointslices)".*verb="(LIST|WATCH)"' >"$1" || true
+		"https://127.0.0.1:$sim_port/metrics" | grep -E '^(apiserver_request_duration_seconds_bucket\{.*resource="(services|endpointslices|nodes)".*verb="LIST"|apiserver_watch_list_duration_seconds_bucket\{.*resource="(services|endpointslices|nodes)")' >"$1" || true
 }
 snapshot_latency "$work/latency-before.txt"
 cpu0=$(sim_cpu "$api")
@@ -166,7 +167,8 @@ latency=$(awk '
 	FNR == NR { before[$1] = $2; next }
 	{
 		match($1, /resource="[^"]*"/); r = substr($1, RSTART + 10, RLENGTH - 11)
-		match($1, /verb="[^"]*"/); v = substr($1, RSTART + 6, RLENGTH - 7)
+		v = "WATCHLIST"
+		if (match($1, /verb="[^"]*"/)) v = substr($1, RSTART + 6, RLENGTH - 7)
 		match($1, /le="[^"]*"/); le = substr($1, RSTART + 4, RLENGTH - 5)
 		k = r " " v; n[k, le] += $2 - before[$1]; les[le] = 1; keys[k] = 1
 	}
