@@ -308,7 +308,7 @@ func (d *DesiredState) contribute(vs *VirtualServerState, n int, t Touched) {
 	if vs.RoutedBy.IsValid() && d.unrouted[vs.RoutedBy] {
 		d.bindUnrouted(vs, n, t)
 	}
-	for _, e := range vs.SetEntries {
+	for e := range vs.SetEntries.All() {
 		k := e.Key()
 		d.countEntry(k, n)
 		t.entry(k)
