@@ -30,6 +30,10 @@ type SyncResult struct {
 	// RealServerReads, on a full sync, says how its read took the real
 	// servers: from the kernel's table or one virtual server at a time.
 	RealServerReads snapshot.FullRead
+	// ReadBeside, on a periodic re-check, is how long its read ran beside
+	// the sync loop (recheck.go); the rest of Duration the sync held the
+	// loop.
+	ReadBeside time.Duration
 	Start           time.Time
 	Duration        time.Duration
 	// Services is how many Services were rebuilt.
@@ -302,7 +306,7 @@ func (p *Proxier) sync(read *recheckRead) SyncResult {
 	switch {
 	case read != nil:
 		// The re-check's duration is its read's and this sync's.
-		res.Start = read.started
+		res.Start, res.ReadBeside = read.started, now.Sub(read.started)
 		if !p.takeRead(read, t, &res) {
 			p.finish(&res)
 			return res
@@ -542,7 +546,7 @@ func (p *Proxier) finish(res *SyncResult) {
 	if err := res.Err(); err != nil {
 		klog.ErrorS(err, "Sync finished with failures", "full", res.Full)
 	} else {
-		klog.V(2).InfoS("Sync finished", "full", res.Full, "services", res.Services, "writes", res.Writes, "duration", res.Duration)
+		klog.V(2).InfoS("Sync finished", "full", res.Full, "services", res.Services, "writes", res.Writes, "duration", res.Duration, "readBeside", res.ReadBeside)
 	}
 	if p.OnSync != nil {
 		p.OnSync(*res)
