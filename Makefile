@@ -4,11 +4,19 @@
 # Both install what they need (Debian packages) on first use; run them as root.
 
 GO        ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
-VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS   := -s -w -X main.version=$(VERSION)
+# The version of the binary, the image, the chart and the docs: the VERSION file
+# (deploy/version_test.go checks that the chart and the CHANGELOG agree with it).
+VERSION   ?= $(shell cat VERSION)
+COMMIT    := $(shell git rev-parse HEAD 2>/dev/null)
+# The commit's time: the image's creation time and every file time in it.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct HEAD 2>/dev/null || echo 0)
+COMMIT_TIME := $(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ)
+# dirty when git sees any change, untracked files included, as Go's own VCS stamp does.
+TREE_STATE := $(shell test -z "$$(git status --porcelain 2>/dev/null)" && echo clean || echo dirty)
+LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.commitTime=$(COMMIT_TIME) -X main.treeState=$(TREE_STATE)
 # urfave/cli's man-page writer (and the Markdown parser under it) is never used; left out, it
-# leaves half a MB of heap and 250 KB of binary off every node. Also in the Dockerfile and
-# deploy/rootfs/build-rootfs.sh (cmd/ipvsproxy/deps_test.go checks all three).
+# leaves half a MB of heap and 250 KB of binary off every node. Also in
+# deploy/rootfs/build-rootfs.sh (cmd/ipvsproxy/deps_test.go checks both).
 BUILDTAGS := urfave_cli_no_docs
 BIN       := bin/ipvsproxy
 # Every Go command run from here builds as the control plane, the conformance cluster and the e2e
@@ -19,10 +27,10 @@ BIN       := bin/ipvsproxy
 # keeps these two lines).
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
-# Packages whose real-kernel half needs IPVS or the dummy driver: they run in the VM.
-VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./internal/proxier ./inspect
+# Packages whose real-kernel half needs IPVS, the dummy driver or SCTP: they run in the VM.
+VM_PKGS   := ./ipvs ./netif ./ipvsproxy ./internal/proxier ./inspect ./listeners
 
-.PHONY: all build test unit vm-test e2e demo deps fuzz bench image release rootfs clean fresh-check
+.PHONY: all build test unit vm-test e2e demo deps fuzz bench clean fresh-check
 
 all: build
 
@@ -38,14 +46,19 @@ unit: deps
 	$(GO) vet ./...
 	# -vet=off: go test's own vet pass is a subset of the one above.
 	$(GO) test -count=1 -vet=off ./...
-	cd e2e/controlplane && $(GO) test -count=1 . ./pki/ ./cluster/
+	cd e2e/controlplane && $(GO) test -count=1 . ./pki/ ./cluster/ ./kubeproxydefaults/ ./cmd/e2ectl/
 	cd e2e/conformance && $(GO) test -count=1 ./cmd/junitsummary/ ./ledger/
-	# The Go end-to-end scenarios run only in the VM (make e2e); here they are vetted, which compiles them.
-	cd e2e/suite && $(GO) vet -tags e2e ./...
+	# The image builder, the SBOM, the release bundle, and two image builds of this commit (one digest).
+	cd release && $(GO) vet ./... && $(GO) test -count=1 ./...
+	# The Go end-to-end scenarios run only in the VM (make e2e); here they are vetted, which compiles them,
+	# and their helpers without the e2e tag (the silence of a stream, gap.go) are tested.
+	cd e2e/suite && $(GO) vet -tags e2e ./... && $(GO) test -count=1 .
 
-# The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy).
-vm-test: deps
+# The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy), then a boot that
+# checks the start-up on a kernel without ip_vs, without the dummy driver and without twos.
+vm-test: deps build
 	e2e/vm/test-in-vm.sh --smoke $(VM_PKGS)
+	e2e/vm/kernel-limits.sh
 
 # The VM stage's own check: a guest kernel panic (made on purpose) is named, retried once and
 # counted, and a second one fails (three boots; run it after changing e2e/vm's scripts).
@@ -56,6 +69,21 @@ vm-panic-selftest:
 # The seed tutorial as assertions, two nodes in the VM against a real API server.
 e2e: deps build
 	e2e/run-parallel.sh
+
+# The compatibility matrices (docs/compatibility.md; results in e2e/matrix/*.tsv, one row per line
+# of the matrix, replaced by each run): k8s-matrix runs the core e2e scenarios against each
+# Kubernetes minor's own kube-apiserver (K8S=1.35 for one; default 1.35 1.36 1.37), kernel-matrix
+# runs the VM tests and the e2e suite on each Debian 12 kernel (KERNELS=6.1 for one; default
+# 6.12 6.1 cloud). `make test` runs the newest minor and 6.12 (the e2e stage). One minor or kernel
+# per call keeps a VM hold near an hour.
+K8S     ?=
+KERNELS ?=
+.PHONY: k8s-matrix kernel-matrix
+k8s-matrix: deps build
+	e2e/matrix.sh kubernetes $(K8S)
+
+kernel-matrix: deps build
+	e2e/matrix.sh kernels $(KERNELS)
 
 # e2e-migrate: the migration from the real kube-proxy (44, also in `make e2e`); the rollbacks
 # (44rollback to its IPVS mode, 44rbiptables, 44rbnftables) and the migration from its iptables and
@@ -96,15 +124,17 @@ fuzz:
 bench:
 	$(GO) test ./benchmarks/... -run XXX -bench . -benchmem
 
-# The daemon tier: the real `ipvsproxy run` and kube-proxy --proxy-mode=ipvs in the VM against the
-# real API server, N Services × 10 endpoints (docs/performance.md, "The daemon tier").
-.PHONY: bench-daemon bench-daemon-smoke
-bench-daemon:
-	e2e/vm/bench-daemon.sh 1000 10000
+# The daemon tier: the real `ipvsproxy run` and kube-proxy's own binary in its nftables and IPVS
+# modes in the VM against the real API server, N Services × 10 endpoints, one boot per N
+# (docs/performance.md, "The daemon tier").
+.PHONY: bench-daemon bench-daemon-smoke bench-dataplane bench-dataplane-smoke
+bench-daemon: deps build
+	e2e/vm/bench-daemon.sh 1000 10000 30000
 
-# bench-daemon-smoke: the daemon tier's smoke form (make test runs it): 100 Services, both sides;
-# fails unless each became ready, programmed every Service and the endpoint change, produced its
-# figures, and brought every change of 20 s of churn (5 a second) to the kernel.
+# bench-daemon-smoke: the daemon tier's smoke form (make test runs it): 100 Services, every side;
+# fails unless each became ready, programmed every Service and the endpoint changes, a Service of
+# 2,000 endpoints beside them, and produced its figures, and the IPVS sides brought every change
+# of 20 s of churn (5 a second) to the kernel.
 bench-daemon-smoke: deps build
 	e2e/vm/bench-daemon.sh --smoke --churn
 
@@ -116,34 +146,74 @@ bench-daemon-smoke: deps build
 CHURN_SIZES ?= 20000 50000
 bench-daemon-churn: deps build
 	IPVSPROXY_BENCH_SIDES="$${IPVSPROXY_BENCH_SIDES:-ipvsproxy}" IPVSPROXY_VM_MEM="$${IPVSPROXY_VM_MEM:-6144}" \
+		IPVSPROXY_BENCH_SERIES="$${IPVSPROXY_BENCH_SERIES:-0}" IPVSPROXY_BENCH_BIG="$${IPVSPROXY_BENCH_BIG:-0}" \
 		IPVSPROXY_VM_TIMEOUT="$${IPVSPROXY_VM_TIMEOUT:-7200}" e2e/vm/bench-daemon.sh --churn $(CHURN_SIZES)
+
+# The inspect endpoint under hostile clients, long form: 10,000 Services for a minute of slow
+# readers, a connection flood and 1,000 requests/s; fails unless the heap stays within its bound
+# and every /healthz probe is answered (the short form runs in `go test ./cmd/ipvsproxy`).
+.PHONY: bench-inspect-load
+bench-inspect-load:
+	$(GO) test ./cmd/ipvsproxy -run '^$$' -bench '^BenchmarkInspectEndpointUnderHostileClients$$' -benchtime 1x
+
+# The data plane: what a packet pays through ipvsproxy's and each kube-proxy mode's kernel state
+# with N Services programmed (connect time, new connections/s, an established flow, UDP), empty
+# and with 100,000 connections held, beside a no-proxy baseline, one boot per N.
+bench-dataplane: deps build
+	e2e/vm/bench-daemon.sh --dataplane 1000 10000 30000
+
+# bench-dataplane-smoke: its smoke form: 100 Services, every side and the baseline, every
+# measurement short, 2,000 held connections; fails unless each produced every figure.
+bench-dataplane-smoke: deps build
+	e2e/vm/bench-daemon.sh --dataplane-smoke
 
 # The conntrack clean-up at a million flows, in the VM: a network namespace here holds
 # at most the host's nf_conntrack_max, which is not ours to raise.
 bench-conntrack-vm:
 	IPVSPROXY_VM_MEM=4096 e2e/vm/test-in-vm.sh --run '^$$' --bench BenchmarkCleanUp -e IPVSPROXY_CONNTRACK_BENCH_FLOWS=1000000 ./conntrack
 
-# Images need a container engine with buildx; see deploy/rootfs for the same
-# file system without one. REGISTRY is yours (ipvsproxy publishes no image):
-#   make image REGISTRY=registry.example.com/team     build for this machine, load locally
-#   make release REGISTRY=registry.example.com/team   linux/amd64 and linux/arm64, pushed
-# The manifests name the image `ipvsproxy`; set yours with kustomize's
-# `images:` (deploy/overlays/example) or the chart's image.repository.
-REGISTRY  ?=
-IMAGE     ?= $(if $(REGISTRY),$(REGISTRY)/ipvsproxy,ipvsproxy)
+# The image, without a container engine (release/image.sh, docs/install.md): for each platform
+# the daemon cross-compiled, deploy/rootfs's Debian packages of that architecture, the tree
+# checked by deploy/rootfs/check-rootfs.sh; one OCI archive of both, named IMAGE:VERSION.
+# The conformance cluster and the end-to-end deploy check run this archive. The same commit gives
+# the same digest.
+#   make image                                  _output/image/ipvsproxy-$(VERSION).oci.tar
+#   make release                                _output/release/$(VERSION)/ (VERSION=X.Y.Z: that version)
+#   make push REGISTRY=registry.example.com/team   the archive to REGISTRY/ipvsproxy:$(VERSION)
+IMAGE     ?= registry.invalid/ipvsproxy
 PLATFORMS ?= linux/amd64,linux/arm64
-IMAGE_ARGS = --build-arg VERSION=$(VERSION) --build-arg REVISION=$(shell git rev-parse HEAD 2>/dev/null) \
-	--build-arg CREATED=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+IMAGE_DIR ?= _output/image
+# IMAGE_REUSE=1: keep the archive built from the same inputs (release/image.sh).
+IMAGE_REUSE ?=
+RELEASE_DIR = _output/release/$(VERSION)
+REGISTRY  ?=
+.PHONY: image release push release-check
 image:
-	docker buildx build --load $(IMAGE_ARGS) -t $(IMAGE):$(VERSION) .
+	GO=$(GO) VERSION=$(VERSION) COMMIT=$(COMMIT) TREE_STATE=$(TREE_STATE) SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) \
+		LDFLAGS='$(LDFLAGS)' BUILDTAGS='$(BUILDTAGS)' IMAGE=$(IMAGE) PLATFORMS=$(PLATFORMS) IMAGE_REUSE=$(IMAGE_REUSE) \
+		release/image.sh $(IMAGE_DIR)
 
-release:
-	@test -n "$(REGISTRY)" || { echo "make release needs REGISTRY=your.registry/path"; exit 2; }
-	docker buildx build --push --platform $(PLATFORMS) $(IMAGE_ARGS) -t $(IMAGE):$(VERSION) .
+# The release: the image archive, its SBOM (CycloneDX), the manifests and the chart pinned to its
+# digest, the monitoring files, the CHANGELOG section, SHA256SUMS. From a clean tree only: the
+# labels and the binaries name the commit.
+release: deps
+	@test "$(TREE_STATE)" = clean || { echo "make release: the tree has changes (git status): commit them first" >&2; exit 2; }
+	@v=$$(cat VERSION); test "$(VERSION)" = "$$v" || test "$(VERSION)" = "$${v%-rc.*}" || \
+		{ echo "make release: VERSION=$(VERSION) is neither the VERSION file's $$v nor its final version $${v%-rc.*}" >&2; exit 2; }
+	$(MAKE) image
+	$(IMAGE_DIR)/ipvsproxy-release release -archive $(IMAGE_DIR)/ipvsproxy-$(VERSION).oci.tar -repo . \
+		-distro debian-$$(. /etc/os-release && echo $$VERSION_ID) -o $(RELEASE_DIR)
+	@echo "make release: wrote $(RELEASE_DIR)"; cat $(RELEASE_DIR)/IMAGE
 
-rootfs: build
-	deploy/rootfs/build-rootfs.sh $(BIN) _output/rootfs.tar
-	deploy/rootfs/check-rootfs.sh _output/rootfs.tar
+push:
+	@test -n "$(REGISTRY)" || { echo "make push needs REGISTRY=your.registry/path" >&2; exit 2; }
+	@test -f $(IMAGE_DIR)/ipvsproxy-$(VERSION).oci.tar || { echo "make push: no $(IMAGE_DIR)/ipvsproxy-$(VERSION).oci.tar: make image (or make release) first" >&2; exit 2; }
+	cd release && $(GO) run ./cmd/ipvsproxy-release push -archive ../$(IMAGE_DIR)/ipvsproxy-$(VERSION).oci.tar -registry $(REGISTRY)
+
+# The release gate (hours; not part of make test): every spec of the conformance selection passed
+# at this commit, the e2e suite on both kernels, and make fresh-check (release/check.sh).
+release-check:
+	release/check.sh
 
 clean:
 	rm -rf bin _output
@@ -165,7 +235,7 @@ conformance-status:
 conformance-smoke: deps
 	e2e/conformance/run.sh --smoke
 
-# The benchmark harness beside kube-proxy v1.36.3's IPVS proxier (benchmarks/harness, a
+# The benchmark harness beside kube-proxy v1.37.2's IPVS proxier (benchmarks/harness, a
 # module of its own). bench-smoke proves it works on 100 Services (make test runs it; building
 # kube-proxy takes about 3 minutes on a cold Go cache); bench-report is the full run whose results
 # are committed under benchmarks/results/ (tens of minutes; see docs/performance.md).
@@ -187,7 +257,7 @@ bench-node:
 	e2e/vm/bench-vm.sh --node 1000 10000
 
 # The conntrack clean-up: ipvsproxy's Proxier.Sync (the endpoint change's partial sync and a
-# full sync's reconcile pass) beside kube-proxy v1.36.3's CleanStaleEntries: 250,000 UDP flows
+# full sync's reconcile pass) beside kube-proxy v1.37.2's CleanStaleEntries: 250,000 UDP flows
 # (this host's nf_conntrack_max is 262,144), 1% stale, one fresh network namespace per process.
 .PHONY: bench-conntrack
 bench-conntrack:

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/nodelock"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -328,12 +329,14 @@ func checkHostMounts(t *testing.T, dir string, pod corev1.PodSpec, c *corev1.Con
 	checkHostMountsOf(t, dir, pod, c, nodeLocks)
 }
 
-// nodeLocks are the host files every container that writes the node's
-// kernel state shares: iptables' lock, and ipvsproxy's own (--lock-file's
-// default), which keeps a second ipvsproxy from undoing the first's writes.
+// nodeLocks are the host paths every container that writes the node's
+// kernel state shares: iptables' lock, and the directory of ipvsproxy's own
+// (--lock-file's default), which keeps a second ipvsproxy from undoing the
+// first's writes. ipvsproxy creates its file there 0600: a hostPath file
+// (FileOrCreate) is created 0644, and any local user could hold its flock.
 var nodeLocks = []hostMount{
 	{"/run/xtables.lock", false, corev1.HostPathFileOrCreate},
-	{"/run/ipvsproxy.lock", false, corev1.HostPathFileOrCreate},
+	{filepath.Dir(nodelock.DefaultPath), false, corev1.HostPathDirectoryOrCreate},
 }
 
 type hostMount struct {
@@ -384,7 +387,7 @@ func TestOverlayPatchesBase(t *testing.T) {
 	if !strings.HasPrefix(bc.Image, "registry.invalid/ipvsproxy:") {
 		t.Errorf("base image %q, want the placeholder registry.invalid/ipvsproxy:<tag>", bc.Image)
 	}
-	if oc.Image != "registry.example.com/ipvsproxy/ipvsproxy:v0.1.0" {
+	if oc.Image != "registry.example.com/ipvsproxy/ipvsproxy:0.1.0-rc.1" {
 		t.Errorf("overlay image %q", oc.Image)
 	}
 	if got := overlay.config.Data["IPVSPROXY_CLUSTER_CIDR"]; got != "10.244.0.0/16" {
@@ -482,12 +485,13 @@ func TestContainerIsHardened(t *testing.T) {
 	}
 }
 
-// The conformance overlay (e2e/conformance) runs the image images.sh
-// imports into containerd: a base image name it does not rewrite would be
-// pulled, and never found (ImagePullBackOff on every node).
+// The conformance overlay (e2e/conformance) runs the image `make image`
+// names and images.sh imports into containerd, pinned by digest in run.sh:
+// another repository would be pulled, and never found (ImagePullBackOff on
+// every node).
 func TestConformanceOverlayRunsTheImportedImage(t *testing.T) {
 	r := renderTyped(t, "../e2e/conformance/overlay")
-	if got := proxyContainer(t, r.daemonSet).Image; got != "docker.io/ipvsproxy/ipvsproxy:conformance" {
-		t.Fatalf("conformance overlay image %q, want docker.io/ipvsproxy/ipvsproxy:conformance (e2e/conformance/images.sh)", got)
+	if repo, _, _ := splitImage(proxyContainer(t, r.daemonSet).Image); repo != "registry.invalid/ipvsproxy" {
+		t.Fatalf("conformance overlay image repository %q, want registry.invalid/ipvsproxy (the Makefile's IMAGE)", repo)
 	}
 }

@@ -2,10 +2,10 @@ package deploy
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/doctable"
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
@@ -131,46 +131,14 @@ func DocumentedFlags(path string) (map[string]string, error) {
 // readTable returns the rows of the one Markdown table in path whose header
 // is exactly columns, each row keyed by column, with the cells' code
 // backticks removed.
+// readTable reads the docs table with these columns, its cells without
+// backticks.
 func readTable(path string, columns ...string) ([]map[string]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read table: %w", err)
-	}
-	lines := strings.Split(string(data), "\n")
-	var rows []map[string]string
-	found := 0
-	for i := 0; i < len(lines); i++ {
-		if !slices.Equal(tableCells(lines[i]), columns) {
-			continue
-		}
-		found++
-		// Skip the |---|---| separator, then read until the table ends.
-		for i += 2; i < len(lines) && strings.HasPrefix(strings.TrimSpace(lines[i]), "|"); i++ {
-			cells := tableCells(lines[i])
-			if len(cells) != len(columns) {
-				return nil, fmt.Errorf("%s:%d: %d cells, want %d", path, i+1, len(cells), len(columns))
-			}
-			row := map[string]string{}
-			for j, c := range columns {
-				row[c] = cells[j]
-			}
-			rows = append(rows, row)
+	rows, err := doctable.Read(path, columns...)
+	for _, row := range rows {
+		for c, cell := range row {
+			row[c] = strings.Trim(cell, "`")
 		}
 	}
-	if found != 1 {
-		return nil, fmt.Errorf("%s: %d tables with columns %q, want 1", path, found, columns)
-	}
-	return rows, nil
-}
-
-func tableCells(line string) []string {
-	line = strings.TrimSpace(line)
-	if !strings.HasPrefix(line, "|") || !strings.HasSuffix(line, "|") {
-		return nil
-	}
-	parts := strings.Split(line[1:len(line)-1], "|")
-	for i, p := range parts {
-		parts[i] = strings.Trim(strings.TrimSpace(p), "`")
-	}
-	return parts
+	return rows, err
 }

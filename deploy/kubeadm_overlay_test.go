@@ -8,13 +8,18 @@ import (
 )
 
 // The kubeadm overlay runs ipvsproxy from kube-proxy's own ConfigMap, as
-// kube-proxy's DaemonSet runs kube-proxy, with nothing overriding the file.
+// kube-proxy's DaemonSet runs kube-proxy, with nothing overriding the file
+// but the mode.
 func TestKubeadmOverlay(t *testing.T) {
 	r := renderTyped(t, "overlays/kubeadm")
 	spec := r.daemonSet.Spec.Template.Spec
 	c := proxyContainer(t, r.daemonSet)
 	if !slices.Contains(c.Command, "--config=/var/lib/kube-proxy/config.conf") {
 		t.Errorf("command %q does not read kube-proxy's config.conf", c.Command)
+	}
+	// The file's mode is kube-proxy's (kubeadm v1.37 writes iptables where none was chosen).
+	if !slices.Contains(c.Command, "--proxy-mode=ipvs") {
+		t.Errorf("command %q leaves the mode to the file", c.Command)
 	}
 	if len(c.EnvFrom) != 0 {
 		t.Errorf("envFrom %v would override the file", c.EnvFrom)

@@ -35,13 +35,18 @@ type imageOverride struct {
 // renamed image that users would never get.
 //
 // A dir that is a Helm chart (IsChart) is rendered by RenderChart with its
-// default values; "CHART=VALUES.yaml" renders it with that values file.
+// default values; "CHART=VALUES.yaml" renders it with that values file. A
+// packaged chart (.tgz, what `make release` writes) is rendered the same
+// way, and a .yaml file (a release's rendered manifests) is read as it is.
 func Render(dir string) ([]*unstructured.Unstructured, error) {
-	if chart, values, ok := strings.Cut(dir, "="); ok && IsChart(chart) {
+	if chart, values, ok := strings.Cut(dir, "="); ok && (IsChart(chart) || strings.HasSuffix(chart, ".tgz")) {
 		return RenderChart(chart, values)
 	}
-	if IsChart(dir) {
+	if IsChart(dir) || strings.HasSuffix(dir, ".tgz") {
 		return RenderChart(dir)
+	}
+	if strings.HasSuffix(dir, ".yaml") {
+		return ReadObjects(dir)
 	}
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	resources, err := k.Run(filesys.MakeFsOnDisk(), dir)

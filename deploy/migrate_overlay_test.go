@@ -5,11 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/yaml"
 )
 
@@ -23,8 +25,13 @@ const migrationLabel = "ipvsproxy.io/proxy"
 func TestMigrateOverlay(t *testing.T) {
 	r := renderTyped(t, "overlays/migrate")
 	spec := r.daemonSet.Spec.Template.Spec
-	if spec.NodeSelector[migrationLabel] != "ipvsproxy" || spec.NodeSelector["kubernetes.io/os"] != "linux" {
-		t.Errorf("nodeSelector %v, want %s=ipvsproxy and the base's", spec.NodeSelector, migrationLabel)
+	if spec.NodeSelector["kubernetes.io/os"] != "linux" {
+		t.Errorf("nodeSelector %v, want the base's", spec.NodeSelector)
+	}
+	for value, want := range map[string]bool{"ipvsproxy": true, "": false, "kube-proxy": false, "rollback": false} {
+		if got := runsOn(t, r.daemonSet, nodeLabelled(value)); got != want {
+			t.Errorf("on a node labelled %s=%q: runs %v, want %v", migrationLabel, value, got, want)
+		}
 	}
 	if len(spec.InitContainers) != 1 {
 		t.Fatalf("init containers %v, want the clean-up", spec.InitContainers)
@@ -65,14 +72,41 @@ func TestMigrateOverlay(t *testing.T) {
 	}
 }
 
+// nodeLabelled is a Linux node as a kubelet registers it, with the
+// migration label's value (none when empty).
+func nodeLabelled(value string) *corev1.Node {
+	n := &corev1.Node{}
+	n.Name = "node-" + value
+	n.Labels = map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": n.Name}
+	if value != "" {
+		n.Labels[migrationLabel] = value
+	}
+	return n
+}
+
+// runsOn says whether ds places a pod on node by its node selector and
+// required node affinity, with the function the DaemonSet controller
+// and the scheduler call (component-helpers' nodeaffinity).
+func runsOn(t *testing.T, ds *appsv1.DaemonSet, node *corev1.Node) bool {
+	t.Helper()
+	pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+	ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
+	if err != nil {
+		t.Fatalf("%s's node affinity: %v", ds.Name, err)
+	}
+	return ok
+}
+
 // kube-proxy-patch.yaml, applied to kubeadm's kube-proxy DaemonSet as
 // `kubectl patch --patch-file` does (a strategic merge), keeps kube-proxy on
-// the nodes labelled for it: no node matches both DaemonSets.
+// every node ipvsproxy's migrate overlay does not take: exactly one proxy
+// selects a node without the label (one that joins mid-migration) or with
+// either proxy's value, and neither one labelled for rollback.
 func TestKubeProxyPatchSelectsTheOtherNodes(t *testing.T) {
 	kubeProxy := appsv1.DaemonSet{}
 	kubeProxy.Name, kubeProxy.Namespace = "kube-proxy", "kube-system"
 	kubeProxy.Spec.Template.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
-	kubeProxy.Spec.Template.Spec.Containers = []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.36.3"}}
+	kubeProxy.Spec.Template.Spec.Containers = []corev1.Container{{Name: "kube-proxy", Image: "registry.k8s.io/kube-proxy:v1.37.2"}}
 	original, err := json.Marshal(kubeProxy)
 	if err != nil {
 		t.Fatal(err)
@@ -93,14 +127,54 @@ func TestKubeProxyPatchSelectsTheOtherNodes(t *testing.T) {
 	if err := unmarshalStrict(merged, &got); err != nil {
 		t.Fatal(err)
 	}
-	sel := got.Spec.Template.Spec.NodeSelector
-	if sel[migrationLabel] != "kube-proxy" || sel["kubernetes.io/os"] != "linux" || len(got.Spec.Template.Spec.Containers) != 1 {
+	if sel := got.Spec.Template.Spec.NodeSelector; sel["kubernetes.io/os"] != "linux" || len(got.Spec.Template.Spec.Containers) != 1 {
 		t.Errorf("patched kube-proxy: nodeSelector %v, containers %d", sel, len(got.Spec.Template.Spec.Containers))
 	}
-	ours := renderTyped(t, "overlays/migrate").daemonSet.Spec.Template.Spec.NodeSelector
-	if ours[migrationLabel] == sel[migrationLabel] {
-		t.Errorf("both DaemonSets select %s=%s", migrationLabel, sel[migrationLabel])
+	ours := renderTyped(t, "overlays/migrate").daemonSet
+	chart, err := RenderChart(chartDir, filepath.Join(chartDir, "ci/migrate-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	var charted *appsv1.DaemonSet
+	for _, o := range chart {
+		if ds, ok := must(Decode(o)).(*appsv1.DaemonSet); ok {
+			charted = ds
+		}
+	}
+	for value, want := range map[string]string{
+		"":           "kube-proxy", // a node that joined mid-migration
+		"kube-proxy": "kube-proxy",
+		"ipvsproxy":  "ipvsproxy",
+		"rollback":   "",
+		"other":      "kube-proxy",
+	} {
+		node := nodeLabelled(value)
+		for _, ipvsproxy := range []*appsv1.DaemonSet{ours, charted} {
+			var on []string
+			if runsOn(t, &got, node) {
+				on = append(on, "kube-proxy")
+			}
+			if runsOn(t, ipvsproxy, node) {
+				on = append(on, "ipvsproxy")
+			}
+			if strings.Join(on, " ") != want {
+				t.Errorf("a node labelled %s=%q is on %q, want %q", migrationLabel, value, on, want)
+			}
+		}
+	}
+	// A node without the OS label is nobody's: both keep the base's selector.
+	bare := nodeLabelled("")
+	delete(bare.Labels, "kubernetes.io/os")
+	if runsOn(t, &got, bare) || runsOn(t, ours, bare) {
+		t.Errorf("a node without kubernetes.io/os=linux is selected")
+	}
+}
+
+func must(v any, err error) any {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // The rollback pod decodes strictly, runs `ipvsproxy cleanup` on the node it

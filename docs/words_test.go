@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -37,24 +38,36 @@ var rawResults = []*regexp.Regexp{
 	regexp.MustCompile(`(^|/)ledger\.tsv$`),
 }
 
+// lineLead is what begins a line without being prose: indentation and a
+// comment marker.
+var lineLead = regexp.MustCompile(`^\s*(?://+|#+|\*+|--|;+)?\s*`)
+
 // processHits returns each line of text with a process word, as
-// "line: text".
+// "line: text". Lines are read as one run of prose, comment markers left
+// out, so that a phrase broken over two lines is found too.
 func processHits(text string) []string {
+	lines := strings.Split(text, "\n")
+	starts := make([]int, len(lines))
+	var b strings.Builder
+	for i, line := range lines {
+		starts[i] = b.Len()
+		b.WriteString(strings.TrimRight(lineLead.ReplaceAllString(line, ""), " \t\r"))
+		b.WriteByte(' ')
+	}
+	joined := b.String()
+	allowed := allowedAround.FindAllStringIndex(joined, -1)
+	hit := map[int]bool{}
+	for _, re := range processWords {
+		for _, m := range re.FindAllStringIndex(joined, -1) {
+			if !inside(m, allowed) {
+				hit[sort.SearchInts(starts, m[0]+1)-1] = true
+			}
+		}
+	}
 	var hits []string
-	for n, line := range strings.Split(text, "\n") {
-		allowed := allowedAround.FindAllStringIndex(line, -1)
-		for _, re := range processWords {
-			found := false
-			for _, m := range re.FindAllStringIndex(line, -1) {
-				if !inside(m, allowed) {
-					found = true
-					break
-				}
-			}
-			if found {
-				hits = append(hits, fmt.Sprintf("%d: %s", n+1, strings.TrimSpace(line)))
-				break
-			}
+	for n, line := range lines {
+		if hit[n] {
+			hits = append(hits, fmt.Sprintf("%d: %s", n+1, strings.TrimSpace(line)))
 		}
 	}
 	return hits

@@ -9,7 +9,9 @@ packages=(
 	nftables                                        # nft: kube-proxy's nftables-mode tables in the clean-up tests
 	qemu-system-x86 busybox-static cpio xz-utils zstd # the end-to-end VM
 	socat curl                                      # the VM's API server forward; probes; SCTP (scenario 38)
-	jq                                              # the daemon tier's figures (its smoke checks the churn's)
+	qemu-user-static                                # check-rootfs.sh runs the arm64 image's tools
+	prometheus                                      # promtool: the shipped alerts and dashboard (deploy/monitoring)
+	iperf3 jq                                       # the data-plane benchmark's established flow; the benchmarks' JSON
 )
 missing=()
 for p in "${packages[@]}"; do

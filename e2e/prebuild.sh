@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# prebuild.sh — starts the builds of the control plane (kube-apiserver, etcd) and of the
-# conformance cluster (kubelet, kube-controller-manager, kube-scheduler, e2e.test, containerd) in
+# prebuild.sh — starts the builds of the control plane (kube-apiserver, etcd), of the previous
+# release's ipvsproxy (the upgrade scenario's), of the conformance cluster (kubelet,
+# kube-controller-manager, kube-scheduler, e2e.test, containerd) and of the image's arm64 daemon in
 # the background, under nice 19, and returns at once. On a new machine these builds are most of a
 # cold `make test`; started first, they use the CPU that the tests leave idle (the VM tests and the
 # end-to-end suite keep about one of the two cores busy) instead of waiting for their turn at the
@@ -17,8 +18,14 @@ log=$cache_root/prebuild.log
 (
 	start=$SECONDS
 	{
+		# The image's linux/arm64 daemon: a cross-compile of the whole dependency graph for
+		# another architecture, which make image (the unit stage's reproducibility test, the first to need it) then
+		# finds in the Go cache. Its output is not kept: only the cache matters.
+		(cd "$here/.." && CGO_ENABLED=0 GOOS=linux GOARCH=arm64 nice -n 19 "${GO:-$(command -v go || echo /usr/local/go/bin/go)}" \
+			build -trimpath -tags urfave_cli_no_docs -o /dev/null ./cmd/ipvsproxy)
 		nice -n 19 "$here/controlplane/build.sh" >/dev/null
+		nice -n 19 "$here/previous-build.sh" >/dev/null || true # e2e/run.sh says why, if it must
 		nice -n 19 "$here/conformance/build.sh" >/dev/null
 	} 2>&1 | while IFS= read -r line; do printf '+%ds %s\n' $((SECONDS - start)) "$line"; done
 ) >"$log" 2>&1 </dev/null &
-echo "prebuild: control plane and conformance binaries building in the background under nice 19 (pid $!, log $log)"
+echo "prebuild: control plane, previous release and conformance binaries building in the background under nice 19 (pid $!, log $log)"

@@ -4,12 +4,13 @@
 # keeps one of the machine's two cores busy; one run after the other left the second core mostly
 # idle while the suite became the longest stage of CI (about 25 minutes of a 45-minute budget).
 #
-#   first:  1-8 and 11-39 (the tutorial and the traffic corners) and 46, then 9 (restart under
+#   first:  1-8 and 11-39 (the tutorial and the traffic corners), 46 and 70, then 9 (restart under
 #           load: it restarts node1's daemon) and 10 (clean-up)
-#   second: 40 and up but 46 (migration, kube-proxy compatibility, ownership, IPv6, lifecycle),
+#   second: 40 and up but 46 and 70 (migration, kube-proxy compatibility, ownership, IPv6, lifecycle),
 #           then 10
-# 46 (resync shares, about 60 s) runs in the first half to even them out: in the cold CI run of
-# 2026-12-04 the first half's scenarios took 767 s and the second's 910 s.
+# 46 (resync shares, about 60 s) and 70 (the downgrade and upgrade, about 90 s) run in the first
+# half to even them out: in the cold CI run of 2026-12-04 the first half's scenarios took 767 s
+# and the second's 910 s.
 #
 # Each half prints its scenarios as e2e/run.sh does; the last line sums both: `N passed, N failed`.
 # Exits 1 when either half failed. IPVSPROXY_E2E_SCENARIOS set: a single e2e/run.sh with those.
@@ -33,7 +34,7 @@ first=() second=()
 for n in "${all[@]}"; do
 	case $n in
 	9 | 10) ;;
-	46) first+=("$n") ;;
+	46 | 70) first+=("$n") ;;
 	# A scenario's number may end in a letter (39a, 39b): its digits place it.
 	*) if ((${n%%[!0-9]*} < 40)); then first+=("$n"); else second+=("$n"); fi ;;
 	esac

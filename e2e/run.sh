@@ -5,7 +5,8 @@
 # e2e/scenarios/, Go ones in e2e/suite/ (built here as a test binary), run in one boot.
 #
 #   e2e/run.sh            PASS/FAIL per scenario, last line `N passed, N failed`; exit 1 on failure
-#   e2e/run.sh --demo     the same run, printed for a person: seed by seed, each command and its answer
+#   e2e/run.sh --demo     the tutorial's scenarios only (demo_scenarios below), printed for a person:
+#                         seed by seed, each command and its answer
 #
 # Host side (this file): build the control plane (cached) and the echo server, start the control
 # plane, boot the VM with a restricted user NIC whose only way out is a guestfwd to the API
@@ -33,6 +34,15 @@ case ${1:-} in
 "") ;;
 *) echo "usage: $0 [--demo]" >&2; exit 2 ;;
 esac
+
+# The demo (`make demo`) is a first look, not the suite: the seeds' tutorial on two nodes —
+# a ClusterIP Service (1), a NodePort one made Local (2, with 3), a LoadBalancer one made Local
+# with its health-check node port (4, with 5), /proxyMode (6) — and `ipvsproxy inspect`,
+# `inspect --check` and `inspect trace` (30, with 31 and 32). IPVSPROXY_E2E_SCENARIOS overrides it.
+demo_scenarios="1 2 4 6 30"
+if ((demo)) && [[ -z ${IPVSPROXY_E2E_SCENARIOS:-} ]]; then
+	IPVSPROXY_E2E_SCENARIOS=$demo_scenarios
+fi
 
 say() { printf 'e2e: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
@@ -91,6 +101,13 @@ fi
 (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/echoserver" ./e2e/echoserver)
 # The Go scenarios (e2e/suite, a module of its own), one test binary the guest runs after its setup.
 (cd "$repo/e2e/suite" && CGO_ENABLED=0 "$go" test -c -tags e2e -trimpath -o "$work/e2e-suite.test" .)
+# What carries out the migration guide's `kubectl apply -k` in its scenario (no kubectl here); the
+# deploy check below compiles the same package, so this is a link. The demo runs no such scenario.
+deploy_apply=
+if ((!demo)); then
+	(cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/deploy-apply" ./deploy/test/apply)
+	deploy_apply=$work/deploy-apply
+fi
 # This run's own e2ectl, beside links to the cached control plane: the cache is shared by every
 # checkout on the machine, and a run from another branch rebuilt the cached e2ectl under a running
 # one ("unknown command create-servicecidr").
@@ -101,6 +118,35 @@ for f in "$cp_bin"/*; do
 done
 (cd "$repo/e2e/controlplane" && CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -o "$run_bin/e2ectl" ./cmd/e2ectl)
 cp_bin=$run_bin
+# The previous release's build, for the upgrade scenario (70) when it runs.
+previous=
+if [[ -z ${IPVSPROXY_E2E_SCENARIOS:-} || " $IPVSPROXY_E2E_SCENARIOS " == *" 70 "* ]]; then
+	t=$SECONDS
+	previous=$("$repo/e2e/previous-build.sh") || die "the previous release's build failed (e2e/previous-build.sh)"
+	say "previous release's build $previous ($((SECONDS - t))s)"
+fi
+
+# The release's image: `make image`'s archive, made again unless its linux/amd64 daemon is
+# bin/ipvsproxy, the binary every scenario runs; and the release's manifests and chart rendered
+# from it, which the deploy check below applies.
+image_dir=$repo/_output/image
+image_current() {
+	local archive
+	archive=$(ls "$image_dir"/ipvsproxy-*.oci.tar 2>/dev/null) && [[ -x $image_dir/ipvsproxy-release ]] &&
+		"$image_dir/ipvsproxy-release" extract -archive "$archive" -platform linux/amd64 -o "$work/image-ipvsproxy" 2>/dev/null &&
+		cmp -s "$work/image-ipvsproxy" "$repo/bin/ipvsproxy"
+}
+# The demo applies no manifests, so it needs no image.
+t=$SECONDS
+if ((!demo)); then
+	if ! image_current; then
+		say "make image: no archive whose daemon is bin/ipvsproxy"
+		make -C "$repo" --no-print-directory image IMAGE_REUSE=1 >&2
+		image_current || die "make image's linux/amd64 daemon is not bin/ipvsproxy (run make build image)"
+	fi
+	"$image_dir/ipvsproxy-release" release -archive "$(ls "$image_dir"/ipvsproxy-*.oci.tar)" -repo "$repo" -o "$work/release" >/dev/null
+	say "image $(cat "$work/release/IMAGE"), its daemon bin/ipvsproxy; release rendered ($((SECONDS - t))s)"
+fi
 
 # 2. The VM's kernel and initramfs (cached; about 2 s when nothing changed).
 t=$SECONDS
@@ -110,8 +156,14 @@ say "VM prepared ($((SECONDS - t))s)"
 # 3. The control plane, on 127.0.0.1:$APISERVER_PORT.
 t=$SECONDS
 cp_started=1
-# A dual-stack Service range (IPv4 first, so a Service without ipFamilies stays IPv4).
-IPVSPROXY_E2E_BIN=$cp_bin SERVICE_CIDR=10.96.0.0/16,2001:db8:96::/112 "$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
+# A dual-stack Service range (IPv4 first, so a Service without ipFamilies stays IPv4). The API
+# server advertises the address the guest reaches it at, so default/kubernetes names it, while
+# the proxiers dial it through a VIP that is no endpoint of default/kubernetes, as nodes of an HA
+# cluster dial a load balancer (the VM's root namespace DNATs it, e2e/topology/topology.sh).
+api_vip=192.0.2.253
+IPVSPROXY_E2E_BIN=$cp_bin SERVICE_CIDR=10.96.0.0/16,2001:db8:96::/112 ADVERTISE_ADDRESS=192.0.2.100 \
+	PROXIER_SERVER=https://$api_vip:6443 \
+	"$repo/e2e/controlplane/start.sh" "$cp_dir" >/dev/null 2>"$work/controlplane-start.log" || {
 	cat "$work/controlplane-start.log" >&2
 	die "control plane did not start"
 }
@@ -119,10 +171,12 @@ t_cp=$((SECONDS - t))
 say "control plane up (${t_cp}s)"
 # The DaemonSet's manifests, server-side applied to this real API server with strict
 # field validation (any schema error fails), and the ServiceAccount's access checked against
-# docs/rbac.md. Counted as one more test in the summary.
-if "$repo/deploy/test/apply.sh" "$cp_dir/admin.kubeconfig" >"$work/deploy-apply.log" 2>&1; then
+# docs/rbac.md. Counted as one more test in the summary; the demo leaves it out.
+if ((demo)); then
+	deploy_ok=
+elif RELEASE_DIR=$work/release "$repo/deploy/test/apply.sh" "$cp_dir/admin.kubeconfig" >"$work/deploy-apply.log" 2>&1; then
 	deploy_ok=1
-	echo "PASS deploy: kustomized manifests and the Helm chart server-side applied; RBAC allows exactly docs/rbac.md"
+	echo "PASS deploy: kustomized manifests, the Helm chart and the release's manifests and packaged chart (every container on $(sed 's/.*@//' "$work/release/IMAGE")) server-side applied; RBAC allows exactly docs/rbac.md"
 else
 	deploy_ok=0
 	echo "FAIL deploy: applying deploy/ to the API server failed:"
@@ -141,10 +195,10 @@ set +e
 IPVSPROXY_VM_PREPARED=1 "$repo/e2e/vm/run.sh" \
 	--timeout "${IPVSPROXY_VM_TIMEOUT:-2400}" --results "$work/results" --host-port "6443:$APISERVER_PORT" \
 	-e "E2E_BIN=$cp_bin" -e "ECHOSERVER=$work/echoserver" -e "E2E_DEMO=$demo" \
-	-e "E2E_SUITE=$work/e2e-suite.test" \
+	-e "E2E_SUITE=$work/e2e-suite.test" -e "E2E_APPLY=$deploy_apply" \
 	-e "E2E_LOGS=$work/results/logs" -e "E2E_PKI=$cp_dir/pki" \
-	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" \
-	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" \
+	-e "E2E_PROXIER_ARGS=${IPVSPROXY_E2E_PROXIER_ARGS:-}" -e "E2E_API_VIP=$api_vip" \
+	-e "E2E_SCENARIOS=${IPVSPROXY_E2E_SCENARIOS:-}" -e "E2E_PREVIOUS_IPVSPROXY=$previous" \
 	-e "ADMIN_KUBECONFIG=$work/admin-guest.kubeconfig" \
 	-e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
 	-- "$repo/e2e/scenarios/guest.sh" | tee "$work/output.log" | grep --line-buffered -Ev "$summary_re"
@@ -166,9 +220,9 @@ if [[ -z $summary ]]; then
 	((rc != 0)) || rc=1
 fi
 read -r passed _ failed _ <<<"$summary"
-if ((deploy_ok)); then
+if [[ $deploy_ok == 1 ]]; then
 	passed=$((passed + 1))
-else
+elif [[ $deploy_ok == 0 ]]; then
 	failed=$((failed + 1)) rc=1
 fi
 summary="$passed passed, $failed failed"

@@ -3,7 +3,7 @@
 // externalTrafficPolicy Local, probed by cloud load balancers) and the
 // proxier's own /healthz and /livez on --healthz-bind-address.
 //
-// Both follow kube-proxy v1.36's pkg/proxy/healthcheck byte for byte where
+// Both follow kube-proxy's pkg/proxy/healthcheck (v1.36, v1.37) byte for byte where
 // clients can see it (status codes, headers, JSON bodies), because load
 // balancers and probes already depend on that behaviour.
 //

@@ -26,7 +26,7 @@ const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 //   - The proxier is unhealthy once a queued change has waited healthTimeout
 //     (twice the sync period, as kube-proxy's server.go sets it) or more.
 //   - Until the first Updated the proxier counts as healthy, however old a
-//     queued change is: kube-proxy v1.36 only judges IP families that have
+//     queued change is: kube-proxy (v1.36, v1.37) only judges IP families that have
 //     synced at least once, so a slow first sync never fails the probe.
 //   - /healthz additionally requires the node to be eligible (not being
 //     deleted, no ToBeDeletedTaint); /livez ignores the node.

@@ -74,7 +74,7 @@ func TestProxyHealthBodies(t *testing.T) {
 }
 
 func TestProxyHealthBeforeFirstSync(t *testing.T) {
-	// kube-proxy v1.36 judges only IP families that synced at least once, so
+	// kube-proxy (v1.36, v1.37) judges only IP families that synced at least once, so
 	// a change queued long ago does not fail the probe before the first sync.
 	clock := clocktesting.NewFakeClock(start)
 	h := NewProxyHealth(syncPeriod, clock)

@@ -27,9 +27,10 @@ type ServerLimits struct {
 	// MaxHeaderBytes caps the request header size.
 	MaxHeaderBytes int
 	// MaxConnections caps the connections open at once per server. A new
-	// connection is always accepted; beyond the cap the one that has waited
-	// longest without a request in progress is closed (connectionShedder), so
-	// idle or slow clients cost bounded memory and never starve a probe.
+	// connection is always accepted; beyond the cap one of the client
+	// address holding the most is closed, the one longest without progress
+	// (connectionShedder), so idle, slow or unread clients cost bounded
+	// memory and never starve a probe.
 	MaxConnections int
 }
 
@@ -106,7 +107,7 @@ func Serve(ctx context.Context, ln net.Listener, handler http.Handler, opts ...O
 	s := newSettings(opts)
 	srv := newHTTPServer(handler, s.limits)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(resettingListener{ln}) }()
 
 	select {
 	case err := <-served:

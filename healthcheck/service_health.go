@@ -160,7 +160,7 @@ func (s *ServiceHealthServer) open(name types.NamespacedName, port uint16) (*ser
 		}
 		svc.listeners = append(svc.listeners, ln)
 		go func() {
-			if err := svc.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := svc.server.Serve(resettingListener{ln}); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				klog.ErrorS(err, "Service health check stopped", "service", name, "address", hostPort)
 			}
 		}()

@@ -7,6 +7,6 @@
 // compares the two (--check), and renders a table, JSON or YAML.
 //
 // It never writes to the kernel: it calls no adapter method that changes
-// anything. The packet tracer is ipvsproxy.Snapshot.Trace, the same code
-// the proxier's tests assert verdicts with.
+// anything. The packet tracer is internal/rules' TracePacket over the
+// snapshot, the same code the proxier's tests assert verdicts with.
 package inspect

@@ -124,6 +124,12 @@ var adapterCases = []adapterCase{
 	}},
 	{"twos scheduler", func(t *testing.T, a Interface) {
 		err := a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80, Scheduler: "twos"})
+		if _, fake := a.(*Fake); !fake && kerneltest.KernelWithoutTwos() {
+			// The kernel's refusal, which the daemon's fallback to wrr rests on.
+			wantErr(t, err, ErrNoScheduler)
+			wantVirtualServers(t, a)
+			return
+		}
 		if errors.Is(err, ErrNoScheduler) {
 			kerneltest.Skip(t, kerneltest.NoIPVS, "this kernel has no ip_vs_twos module: %v", err)
 		}
@@ -264,6 +270,11 @@ var adapterCases = []adapterCase{
 		}
 		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp80b, Scheduler: "rr"}))
 		bad = append(bad, a.AddRealServer(tcp80b, rs(rip4a, 80, -1)), a.AddRealServer(tcp80b, rs(rip4a, 80, 65536)))
+		// No unicast destination (the kernel's EINVAL): an endpoint the
+		// proxier was given such an address would fail the same way here.
+		for _, addr := range []string{"0.0.0.0", "0.1.2.3", "224.0.0.5", "255.255.255.255"} {
+			bad = append(bad, a.AddRealServer(tcp80b, rs(netip.MustParseAddr(addr), 80, 1)))
+		}
 		for i, err := range bad {
 			if err == nil {
 				t.Errorf("invalid request %d succeeded", i)
@@ -271,6 +282,13 @@ var adapterCases = []adapterCase{
 		}
 		wantVirtualServers(t, a, VirtualServer{VirtualServerKey: tcp80b, Scheduler: "rr"})
 		wantRealServers(t, a, tcp80b)
+		ok(t, a.AddVirtualServer(VirtualServer{VirtualServerKey: tcp6, Scheduler: "rr"}))
+		for _, addr := range []string{"::", "ff02::1", "ff05::2"} {
+			if err := a.AddRealServer(tcp6, rs(netip.MustParseAddr(addr), 80, 1)); err == nil {
+				t.Errorf("real server %s (no unicast address) added", addr)
+			}
+		}
+		wantRealServers(t, a, tcp6)
 	}},
 	{"timeouts start at the kernel defaults and zero leaves one unchanged", func(t *testing.T, a Interface) {
 		wantTimeouts(t, a, defaultTimeouts)

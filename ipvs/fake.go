@@ -22,10 +22,13 @@ var defaultTimeouts = Timeouts{TCP: 900 * time.Second, TCPFin: 120 * time.Second
 type Fake struct {
 	mu         sync.Mutex
 	schedulers map[string]bool
-	services   map[VirtualServerKey]*fakeService
-	timeouts   Timeouts
-	writes     int
-	closed     bool
+	// loaded are the schedulers a virtual server has named: the kernel
+	// loads ip_vs_<name> then (request_module), whoever asks.
+	loaded   map[string]bool
+	services map[VirtualServerKey]*fakeService
+	timeouts Timeouts
+	writes   int
+	closed   bool
 }
 
 type fakeService struct {
@@ -53,10 +56,18 @@ func NewFake() *Fake {
 func (f *Fake) SetSchedulers(names ...string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.schedulers = map[string]bool{}
+	f.schedulers, f.loaded = map[string]bool{}, map[string]bool{}
 	for _, n := range names {
 		f.schedulers[n] = true
 	}
+}
+
+// LoadedSchedulers are the schedulers some virtual server has named, so
+// that the kernel would have loaded their modules, sorted.
+func (f *Fake) LoadedSchedulers() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.loaded))
 }
 
 // RemoveScheduler makes the fake kernel lack one scheduler module, e.g.
@@ -153,6 +164,7 @@ func (f *Fake) AddVirtualServer(vs VirtualServer) error {
 	if !f.schedulers[vs.Scheduler] {
 		return fmt.Errorf("add virtual server %s: scheduler %q: %w", vs.VirtualServerKey, vs.Scheduler, ErrNoScheduler)
 	}
+	f.loaded[vs.Scheduler] = true
 	f.services[vs.VirtualServerKey] = &fakeService{vs: vs, destStats: map[RealServerKey]Stats{}}
 	return nil
 }
@@ -173,6 +185,7 @@ func (f *Fake) UpdateVirtualServer(vs VirtualServer) error {
 	if !f.schedulers[vs.Scheduler] {
 		return fmt.Errorf("update virtual server %s: scheduler %q: %w", vs.VirtualServerKey, vs.Scheduler, ErrNoScheduler)
 	}
+	f.loaded[vs.Scheduler] = true
 	svc.vs = vs
 	return nil
 }

@@ -100,6 +100,13 @@ func checkRealServer(vs VirtualServerKey, rs RealServer) (VirtualServerKey, Real
 	if addr.Is4() != vs.Address.Is4() {
 		return vs, rs, errors.New("real server and virtual server address families differ")
 	}
+	// The kernel takes only a unicast or local destination
+	// (ip_vs_new_dest: inet_addr_type, ipv6_addr_type): never the zero
+	// network, the limited broadcast, multicast or the IPv6 unspecified
+	// address, wherever they are routed.
+	if addr.IsUnspecified() || addr.IsMulticast() || addr.Is4() && (addr.As4()[0] == 0 || addr == netip.AddrFrom4([4]byte{255, 255, 255, 255})) {
+		return vs, rs, fmt.Errorf("real server %s is no unicast address", addr)
+	}
 	if rs.Weight < 0 || rs.Weight > maxWeight {
 		return vs, rs, fmt.Errorf("weight %d out of range 0-%d", rs.Weight, maxWeight)
 	}

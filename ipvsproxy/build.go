@@ -45,8 +45,8 @@ type NodeInfo struct {
 	RoutedServiceCIDRs []netip.Prefix
 	// Listening are this node's listening sockets, OtherNodes the addresses
 	// of every other Node (to its name), APIServers the endpoint addresses
-	// of default/kubernetes: the node guard (nodeguard.go) keeps external
-	// IPs off them.
+	// of default/kubernetes: the address guard (addressguard.go) keeps
+	// every address a Service names off them.
 	Listening  []listeners.Listener
 	OtherNodes map[netip.Addr]string
 	APIServers []netip.Addr
@@ -124,6 +124,10 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 	}
 	b := builder{svc: svc, node: node, cfg: cfg, st: st, ref: serviceRef(svc), vsSeen: map[ipvs.VirtualServerKey]bool{}}
 	ports := b.validPorts()
+	if why := b.tooLarge(ports, endpointSlices); why != "" {
+		st.Problems = boundProblems(st.Problems)
+		return tooLargeState(st, b.ref, why)
+	}
 	affinity := b.affinity()
 	scheduler, schedulerFlags := b.scheduler()
 	externalLocal := svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
@@ -135,10 +139,14 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 		if !ok {
 			continue
 		}
-		endpoints, problems := EndpointsByPort(endpointSlices, family)
+		// Every address the Service names passes the address guard
+		// (addressguard.go); a refused cluster IP leaves the family's
+		// other virtual servers (node ports) served.
+		serveClusterIP := len(b.guarded(fieldClusterIP, []netip.Addr{clusterIP})) > 0
+		endpoints, problems := EndpointsByPort(endpointSlices, family, NewEndpointPolicy(st.Name, &b.cfg, &b.node))
 		st.Problems = append(st.Problems, problems...)
-		externalIPs := b.externalIPs(family)
-		lbIPs := b.loadBalancerIPs(family)
+		externalIPs := b.guarded(fieldExternalIP, b.addresses(family, svc.Spec.ExternalIPs, "external IP"))
+		lbIPs := b.guarded(fieldLoadBalancerIP, b.loadBalancerIPs(family))
 		sourceRanges, firewalled := b.sourceRanges(family)
 		nodeAddrs := nodePortAddresses(node, cfg, family)
 		// Source ranges that hold no node address keep node and hostNetwork
@@ -202,7 +210,8 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 			}
 			ipPort := func(a netip.Addr) ipset.Entry { return ipset.Entry{IP: a, Protocol: proto, Port: uint16(port.Port)} }
 
-			if vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
+			if serveClusterIP && b.portAllowed(fieldClusterIP, clusterIP, port.Protocol, uint16(port.Port)) &&
+				vs(clusterIP, uint16(port.Port), KindClusterIP, internal, internalLocal) {
 				// One route makes a routed Service CIDR local: its cluster
 				// IPs are not bound one by one while the route is in place
 				// (routes.go; the desired state binds them while it is not).
@@ -221,7 +230,7 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 			// so it is not in KUBE-IPVS-IPS and its other ports (ssh, the
 			// kubelet) are not rejected (kubernetes#115019, k3s#7183).
 			serveExternal := func(ip netip.Addr) {
-				if !slices.ContainsFunc(node.Addresses, func(a netip.Addr) bool { return a.Unmap() == ip }) {
+				if !node.isOwn(ip) {
 					bind()
 				}
 				entry(owned.SetIPVSServices, ipPort(ip))
@@ -230,12 +239,8 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 				}
 			}
 			for _, ip := range externalIPs {
-				if why := b.listenedOn(ip, port.Protocol, uint16(port.Port)); why != "" {
-					b.st.Problems = append(b.st.Problems, Problem{Object: b.ref, Reason: ReasonExternalIPRefused, Scope: ScopeNode,
-						Message: why + "; not served"})
-					continue
-				}
-				if !vs(ip, uint16(port.Port), KindExternalIP, external, externalLocal) {
+				if !b.portAllowed(fieldExternalIP, ip, port.Protocol, uint16(port.Port)) ||
+					!vs(ip, uint16(port.Port), KindExternalIP, external, externalLocal) {
 					continue
 				}
 				serveExternal(ip)
@@ -244,7 +249,8 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 				}
 			}
 			for _, ip := range lbIPs {
-				if !vs(ip, uint16(port.Port), KindLoadBalancer, external, externalLocal) {
+				if !b.portAllowed(fieldLoadBalancerIP, ip, port.Protocol, uint16(port.Port)) ||
+					!vs(ip, uint16(port.Port), KindLoadBalancer, external, externalLocal) {
 					continue
 				}
 				serveExternal(ip)
@@ -320,6 +326,10 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 		}
 	}
 	st.normalize()
+	st.Problems = boundProblems(st.Problems)
+	if why := b.exceeds(st); why != "" {
+		return tooLargeState(st, b.ref, why)
+	}
 	return st
 }
 
@@ -444,35 +454,59 @@ func (b *builder) loadBalancerIPs(family v1.IPFamily) []netip.Addr {
 }
 
 // sourceRanges are the loadBalancerSourceRanges of family, and whether the
-// family's LB IPs are firewalled at all. A zero-length prefix (0.0.0.0/0,
-// ::/0) lets everyone in, as in kube-proxy (the kernel's hash:ip,port,net
-// cannot even hold one). A range that cannot be parsed fails closed: the
-// firewall stays on and that range admits nobody.
+// family's LB IPs are firewalled at all. Each range is read as kube-proxy
+// reads it (parseSourceRange). A zero-length prefix (0.0.0.0/0, ::/0) lets
+// everyone in, as in kube-proxy (the kernel's hash:ip,port,net cannot even
+// hold one). A range that cannot be parsed fails closed for both families:
+// the firewall stays on and that range admits nobody, where kube-proxy drops
+// it and, with no other range of the family, opens the load balancer.
 func (b *builder) sourceRanges(family v1.IPFamily) (ranges []netip.Prefix, firewalled bool) {
 	if b.svc.Spec.Type != v1.ServiceTypeLoadBalancer {
 		return nil, false
 	}
 	allowAll := false
 	for _, s := range b.svc.Spec.LoadBalancerSourceRanges {
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
-		if err != nil {
+		p, ok := parseSourceRange(s)
+		if !ok {
 			if family == b.cfg.Families[0] {
 				b.problem(ReasonInvalidService, "loadBalancerSourceRange %q is not a CIDR; it admits no source", s)
 			}
 			firewalled = true
 			continue
 		}
-		if p = p.Masked(); p.Addr().Is4() != (family == v1.IPv4Protocol) {
+		if FamilyOf(p.Addr()) != family {
 			continue
 		}
 		allowAll = allowAll || p.Bits() == 0
-		ranges = append(ranges, p)
+		if !slices.Contains(ranges, p) {
+			ranges = append(ranges, p)
+		}
 		firewalled = true
 	}
 	if allowAll {
 		return nil, false
 	}
 	return ranges, firewalled
+}
+
+// parseSourceRange reads one loadBalancerSourceRanges value as kube-proxy
+// does (pkg/proxy/util MapCIDRsByIPFamily, net.ParseCIDR): spaces around it
+// are ignored, host bits dropped, and an IPv4-mapped IPv6 range of 96 bits or
+// more (::ffff:192.0.2.0/120) is the IPv4 range it maps (192.0.2.0/24), so it
+// firewalls the IPv4 load balancer. Taken for IPv6, it left an IPv4 load
+// balancer with such ranges open to every source. Zones, a missing length
+// and leading zeros (kube-proxy reads 010 as 10; the API server refuses it)
+// do not parse.
+func parseSourceRange(s string) (netip.Prefix, bool) {
+	p, err := netip.ParsePrefix(strings.TrimSpace(s))
+	if err != nil {
+		return netip.Prefix{}, false
+	}
+	p = p.Masked()
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p, true
 }
 
 // addVirtualServer records a virtual server unless the Service already has

@@ -111,6 +111,10 @@ func TestBuildServiceGolden(t *testing.T) {
 		{name: "external-ip-guard", svc: servicetest.Service("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.ExternalIPs = []string{"203.0.113.5", "203.0.113.200", "192.0.2.77", "10.96.5.5", "10.244.2.10", "10.250.1.7"}
 		}), slices: two, cfg: guarded, node: &guardedNode},
+		// The same guard for ingress IPs a load balancer controller
+		// wrote, but --external-ip-cidrs (203.0.113.200 is served).
+		{name: "loadbalancer-ip-guard", svc: servicetest.Service("lb", "10.96.0.20", servicetest.LoadBalancer(30090,
+			"203.0.113.140", "203.0.113.200", "192.0.2.77", "10.96.5.5", "10.244.2.10", "10.250.1.7")), slices: two, cfg: guarded, node: &guardedNode},
 		{name: "session-affinity", svc: servicetest.Service("web", "10.96.0.10", func(s *v1.Service) {
 			s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 			s.Spec.SessionAffinityConfig = &v1.SessionAffinityConfig{ClientIP: &v1.ClientIPConfig{TimeoutSeconds: servicetest.Ptr(int32(600))}}

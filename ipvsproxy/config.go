@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -43,10 +44,26 @@ type Config struct {
 	// SchedulerExplicit is set when the operator chose Scheduler: a kernel
 	// without it is then a start-up error. Only the default falls back.
 	SchedulerExplicit bool
+	// AllowedSchedulers are the schedulers a Service may choose with its
+	// annotation, besides Scheduler (always allowed): IPVS loads the module
+	// ip_vs_<name> the first time a virtual server names a scheduler, so a
+	// free choice would let any tenant load kernel modules on every node.
+	// --ipvs-allowed-schedulers, or by default those the kernel had when
+	// the daemon started (hostsetup.AvailableSchedulers). Empty allows only
+	// Scheduler. AllowedSchedulersExplicit is set when the operator listed
+	// them (the same on every node); otherwise each node's list is its own.
+	AllowedSchedulers         []string
+	AllowedSchedulersExplicit bool
 	// ExcludeCIDRs: what the kernel holds in them is never cleaned up
 	// (deleted or changed) unless a Service wants it; see excluded.
 	ExcludeCIDRs []netip.Prefix
 	StrictARP    bool
+	// AcceptServiceTraffic (--accept-service-traffic) makes KUBE-IPVS-FILTER
+	// accept traffic to a virtual server ahead of the host's own INPUT
+	// rules, so that a host firewall cannot drop it. Off, as in kube-proxy,
+	// the chain returns it to INPUT and the host's rules decide: a firewall
+	// may then restrict the node ports and service addresses tenants open.
+	AcceptServiceTraffic bool
 	// ServiceCIDRs are the cluster's Service IP ranges (--service-cidrs), for
 	// clusters without networking.k8s.io/v1 ServiceCIDR objects; the ranges of
 	// those objects are added to them (NodeInfo.ServiceCIDRs). Each becomes
@@ -57,6 +74,25 @@ type Config struct {
 	// ExternalIPCIDRs (--external-ip-cidrs), when set, are the only ranges
 	// external IPs may come from (CVE-2020-8554); empty allows all.
 	ExternalIPCIDRs []netip.Prefix
+	// ProtectAddresses (--protect-addresses) are never served or bound,
+	// whichever field of a Service names them, on any node
+	// (addressguard.go): what the nodes must keep reaching that the
+	// proxier cannot find for itself (the API server's VIP or load
+	// balancer as the kubelets dial it, a control-plane range).
+	ProtectAddresses []netip.Prefix
+	// APIServers are the addresses the daemon found the API server at when
+	// it started (cmd/ipvsproxy: the host it dials, resolved, and the
+	// address the API server advertises); the guard protects each on every
+	// node but one holding it, unless it lies in a Service range or is
+	// default/kubernetes's cluster IP: an in-cluster daemon dials that
+	// cluster IP, which the proxier itself serves.
+	APIServers []APIServerAddress
+	// RefuseEndpointCIDRs (--refuse-endpoint-cidrs): no endpoint address may
+	// lie in them; RefuseNodeEndpoints (--refuse-node-endpoints): no
+	// endpoint of a Service outside kube-system may be a Node's, the API
+	// server's or a protected address (endpointpolicy.go).
+	RefuseEndpointCIDRs []netip.Prefix
+	RefuseNodeEndpoints bool
 	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
 	// the kernel is written.
 	SyncPeriod, MinSyncPeriod time.Duration
@@ -75,8 +111,11 @@ type Config struct {
 	DrainTimeout time.Duration
 	// IPSetMaxElements is the maxelem of every owned hash set created (the
 	// kernel's default is 65536); a Service that would overflow a set is
-	// refused (limits.go).
+	// refused (admission.go).
 	IPSetMaxElements uint32
+	// Limits bound what one Service and one namespace may take of the
+	// node (limits.go).
+	Limits Limits
 	// Conntrack are the conntrack sysctls kube-proxy sets at start-up.
 	Conntrack ConntrackSettings
 }
@@ -106,6 +145,7 @@ func DefaultConfig() Config {
 		Conntrack:      DefaultConntrack(),
 
 		IPSetMaxElements: ipset.DefaultMaxElem,
+		Limits:           DefaultLimits(),
 	}
 }
 
@@ -123,7 +163,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown IP family %q", f))
 		}
 	}
-	for _, p := range slices.Concat(c.ClusterCIDRs, c.NodePortAddresses, c.ExcludeCIDRs, c.ServiceCIDRs, c.ExternalIPCIDRs) {
+	for _, p := range slices.Concat(c.ClusterCIDRs, c.NodePortAddresses, c.ExcludeCIDRs, c.ServiceCIDRs, c.ExternalIPCIDRs, c.ProtectAddresses, c.RefuseEndpointCIDRs) {
 		if !p.IsValid() {
 			errs = append(errs, fmt.Errorf("invalid CIDR %v", p))
 		}
@@ -143,6 +183,11 @@ func (c Config) Validate() error {
 	if c.Scheduler == "" {
 		errs = append(errs, errors.New("--ipvs-scheduler: empty IPVS scheduler"))
 	}
+	for _, name := range c.AllowedSchedulers {
+		if !slices.Contains(ipvs.StockSchedulers, name) {
+			errs = append(errs, fmt.Errorf("--ipvs-allowed-schedulers: %q is not an IPVS scheduler (%s)", name, strings.Join(ipvs.StockSchedulers, ", ")))
+		}
+	}
 	if c.SyncPeriod <= 0 {
 		errs = append(errs, fmt.Errorf("--ipvs-sync-period=%v must be positive", c.SyncPeriod))
 	}
@@ -161,6 +206,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--ipvs-drain-timeout=%v must be between 0 and %v", c.DrainTimeout, MaxDrainTimeout))
 	}
 	errs = append(errs, c.Conntrack.validate()...)
+	errs = append(errs, c.Limits.validate()...)
 	return errors.Join(errs...)
 }
 

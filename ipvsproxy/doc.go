@@ -3,7 +3,8 @@
 // single kernel call. It holds the configuration (Config, DefaultConfig,
 // Validate), the ChangeTracker fed by the informers, BuildService (build.go:
 // where a Service becomes IPVS entries) with its endpoint selection, the
-// external-IP guard and the scheduler annotation, and the desired state: the
+// address guard every address a Service names passes (addressguard.go)
+// and the scheduler annotation, and the desired state: the
 // union of every ServiceState with clashes resolved and reference counts
 // kept (desired.go).
 //

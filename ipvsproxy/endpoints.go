@@ -23,8 +23,8 @@ func (e Endpoint) String() string { return netip.AddrPortFrom(e.Addr, e.Port).St
 
 // EndpointsByPort collects the valid endpoints of each port of the slices
 // (all of one Service), keyed by port name and protocol, for one family.
-// Bad endpoints are skipped and reported.
-func EndpointsByPort(slices_ []*EndpointSlice, family v1.IPFamily) (map[PortKey][]Endpoint, []Problem) {
+// Bad endpoints, and those policy refuses, are skipped and reported.
+func EndpointsByPort(slices_ []*EndpointSlice, family v1.IPFamily, policy EndpointPolicy) (map[PortKey][]Endpoint, []Problem) {
 	lists := map[PortKey]*endpointList{}
 	var problems []Problem
 	for _, slice := range slices_ {
@@ -35,6 +35,8 @@ func EndpointsByPort(slices_ []*EndpointSlice, family v1.IPFamily) (map[PortKey]
 		bad := func(format string, args ...any) {
 			problems = append(problems, Problem{Object: ref, Reason: ReasonInvalidEndpoint, Message: fmt.Sprintf(format, args...)})
 		}
+		// A refused address is reported once per slice, not per port.
+		var refused map[netip.Addr]bool
 		for _, port := range slice.Ports {
 			if !port.HasPort {
 				continue // the EndpointSlice API allows a port-less slice; nothing to proxy
@@ -62,6 +64,17 @@ func EndpointsByPort(slices_ []*EndpointSlice, family v1.IPFamily) (map[PortKey]
 				}
 				if FamilyOf(addr) != family {
 					bad("endpoint address %s is not %s", addr, family)
+					continue
+				}
+				if why := policy.refusal(addr); why != "" {
+					if !refused[addr] {
+						if refused == nil {
+							refused = map[netip.Addr]bool{}
+						}
+						refused[addr] = true
+						problems = append(problems, Problem{Object: ref, Reason: ReasonEndpointRefused,
+							Message: fmt.Sprintf("endpoint address %s %s; not a real server of Service %s", addr, why, policy.Service)})
+					}
 					continue
 				}
 				e := Endpoint{

@@ -141,7 +141,7 @@ func checkReadsAsAPIObjects(t *testing.T, list []*discovery.EndpointSlice) {
 	compact := CompactEndpointSlices(list)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		wantEps, wantProblems := endpointsByPortOfAPIObjects(list, family)
-		gotEps, gotProblems := EndpointsByPort(compact, family)
+		gotEps, gotProblems := EndpointsByPort(compact, family, EndpointPolicy{})
 		if diff := cmp.Diff(wantEps, gotEps, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 			t.Errorf("%s endpoints (-API object +compact):\n%s", family, diff)
 		}

@@ -58,8 +58,13 @@ const (
 	ReasonInvalidService  = "InvalidService"
 	ReasonInvalidEndpoint = "InvalidEndpoint"
 	ReasonPortConflict    = "PortConflict"
-	// ReasonServiceTooLarge: the Service would overflow an ipset (limits.go).
+	// ReasonServiceTooLarge: the Service is beyond a per-Service cap
+	// (limits.go), or would overflow an ipset or the node's real servers
+	// (admission.go).
 	ReasonServiceTooLarge = "ServiceTooLarge"
+	// ReasonSchedulerNotAllowed: the Service's scheduler annotation names a
+	// scheduler outside Config.AllowedSchedulers (scheduler_annotation.go).
+	ReasonSchedulerNotAllowed = "SchedulerNotAllowed"
 )
 
 func serviceRef(svc *v1.Service) v1.ObjectReference {

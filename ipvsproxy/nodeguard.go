@@ -1,60 +1,20 @@
 package ipvsproxy
 
 import (
-	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
 
-	"github.com/ipvsproxy/ipvsproxy/listeners"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
 
-// The node guard keeps a tenant's external IPs off what the cluster itself
-// runs on: a Service in front of a port a process of this node listens on
-// (an external IP equal to a node address is served without binding, so
-// `externalIPs: [<node IP>]` on port 22 or 10250 took the node's ssh or
-// kubelet), an address of another Node (bound on kube-ipvs0 of every node, it
-// cut them off from that Node), or an address of the API server (every node
-// lost the API, and so the watch that would undo it). kube-proxy has the same
-// holes; the guard refuses each with an ExternalIPRefused Event. Exposing a
-// port of the node's own address that nothing listens on (port 80 on a bare
-// metal node) keeps working.
-
-// KubernetesService is the Service whose endpoints are the API servers.
+// KubernetesService is the Service whose endpoints are the API servers: the
+// address guard (addressguard.go) keeps every Service off their addresses.
 var KubernetesService = types.NamespacedName{Namespace: "default", Name: "kubernetes"}
 
-// listenedOn says why an external IP may not take port on this node, or "":
-// the address is one of the node's own, and a process listens on that port
-// of it (or of every address).
-func (b *builder) listenedOn(ip netip.Addr, protocol v1.Protocol, port uint16) string {
-	if !slices.ContainsFunc(b.node.Addresses, func(a netip.Addr) bool { return a.Unmap() == ip }) {
-		return ""
-	}
-	to := netip.AddrPortFrom(ip, port)
-	for _, l := range b.node.Listening {
-		if l.Covers(listeners.Protocol(protocol), to) {
-			return fmt.Sprintf("external IP %s is an address of this node, and a process of the node listens on %s", ip, l)
-		}
-	}
-	return ""
-}
-
-// clusterAddressRefusal says why an external IP that is an address of the
-// API server or of another Node may not be served, or "".
-func (n NodeInfo) clusterAddressRefusal(a netip.Addr) string {
-	if slices.Contains(n.APIServers, a) {
-		return fmt.Sprintf("external IP %s is an address of the API server (an endpoint of Service %s)", a, KubernetesService)
-	}
-	if node, ok := n.OtherNodes[a]; ok {
-		return fmt.Sprintf("external IP %s is an address of Node %s, which alone may serve it", a, node)
-	}
-	return ""
-}
-
-// apiServerAddresses are the endpoint addresses of default/kubernetes.
+// APIServerAddresses are the endpoint addresses of default/kubernetes.
 func APIServerAddresses(slices_ []*EndpointSlice) []netip.Addr {
 	var out []netip.Addr
 	add := func(a netip.Addr) {
@@ -81,7 +41,7 @@ func APIServerAddresses(slices_ []*EndpointSlice) []netip.Addr {
 }
 
 // ClusterNodes tracks the addresses of every Node of the cluster, for the
-// guard: from an informer on all Nodes (Set, Delete), or from the
+// address guard: from an informer on all Nodes (Set, Delete), or from the
 // EndpointSlices that publish them (SetPublished; internal/nodeaddresses),
 // which change only when an address does. Only names and addresses are kept.
 type ClusterNodes struct {

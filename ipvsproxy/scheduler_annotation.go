@@ -1,6 +1,7 @@
 package ipvsproxy
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -16,10 +17,12 @@ const (
 )
 
 // scheduler is the Service's scheduler and flags: its annotations when they
-// are valid, else the configured ones with a Warning event saying why. A
-// scheduler the kernel lacks is found only when the virtual server is
-// written (the kernel loads modules on demand); that write fails for this
-// Service alone.
+// are valid and the scheduler is allowed (Config.AllowedSchedulers), else
+// the configured ones with a Warning event saying why. A scheduler that is
+// not allowed never reaches the kernel, which would load its module for any
+// tenant who names it. An allowed scheduler the kernel lacks is found only
+// when the virtual server is written; that write fails for this Service
+// alone.
 func (b *builder) scheduler() (string, ipvs.SchedulerFlags) {
 	name, hasName := b.svc.Annotations[AnnotationScheduler]
 	flags, hasFlags := b.svc.Annotations[AnnotationSchedulerFlags]
@@ -31,12 +34,24 @@ func (b *builder) scheduler() (string, ipvs.SchedulerFlags) {
 		name = b.cfg.Scheduler
 	}
 	if !slices.Contains(ipvs.StockSchedulers, name) {
-		b.problem(ReasonInvalidService, "annotation %s=%q is not an IPVS scheduler (%s); using %s", AnnotationScheduler, name, strings.Join(ipvs.StockSchedulers, ", "), b.cfg.Scheduler)
+		b.problem(ReasonInvalidService, "annotation %s=%s is not an IPVS scheduler (%s); using %s", AnnotationScheduler, quoted(name), strings.Join(ipvs.StockSchedulers, ", "), b.cfg.Scheduler)
+		return b.cfg.Scheduler, b.cfg.SchedulerFlags
+	}
+	if name != b.cfg.Scheduler && !slices.Contains(b.cfg.AllowedSchedulers, name) {
+		allowed := slices.Sorted(slices.Values(append([]string{b.cfg.Scheduler}, b.cfg.AllowedSchedulers...)))
+		source := "those the kernel had when ipvsproxy started on this node, and the configured one"
+		scope := ScopeNode // each node's kernel had its own
+		if b.cfg.AllowedSchedulersExplicit {
+			source, scope = "--ipvs-allowed-schedulers and the configured one", ScopeCluster
+		}
+		b.st.Problems = append(b.st.Problems, Problem{Object: b.ref, Reason: ReasonSchedulerNotAllowed, Scope: scope,
+			Message: fmt.Sprintf("annotation %s=%q: scheduler not allowed here; a Service may choose %s (%s); using %s",
+				AnnotationScheduler, name, strings.Join(slices.Compact(allowed), ", "), source, b.cfg.Scheduler)})
 		return b.cfg.Scheduler, b.cfg.SchedulerFlags
 	}
 	f, err := ipvs.ParseSchedulerFlags(name, flags)
 	if err != nil {
-		b.problem(ReasonInvalidService, "annotation %s: %v; using scheduler %s", AnnotationSchedulerFlags, err, b.cfg.Scheduler)
+		b.problem(ReasonInvalidService, "annotation %s: %s; using scheduler %s", AnnotationSchedulerFlags, truncate(err.Error(), 4*maxQuoted), b.cfg.Scheduler)
 		return b.cfg.Scheduler, b.cfg.SchedulerFlags
 	}
 	return name, f

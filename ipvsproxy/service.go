@@ -246,12 +246,28 @@ func CompactService(svc *v1.Service) *Service {
 		}
 	}
 	if v, ok := svc.Annotations[AnnotationScheduler]; ok {
-		out.rareParts().scheduler, out.rareParts().hasScheduler = v, true
+		out.rareParts().scheduler, out.rareParts().hasScheduler = keptAnnotation(v), true
 	}
 	if v, ok := svc.Annotations[AnnotationSchedulerFlags]; ok {
-		out.rareParts().schedulerFlags, out.rareParts().hasSchedulerFlags = v, true
+		out.rareParts().schedulerFlags, out.rareParts().hasSchedulerFlags = keptAnnotation(v), true
 	}
 	return out
+}
+
+// maxKeptAnnotation is how much of a scheduler annotation every node keeps:
+// a valid value is a few dozen bytes, and the API lets one be 256 KiB.
+const maxKeptAnnotation = 256
+
+// keptAnnotation is v, or past maxKeptAnnotation bytes its start, "…" and
+// its length, which no valid value contains: a value that long is refused
+// (the Service gets the default scheduler and a problem quoting its start),
+// and the 256 KiB are not kept. The result is a new string: the decoded
+// object's buffer is not kept alive by it.
+func keptAnnotation(v string) string {
+	if len(v) <= maxKeptAnnotation {
+		return v
+	}
+	return truncate(v, maxKeptAnnotation)
 }
 
 // clusterIPList is the Service's cluster IPs as kept.

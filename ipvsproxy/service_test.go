@@ -415,7 +415,11 @@ func addressesOfAPIObject(svc *v1.Service) serviceAddresses {
 	if svc.Spec.Type != v1.ServiceTypeExternalName {
 		out.ClusterIPs = parse(ips)
 	}
-	out.externalIPs = parse(svc.Spec.ExternalIPs)
+	var ingress []string
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		ingress = append(ingress, ing.IP)
+	}
+	out.chosen = parse(append(slices.Clone(svc.Spec.ExternalIPs), ingress...))
 	return out
 }
 

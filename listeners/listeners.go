@@ -15,14 +15,20 @@ import (
 type Protocol string
 
 const (
-	TCP Protocol = "TCP"
-	UDP Protocol = "UDP"
+	TCP  Protocol = "TCP"
+	UDP  Protocol = "UDP"
+	SCTP Protocol = "SCTP"
 )
 
-// Listener is one socket waiting for traffic. Addr is the unspecified
-// address (0.0.0.0 or ::) for a socket bound to every address of its family;
-// an IPv6 wildcard may also take IPv4 (unless IPV6_V6ONLY), so callers should
-// take :: as every address.
+// Listener is one socket that takes traffic a virtual server on its address
+// and port would take from it: a TCP or SCTP socket in LISTEN, or a bound
+// UDP socket, connected or not (every datagram to a connected socket's
+// address and port, its peer's replies included, is a new flow to IPVS,
+// while TCP and SCTP schedule only a connection's first packet, so their
+// connected sockets are safe). Addr is the unspecified address (0.0.0.0 or
+// ::) for a socket bound to every address of its family; an IPv6 wildcard
+// may also take IPv4 (unless IPV6_V6ONLY), so callers should take :: as
+// every address.
 type Listener struct {
 	Protocol Protocol
 	Addr     netip.Addr
@@ -46,9 +52,11 @@ func (l Listener) Covers(protocol Protocol, a netip.AddrPort) bool {
 
 // Interface lists the host's listening sockets.
 type Interface interface {
-	// Listening returns every TCP socket in LISTEN and every unconnected UDP
-	// socket bound to a port, both families, sorted and without duplicates
-	// (SO_REUSEPORT groups are one entry). An empty list is no error.
+	// Listening returns every TCP and SCTP socket in LISTEN and every UDP
+	// socket bound to a port, connected or not, both families, sorted and
+	// without duplicates (SO_REUSEPORT groups are one entry; an SCTP socket
+	// bound to several addresses is one entry per address). An empty list
+	// is no error.
 	Listening() ([]Listener, error)
 }
 
@@ -66,8 +74,9 @@ func NewInNamespace(nsFD int) Table { return Table{nsFD: nsFD} }
 // Kernel constants of inet_diag (linux/inet_diag.h, include/net/tcp_states.h).
 const (
 	sockDiagByFamily = 20
-	tcpListen        = 10 // TCP_LISTEN
+	tcpEstablished   = 1  // TCP_ESTABLISHED: a connected UDP socket
 	tcpClose         = 7  // TCP_CLOSE: an unconnected UDP socket
+	tcpListen        = 10 // TCP_LISTEN, also SCTP_SS_LISTENING
 	inetDiagReqLen   = 56 // struct inet_diag_req_v2
 	inetDiagMsgMin   = 72 // struct inet_diag_msg
 )
@@ -82,10 +91,10 @@ func (t Table) Listening() ([]Listener, error) {
 	for _, q := range []struct {
 		protocol Protocol
 		proto    uint8
-		state    uint32
-	}{{TCP, unix.IPPROTO_TCP, tcpListen}, {UDP, unix.IPPROTO_UDP, tcpClose}} {
+		states   uint32
+	}{{TCP, unix.IPPROTO_TCP, 1 << tcpListen}, {UDP, unix.IPPROTO_UDP, 1<<tcpClose | 1<<tcpEstablished}} {
 		for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
-			found, err := dump(conn, family, q.proto, q.state)
+			found, err := dump(conn, family, q.proto, q.states)
 			if err != nil {
 				return nil, fmt.Errorf("list %s listeners (family %d): %w", q.protocol, family, err)
 			}
@@ -94,15 +103,19 @@ func (t Table) Listening() ([]Listener, error) {
 			}
 		}
 	}
-	return Normalize(out), nil
+	sctp, err := t.sctpListening()
+	if err != nil {
+		return nil, err
+	}
+	return Normalize(append(out, sctp...)), nil
 }
 
-// dump asks for the sockets of one family and protocol in one state and
-// returns their local addresses.
-func dump(conn *netlink.Conn, family, proto uint8, state uint32) ([]netip.AddrPort, error) {
+// dump asks for the sockets of one family and protocol in the states of
+// the bit mask and returns their local addresses.
+func dump(conn *netlink.Conn, family, proto uint8, states uint32) ([]netip.AddrPort, error) {
 	req := make([]byte, inetDiagReqLen)
 	req[0], req[1] = family, proto
-	binary.NativeEndian.PutUint32(req[4:8], 1<<state)
+	binary.NativeEndian.PutUint32(req[4:8], states)
 	msgs, err := conn.Execute(netlink.Message{
 		Header: netlink.Header{Type: sockDiagByFamily, Flags: netlink.Request | netlink.Dump},
 		Data:   req,

@@ -2,7 +2,7 @@
 // on --metrics-bind-address (127.0.0.1:10249 by default), which answers
 // /proxyMode, /metrics and /healthz as kube-proxy's does.
 //
-// The kube-proxy metrics keep kube-proxy v1.36's names, types, buckets and
+// The kube-proxy metrics keep kube-proxy v1.36's and v1.37's names, types, buckets and
 // labels (pkg/proxy/metrics/metrics.go, the set its IPVS mode registers), so
 // existing dashboards and alerts work unchanged. Metrics of our own carry the
 // ipvsproxy_ prefix.

@@ -38,7 +38,7 @@ type Metrics struct {
 	// collectors kube-proxy also exposes. ServeStatus serves it.
 	Registry *prometheus.Registry
 
-	// kube-proxy's metrics (names, buckets and labels as in v1.36).
+	// kube-proxy's metrics (names, buckets and labels as in v1.36 and v1.37).
 
 	// SyncProxyRulesLatency observes each sync's duration in seconds
 	// (ip_family).

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +19,10 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv("IPVSPROXY_TEST_HOLD_LOCK"); path != "" {
 		holdNodeLock(path) // never returns
 	}
+	if limit := os.Getenv(hostileChildEnv); limit != "" {
+		n, _ := strconv.ParseInt(limit, 10, 64)
+		runHostileServiceChild(n) // never returns
+	}
 	if os.Getenv("IPVSPROXY_TEST_AS_MAIN") == "1" {
 		os.Args = append([]string{"ipvsproxy"}, os.Args[1:]...)
 		main()
@@ -28,7 +33,10 @@ func TestMain(m *testing.M) {
 
 // `ipvsproxy cleanup` on a kernel without IPVS (this development host; or a
 // node whose module is gone) still removes its ipsets and chains, and
-// nothing else. On a kernel with IPVS it removes the same.
+// nothing else. On a kernel with IPVS it removes the same. Without a set
+// only ipvsproxy makes (its ownership record among them), the sets and
+// chains of the names kube-proxy's IPVS mode shares are kube-proxy's
+// (a node handed back to it) and stay.
 func TestCleanupCommandInNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
@@ -38,37 +46,52 @@ func TestCleanupCommandInNamespace(t *testing.T) {
 			kerneltest.Skip(t, kerneltest.NoTool, "no %s", tool)
 		}
 	}
-	_, path := netnstest.NewNamed(t, "ipvsproxy-cl-")
-	name := strings.TrimPrefix(path, "/run/netns/")
-	sh := func(script string) string {
-		t.Helper()
-		out, err := exec.Command("ip", "netns", "exec", name, "sh", "-ec", script).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", script, err, out)
-		}
-		return string(out)
-	}
-	sh(`ipset create KUBE-CLUSTER-IP hash:ip,port; ipset create KUBE-IPVS-IPS hash:ip; ipset create OTHER-SET hash:ip
-iptables -t nat -N KUBE-SERVICES; iptables -t nat -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
-iptables -t nat -N KUBE-POSTROUTING; iptables -t nat -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
-iptables -t nat -N OTHER-CHAIN`)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", name, self, "cleanup")
-	cmd.Env = append(os.Environ(), "IPVSPROXY_TEST_AS_MAIN=1", "IPVSPROXY_LOCK_FILE="+filepath.Join(t.TempDir(), "ipvsproxy.lock"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("cleanup: %v\n%s", err, out)
-	}
-	sets := sh("ipset list -n")
-	rules := sh("iptables-save -t nat")
-	if strings.Contains(sets, "KUBE-") || strings.Contains(rules, "KUBE-") {
-		t.Errorf("left after cleanup:\n%s\n%s\ncleanup said:\n%s", sets, rules, out)
-	}
-	if !strings.Contains(sets, "OTHER-SET") || !strings.Contains(rules, "OTHER-CHAIN") {
-		t.Errorf("cleanup removed what it does not own:\n%s\n%s", sets, rules)
+	const shared = `ipset create KUBE-CLUSTER-IP hash:ip,port; ipset create KUBE-IPVS-IPS hash:ip; ipset create OTHER-SET hash:ip
+iptables -t nat -N KUBE-SERVICES; iptables -t nat -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+iptables -t nat -N KUBE-POSTROUTING; iptables -t nat -A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+iptables -t nat -N OTHER-CHAIN`
+	for _, c := range []struct {
+		name, setup string
+		removed     bool
+	}{
+		{"ipvsproxy's state", shared + "\nipset create KUBE-IPVS-OWNED hash:ip,port", true},
+		{"kube-proxy's IPVS-mode names alone", shared, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, path := netnstest.NewNamed(t, "ipvsproxy-cl-")
+			name := strings.TrimPrefix(path, "/run/netns/")
+			sh := func(script string) string {
+				t.Helper()
+				out, err := exec.Command("ip", "netns", "exec", name, "sh", "-ec", script).CombinedOutput()
+				if err != nil {
+					t.Fatalf("%s: %v\n%s", script, err, out)
+				}
+				return string(out)
+			}
+			sh(c.setup)
+			setsBefore := sh("ipset list -n")
+			cmd := exec.Command("ip", "netns", "exec", name, self, "cleanup")
+			cmd.Env = append(os.Environ(), "IPVSPROXY_TEST_AS_MAIN=1", "IPVSPROXY_LOCK_FILE="+filepath.Join(t.TempDir(), "ipvsproxy.lock"))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("cleanup: %v\n%s", err, out)
+			}
+			sets := sh("ipset list -n")
+			rules := sh("iptables-save -t nat")
+			if !strings.Contains(sets, "OTHER-SET") || !strings.Contains(rules, "OTHER-CHAIN") {
+				t.Errorf("cleanup removed what it does not own:\n%s\n%s", sets, rules)
+			}
+			switch {
+			case c.removed && (strings.Contains(sets, "KUBE-") || strings.Contains(rules, "KUBE-")):
+				t.Errorf("left after cleanup:\n%s\n%s\ncleanup said:\n%s", sets, rules, out)
+			case !c.removed && (sets != setsBefore || !strings.Contains(rules, "-j KUBE-SERVICES") || !strings.Contains(rules, "-j KUBE-POSTROUTING")):
+				t.Errorf("kube-proxy's names removed: sets\n%s(were\n%s)\n%s\ncleanup said:\n%s", sets, setsBefore, rules, out)
+			}
+		})
 	}
 }
 

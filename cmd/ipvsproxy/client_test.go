@@ -66,7 +66,7 @@ func TestInformerClientWatchOutlivesRequestTimeout(t *testing.T) {
 	old := apiRequestTimeout
 	apiRequestTimeout = 300 * time.Millisecond
 	t.Cleanup(func() { apiRequestTimeout = old })
-	requests, informers, err := newClients(writeKubeconfig(t, fakeWatchServer(t).URL))
+	requests, informers, _, err := newClients(writeKubeconfig(t, fakeWatchServer(t).URL))
 	if err != nil {
 		t.Fatal(err)
 	}

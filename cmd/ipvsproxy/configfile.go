@@ -24,6 +24,9 @@ type configFileResult struct {
 	Ignored []string
 	// Overridden names fields whose flag was given explicitly.
 	Overridden []string
+	// Unknown names the fields this build does not know (a newer
+	// kube-proxy's or kubeadm's), with the known field each is closest to.
+	Unknown []string
 }
 
 // applyConfigFile sets every flag the file decides and the command line does
@@ -56,20 +59,31 @@ func applyConfigFile(c *cli.Context, file *kubeproxy.KubeProxyConfiguration) (co
 	return r, nil
 }
 
-// loadConfigFile applies --config, if given, and logs the one warning
-// naming what it ignores.
+// loadConfigFile applies --config, if given, and logs one warning naming
+// the fields it ignores and one naming the fields this build does not know.
 func loadConfigFile(c *cli.Context) (configSource, error) {
 	path := c.String("config")
 	if path == "" {
 		return configSource{}, nil
 	}
-	file, sum, err := kubeproxyconfig.Read(path)
+	source := configSource{path: path, modeFromFlag: c.IsSet("proxy-mode")}
+	file, err := kubeproxyconfig.Read(path)
+	if err == nil {
+		err = source.checkMode(file)
+	}
 	if err != nil {
 		return configSource{}, err
 	}
-	r, err := applyConfigFile(c, file)
+	source.sum = file.Sum
+	r, err := applyConfigFile(c, file.Config)
 	if err != nil {
 		return configSource{}, err
+	}
+	for _, u := range file.Unknown {
+		r.Unknown = append(r.Unknown, u.String())
+	}
+	if len(r.Unknown) > 0 {
+		klog.Warningf("--config %s: this build of ipvsproxy does not know these KubeProxyConfiguration fields and ignores them (a newer kube-proxy's or kubeadm's, or misspelt): %s", path, strings.Join(r.Unknown, "; "))
 	}
 	if len(r.Ignored) > 0 {
 		klog.Warningf("--config %s: ipvsproxy does not honour these KubeProxyConfiguration fields: %s", path, strings.Join(r.Ignored, "; "))
@@ -77,18 +91,44 @@ func loadConfigFile(c *cli.Context) (configSource, error) {
 	if len(r.Overridden) > 0 {
 		klog.InfoS("Flags given explicitly override the configuration file", "file", path, "fields", r.Overridden)
 	}
-	return configSource{path: path, sum: sum, applied: r}, nil
+	source.applied = r
+	return source, nil
 }
 
 // errConfigChanged ends `run` so that main starts it again from the file.
 var errConfigChanged = errors.New("the configuration file changed")
 
 // configSource is the file the running configuration came from, so that a
-// watcher can tell when it changes.
+// watcher can tell when it changes, and judge the new content as start-up
+// does.
 type configSource struct {
 	path    string
 	sum     [sha256.Size]byte
 	applied configFileResult
+	// modeFromFlag: --proxy-mode was given, so the file's mode is not read.
+	modeFromFlag bool
+}
+
+// checkMode refuses a file whose mode is not ipvs, unless --proxy-mode
+// overrides it.
+func (s configSource) checkMode(file *kubeproxyconfig.File) error {
+	if s.modeFromFlag {
+		return nil
+	}
+	if err := kubeproxyconfig.CheckMode(string(file.Config.Mode)); err != nil {
+		return fmt.Errorf("--config %s: mode: %w; set it to ipvs, or run with --proxy-mode=ipvs, which wins over the file and leaves its mode to the kube-proxy that reads it too (deploy/overlays/kubeadm does)", s.path, err)
+	}
+	return nil
+}
+
+// accepts says whether content read from the file would start: it decodes
+// and its mode is accepted.
+func (s configSource) accepts(data []byte) error {
+	file, err := kubeproxyconfig.Decode(data)
+	if err != nil {
+		return err
+	}
+	return s.checkMode(file)
 }
 
 // loadConfig reads --config into the flags, then the flags into a Config:

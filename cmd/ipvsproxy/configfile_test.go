@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/netip"
 	"os"
@@ -188,10 +189,11 @@ func TestBadConfigFilesAreClearErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, content, want string
 	}{
-		{"unknown field", string(kubeadm) + "ipvsScheduler: rr\n", `unknown field "ipvsScheduler"`},
-		{"unknown nested field", strings.Replace(string(kubeadm), "  strictARP: false", "  strictArp: true", 1), `unknown field "ipvs.strictArp"`},
+		// A known field in another case would be lost silently by the case-sensitive decoder.
+		{"known field in another case", strings.Replace(string(kubeadm), "  strictARP: false", "  strictArp: true", 1), `unknown field "ipvs.strictArp": field names are case-sensitive; did you mean "ipvs.strictARP"?`},
+		{"known field with an underscore", string(kubeadm) + "cluster_cidr: 10.0.0.0/8\n", `did you mean "clusterCIDR"?`},
 		{"duplicate field", string(kubeadm) + "clusterCIDR: 10.0.0.0/8\n", `key "clusterCIDR" already set`},
-		{"iptables mode", strings.Replace(string(kubeadm), `mode: ""`, "mode: iptables", 1), `mode: "iptables": ipvsproxy implements only the ipvs mode`},
+		{"iptables mode", strings.Replace(string(kubeadm), `mode: ""`, "mode: iptables", 1), `mode: "iptables": ipvsproxy implements only the ipvs mode; set it to ipvs, or run with --proxy-mode=ipvs`},
 		{"nftables mode", strings.Replace(string(kubeadm), `mode: ""`, "mode: nftables", 1), `"nftables": ipvsproxy implements only the ipvs mode`},
 		{"other kind", strings.Replace(string(kubeadm), "kind: KubeProxyConfiguration", "kind: KubeletConfiguration", 1), "KubeletConfiguration"},
 		{"other version", strings.Replace(string(kubeadm), "v1alpha1", "v1beta1", 1), "v1beta1"},
@@ -211,6 +213,66 @@ func TestBadConfigFilesAreClearErrors(t *testing.T) {
 	}
 	if _, err := runWith(t, "--config=testdata/missing.conf"); err == nil || !strings.Contains(err.Error(), "read --config") {
 		t.Errorf("missing file: got %v", err)
+	}
+}
+
+// Fields this build does not know, as a newer kube-proxy or kubeadm writes
+// them, are ignored with one warning naming each (and the known field a
+// near miss may have meant); the file's known fields still apply.
+func TestFieldsFromANewerReleaseWarnAndStart(t *testing.T) {
+	kubeadm, err := os.ReadFile("testdata/kubeadm-config.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(kubeadm), "ipvs:\n", "ipvs:\n  connectionReuse: keep\n  tcpTimout: 5m\n", 1)
+	text = strings.Replace(text, `  scheduler: ""`, "  scheduler: rr", 1)
+	text += "nodeProxyPolicy:\n  mode: Strict\n  ports: [80, 443]\n"
+	path := filepath.Join(t.TempDir(), "config.conf")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := runWith(t, "--config="+path)
+	if err != nil {
+		t.Fatalf("a file with fields of a newer release did not start: %v", err)
+	}
+	want := []string{"ipvs.connectionReuse", "ipvs.tcpTimout (did you mean ipvs.tcpTimeout?)", "nodeProxyPolicy"}
+	if !reflect.DeepEqual(p.result.Unknown, want) {
+		t.Errorf("unknown fields: got %q, want %q", p.result.Unknown, want)
+	}
+	if p.cfg.Scheduler != "rr" {
+		t.Errorf("the known field ipvs.scheduler beside them: %q, want rr", p.cfg.Scheduler)
+	}
+	if p.cfg.TCPTimeout != ipvsproxy.DefaultConfig().TCPTimeout {
+		t.Errorf("the misspelt tcpTimout was applied: %v", p.cfg.TCPTimeout)
+	}
+	if len(p.result.Ignored) != 0 {
+		t.Errorf("ignored (known, not honoured): %q, want none", p.result.Ignored)
+	}
+}
+
+// kubeadm v1.37 writes `mode: iptables` where the cluster left the mode
+// empty (cmd/kubeadm/app/componentconfigs/kubeproxy.go; the file is what
+// v1.37.2's componentconfigs.Default and Marshal give for podSubnet
+// 10.244.0.0/16, as kubeadm puts it in its ConfigMap), and the same
+// ConfigMap runs kube-proxy on the nodes not yet migrated. Its default
+// config.conf is refused unless --proxy-mode=ipvs overrides the mode, as
+// deploy/overlays/kubeadm does; then it gives the defaults, as v1.36's did.
+func TestKubeadm137DefaultConfig(t *testing.T) {
+	_, err := runWith(t, "--config=testdata/kubeadm-1.37-config.conf")
+	if err == nil || !strings.Contains(err.Error(), `mode: "iptables"`) || !strings.Contains(err.Error(), "--proxy-mode=ipvs") {
+		t.Errorf("without --proxy-mode: got %v, want the mode refused with the way out", err)
+	}
+	p, err := runWith(t, "--config=testdata/kubeadm-1.37-config.conf", "--proxy-mode=ipvs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ipvsproxy.DefaultConfig()
+	want.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	if !reflect.DeepEqual(p.cfg, want) {
+		t.Errorf("config:\n got %+v\nwant %+v", p.cfg, want)
+	}
+	if !reflect.DeepEqual(p.result.Overridden, []string{"mode by --proxy-mode"}) || len(p.result.Ignored) != 0 || len(p.result.Unknown) != 0 {
+		t.Errorf("overridden %q, ignored %q, unknown %q; want only the mode overridden", p.result.Overridden, p.result.Ignored, p.result.Unknown)
 	}
 }
 
@@ -293,30 +355,55 @@ func TestWatchConfigFile(t *testing.T) {
 		}
 	}
 	write(kubeadm)
-	_, sum, err := kubeproxyconfig.Read(path)
+	file, err := kubeproxyconfig.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var changed atomic.Int32
-	watchConfigFile(ctx, path, sum, 10*time.Millisecond, func() { changed.Add(1) })
+	watchConfigFile(ctx, configSource{path: path, sum: file.Sum}, 10*time.Millisecond, func() { changed.Add(1) })
 
 	time.Sleep(100 * time.Millisecond)
 	if changed.Load() != 0 {
 		t.Fatal("restart without a change")
 	}
-	write(append(append([]byte{}, kubeadm...), "bogus: 1\n"...))
-	time.Sleep(100 * time.Millisecond)
-	if changed.Load() != 0 {
-		t.Fatal("restart for an invalid file")
+	// A known field in another case, a duplicate, and a mode other than ipvs would not start.
+	for _, bad := range []string{
+		strings.Replace(string(kubeadm), "  strictARP: false", "  strictArp: true", 1),
+		string(kubeadm) + "clusterCIDR: 10.0.0.0/8\n",
+		strings.Replace(string(kubeadm), `mode: ""`, "mode: nftables", 1),
+	} {
+		write([]byte(bad))
+		time.Sleep(100 * time.Millisecond)
+		if changed.Load() != 0 {
+			t.Fatalf("restart for a file that would not start:\n%s", bad)
+		}
 	}
-	write([]byte(strings.Replace(string(kubeadm), `scheduler: ""`, "scheduler: rr", 1)))
+	// A valid change, with a field of a newer release, restarts.
+	valid := []byte(strings.Replace(string(kubeadm), `scheduler: ""`, "scheduler: rr\n  connectionReuse: keep", 1))
+	write(valid)
 	deadline := time.Now().Add(5 * time.Second)
 	for changed.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if changed.Load() != 1 {
 		t.Fatalf("restarts after a valid change: %d, want 1", changed.Load())
+	}
+
+	// With --proxy-mode given, the file's mode is not read: a change to it restarts.
+	var changedMode atomic.Int32
+	watchConfigFile(ctx, configSource{path: path, sum: sha256.Sum256(valid), modeFromFlag: true}, 10*time.Millisecond, func() { changedMode.Add(1) })
+	time.Sleep(100 * time.Millisecond)
+	if changedMode.Load() != 0 {
+		t.Fatal("restart without a change")
+	}
+	write([]byte(strings.Replace(string(kubeadm), `mode: ""`, "mode: iptables", 1)))
+	deadline = time.Now().Add(5 * time.Second)
+	for changedMode.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if changedMode.Load() != 1 {
+		t.Fatalf("restarts after the mode changed under --proxy-mode: %d, want 1", changedMode.Load())
 	}
 }

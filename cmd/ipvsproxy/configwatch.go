@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeproxyconfig"
 	"k8s.io/klog/v2"
 )
 
@@ -19,13 +18,15 @@ import (
 // every few seconds sees every kind of update.
 const configWatchInterval = 2 * time.Second
 
-// watchConfigFile calls changed once the content of path differs from sum
-// and decodes to a valid configuration. kube-proxy exits when its file
+// watchConfigFile calls changed once the content of the source's file
+// differs from what the running configuration was read from and would
+// start (source.accepts). kube-proxy exits when its file
 // changes and lets the kubelet start it again; here the daemon restarts
 // itself (see restartSelf), so there is no CrashLoopBackOff delay, and a
 // broken edit is logged and waited out instead of taking the node's proxy
 // down: the running configuration stays until the file is valid again.
-func watchConfigFile(ctx context.Context, path string, sum [sha256.Size]byte, interval time.Duration, changed func()) {
+func watchConfigFile(ctx context.Context, source configSource, interval time.Duration, changed func()) {
+	path, sum := source.path, source.sum
 	if path == "" {
 		return
 	}
@@ -48,7 +49,7 @@ func watchConfigFile(ctx context.Context, path string, sum [sha256.Size]byte, in
 			if bytes.Equal(now[:], sum[:]) || bytes.Equal(now[:], refused[:]) {
 				continue
 			}
-			if _, err := kubeproxyconfig.Decode(data); err != nil {
+			if err := source.accepts(data); err != nil {
 				refused = now
 				klog.ErrorS(err, "The configuration file changed but is not valid; keeping the running configuration", "file", path)
 				continue

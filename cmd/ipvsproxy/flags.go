@@ -31,13 +31,17 @@ func proxierFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "masquerade-all", EnvVars: envOf("masquerade-all"), Usage: "masquerade all traffic to cluster IPs"},
 		&cli.StringFlag{Name: "ipvs-scheduler", EnvVars: envOf("ipvs-scheduler"), Value: d.Scheduler, Usage: "IPVS scheduler; a kernel without it is a start-up error, except that the default twos falls back to wrr (docs/scheduler.md)"},
 		&cli.StringFlag{Name: "ipvs-exclude-cidrs", EnvVars: envOf("ipvs-exclude-cidrs"), Usage: "CIDRs whose virtual servers and addresses are never touched, comma-separated"},
+		&cli.BoolFlag{Name: "accept-service-traffic", EnvVars: envOf("accept-service-traffic"), Usage: "accept traffic to Services (node ports, service addresses) in KUBE-IPVS-FILTER ahead of the host's own INPUT rules, so that a host firewall cannot drop it; by default it returns to INPUT and the host's rules decide, as under kube-proxy"},
 		&cli.BoolFlag{Name: "ipvs-strict-arp", EnvVars: envOf("ipvs-strict-arp"), Usage: "set arp_ignore=1 and arp_announce=2 so service addresses are not announced"},
 		&cli.StringFlag{Name: "service-node-port-range", EnvVars: envOf("service-node-port-range"), Value: fmt.Sprintf("%d-%d", d.NodePortMin, d.NodePortMax), Usage: "the API server's NodePort range: virtual servers on node addresses in it belong to ipvsproxy"},
 		&cli.StringFlag{Name: "sysctl-root", EnvVars: envOf("sysctl-root"), Value: "/proc/sys", Usage: "where the kernel parameters are written; a mount of the host's /proc/sys/net below it lets the container run unprivileged"},
 		&cli.IntFlag{Name: "v", EnvVars: envOf("v"), Usage: "log verbosity (klog): 2 logs every sync"},
 		&cli.StringFlag{Name: "external-ip-cidrs", EnvVars: envOf("external-ip-cidrs"), Usage: "CIDRs that external IPs may lie in, comma-separated; empty allows all. Others are refused with an Event (CVE-2020-8554)"},
+		&cli.StringFlag{Name: "protect-addresses", EnvVars: envOf("protect-addresses"), Usage: "addresses or CIDRs, comma-separated, that no Service may take on any node, whichever field names them: the API server's VIP or load balancer as the kubelets dial it, anything the nodes must keep reaching. The API server's endpoints, the host this daemon dials and the address the API server advertises are protected without it"},
+		&cli.StringFlag{Name: "refuse-endpoint-cidrs", EnvVars: envOf("refuse-endpoint-cidrs"), Usage: "addresses or CIDRs, comma-separated, that no endpoint may lie in (cloud metadata services, the control plane's network): such an endpoint is no real server, with an Event on its EndpointSlice. Unspecified, loopback, link-local and multicast endpoints are refused without it"},
+		&cli.BoolFlag{Name: "refuse-node-endpoints", EnvVars: envOf("refuse-node-endpoints"), Usage: "refuse endpoints that are a Node's address, the API server's or in --protect-addresses, except in kube-system's Services and default/kubernetes (hostNetwork pods elsewhere lose their Services), so that a tenant's EndpointSlice cannot make a Service a door to the nodes"},
 		&cli.StringFlag{Name: "service-cidrs", EnvVars: envOf("service-cidrs"), Usage: "the cluster's Service IP ranges (the API server's --service-cluster-ip-range), comma-separated, added to those of networking.k8s.io/v1 ServiceCIDR objects; each becomes one local route on kube-ipvs0, and no external IP may lie in them"},
-		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto (the families of the node's global addresses)"},
+		&cli.StringFlag{Name: "ip-families", EnvVars: envOf("ip-families"), Value: "auto", Usage: "IPv4, IPv6, IPv4,IPv6, or auto: the families the cluster serves on this node (its Node's addresses and pod CIDRs, the Service ranges), or of the host's global addresses when none of those can be read; a family the node cannot proxy is left out with a warning"},
 		&cli.StringFlag{Name: "config", EnvVars: envOf("config"), Usage: "a KubeProxyConfiguration file (kubeproxy.config.k8s.io/v1alpha1, kubeadm's config.conf); flags given explicitly override it, and a change restarts the daemon"},
 		&cli.StringFlag{Name: "detect-local-mode", EnvVars: envOf("detect-local-mode"), Usage: "how pod traffic is recognised: ClusterCIDR (empty: the default), NodeCIDR (the Node's spec.podCIDRs), BridgeInterface or InterfaceNamePrefix; without a way to tell, the node's traffic from service addresses is masqueraded"},
 		&cli.StringFlag{Name: "pod-bridge-interface", EnvVars: envOf("pod-bridge-interface"), Usage: "the pods' bridge, for --detect-local-mode BridgeInterface"},
@@ -58,14 +62,21 @@ func runFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "ipvs-drain-timeout", EnvVars: envOf("ipvs-drain-timeout"), Value: d.DrainTimeout, Usage: fmt.Sprintf("how long open TCP connections of a removed endpoint or a deleted Service keep their real server at weight 0 before it is deleted (0-%v; 0 cuts them at once)", ipvsproxy.MaxDrainTimeout)},
 		&cli.DurationFlag{Name: "ipvs-udp-timeout", EnvVars: envOf("ipvs-udp-timeout"), Usage: "IPVS timeout for UDP flows (0 leaves the kernel's)"},
 		&cli.UintFlag{Name: "ipset-max-elements", EnvVars: envOf("ipset-max-elements"), Value: uint(d.IPSetMaxElements), Usage: "maxelem of the ipsets created; a Service that would overflow one is refused with an Event"},
-		&cli.StringFlag{Name: "node-addresses-from", EnvVars: envOf("node-addresses-from"), Value: nodeAddressesFromNodes, Usage: "where the node guard learns the other Nodes' addresses: nodes (watch every Node: each kubelet's status reports reach every node) or endpointslices (the slices `ipvsproxy publish-node-addresses` keeps in --node-addresses-namespace, which change only when an address does)"},
+		&cli.IntFlag{Name: "ipset-max-elements-per-service", EnvVars: envOf("ipset-max-elements-per-service"), Value: d.Limits.MaxSetEntriesPerService, Usage: "members one Service may have in any one ipset (one per virtual server in the ownership record); a Service needing more is refused with a ServiceTooLarge Event"},
+		&cli.IntFlag{Name: "ipset-max-elements-per-namespace", EnvVars: envOf("ipset-max-elements-per-namespace"), Value: d.Limits.SetEntriesPerNamespace, Usage: "a namespace's share of each ipset: while a set is full, the Services of a namespace beyond it yield to other namespaces' (kube-system has no share)"},
+		&cli.IntFlag{Name: "ipvs-max-real-servers", EnvVars: envOf("ipvs-max-real-servers"), Value: d.Limits.MaxRealServers, Usage: "real servers this node programs at most; a Service that would take it beyond is refused with a ServiceTooLarge Event"},
+		&cli.IntFlag{Name: "ipvs-max-real-servers-per-service", EnvVars: envOf("ipvs-max-real-servers-per-service"), Value: d.Limits.MaxRealServersPerService, Usage: "real servers one Service may have, and endpoint ports (endpoints times ports) its EndpointSlices may list; beyond it the Service is refused with a ServiceTooLarge Event"},
+		&cli.IntFlag{Name: "ipvs-max-real-servers-per-namespace", EnvVars: envOf("ipvs-max-real-servers-per-namespace"), Value: d.Limits.RealServersPerNamespace, Usage: "a namespace's share of --ipvs-max-real-servers: while they are all taken, the Services of a namespace beyond it yield to other namespaces' (kube-system has no share)"},
+		&cli.StringFlag{Name: "node-addresses-from", EnvVars: envOf("node-addresses-from"), Value: nodeAddressesFromNodes, Usage: "where the address guard learns the other Nodes' addresses: nodes (watch every Node: each kubelet's status reports reach every node) or endpointslices (the slices `ipvsproxy publish-node-addresses` keeps in --node-addresses-namespace, which change only when an address does)"},
 		&cli.StringFlag{Name: "node-addresses-namespace", EnvVars: envOf("node-addresses-namespace"), Value: defaultNodeAddressesNamespace, Usage: "the namespace of the published Node addresses, with --node-addresses-from endpointslices"},
 		&cli.StringFlag{Name: "metrics-bind-address", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "address of /metrics and /proxyMode"},
 		&cli.StringFlag{Name: "healthz-bind-address", EnvVars: envOf("healthz-bind-address"), Value: "0.0.0.0:10256", Usage: "address of /healthz, /livez and /readyz"},
-		&cli.BoolFlag{Name: "bind-address-hard-fail", EnvVars: envOf("bind-address-hard-fail"), Usage: "exit when --healthz-bind-address or --metrics-bind-address cannot be bound, instead of logging and retrying every 5s"},
+		&cli.BoolFlag{Name: "bind-address-hard-fail", EnvVars: envOf("bind-address-hard-fail"), Usage: "exit when --healthz-bind-address, --metrics-bind-address or --inspect-bind-address cannot be bound, instead of logging and retrying every 5s"},
 		&cli.BoolFlag{Name: "metrics-per-service", EnvVars: envOf("metrics-per-service"), Usage: "export ipvsproxy_service_{connections,packets,bytes}_total per Service port from the IPVS counters (one series per Service port)"},
-		&cli.BoolFlag{Name: "inspect-endpoint", EnvVars: envOf("inspect-endpoint"), Value: true, Usage: "serve the read-only desired state and sync status for `ipvsproxy inspect` under /inspect/ on the metrics address"},
+		&cli.BoolFlag{Name: "inspect-endpoint", EnvVars: envOf("inspect-endpoint"), Value: true, Usage: "serve the read-only desired state and sync status for `ipvsproxy inspect` under /inspect/ on --inspect-bind-address"},
+		&cli.StringFlag{Name: "inspect-bind-address", EnvVars: envOf("inspect-bind-address"), Usage: "address of the read-only /inspect/ endpoint; empty: 127.0.0.1 on the port of --metrics-bind-address (10249 when that is empty), answered only to connections made to 127.0.0.1 even when the metrics address is 0.0.0.0"},
 		&cli.StringFlag{Name: "ipvs-scheduler-flags", EnvVars: envOf("ipvs-scheduler-flags"), Usage: "flags of the sh or mh scheduler, comma-separated: sh-port, sh-fallback, mh-port, mh-fallback"},
+		&cli.StringFlag{Name: "ipvs-allowed-schedulers", EnvVars: envOf("ipvs-allowed-schedulers"), Usage: "the IPVS schedulers a Service may choose with the ipvsproxy.io/scheduler annotation besides --ipvs-scheduler, comma-separated; others get a SchedulerNotAllowed Event. The kernel loads a scheduler's module when a virtual server first names it, so this list is what tenants may make it load. Empty: those the kernel has (loaded or built in) when ipvsproxy starts (docs/scheduler.md)"},
 		&cli.StringFlag{Name: "proxy-mode", EnvVars: envOf("proxy-mode"), Value: "ipvs", Usage: "kube-proxy's mode: only ipvs is implemented, any other is refused"},
 		&cli.IntFlag{Name: "iptables-masquerade-bit", EnvVars: envOf("iptables-masquerade-bit"), Value: 14, Usage: "the fwmark bit (0-31) that marks traffic to masquerade"},
 		&cli.IntFlag{Name: "oom-score-adj", EnvVars: envOf("oom-score-adj"), Value: -999, Usage: "the daemon's oom_score_adj, -1000 to 1000, as kube-proxy's"},
@@ -113,6 +124,13 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	if cfg.ServiceCIDRs, err = parseCIDRs("service-cidrs", c.String("service-cidrs")); err != nil {
 		return cfg, err
 	}
+	if cfg.ProtectAddresses, err = parseAddressesOrCIDRs("protect-addresses", c.String("protect-addresses")); err != nil {
+		return cfg, err
+	}
+	if cfg.RefuseEndpointCIDRs, err = parseAddressesOrCIDRs("refuse-endpoint-cidrs", c.String("refuse-endpoint-cidrs")); err != nil {
+		return cfg, err
+	}
+	cfg.RefuseNodeEndpoints = c.Bool("refuse-node-endpoints")
 	cfg.MasqueradeAll = c.Bool("masquerade-all")
 	cfg.DetectLocalMode = ipvsproxy.LocalDetectMode(c.String("detect-local-mode"))
 	cfg.PodBridgeInterface = c.String("pod-bridge-interface")
@@ -122,6 +140,7 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 	}
 	cfg.SchedulerExplicit = c.IsSet("ipvs-scheduler")
 	cfg.StrictARP = c.Bool("ipvs-strict-arp")
+	cfg.AcceptServiceTraffic = c.Bool("accept-service-traffic")
 	if cfg.NodePortMin, cfg.NodePortMax, err = parsePortRange(c.String("service-node-port-range")); err != nil {
 		return cfg, err
 	}
@@ -136,6 +155,13 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		cfg.DrainTimeout = c.Duration("ipvs-drain-timeout")
 		// Beyond uint32 is as out of range as beyond 2^31: Validate says so.
 		cfg.IPSetMaxElements = uint32(min(c.Uint("ipset-max-elements"), math.MaxUint32))
+		cfg.Limits = ipvsproxy.Limits{
+			MaxSetEntriesPerService:  c.Int("ipset-max-elements-per-service"),
+			SetEntriesPerNamespace:   c.Int("ipset-max-elements-per-namespace"),
+			MaxRealServers:           c.Int("ipvs-max-real-servers"),
+			MaxRealServersPerService: c.Int("ipvs-max-real-servers-per-service"),
+			RealServersPerNamespace:  c.Int("ipvs-max-real-servers-per-namespace"),
+		}
 		if err := kubeproxyconfig.CheckMode(c.String("proxy-mode")); err != nil {
 			return cfg, fmt.Errorf("--proxy-mode: %w", err)
 		}
@@ -146,6 +172,12 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		if cfg.SchedulerFlags, err = ipvs.ParseSchedulerFlags(cfg.Scheduler, c.String("ipvs-scheduler-flags")); err != nil {
 			return cfg, fmt.Errorf("--ipvs-scheduler-flags: %w", err)
 		}
+		for _, name := range strings.Split(c.String("ipvs-allowed-schedulers"), ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				cfg.AllowedSchedulers = append(cfg.AllowedSchedulers, name)
+			}
+		}
+		cfg.AllowedSchedulersExplicit = len(cfg.AllowedSchedulers) > 0
 		cfg.Conntrack.MaxPerCore = c.Int("conntrack-max-per-core")
 		cfg.Conntrack.Min = c.Int("conntrack-min")
 		cfg.Conntrack.TCPEstablishedTimeout = c.Duration("conntrack-tcp-timeout-established")
@@ -154,7 +186,7 @@ func configFromFlags(c *cli.Context) (ipvsproxy.Config, error) {
 		cfg.Conntrack.UDPTimeout = c.Duration("conntrack-udp-timeout")
 		cfg.Conntrack.UDPStreamTimeout = c.Duration("conntrack-udp-timeout-stream")
 	}
-	for _, name := range []string{"metrics-bind-address", "healthz-bind-address"} {
+	for _, name := range []string{"metrics-bind-address", "healthz-bind-address", "inspect-bind-address"} {
 		if v := c.String(name); v != "" {
 			if _, _, err := net.SplitHostPort(v); err != nil {
 				return cfg, fmt.Errorf("--%s=%q: %w", name, v, err)
@@ -177,6 +209,29 @@ func parseCIDRs(flag, value string) ([]netip.Prefix, error) {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return nil, fmt.Errorf("--%s: %q is not a CIDR: %w", flag, s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// parseAddressesOrCIDRs reads a list of CIDRs and single addresses (each a
+// CIDR of its one address).
+func parseAddressesOrCIDRs(flag, value string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(value, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+			a = a.Unmap()
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %q is neither an IP address nor a CIDR: %w", flag, s, err)
 		}
 		out = append(out, p.Masked())
 	}

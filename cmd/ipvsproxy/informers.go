@@ -6,6 +6,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
+	"github.com/ipvsproxy/ipvsproxy/internal/sharedslices"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -120,6 +121,8 @@ func newInformer[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher
 // balancer's ingress IPs and the affinity timeout): see
 // BenchmarkCachedServiceMemory for what it holds.
 //
+// Slices with equal port lists share one (cachedSlicePorts).
+//
 // The informer's store and the tracker share both; nothing else reads these
 // caches. Of other objects it drops managedFields, often the largest part of
 // an object written by server-side apply, and kubectl's
@@ -132,7 +135,9 @@ func trimCached(obj any) (any, error) {
 	case *ipvsproxy.EndpointSlice, *ipvsproxy.Service, cache.DeletedFinalStateUnknown:
 		return obj, nil
 	case *discovery.EndpointSlice:
-		return ipvsproxy.CompactEndpointSlice(o), nil
+		s := ipvsproxy.CompactEndpointSlice(o)
+		s.Ports = cachedSlicePorts.Share(s.Ports)
+		return s, nil
 	case *v1.Service:
 		return ipvsproxy.CompactService(o), nil
 	}
@@ -149,6 +154,13 @@ func trimCached(obj any) (any, error) {
 	}
 	return obj, nil
 }
+
+// cachedSlicePorts shares the port lists of cached EndpointSlices: the
+// EndpointSlice controller lists a Service's ports in each of its slices of
+// up to 100 endpoints, so a Service of 10,000 ports and 100,000 endpoints
+// was 1,000 copies of its ports, 400 MB on every node; shared, one. A list
+// of fewer than 8 ports costs less than its entry in the table.
+var cachedSlicePorts = sharedslices.New[ipvsproxy.SlicePort](8)
 
 // keepNodeAddresses is the cluster-node informer's transform. The node guard
 // reads only names and addresses: the cache keeps those alone (a Node's

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -64,10 +65,20 @@ func inspectFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "redraw every --interval with connection rates"},
 		&cli.DurationFlag{Name: "interval", Value: 2 * time.Second, Usage: "redraw period of --watch"},
 		&cli.BoolFlag{Name: "stats", Usage: "add IPVS packet and byte counters to the table"},
-		&cli.StringFlag{Name: "daemon", EnvVars: envOf("metrics-bind-address"), Value: "127.0.0.1:10249", Usage: "the daemon's --metrics-bind-address, where its read-only inspect endpoint is"},
+		&cli.StringFlag{Name: "daemon", EnvVars: envOf("inspect-bind-address"), Usage: "the daemon's --inspect-bind-address, where its read-only inspect endpoint is; empty: 127.0.0.1 on the port of $IPVSPROXY_METRICS_BIND_ADDRESS (10249 when unset), as the daemon's default"},
 		&cli.StringFlag{Name: "kubeconfig", Usage: "name objects from the API server instead of the daemon (with the proxier flags of the daemon)"},
 		&cli.StringFlag{Name: "hostname-override", EnvVars: envOf("hostname-override"), Usage: "this node's name, if not the host name (with --kubeconfig)"},
 	)
+}
+
+// daemonAddress is where the daemon's inspect endpoint is: --daemon (or the
+// daemon's own $IPVSPROXY_INSPECT_BIND_ADDRESS, in its container), else the
+// daemon's default, loopback on the metrics port.
+func daemonAddress(c *cli.Context) string {
+	if a := c.String("daemon"); a != "" {
+		return a
+	}
+	return inspectBindAddress("", os.Getenv(envOf("metrics-bind-address")[0]))
 }
 
 // inspectEnv is what every inspect subcommand opens.
@@ -95,7 +106,7 @@ func openInspect(c *cli.Context) (*inspectEnv, error) {
 		env.snapshot, env.namesFrom = &snap, "api-server"
 		return env, nil
 	}
-	snap, url, err := inspect.FetchSnapshot(c.Context, c.String("daemon"))
+	snap, url, err := inspect.FetchSnapshot(c.Context, daemonAddress(c))
 	if err != nil {
 		env.warnings = append(env.warnings, err.Error()+"; showing the kernel unnamed")
 		return env, nil
@@ -286,7 +297,7 @@ func inspectWatch(c *cli.Context, env *inspectEnv) error {
 	for {
 		if env.namesFrom != "api-server" && c.String("kubeconfig") == "" {
 			// The daemon's state moves: fetch it anew each time.
-			if snap, url, err := inspect.FetchSnapshot(ctx, c.String("daemon")); err == nil {
+			if snap, url, err := inspect.FetchSnapshot(ctx, daemonAddress(c)); err == nil {
 				env.snapshot, env.namesFrom, env.warnings = &snap, "daemon "+url, nil
 			}
 		}

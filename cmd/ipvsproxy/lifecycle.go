@@ -16,7 +16,7 @@ const bindRetryInterval = 5 * time.Second
 
 // serveRetrying runs serve (which listens on addr, then serves until ctx
 // ends) and tries again every bindRetryInterval when it fails: a busy
-// --healthz-bind-address or --metrics-bind-address (the old kube-proxy still
+// --healthz-bind-address, --metrics-bind-address or --inspect-bind-address (the old kube-proxy still
 // running during a migration, a port another daemon took) is logged, not
 // fatal, as in kube-proxy. With hardFail (--bind-address-hard-fail) the first
 // failure goes to errs instead and the daemon exits.
@@ -67,13 +67,16 @@ func markProgrammed(r proxier.SyncResult, programmed func()) {
 	}
 }
 
-// serveHealthAndMetrics starts the /healthz and /metrics servers, each
-// retried while its address is busy unless --bind-address-hard-fail.
-func serveHealthAndMetrics(ctx context.Context, c *cli.Context, health *healthcheck.ProxyHealth, serveMetrics func(context.Context) error, errs chan<- error) {
+// serveHealthAndMetrics starts the /healthz server and the metrics and
+// inspect listeners, each retried while its address is busy unless
+// --bind-address-hard-fail.
+func serveHealthAndMetrics(ctx context.Context, c *cli.Context, health *healthcheck.ProxyHealth, status []statusServer, errs chan<- error) {
 	hardFail := c.Bool("bind-address-hard-fail")
-	healthAddr, metricsAddr := c.String("healthz-bind-address"), c.String("metrics-bind-address")
+	healthAddr := c.String("healthz-bind-address")
 	go serveRetrying(ctx, "healthz", healthAddr, hardFail, func(ctx context.Context) error {
 		return healthcheck.ServeProxyHealth(ctx, healthAddr, health)
 	}, errs)
-	go serveRetrying(ctx, "metrics", metricsAddr, hardFail, serveMetrics, errs)
+	for _, s := range status {
+		go serveRetrying(ctx, s.what, s.addr, hardFail, s.serve, errs)
+	}
 }

@@ -12,9 +12,6 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// version is set at build time (-ldflags "-X main.version=...").
-var version = "dev"
-
 func main() {
 	err := newApp().Run(os.Args)
 	if errors.Is(err, errConfigChanged) {
@@ -50,11 +47,11 @@ func newApp() *cli.App {
 			publishCommand(),
 			{
 				Name:  "version",
-				Usage: "print the version",
-				Action: func(c *cli.Context) error {
-					fmt.Fprintln(c.App.Writer, version)
+				Usage: "print the version, the commit, the Go version and the Kubernetes release built against",
+				Action: noArguments(func(c *cli.Context) error {
+					readBuildInfo().write(c.App.Writer)
 					return nil
-				},
+				}),
 			},
 		},
 		Before: func(c *cli.Context) error {

@@ -26,14 +26,14 @@ func TestMetricsServer(t *testing.T) {
 		return l.Addr().String()
 	}
 	serveWith := func(args ...string) (func(context.Context) error, error) {
-		var serve func(context.Context) error
+		var status []statusServer
 		var serr error
 		app := newApp()
 		app.Writer, app.ErrWriter = &bytes.Buffer{}, &bytes.Buffer{}
 		for _, cmd := range app.Commands {
 			if cmd.Name == "run" {
 				cmd.Action = func(c *cli.Context) error {
-					serve, serr = statusAndInspectServer(c, prometheus.NewRegistry(), nil, nil)
+					status, serr = statusAndInspectServers(c, prometheus.NewRegistry(), nil, nil)
 					return nil
 				}
 			}
@@ -41,7 +41,13 @@ func TestMetricsServer(t *testing.T) {
 		if err := app.Run(append([]string{"ipvsproxy", "run", "--inspect-endpoint=false"}, args...)); err != nil {
 			t.Fatal(err)
 		}
-		return serve, serr
+		if serr != nil {
+			return nil, serr
+		}
+		if len(status) != 1 {
+			t.Fatalf("%d servers for %q, want 1", len(status), args)
+		}
+		return status[0].serve, nil
 	}
 
 	serve, err := serveWith("--metrics-bind-address=")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/nodelock"
@@ -20,7 +21,7 @@ const defaultLockTimeout = time.Minute
 // nodeLockFlags are the flags of `run` and `cleanup` for the node lock.
 func nodeLockFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "lock-file", EnvVars: envOf("lock-file"), Value: nodelock.DefaultPath, Usage: "the host file whose flock(2) lets one ipvsproxy (run or cleanup) at a time write the node's kernel state; the holder's pid is written into it. The DaemonSet mounts the host's " + nodelock.DefaultPath},
+		&cli.StringFlag{Name: "lock-file", EnvVars: envOf("lock-file"), Value: nodelock.DefaultPath, Usage: "the host file whose flock(2) lets one ipvsproxy (run or cleanup) at a time write the node's kernel state; the holder's pid is written into it. ipvsproxy creates it 0600 and refuses one another user could open or replace. The DaemonSet mounts the host's directory " + filepath.Dir(nodelock.DefaultPath)},
 		&cli.DurationFlag{Name: "lock-timeout", EnvVars: envOf("lock-timeout"), Value: defaultLockTimeout, Usage: "how long to wait for another ipvsproxy on the node to release --lock-file before exiting with its pid; 0 does not wait"},
 	}
 }

@@ -57,7 +57,9 @@ func TestSecondInstanceWaitsForTheNodeLock(t *testing.T) {
 		}
 		return string(out)
 	}
-	sh("ipset create KUBE-CLUSTER-IP hash:ip,port")
+	// ipvsproxy's state: a set of a name it shares with kube-proxy and its
+	// ownership record.
+	sh("ipset create KUBE-CLUSTER-IP hash:ip,port; ipset create KUBE-IPVS-OWNED hash:ip,port")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

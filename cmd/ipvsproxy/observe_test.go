@@ -127,7 +127,7 @@ func TestObserveSyncLabelsByFamily(t *testing.T) {
 			t.Errorf("%s{ip_family=%s} = %d, want %d", c.name, c.family, got, c.want)
 		}
 	}
-	m.SetBuildInfo("v0.2.0", "abc123")
+	m.SetBuildInfo("0.2.0", "abc123", "clean", "2026-01-02T03:04:05Z")
 	if n, err := testutil.GatherAndCount(m.Registry, "kubernetes_build_info"); err != nil || n != 1 {
 		t.Errorf("kubernetes_build_info: %d %v", n, err)
 	}

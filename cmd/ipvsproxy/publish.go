@@ -25,7 +25,7 @@ import (
 func publishCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "publish-node-addresses",
-		Usage: "publish every Node's addresses for the daemons' node guard (run once per cluster)",
+		Usage: "publish every Node's addresses for the daemons' address guard (run once per cluster)",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "namespace", EnvVars: envOf("node-addresses-namespace"), Value: defaultNodeAddressesNamespace, Usage: "the namespace the slices are written in (the daemons' --node-addresses-namespace)"},
 		}, flagsNamed(append(proxierFlags(), runFlags()...), "kubeconfig", "v", "vmodule", "logging-format", "log-flush-frequency",
@@ -53,7 +53,7 @@ func publishAction(c *cli.Context) error {
 		return err
 	}
 	cfg.UserAgent = "ipvsproxy-publish-node-addresses/" + version
-	_, informers, err := newClients(c.String("kubeconfig"), clientConnection(c))
+	_, informers, _, err := newClients(c.String("kubeconfig"), clientConnection(c))
 	if err != nil {
 		return err
 	}

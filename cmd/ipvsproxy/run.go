@@ -55,12 +55,13 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	client, informerClient, err := newClients(c.String("kubeconfig"), clientConnection(c))
+	client, informerClient, server, err := newClients(c.String("kubeconfig"), clientConnection(c))
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	cfg.APIServers = findAPIServers(ctx, server, client, lookupHost)
 	if cfg.Families, err = familiesToProxy(ctx, c.String("ip-families"), client, nodeName, cfg.ServiceCIDRs, c.String("sysctl-root")); err != nil {
 		return err
 	}
@@ -70,7 +71,7 @@ func runAction(c *cli.Context) error {
 		}
 	}
 	ctx, restart := context.WithCancelCause(ctx)
-	watchConfigFile(ctx, source.path, source.sum, configWatchInterval, func() { restart(errConfigChanged) })
+	watchConfigFile(ctx, source, configWatchInterval, func() { restart(errConfigChanged) })
 
 	lock, err := takeNodeLock(ctx, c)
 	if err != nil {
@@ -85,15 +86,15 @@ func runAction(c *cli.Context) error {
 	defer closeKernel()
 	var uts unix.Utsname
 	_ = unix.Uname(&uts)
-	prepared, err := hostsetup.Prepare(cfg, k, unix.ByteSliceToString(uts.Release[:]))
+	release := unix.ByteSliceToString(uts.Release[:])
+	prepared, err := hostsetup.Prepare(cfg, k, release)
 	if err != nil {
 		return err
 	}
 	cfg = prepared.Config
+	allowedSchedulers(&cfg, hostsetup.KernelSchedulerSources(release))
 
-	m := metrics.New()
-	m.SetBuildInfo(version, version)
-	m.RegisterRESTClient()
+	m := newDaemonMetrics()
 	m.SetSchedulerFallback(prepared.Requested, prepared.SchedulerFellBack)
 
 	recorder := events.New(client.Events(), kubeapi.Scheme(), v1.EventSource{Component: "ipvsproxy", Host: nodeName})
@@ -123,12 +124,13 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 
-	errs := make(chan error, 2)
-	serveMetrics, err := statusAndInspectServer(c, m.Registry, p, k.IPVS)
+	status, err := statusAndInspectServers(c, m.Registry, p, k.IPVS)
 	if err != nil {
 		return err
 	}
-	serveHealthAndMetrics(ctx, c, health, serveMetrics, errs)
+	// Room for every server's error: a hard failure never blocks.
+	errs := make(chan error, len(status)+1)
+	serveHealthAndMetrics(ctx, c, health, status, errs)
 
 	// Wait until the tracker itself has seen every object, not only the
 	// informers' caches: handlers run asynchronously, and a first full sync
@@ -253,18 +255,33 @@ var apiRequestTimeout = 30 * time.Second
 // streamed watch-list that takes longer. A dead connection still ends the
 // informers' requests: client-go pings an HTTP/2 connection idle for 30 s
 // and closes it after 15 s without an answer.
-func newClients(kubeconfig string, options ...func(*rest.Config)) (requests, informers kubeapi.Client, err error) {
-	if requests, err = newClient(kubeconfig, options...); err != nil {
-		return nil, nil, err
+//
+// server is the API server they dial (the kubeconfig's server, or the
+// in-cluster host), for the address guard (apiserver.go).
+func newClients(kubeconfig string, options ...func(*rest.Config)) (requests, informers kubeapi.Client, server string, err error) {
+	restConfig, err := restConfigFor(kubeconfig, options...)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if requests, err = kubeapi.New(restConfig); err != nil {
+		return nil, nil, "", err
 	}
 	noTimeout := func(rc *rest.Config) { rc.Timeout = 0 }
 	if informers, err = newClient(kubeconfig, append(slices.Clone(options), noTimeout)...); err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return requests, informers, nil
+	return requests, informers, restConfig.Host, nil
 }
 
 func newClient(kubeconfig string, options ...func(*rest.Config)) (kubeapi.Client, error) {
+	restConfig, err := restConfigFor(kubeconfig, options...)
+	if err != nil {
+		return nil, err
+	}
+	return kubeapi.New(restConfig)
+}
+
+func restConfigFor(kubeconfig string, options ...func(*rest.Config)) (*rest.Config, error) {
 	var restConfig *rest.Config
 	var err error
 	if kubeconfig == "" {
@@ -280,5 +297,33 @@ func newClient(kubeconfig string, options ...func(*rest.Config)) (kubeapi.Client
 	for _, o := range options {
 		o(restConfig)
 	}
-	return kubeapi.New(restConfig)
+	return restConfig, nil
+}
+
+// allowedSchedulers fills in the schedulers a Service may choose by
+// annotation when the operator listed none: those the kernel has now,
+// after Prepare's probe loaded the configured one. Read from the kernel's
+// module lists, so that finding out loads nothing.
+func allowedSchedulers(cfg *ipvsproxy.Config, src hostsetup.SchedulerSources) {
+	if !cfg.AllowedSchedulersExplicit {
+		available, err := hostsetup.AvailableSchedulers(src)
+		if err != nil {
+			klog.InfoS("Warning: could not read all of the kernel's module lists; a Service may choose only the schedulers found", "err", err)
+		}
+		cfg.AllowedSchedulers = available
+	}
+	klog.InfoS("Schedulers a Service may choose with the annotation "+ipvsproxy.AnnotationScheduler, "allowed", cfg.AllowedSchedulers,
+		"configured", cfg.Scheduler, "fromFlag", cfg.AllowedSchedulersExplicit)
+}
+
+// newDaemonMetrics is the registry the daemon serves on /metrics (with
+// --metrics-per-service, statusAndInspectServer adds servicestats' collector);
+// docs/metrics.md lists every metric and label in it, and a test holds the two
+// equal.
+func newDaemonMetrics() *metrics.Metrics {
+	m := metrics.New()
+	bi := readBuildInfo()
+	m.SetBuildInfo(bi.Version, bi.Commit, bi.treeState(), bi.CommitTime)
+	m.RegisterRESTClient()
+	return m
 }

@@ -6,10 +6,15 @@
 # usage: deploy/test/apply.sh ADMIN-KUBECONFIG [TOKEN-KUBECONFIG-OUT]
 #   TOKEN-KUBECONFIG-OUT: also write a kubeconfig holding a token of the
 #   ipvsproxy ServiceAccount, for running the proxy with exactly its RBAC.
+# env: RELEASE_DIR  a directory `ipvsproxy-release release` wrote (the end-to-end
+#      run makes one from `make image`'s archive): its rendered manifests and its
+#      packaged chart are applied too, first, and every container of theirs must
+#      run its image by digest (its IMAGE file).
 #
-# The overlays and the Helm chart (deploy/helm/ipvsproxy, rendered by Helm's
-# engine in process; CHART=VALUES renders it with that values file) are
-# applied first and the base last, so the cluster ends with the base's
+# What the README's install commands name is applied first (they are the ones
+# an operator runs), then the overlays and the Helm chart (deploy/helm/ipvsproxy,
+# rendered by Helm's engine in process; CHART=VALUES renders it with that
+# values file), and the base last, so the cluster ends with the base's
 # objects; all are checked by the server.
 # Needs only Go (it runs deploy/test/apply; kubectl is not required).
 set -eu
@@ -21,7 +26,15 @@ if [ $# -ge 2 ]; then
 fi
 cd "$(dirname "$0")/../.."
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-exec "$GO" run ./deploy/test/apply -kubeconfig "$kubeconfig" ${token_out:+-token-kubeconfig "$token_out"} \
+release=
+image=
+if [ -n "${RELEASE_DIR:-}" ]; then
+	image=$(sed 's/:[^:@/]*@/@/' "$RELEASE_DIR/IMAGE") # REPOSITORY:TAG@DIGEST -> REPOSITORY@DIGEST
+	release="$(ls "$RELEASE_DIR"/manifests/*.yaml "$RELEASE_DIR"/ipvsproxy-*.tgz | tr '\n' ' ')"
+fi
+# shellcheck disable=SC2086 # $release: the release's files, one word each
+exec "$GO" run ./deploy/test/apply -kubeconfig "$kubeconfig" ${token_out:+-token-kubeconfig "$token_out"} ${image:+-image "$image"} \
+	-install-commands README.md:install $release \
 	deploy/overlays/example deploy/overlays/modprobe deploy/overlays/kube-proxy-labels deploy/overlays/kubeadm deploy/overlays/migrate \
 	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/example-values.yaml \
 	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/kubeadm-values.yaml \

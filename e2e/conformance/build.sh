@@ -2,9 +2,9 @@
 # Builds what the conformance cluster runs, once per machine, into a cache dir keyed like
 # e2e/controlplane/build.sh: kubelet, kube-controller-manager, kube-scheduler, agnhost,
 # regression-issue-74839 and
-# e2e.test from k8s.io/kubernetes v1.36.3 (this module's go.mod), this module's pause and
+# e2e.test from k8s.io/kubernetes (the version this module's go.mod requires), this module's pause and
 # mkimage, the ginkgo CLI, and containerd (its own Go module, a fixed version; Debian bookworm's 1.6 is too old
-# for the v1.36 kubelet, see docs/testing.md). Heavy builds run under nice; each step's time goes
+# for the kubelet, see docs/testing.md). Heavy builds run under nice; each step's time goes
 # to stderr and to $bin/build-times.txt the first time it runs (cold).
 #
 # Usage: build.sh            prints the directory holding the binaries on stdout
@@ -17,10 +17,13 @@ cache_root=${IPVSPROXY_E2E_BIN_CACHE:-/var/cache/ipvsproxy-e2e/bin}
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 nice=(nice -n 15)
 
-k8s_version=v1.36.3
+# The Kubernetes release go.mod requires, so that a version is changed in one place.
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$here/go.mod")
+k8s_minor=${k8s_version#v1.}
+k8s_minor=${k8s_minor%%.*}
 containerd_version=v2.4.2
 ldflags="-s -w"
-for kv in gitVersion=$k8s_version gitMajor=1 gitMinor=36 gitTreeState=clean; do
+for kv in gitVersion=$k8s_version gitMajor=1 gitMinor=$k8s_minor gitTreeState=clean; do
 	ldflags+=" -X k8s.io/component-base/version.$kv"
 done
 
@@ -75,7 +78,7 @@ containerd_build() {
 }
 step "containerd $containerd_version" containerd containerd-shim-runc-v2 ctr -- containerd_build
 # The ginkgo CLI runs e2e.test's specs in parallel processes (the full run); the version is the
-# one k8s.io/kubernetes v1.36.3 links, so the CLI and the compiled suite speak the same protocol.
+# one k8s.io/kubernetes links, so the CLI and the compiled suite speak the same protocol.
 ginkgo_version=$(awk '$1 == "github.com/onsi/ginkgo/v2" { print $2 }' go.mod)
 ginkgo_build() { GOBIN=$tmp CGO_ENABLED=0 "${nice[@]}" "$GO" install -trimpath "github.com/onsi/ginkgo/v2/ginkgo@$ginkgo_version"; }
 step "ginkgo $ginkgo_version" ginkgo -- ginkgo_build

@@ -122,6 +122,15 @@ log "containerd up"
 for img in "$work"/images/*.tar; do
 	ctr -n k8s.io images import "$img" >/dev/null || { log "import of $img failed"; exit 1; }
 done
+# ipvsproxy's DaemonSet runs the release's image by digest (run.sh), as docs/install.md says to:
+# the CRI resolves a reference against the images' names, so the imported image also gets the
+# name REPOSITORY@DIGEST (what a pull by digest would have named it).
+if [[ -f $work/images/ipvsproxy.ref ]]; then
+	ref=$(cat "$work/images/ipvsproxy.ref") # REPOSITORY:TAG@DIGEST
+	tagged=${ref%@*}
+	ctr -n k8s.io images tag --local "$tagged" "${tagged%:*}@${ref##*@}" >/dev/null ||
+		{ log "naming $tagged by its digest failed"; exit 1; }
+fi
 log "images: $(ctr -n k8s.io images ls -q | grep -v '^sha256:' | tr '\n' ' ')"
 
 mkdir -p /var/lib/kubelet

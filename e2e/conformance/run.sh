@@ -14,7 +14,7 @@
 #   --smoke   the DaemonSet becomes Ready and one Service conformance test passes (make test's form)
 #   --shard   K/N: the K-th of N shards of the selected specs sorted by name (K,K/N: several);
 #             a shard run and a full run append their results to ledger.tsv (docs/conformance.md)
-#   --kube-proxy-ipvs  the same cluster with upstream's kube-proxy v1.36.3 in IPVS mode on each
+#   --kube-proxy-ipvs  the same cluster with upstream's kube-proxy (the release go.mod requires) in IPVS mode on each
 #             node instead of ipvsproxy's DaemonSet: the reference that tells our failures from
 #             the test bed's (ledger cluster kube-proxy-ipvs)
 #   --dual-stack  the same cluster with both families (CONF_CLUSTER=dual-stack too): node
@@ -100,14 +100,16 @@ fi
 # ---- build (cached after the first run; see build.sh for the keys)
 bin=$("$here/build.sh")
 cp_bin=$("$repo/e2e/controlplane/build.sh")
-make -C "$repo" --no-print-directory rootfs >&2
-log "binaries ready"
+# ipvsproxy's image as the release builds it (make image: both platforms, one archive).
+make -C "$repo" --no-print-directory image IMAGE_REUSE=1 >&2
+image_ref=$(cat "$repo/_output/image/IMAGE") # registry.invalid/ipvsproxy:VERSION@sha256:...
+log "binaries ready; ipvsproxy image $image_ref"
 
 work=$(mktemp -d /var/tmp/ipvsproxy-conformance.XXXXXX)
 ns=ipvsconf-$(basename "$work" | cut -d. -f2)
 results=$repo/e2e/results
 mkdir -p "$work/images" "$work/pki" "$work/logs" "$results"
-"$here/images.sh" "$bin" "$repo/_output/rootfs.tar" "$work/images"
+"$here/images.sh" "$bin" "$(ls "$repo"/_output/image/ipvsproxy-*.oci.tar)" "$work/images"
 
 # ---- a shard: its specs from a dry run, and a focus proven by a second dry run to select
 # exactly them (nothing more, nothing less) before any VM starts.
@@ -286,9 +288,19 @@ else
 	t_ds=$SECONDS
 	overlay=$here/overlay
 	[[ -z $dual_stack ]] || overlay=$here/overlay-dual-stack
-	kubectl apply --server-side --field-manager=conformance -k "$overlay" >&2
+	# The overlay with the image pinned by the digest of the archive the nodes imported, as a
+	# user pins the release's (docs/install.md).
+	mkdir -p "$work/overlay-pinned"
+	printf 'resources:\n  - %s\nimages:\n  - name: registry.invalid/ipvsproxy\n    digest: %s\n' \
+		"$(realpath --relative-to="$work/overlay-pinned" "$overlay")" "${image_ref##*@}" >"$work/overlay-pinned/kustomization.yaml"
+	kubectl apply --server-side --field-manager=conformance -k "$work/overlay-pinned" >&2
 	until kubectl -n kube-system rollout status daemonset/ipvsproxy --timeout=10s >/dev/null 2>&1; do
 		((SECONDS - t0 < timeout)) || { kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2; die "ipvsproxy DaemonSet not Ready"; }
+		# Nothing can be pulled here: a pull means the imported image was not found, for good.
+		if kubectl -n kube-system get pods -l app.kubernetes.io/name=ipvsproxy -o jsonpath='{..waiting.reason}' 2>/dev/null | grep -qE 'ErrImagePull|ImagePullBackOff'; then
+			kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy >&2
+			die "the kubelet tried to pull ipvsproxy's image $image_ref: the imported archive was not found by its digest"
+		fi
 	done
 	log "ipvsproxy DaemonSet Ready on $nodes nodes after $((SECONDS - t_ds))s"
 	kubectl -n kube-system get pods -o wide >&2

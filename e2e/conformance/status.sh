@@ -9,6 +9,7 @@
 # history. With no version tag (the project has none yet, its CHANGELOG only "Unreleased") every
 # commit of HEAD's history counts. SINCE=<rev> overrides: results at <rev> or after it.
 # Env: CONF_CLUSTER (ipv4, dual-stack or kube-proxy-ipvs; ipv4), SINCE.
+# Args: passed to `conformanceledger status` (-not-passed: only the selected specs not passed).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -38,4 +39,4 @@ else
 	git -C "$repo" rev-list HEAD >"$tmp/commits.txt"
 fi
 "$bin/conformanceledger" status -ledger "$here/ledger.tsv" -cluster "$cluster" \
-	-selected "$tmp/selected.txt" -commits "$tmp/commits.txt" -version "$version"
+	-selected "$tmp/selected.txt" -commits "$tmp/commits.txt" -version "$version" "$@"

@@ -10,7 +10,7 @@
 # The work dir then holds:
 #   admin.kubeconfig          cluster-admin (client certificate), server https://127.0.0.1:6443
 #   admin-guest.kubeconfig    cluster-admin, server $GUEST_SERVER (the VM guest's view of the host)
-#   proxier.kubeconfig        the proxier's token, server $GUEST_SERVER
+#   proxier.kubeconfig        the proxier's token, server $PROXIER_SERVER
 #   proxier-host.kubeconfig   the same identity, server https://127.0.0.1:6443
 #   env                       shell variables (E2E_BIN, KUBECONFIG paths) to source
 #   pki/ etcd/ logs/          certificates, etcd data, etcd.log and kube-apiserver.log
@@ -20,6 +20,12 @@
 #      APISERVER_PORT         6443
 #      ETCD_CLIENT_PORT       2379;  ETCD_PEER_PORT 2380
 #      GUEST_SERVER           https://192.0.2.100:6443 (qemu guestfwd to the host's 127.0.0.1:6443)
+#      PROXIER_SERVER         $GUEST_SERVER: the server of proxier.kubeconfig (e2e/run.sh: a VIP in
+#                             front of the API server, e2e/topology/topology.sh); its host is in the
+#                             serving certificate too
+#      ADVERTISE_ADDRESS      127.0.0.1, with no endpoint reconciler (default/kubernetes has no
+#                             endpoints); an address set here is advertised and written as
+#                             default/kubernetes's endpoint by the API server's lease reconciler
 #      SERVICE_CIDR           10.96.0.0/16
 #      RBAC_DIR               <repo>/deploy/base
 #      READY_TIMEOUT          300 (seconds)
@@ -37,6 +43,8 @@ apiserver_port=${APISERVER_PORT:-6443}
 etcd_client_port=${ETCD_CLIENT_PORT:-2379}
 etcd_peer_port=${ETCD_PEER_PORT:-2380}
 guest_server=${GUEST_SERVER:-https://192.0.2.100:6443}
+proxier_server=${PROXIER_SERVER:-$guest_server}
+advertise_address=${ADVERTISE_ADDRESS:-}
 service_cidr=${SERVICE_CIDR:-10.96.0.0/16}
 rbac_dir=${RBAC_DIR:-$repo/deploy/base}
 ready_timeout=${READY_TIMEOUT:-300}
@@ -46,6 +54,16 @@ guest_host_ip=${guest_host_ip%%/*}
 guest_host_ip=${guest_host_ip%:*}
 guest_host_ip=${guest_host_ip#[}
 guest_host_ip=${guest_host_ip%]}
+proxier_host_ip=${proxier_server#*://}
+proxier_host_ip=${proxier_host_ip%%/*}
+proxier_host_ip=${proxier_host_ip%:*}
+proxier_host_ip=${proxier_host_ip#[}
+proxier_host_ip=${proxier_host_ip%]}
+if [[ -n $advertise_address ]]; then
+	endpoints=(--advertise-address="$advertise_address" --endpoint-reconciler-type=lease)
+else
+	endpoints=(--advertise-address=127.0.0.1 --endpoint-reconciler-type=none)
+fi
 
 log() { echo "start.sh: $*" >&2; }
 now() { date +%s.%N; }
@@ -93,7 +111,7 @@ cleanup_on_error() {
 }
 trap cleanup_on_error EXIT
 
-"$bin/e2ectl" pki --dir "$work/pki" --ip 127.0.0.1 --ip "$guest_host_ip" \
+"$bin/e2ectl" pki --dir "$work/pki" --ip 127.0.0.1 --ip "$guest_host_ip" --ip "$proxier_host_ip" \
 	--ip "$(awk -F'[./]' '{ print $1"."$2"."$3"."$4+1 }' <<<"$service_cidr")" \
 	--dns localhost --dns kubernetes --dns kubernetes.default --dns kubernetes.default.svc \
 	--dns kubernetes.default.svc.cluster.local
@@ -121,7 +139,7 @@ pki=$work/pki
 # deploy/ asking for privilege is otherwise refused before RBAC is ever tested.
 "$bin/kube-apiserver" \
 	--etcd-servers="$etcd_url" \
-	--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$apiserver_port" \
+	--bind-address=127.0.0.1 "${endpoints[@]}" --secure-port="$apiserver_port" \
 	--cert-dir="$pki" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
 	--client-ca-file="$pki/ca.crt" \
 	--service-account-issuer=https://kubernetes.default.svc.cluster.local \
@@ -129,7 +147,6 @@ pki=$work/pki
 	--authorization-mode=Node,RBAC \
 	--allow-privileged=true \
 	--service-cluster-ip-range="$service_cidr" \
-	--endpoint-reconciler-type=none \
 	--profiling=false \
 	${APISERVER_EXTRA_ARGS:-} \
 	>"$work/logs/kube-apiserver.log" 2>&1 &
@@ -147,7 +164,7 @@ log "kube-apiserver ready (/readyz ok) after $(since "$t_api")"
 
 t_id=$(now)
 "$bin/e2ectl" apply-rbac --dir "$rbac_dir" >&2
-"$bin/e2ectl" proxier-kubeconfig --server "$guest_server" --out "$work/proxier.kubeconfig"
+"$bin/e2ectl" proxier-kubeconfig --server "$proxier_server" --out "$work/proxier.kubeconfig"
 "$bin/e2ectl" proxier-kubeconfig --server "https://127.0.0.1:$apiserver_port" --out "$work/proxier-host.kubeconfig"
 log "proxier identity from $rbac_dir ready after $(since "$t_id")"
 

@@ -133,3 +133,21 @@ func TestGapMeterCountsTheSilenceAtTheEnd(t *testing.T) {
 		t.Errorf("report %q: want the final silence as one pause of >= 0.3 s (%v)", report, err)
 	}
 }
+
+// The silence before the first line counts too: a stream that connected
+// and then waited 300 ms for its first line (a proxy that held the
+// connection before it served) has a gap of that long. It once started
+// counting at the first line.
+func TestGapMeterCountsTheSilenceBeforeTheFirstLine(t *testing.T) {
+	m := newGapMeter()
+	time.Sleep(300 * time.Millisecond)
+	m.arrived("a")
+	m.arrived("a")
+	report, _ := m.report()
+	var got int
+	var gap float64
+	fmt.Sscanf(report, "received=%d max_gap=%f", &got, &gap)
+	if got != 2 || gap < 0.29 {
+		t.Errorf("report %q: want received=2 and max_gap >= 0.3", report)
+	}
+}

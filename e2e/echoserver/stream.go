@@ -45,7 +45,8 @@ func streamHandler(name string) http.Handler {
 	})
 }
 
-// gapMeter records when each line or datagram arrived and the longest pause between two.
+// gapMeter records when each line or datagram arrived and the longest silence from the start
+// (the connection) to the report, between lines and at both ends.
 type gapMeter struct {
 	mu      sync.Mutex
 	start   time.Time
@@ -74,9 +75,9 @@ func (m *gapMeter) arrived(sender string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := time.Now()
-	if m.got > 0 {
-		m.gap(now)
-	}
+	// From the connection's start for the first line: a stream that waits
+	// to begin is as silent as one that stops.
+	m.gap(now)
 	m.got++
 	m.last = now
 	m.senders[sender] = true

@@ -7,7 +7,7 @@
 #
 # Environment (set by run.sh): E2E_BIN (e2ectl), ECHOSERVER, ADMIN_KUBECONFIG, PROXIER_KUBECONFIG,
 # E2E_PKI, E2E_LOGS (a writable directory the host keeps), E2E_HOST_ADDR (the API server's
-# address as the guest sees it), E2E_DEMO, E2E_SCENARIOS (optional: which scenarios, in order),
+# address as the guest sees it), E2E_API_VIP (the VIP the proxiers dial it at), E2E_DEMO, E2E_SCENARIOS (optional: which scenarios, in order),
 # E2E_SUITE (the Go scenarios of e2e/suite, a `go test -c -tags e2e` binary).
 set -uo pipefail
 

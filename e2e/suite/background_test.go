@@ -34,9 +34,10 @@ type timedLine struct {
 // output lines are kept with their arrival times, and Stop ends its whole
 // process group (a pipeline's every member).
 type background struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	once sync.Once
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{}
+	once    sync.Once
 
 	mu    sync.Mutex
 	lines []timedLine
@@ -54,7 +55,7 @@ func (v *V) Background(where, cmd string) *background {
 	if err := c.Start(); err != nil {
 		v.Fatalf("start %q in %s: %v", cmd, where, err)
 	}
-	b := &background{cmd: c, done: make(chan struct{})}
+	b := &background{cmd: c, started: time.Now(), done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
@@ -152,11 +153,11 @@ func (v *V) WaitListening(where string, port int) {
 	})
 }
 
-// streamLineGapMax bounds the largest gap between two lines of a stream
-// nothing cut: under emulation on a loaded host an untouched stream showed
-// gaps of up to 2.4 s (CPU starvation, at no particular step); a cut
-// connection stops for good, which the lines after each step catch, and a
-// gap of 5 s or more would be a stall worth failing.
+// streamLineGapMax bounds the longest silence of a stream nothing cut, in
+// its observation window (Gap): under emulation on a loaded host an
+// untouched stream showed gaps of up to 2.4 s (CPU starvation, at no
+// particular step); a cut connection stops for good, which is a silence up
+// to the window's end, and 5 s or more would be a stall worth failing.
 const streamLineGapMax = 5 * time.Second
 
 // stream is a GET /stream over HTTP/1.0 (the echo server writes a line every
@@ -238,23 +239,23 @@ func (s *stream) WaitFlowing(limit time.Duration) bool {
 	return ok
 }
 
-// Gap is the largest gap between consecutive lines that arrived between
-// from and to (a zero time: no bound), and how many lines arrived then.
+// Gap is the longest silence of the stream in the observation window from
+// to to, counted to the window's ends (largestSilence): a zero from is the
+// stream's start, a zero to is now. A stream that stopped early is silent
+// up to to, so a caller that passes the end of its observation demands
+// lines until then. It returns how many lines arrived in the window too.
 func (s *stream) Gap(from, to time.Time) (time.Duration, int) {
-	var gap time.Duration
-	var last time.Time
-	n := 0
-	for _, l := range s.Received() {
-		if (!from.IsZero() && l.at.Before(from)) || (!to.IsZero() && l.at.After(to)) {
-			continue
-		}
-		if n > 0 {
-			gap = max(gap, l.at.Sub(last))
-		}
-		last = l.at
-		n++
+	if from.IsZero() {
+		from = s.started
 	}
-	return gap, n
+	if to.IsZero() {
+		to = time.Now()
+	}
+	var arrivals []time.Time
+	for _, l := range s.Received() {
+		arrivals = append(arrivals, l.at)
+	}
+	return largestSilence(arrivals, from, to)
 }
 
 // GapText is Gap as the transcript shows it: "0.13 (57 lines)".

@@ -472,10 +472,11 @@ func scheduler(node, addr string, port uint16) string {
 // kube-proxy: `--config config.conf --hostname-override NODE`, config.conf
 // being kubeadmConfig. Then the file is changed twice, as a ConfigMap volume
 // changes (an atomic rename): a broken edit is logged and waited out, a
-// valid one restarts the daemon in place (same pid, exec) with the new
-// scheduler. node2 gets its usual daemon back at the end.
+// valid one, with fields this build does not know, restarts the daemon in
+// place (same pid, exec) with the new scheduler and a warning naming those
+// fields. node2 gets its usual daemon back at the end.
 func scenarioConfigFile(s *S) {
-	s.Step("40", "--config kubeadm's config.conf: refused for mode iptables; rr and conntrack timeouts applied; unhonoured field named; typo waited out; change restarts in place", func(v *V) {
+	s.Step("40", "--config kubeadm's config.conf: refused for mode iptables; rr and conntrack timeouts applied; unhonoured field named; typo waited out; change with a newer release's fields restarts in place, naming them", func(v *V) {
 		v.Heading("kube-proxy's config.conf drives the daemon; a change restarts it")
 		dir := "/run/e2e-config40"
 		v.Must(os.MkdirAll(dir, 0o755))
@@ -533,24 +534,30 @@ func scenarioConfigFile(s *S) {
 			v.Errorf("the warning names a field that is honoured: %s", warning)
 		}
 
-		// A broken edit (an unknown field) is waited out; the daemon keeps running as it was.
-		v.Must(writeAtomically(conf, text+"ipvsScheduler: wrr\n"))
+		// A broken edit (a known field in another case, which would be lost) is waited out;
+		// the daemon keeps running as it was.
+		v.Must(writeAtomically(conf, text+"ClusterCidr: 10.244.0.0/16\n"))
 		waitUntil(20*time.Second, func() (bool, string) {
 			return strings.Contains(logSince("node2", logFrom), "not valid; keeping the running configuration"), ""
 		})
 		keptLine := ""
 		if i := strings.Index(logSince("node2", logFrom), "not valid; keeping"); i >= 0 {
-			keptLine, _, _ = strings.Cut(logSince("node2", logFrom)[i:], "\"")
+			keptLine, _, _ = strings.Cut(logSince("node2", logFrom)[i:], "\n")
 		}
-		v.Show("node2", "echo 'ipvsScheduler: wrr' >> config.conf  # a typo", keptLine)
+		v.Show("node2", "echo 'ClusterCidr: 10.244.0.0/16' >> config.conf  # a typo", keptLine)
 		if !alive(pid) || scheduler("node2", ip, 80) != "rr" {
 			v.Errorf("a broken edit disturbed the running daemon")
 		}
+		if !strings.Contains(keptLine, `did you mean \"clusterCIDR\"`) {
+			v.Errorf("the refusal does not name the field meant: %s", keptLine)
+		}
 
-		// A valid edit restarts the daemon in place with the new scheduler.
+		// A valid edit with fields of a newer release (as a newer kubeadm writes them)
+		// restarts the daemon in place with the new scheduler and a warning naming them.
 		t0 := time.Now()
 		text, err = kubeadmConfig("wrr", "ipvs")
 		v.Must(err)
+		text = strings.Replace(text, "ipvs:\n", "ipvs:\n  connectionReuse: keep\n", 1) + "nodeProxyPolicy:\n  mode: Strict\n"
 		v.Must(writeAtomically(conf, text))
 		waitUntil(60*time.Second, func() (bool, string) { return scheduler("node2", ip, 80) == "wrr", "" })
 		took := time.Since(t0)
@@ -569,6 +576,16 @@ func scenarioConfigFile(s *S) {
 		waitProxierSynced("node2", pid, 120*time.Second)
 		if code := v.Ask("c2", "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://"+ip+"/").Out; code != "200" {
 			v.Errorf("service answered %s after the restart", code)
+		}
+		unknown := ""
+		for _, l := range strings.Split(logSince("node2", logFrom), "\n") {
+			if strings.Contains(l, "does not know these KubeProxyConfiguration fields") {
+				unknown = l
+			}
+		}
+		v.Show("node2", "grep 'does not know' ipvsproxy.log", unknown)
+		if !strings.Contains(unknown, "ipvs.connectionReuse; nodeProxyPolicy") {
+			v.Errorf("no start-up warning naming ipvs.connectionReuse and nodeProxyPolicy: '%s'", unknown)
 		}
 
 		// node2's usual daemon again, for the scenarios after this one.

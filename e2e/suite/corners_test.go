@@ -220,9 +220,12 @@ func scenarioSourceRangesAll(s *S) {
 // KUBE-IPVS-FILTER's REJECT (kube-proxy's regression fixed by
 // kubernetes#117723): through the load balancer node1 answers 200 (it has the
 // endpoint) and node2 503. On a node whose INPUT policy is DROP, the probe
-// to the node's address still answers, while another port (10256) is dropped.
+// to the node's address still answers (accepted ahead of the host's rules,
+// as kube-proxy does), while another port (10256) is dropped, and so is the
+// Service's own node port: the host's INPUT rules decide Service traffic,
+// as under kube-proxy (--accept-service-traffic would accept it).
 func scenarioHealthCheckLBIP(s *S) {
-	s.Step("14", "healthCheckNodePort: through "+vip+" node1 200 and node2 503; node1 under INPUT DROP answers the probe and drops :10256", func(v *V) {
+	s.Step("14", "healthCheckNodePort: through "+vip+" node1 200 and node2 503; node1 under INPUT DROP answers the probe and drops :10256 and the Service's node port", func(v *V) {
 		v.Heading("healthCheckNodePort through the LB IP, and under an INPUT policy of DROP")
 		svc := v.corner("corner-hc", service("{name: corner-hc}", "type: LoadBalancer", "externalTrafficPolicy: Local",
 			"ports: [{port: 8014, targetPort: 8080, nodePort: 30114, protocol: TCP}]"))
@@ -256,6 +259,9 @@ func scenarioHealthCheckLBIP(s *S) {
 		}
 		if a := v.Ask("client", "curl -sS --max-time 3 -o /dev/null -w '%{http_code}' http://"+node1Addr+":10256/healthz"); a.Status != 28 {
 			v.Errorf("%s: want a timeout (the policy drops other ports)", v.last())
+		}
+		if a := v.Ask("client", "curl -sS --max-time 3 -o /dev/null -w '%{http_code}' http://"+node1Addr+":30114/"); a.Status != 28 {
+			v.Errorf("%s: want a timeout (the host's policy decides the node port, as under kube-proxy)", v.last())
 		}
 	})
 }

@@ -93,6 +93,9 @@ var scenarios = []scenario{
 	{"61", []string{"61"}, "service_deletion_drains", scenarioServiceDeletionDrains},
 	{"62", []string{"62", "62v6"}, "api_outage", scenarioAPIOutage},
 	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
+	{"64", []string{"64"}, "servicelb_node_addresses", scenarioServiceLBNodeAddresses},
+	{"65", []string{"65"}, "api_vip_claim", scenarioAPIVIPClaim},
+	{"70", []string{"70", "70v6"}, "upgrade_downgrade", scenarioUpgradeDowngrade},
 }
 
 // byName are the scenarios left out of the default order, for time: a
@@ -103,6 +106,7 @@ var byName = []scenario{
 	{"44nftables", []string{"44nftables"}, "migrate_kube_proxy_nftables", scenarioMigrateKubeProxyMode("nftables")},
 	{"44rbiptables", []string{"44rbiptables"}, "rollback_kube_proxy_iptables", scenarioRollbackKubeProxyMode("iptables")},
 	{"44rbnftables", []string{"44rbnftables"}, "rollback_kube_proxy_nftables", scenarioRollbackKubeProxyMode("nftables")},
+	{"hostile", []string{"hostile"}, "hostile_service", scenarioHostileService},
 }
 
 // guest is what guest.sh passes in the environment.

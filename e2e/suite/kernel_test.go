@@ -110,40 +110,34 @@ func errText(err error) string {
 // scenarioNodeGuard: a tenant's external IPs cannot take the node, another
 // Node or the API server. Stand-ins listen where the real daemons would:
 // node1's "sshd" on 0.0.0.0:22 and node2's "kubelet" on 198.51.100.2:10250
-// (socat, answering a fixed line). default/kubernetes gets the API server's
-// address the guest reaches, 192.0.2.100:6443 (this control plane runs with
-// --endpoint-reconciler-type=none, so nothing else writes it); it has no
-// endpoint again when the scenario ends. Service guard-grab, endpoint s3,
-// names as external IPs node1's address (ports 22 and 80), node2's address
-// (10250) and the API server's (6443). Without the guard, node1's sshd
-// answered s3, node1 bound node2's and the API server's addresses on
-// kube-ipvs0 and lost both. With it: node1's and c1's connections reach the
-// stand-ins and the API, port 80 of node1's address (nothing listens there)
-// is served by s3 as a bare-metal user wants, and each refusal is an
-// ExternalIPRefused Event.
+// (socat, answering a fixed line). The API server's address is the one its
+// endpoint reconciler writes into default/kubernetes (the address it
+// advertises, 192.0.2.100, as the guest reaches it: e2e/run.sh), while the
+// daemons dial it through a VIP; each daemon's start-up line names both as
+// protected. Service guard-grab, endpoint s3, names as external IPs node1's
+// address (ports 22 and 80), node2's address (10250) and the API server's
+// (6443). Without the guard, node1's sshd answered s3, node1 bound node2's
+// and the API server's addresses on kube-ipvs0 and lost both. With it:
+// node1's and c1's connections reach the stand-ins and the API, port 80 of
+// node1's address (nothing listens there) is served by s3 as a bare-metal
+// user wants, and each refusal is an ExternalIPRefused Event.
 func scenarioNodeGuard(s *S) {
-	api := apiServerAddr()
 	pki := os.Getenv("E2E_PKI")
-	s.Step("47", "external IPs on node1's :22 (a listener), node2's address and the API server's are refused with Events; node1 and c1 still reach node1's sshd, node2's kubelet and the API; node1's :80 is served", func(v *V) {
+	s.Step("47", "external IPs on node1's :22 (a listener), node2's address and the API server's (default/kubernetes's endpoint) are refused with Events; node1 and c1 still reach node1's sshd, node2's kubelet and the API; node1's :80 is served", func(v *V) {
 		v.Heading("External IPs cannot take the node's own ports, another Node or the API server")
+		api := v.apiEndpoint()
+		for _, node := range []string{"node1", "node2"} {
+			line := lastLogLine(node, "No Service may take the API server's addresses")
+			v.Show(node, "grep 'No Service may take the API server' ipvsproxy-"+node+".log | tail -n1", line)
+			for _, want := range []string{`"` + apiVIP() + `"`, `"` + api + `"`} {
+				if !strings.Contains(line, want) {
+					v.Errorf("%s's daemon does not protect %s (the VIP it dials, the address the API server advertises): %q", node, want, line)
+				}
+			}
+		}
 		v.Background("node1", "socat TCP-LISTEN:22,fork,reuseaddr SYSTEM:'echo sshd-node1'")
 		v.Background("node2", "socat TCP-LISTEN:10250,bind="+node2Addr+",fork,reuseaddr SYSTEM:'echo kubelet-node2'")
 		v.Show("node1", "socat TCP-LISTEN:22 ...  # node1's sshd stand-in; node2's kubelet stand-in on "+node2Addr+":10250", "")
-		kubernetes := cluster.ServiceRef{Namespace: "default", Name: "kubernetes"}
-		ep, err := cluster.ParseEndpoint(api)
-		v.Must(err)
-		ctx, cancel := v.s.ctx()
-		err = cluster.SetEndpoints(ctx, guest.client, kubernetes, []cluster.Endpoint{ep})
-		cancel()
-		v.Must(err)
-		s.t.Cleanup(func() {
-			ctx, cancel := v.s.ctx()
-			defer cancel()
-			if err := cluster.SetEndpoints(ctx, guest.client, kubernetes, nil); err != nil {
-				s.t.Errorf("clean-up: %v", err)
-			}
-		})
-		v.Show("-", "e2ectl set-endpoints kubernetes "+api+"  # the API server, as its endpoint reconciler would", "")
 		// A full sync reads the listening sockets: wait for two, the first may have read before socat.
 		full, _ := metric("node1", "ipvsproxy_sync_full_total")
 		v.WaitUntil(30*time.Second, "node1 did not finish two full syncs", func() (bool, string) {
@@ -183,7 +177,7 @@ func scenarioNodeGuard(s *S) {
 		}
 		v.WaitEvent("guard-grab", "ExternalIPRefused", "external IP "+node1Addr+" is an address of this node, and a process of the node listens on TCP 0.0.0.0:22")
 		v.WaitEvent("guard-grab", "ExternalIPRefused", "external IP "+node2Addr+" is an address of Node node2")
-		v.WaitEvent("guard-grab", "ExternalIPRefused", "external IP "+api+" is an address of the API server")
+		v.WaitEvent("guard-grab", "ExternalIPRefused", "external IP "+api+" is an address of the API server (an endpoint of Service default/kubernetes)")
 	})
 }
 

@@ -21,7 +21,7 @@ import (
 )
 
 // The migration of docs/migrate-from-kube-proxy.md from the real kube-proxy
-// v1.36.3 (built beside the API server: E2E_BIN/kube-proxy), with live
+// v1.37.2 (built beside the API server: E2E_BIN/kube-proxy), with live
 // connections measured across the switch, and the rollbacks the guide gives.
 // Each stream is e2e/echoserver -measure (a line or a datagram per 100 ms,
 // the longest gap between arrivals and every pause reported at the end); a
@@ -208,17 +208,23 @@ func (r streamReport) problem(name string, control streamReport) string {
 // kpmServices are the scenarios' Services, their addresses per family.
 type kpmServices struct {
 	tcp, udp *v1.Service
+	nodePort int // the TCP Service's
 }
 
 // kpmApply writes the TCP NodePort kpm44 (web on node1) and the UDP
 // ClusterIP kpm44-udp (u1 on node1), both RequireDualStack with each pod's
 // two addresses.
-func (v *V) kpmApply() kpmServices {
-	var s kpmServices
-	s.tcp = v.ApplyService(service("{name: kpm44}", "type: NodePort", "ipFamilyPolicy: RequireDualStack",
-		fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", kpmPort)))
+func (v *V) kpmApply() kpmServices { return v.applyTCPAndUDP("kpm44", kpmPort) }
+
+// applyTCPAndUDP writes the TCP NodePort NAME on nodePort (web on node1) and
+// the UDP ClusterIP NAME-udp on port 53 (u1 on node1), both
+// RequireDualStack with each pod's two addresses.
+func (v *V) applyTCPAndUDP(name string, nodePort int) kpmServices {
+	s := kpmServices{nodePort: nodePort}
+	s.tcp = v.ApplyService(service("{name: "+name+"}", "type: NodePort", "ipFamilyPolicy: RequireDualStack",
+		fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", nodePort)))
 	v.SetDualEndpoints(s.tcp, "web@node1")
-	s.udp = v.ApplyService(service("{name: kpm44-udp}", "ipFamilyPolicy: RequireDualStack",
+	s.udp = v.ApplyService(service("{name: "+name+"-udp}", "ipFamilyPolicy: RequireDualStack",
 		fmt.Sprintf("ports: [{port: %d, targetPort: 8081, protocol: UDP}]", kpmUDPPort)))
 	v.SetDualEndpoints(s.udp, "u1@node1")
 	for _, f := range families {
@@ -226,8 +232,8 @@ func (v *V) kpmApply() kpmServices {
 			v.Fatalf("the Services lack an IPv%d cluster IP: %v, %v", f, s.tcp.Spec.ClusterIPs, s.udp.Spec.ClusterIPs)
 		}
 	}
-	v.Show("-", "e2ectl apply-service kpm44 kpm44-udp && e2ectl set-endpoints ... web@node1 / u1@node1  # RequireDualStack, each pod's two addresses",
-		"kpm44:\n"+serviceInfo(s.tcp, "TYPE", "CLUSTER_IPS")+"\nkpm44-udp:\n"+serviceInfo(s.udp, "TYPE", "CLUSTER_IPS"))
+	v.Show("-", "e2ectl apply-service "+name+" "+name+"-udp && e2ectl set-endpoints ... web@node1 / u1@node1  # RequireDualStack, each pod's two addresses",
+		name+":\n"+serviceInfo(s.tcp, "TYPE", "CLUSTER_IPS")+"\n"+name+"-udp:\n"+serviceInfo(s.udp, "TYPE", "CLUSTER_IPS"))
 	return s
 }
 
@@ -236,7 +242,7 @@ func (v *V) kpmApply() kpmServices {
 func (s kpmServices) virtualServers(f ipFamily) []ipvs.VirtualServerKey {
 	return []ipvs.VirtualServerKey{
 		{Protocol: ipvs.TCP, Address: netip.MustParseAddr(f.clusterIP(s.tcp)), Port: 80},
-		{Protocol: ipvs.TCP, Address: netip.MustParseAddr(f.node("node1")), Port: kpmPort},
+		{Protocol: ipvs.TCP, Address: netip.MustParseAddr(f.node("node1")), Port: uint16(s.nodePort)},
 		{Protocol: ipvs.UDP, Address: netip.MustParseAddr(f.clusterIP(s.udp)), Port: kpmUDPPort},
 	}
 }
@@ -379,7 +385,7 @@ func (v *V) kpmNewConnections(s kpmServices, d *dual, when string) {
 		if a.Out != "200" {
 			fail(f, "c1 ->%s cluster IP %s: %s", v6, when, a.Out)
 		}
-		a = v.Ask("client", fmt.Sprintf("curl -s -o /dev/null -w '%%{http_code}' --max-time 5 'http://%s/'  # a new%s connection %s", hostPort(f.node("node1"), kpmPort), v6, when))
+		a = v.Ask("client", fmt.Sprintf("curl -s -o /dev/null -w '%%{http_code}' --max-time 5 'http://%s/'  # a new%s connection %s", hostPort(f.node("node1"), s.nodePort), v6, when))
 		if a.Out != "200" {
 			fail(f, "client ->%s NodePort %s: %s", v6, when, a.Out)
 		}
@@ -410,7 +416,7 @@ func (v *V) kpmStartStreams(s kpmServices) kpmStreams {
 			sfx = "6"
 		}
 		add("c1-tcp"+sfx, "c1", "tcp", hostPort(f.clusterIP(s.tcp), 80))
-		add("client-nodeport"+sfx, "client", "tcp", hostPort(f.node("node1"), kpmPort))
+		add("client-nodeport"+sfx, "client", "tcp", hostPort(f.node("node1"), s.nodePort))
 		add("c1-udp"+sfx, "c1", "udp", hostPort(f.clusterIP(s.udp), kpmUDPPort))
 	}
 	return ks
@@ -552,10 +558,10 @@ func scenarioMigrateKubeProxy(s *S) {
 			sched4, sched6 := vsScheduler("node1", vs4[0]), vsScheduler("node1", vs6[0])
 			v.Show("node1", "ipvsadm -Ln --tcp-service "+hostPort(vs4[0].Address.String(), 80)+"; ipvsadm -Ln --tcp-service "+hostPort(vs6[0].Address.String(), 80)+"  # the cluster IPs' schedulers",
 				sched4+"\n"+sched6)
-			if sched4 != "twos" {
+			if sched4 != defaultScheduler() {
 				v.Errorf("the cluster IP's virtual server does not have ipvsproxy's scheduler (%q): not adopted", sched4)
 			}
-			if sched6 != "twos" {
+			if sched6 != defaultScheduler() {
 				d.Errorf(6, "the IPv6 cluster IP's virtual server does not have ipvsproxy's scheduler (%q): not adopted", sched6)
 			}
 			v.kpmNewConnections(svcs, d, "under ipvsproxy")
@@ -625,13 +631,15 @@ func kpmAfterKubeProxyLeft(node string) (string, error) {
 // IPVS mode, measured the same way: ipvsproxy stopped, kube-proxy started
 // on the state it left (no `ipvsproxy cleanup`: that deletes the virtual
 // servers, and IPVS resets the connections they carried; see the docs),
-// then `cleanup --after-kube-proxy-ipvs` under the streams.
+// then `cleanup --after-kube-proxy-ipvs` under the streams, and later a
+// plain `ipvsproxy cleanup`, which must leave kube-proxy's state and
+// traffic.
 func scenarioRollbackKubeProxyIPVS(s *S) {
 	s.Step("44rollback", "rollback to the real kube-proxy in IPVS mode", func(v *V) {
 		v.Heading("Rollback from ipvsproxy to the real kube-proxy in IPVS mode with live connections")
 		svcs := v.kpmApply()
 		vss := append(svcs.virtualServers(4), svcs.virtualServers(6)...)
-		if ok, last := waitUntil(60*time.Second, func() (bool, string) { return programmed("node1", "twos", vss) }); !ok {
+		if ok, last := waitUntil(60*time.Second, func() (bool, string) { return programmed("node1", defaultScheduler(), vss) }); !ok {
 			v.Errorf("ipvsproxy did not program the Services within 60 s: %s", last)
 		}
 		streams := v.kpmStartStreams(svcs)
@@ -688,10 +696,35 @@ func scenarioRollbackKubeProxyIPVS(s *S) {
 			v.Errorf("virtual servers recreated: %s", why)
 		}
 		v.kpmNewConnections(svcs, nil, "under kube-proxy again")
-		gaps4, gaps6 := streams.end(v, nil, "across the rollback")
+
+		// A later plain clean-up (the rollback pod run again, an
+		// uninstall job) finds no state of ipvsproxy's: kube-proxy's
+		// virtual servers, kube-ipvs0 and traffic stay.
+		a = v.Ask("node1", "ipvsproxy cleanup  # later, on the node handed back")
+		if a.Status != 0 {
+			v.Errorf("a later ipvsproxy cleanup exited %d: %s", a.Status, errorLines(a.Out))
+		}
+		later, err := virtualServers("node1")
+		if err != nil {
+			v.Errorf("read node1's virtual servers: %v", err)
+		}
+		dummy = "present"
+		if _, err := boundIn("node1"); err != nil {
+			dummy = err.Error()
+		}
+		v.Show("node1", "ipvsadm -Ln | grep -c '^[TU]'; ip -br link show kube-ipvs0  # after the later cleanup",
+			fmt.Sprintf("%d virtual servers; kube-ipvs0 %s", len(later), dummy))
+		if len(later) != len(all) || dummy != "present" {
+			v.Errorf("a later ipvsproxy cleanup removed kube-proxy's state: %d of %d virtual servers left, kube-ipvs0 %s", len(later), len(all), dummy)
+		}
+		if ok, why := programmed("node1", "rr", vss); !ok {
+			v.Errorf("kube-proxy's virtual servers after a later ipvsproxy cleanup: %s", why)
+		}
+		v.kpmNewConnections(svcs, nil, "after a later ipvsproxy cleanup")
+		gaps4, gaps6 := streams.end(v, nil, "across the rollback and the later cleanup")
 
 		v.kpmBackToIPVSProxy(kp)
-		v.name = "rollback to the real kube-proxy in IPVS mode (gaps: " + gaps4 + "; IPv6: " + gaps6 + "; switch " + switched + " s): the three streams over each family kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing"
+		v.name = "rollback to the real kube-proxy in IPVS mode (gaps: " + gaps4 + "; IPv6: " + gaps6 + "; switch " + switched + " s): the three streams over each family kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing; a later plain ipvsproxy cleanup leaves kube-proxy's virtual servers, kube-ipvs0 and traffic over both families"
 	})
 }
 
@@ -801,7 +834,7 @@ func scenarioRollbackKubeProxyMode(mode string) func(*S) {
 			svcs := v.kpmApply()
 			vs4 := svcs.virtualServers(4)
 			if ok, last := waitUntil(60*time.Second, func() (bool, string) {
-				return programmed("node1", "twos", []ipvs.VirtualServerKey{vs4[0], vs4[2]})
+				return programmed("node1", defaultScheduler(), []ipvs.VirtualServerKey{vs4[0], vs4[2]})
 			}); !ok {
 				v.Errorf("ipvsproxy did not program the Services within 60 s: %s", last)
 			}

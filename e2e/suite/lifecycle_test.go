@@ -407,12 +407,15 @@ func scenarioRestart(s *S) {
 		monIPT := filepath.Join(guest.logs, "restart-xtables-monitor.log")
 		mon1 := startBackground(v, "node1", monIP, "exec ip monitor address link")
 		mon2 := startBackground(v, "node1", monIPT, "exec xtables-monitor -e")
+		tKill := time.Now()
 		v.StopProxier("node1", syscall.SIGKILL)
 		pid := v.LaunchProxier("node1", proxierRun{})
 		v.Show("-", "kill -KILL <node1's ipvsproxy>; ip netns exec node1 ipvsproxy run ... &", "")
 		syncErr := waitProxierSynced("node1", pid, 120*time.Second)
 		time.Sleep(2 * time.Second) // requests after the first sync, too
+		tStop := time.Now()
 		codes := requests.stop()
+		quiet := requests.silence(tKill, tStop)
 		mon1.stop()
 		mon2.stop()
 		monitored := strings.TrimSpace(readFile(monIP) + readFile(monIPT))
@@ -444,6 +447,10 @@ func scenarioRestart(s *S) {
 		}
 		if len(codes) < 5 {
 			v.Errorf("only %d requests ran during the restart", len(codes))
+		}
+		v.Show("c1", "# the longest time without a request ending, from the kill to the end", fmt.Sprintf("%.2f s", quiet.Seconds()))
+		if quiet >= streamLineGapMax {
+			v.Errorf("no request ended for %.2f s between the kill and the end, want < %.1f s", quiet.Seconds(), streamLineGapMax.Seconds())
 		}
 		if ipvsBefore != ipvsAfter {
 			v.Errorf("the IPVS table changed: before %q, after %q", ipvsBefore, ipvsAfter)

@@ -18,14 +18,15 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The node-by-node migration of docs/migrate-from-kube-proxy.md, step by
-// step. kubectl's place is taken by the cluster package (what e2ectl's
-// label-node, create-daemonset, patch-daemonset and daemonsets-for call),
-// each step shown as the kubectl command it stands for.
+// step: its command blocks are read from the guide and run (RunGuide,
+// guide_test.go); kubectl's place is taken by the cluster package and
+// deploy/test/apply.
 
 // migratePort is scenario 43's node port.
 const migratePort = 30043
@@ -36,24 +37,29 @@ const proxyLabel = "ipvsproxy.io/proxy"
 // kubeProxyChains are the chains only kube-proxy's iptables mode makes.
 var kubeProxyChains = regexp.MustCompile(`KUBE-(SVC|SEP|NODEPORTS|EXTERNAL-SERVICES|PROXY-FIREWALL|PROXY-CANARY)`)
 
-// scenarioMigrate: kube-proxy's DaemonSet (kubeadm's) and ipvsproxy's
-// select on the node label ipvsproxy.io/proxy; relabelling node1 moves it
-// from one to the other (no DaemonSet controller runs here: DaemonSetsFor
-// says which DaemonSets would run a pod on the node). node1 carries
-// kube-proxy's iptables-mode leftovers: between the proxies, its nat DNAT
-// to an endpoint that is gone breaks the node's own connection to the
-// cluster IP. The init container's command removes them (and nothing of
-// ipvsproxy's), ipvsproxy starts and serves the cluster IP and the
-// NodePort; the command again (a pod restart) changes nothing. (Once
-// ipvsproxy has synced, most leftovers no longer act: it rewrites nat
-// KUBE-SERVICES, its jumps come first, and IPVS rewrites a local
-// connection's destination before filter OUTPUT; the clean-up is what
+// scenarioMigrate: ipvsproxy's DaemonSet (the migrate component) runs on
+// the nodes labelled ipvsproxy.io/proxy=ipvsproxy, kube-proxy's (kubeadm's,
+// patched) on every node not labelled ipvsproxy or rollback; relabelling
+// node1 moves it from one to the other (no DaemonSet controller runs here:
+// DaemonSetsFor says which DaemonSets would run a pod on the node, with the
+// controller's own node affinity and taint checks). A node that joins
+// mid-migration, unlabelled, is on kube-proxy, and every node is on exactly
+// one proxy at each step. node1 carries kube-proxy's iptables-mode
+// leftovers: between the proxies, its nat DNAT to an endpoint that is gone
+// breaks the node's own connection to the cluster IP. The init container's
+// command removes them (and nothing of ipvsproxy's), ipvsproxy starts and
+// serves the cluster IP and the NodePort; the command again (a pod restart)
+// changes nothing. (Once ipvsproxy has synced, most leftovers no longer act:
+// it rewrites nat KUBE-SERVICES, its jumps come first, and IPVS rewrites a
+// local connection's destination before filter OUTPUT; the clean-up is what
 // removes them, which the counts check.) Rollback: the rollback pod's
-// `ipvsproxy cleanup`, and node1 back on kube-proxy. The DaemonSets and
-// the Nodes' labels are as they were when the scenario ends.
+// `ipvsproxy cleanup`, and node1 back on kube-proxy. The end: every node
+// labelled, kube-proxy's DaemonSet deleted, ipvsproxy's affinity dropped,
+// and a node that joins then is on ipvsproxy. The DaemonSets, the Nodes and
+// their labels are as they were when the scenario ends.
 func scenarioMigrate(s *S) {
-	s.Step("43", "migration node by node: label moves node1 between the DaemonSets; kube-proxy's leftovers (which break the node's connection between proxies) removed by the init container's command, cluster IP and NodePort served; a second run changes nothing; rollback cleans and hands back", func(v *V) {
-		v.Heading("node-by-node migration from kube-proxy: labels, the init container's clean-up, rollback")
+	s.Step("43", "migration node by node: label moves node1 between the DaemonSets; a node joining mid-migration is on kube-proxy, every node on exactly one proxy; kube-proxy's leftovers (which break the node's connection between proxies) removed by the init container's command, cluster IP and NodePort served; a second run changes nothing; rollback cleans and hands back; at the end a joining node is on ipvsproxy", func(v *V) {
+		v.Heading("node-by-node migration from kube-proxy: labels, a node joining, the init container's clean-up, rollback")
 		svc := v.ApplyService(service("{name: migrate43}", "type: NodePort",
 			fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", migratePort)))
 		ip := svc.Spec.ClusterIP
@@ -64,7 +70,7 @@ func scenarioMigrate(s *S) {
 			return v.Ask(where, "curl -s -o /dev/null -w '%{http_code}' --connect-timeout 2 --max-time 5 "+url+"  # "+comment).Out
 		}
 
-		// 1. Both DaemonSets on the label; every node starts on kube-proxy.
+		// 1. kube-proxy keeps every node ipvsproxy does not take: no label is needed first.
 		manifest, err := os.ReadFile(filepath.Join(guest.repo, "e2e/scenarios/testdata/kube-proxy-daemonset.yaml"))
 		v.Must(err)
 		ds, err := cluster.DecodeDaemonSet(manifest)
@@ -73,16 +79,12 @@ func scenarioMigrate(s *S) {
 		v.Show("-", "kubectl apply -f kube-proxy-daemonset.yaml  # kubeadm's, as e2ectl create-daemonset", "")
 		for _, n := range []string{"node1", "node2"} {
 			v.LabelNode(n, "kubernetes.io/os", "linux")
-			v.LabelNode(n, proxyLabel, "kube-proxy")
+			v.LabelNode(n, proxyLabel, "") // as a cluster that never migrated has them
 		}
-		v.Show("-", "kubectl label node --all "+proxyLabel+"=kube-proxy", "")
-		v.PatchDaemonSet("kube-system", "kube-proxy", "deploy/overlays/migrate/kube-proxy-patch.yaml")
-		v.Show("-", "kubectl -n kube-system patch daemonset kube-proxy --patch-file deploy/overlays/migrate/kube-proxy-patch.yaml", "")
-		v.PatchDaemonSet("kube-system", "ipvsproxy", "deploy/overlays/migrate/daemonset-patch.yaml")
-		v.Show("-", "kubectl apply -k deploy/overlays/migrate  # its patch, as e2ectl patch-daemonset", "")
-		if on := v.DaemonSetsFor("node1"); on != "kube-proxy" {
-			v.Errorf("node1 on '%s' before, want kube-proxy only", on)
-		}
+		// The guide's steps 1 and 2, as written there.
+		v.RunGuide("migrate-start", "node1")
+		v.RunGuide("migrate-install", "node1")
+		v.EachNodeOnOneProxy(map[string]string{"node1": "kube-proxy", "node2": "kube-proxy"})
 
 		// node1 as kube-proxy left it: ipvsproxy not running, kube-proxy's rules in the kernel.
 		v.StopProxier("node1", syscall.SIGTERM)
@@ -91,12 +93,16 @@ func scenarioMigrate(s *S) {
 			v.Errorf("kube-proxy's leftover DNAT did not break the node's connection to the cluster IP")
 		}
 
-		// 2. Move node1: the label, then what the DaemonSet's pod runs there.
-		v.LabelNode("node1", proxyLabel, "ipvsproxy")
-		v.Show("-", "kubectl label node node1 "+proxyLabel+"=ipvsproxy --overwrite", "")
-		if on := v.DaemonSetsFor("node1"); on != "ipvsproxy" {
-			v.Errorf("node1 on '%s' after relabelling, want ipvsproxy only", on)
-		}
+		// 2. Move node1 (the guide's step 3): the label, then what the DaemonSet's pod runs there.
+		v.RunGuide("migrate-move", "node1")
+		v.EachNodeOnOneProxy(map[string]string{"node1": "ipvsproxy", "node2": "kube-proxy"})
+
+		// A node joins mid-migration (an autoscaler's): its kubelet registers it without the
+		// label, and kube-proxy's DaemonSet takes it; moved, it is ipvsproxy's alone.
+		v.JoinNode("node3")
+		v.EachNodeOnOneProxy(map[string]string{"node1": "ipvsproxy", "node2": "kube-proxy", "node3": "kube-proxy"})
+		v.RunGuide("migrate-move", "node3")
+		v.EachNodeOnOneProxy(map[string]string{"node1": "ipvsproxy", "node2": "kube-proxy", "node3": "ipvsproxy"})
 		cleaned := v.Ask("node1", "ipvsproxy cleanup --kube-proxy-leftovers  # the init container")
 		if cleaned.Status != 0 {
 			v.Errorf("cleanup --kube-proxy-leftovers failed: %s", oneline(cleaned.Out))
@@ -121,6 +127,7 @@ func scenarioMigrate(s *S) {
 		if served := code("node1", "http://"+ip+"/", "the node's own connection"); served != "200" {
 			v.Errorf("the node's connection to the cluster IP: %s, want 200", served)
 		}
+		v.RunGuide("migrate-check", "node1")
 
 		// A restart of the pod runs the init container again, after the old container stopped (it
 		// holds the node lock while it runs): nothing of ipvsproxy's goes.
@@ -150,8 +157,7 @@ func scenarioMigrate(s *S) {
 		}
 
 		// 3. Rollback: off both DaemonSets, the rollback pod's command, back on kube-proxy.
-		v.LabelNode("node1", proxyLabel, "rollback")
-		v.Show("-", "kubectl label node node1 "+proxyLabel+"=rollback --overwrite", "")
+		v.RunGuide("rollback-leave", "node1")
 		if on := v.DaemonSetsFor("node1"); on != "" {
 			v.Errorf("node1 on '%s' during rollback, want neither", on)
 		}
@@ -166,15 +172,73 @@ func scenarioMigrate(s *S) {
 		if gone != "0 0 0 0" {
 			v.Errorf("after rollback's cleanup: virtual servers, KUBE- sets, KUBE- rules, KUBE- IPv6 rules = %s", gone)
 		}
-		v.LabelNode("node1", proxyLabel, "kube-proxy")
-		v.Show("-", "kubectl label node node1 "+proxyLabel+"=kube-proxy --overwrite", "")
-		if on := v.DaemonSetsFor("node1"); on != "kube-proxy" {
-			v.Errorf("node1 on '%s' after rollback, want kube-proxy", on)
+		v.RunGuide("rollback-return", "node1")
+		v.EachNodeOnOneProxy(map[string]string{"node1": "kube-proxy", "node2": "kube-proxy", "node3": "ipvsproxy"})
+
+		// 4. The end: every node moved, kube-proxy's DaemonSet gone, ipvsproxy's affinity
+		// dropped (your kustomization without the migrate component); a node that joins
+		// then is ipvsproxy's.
+		for _, n := range []string{"node1", "node2"} {
+			v.LabelNode(n, proxyLabel, "ipvsproxy")
 		}
+		v.Show("-", "kubectl label node --all "+proxyLabel+"=ipvsproxy --overwrite", "")
+		v.EachNodeOnOneProxy(map[string]string{"node1": "ipvsproxy", "node2": "ipvsproxy", "node3": "ipvsproxy"})
+		v.DeleteDaemonSet("kube-system", "kube-proxy")
+		v.PatchDaemonSetWith("kube-system", "ipvsproxy", []byte(`{"spec":{"template":{"spec":{"affinity":null}}}}`),
+			"kubectl apply -k deploy/overlays/kubeadm  # your kustomization, without the migrate component")
+		v.JoinNode("node4")
+		v.EachNodeOnOneProxy(map[string]string{"node1": "ipvsproxy", "node2": "ipvsproxy", "node3": "ipvsproxy", "node4": "ipvsproxy"})
 
 		// Leave node1 as the other scenarios expect it.
 		v.RestoreProxier("node1")
 	})
+}
+
+// EachNodeOnOneProxy checks that each node is on the DaemonSet named, and
+// on no other (DaemonSetsFor).
+func (v *V) EachNodeOnOneProxy(want map[string]string) {
+	nodes := make([]string, 0, len(want))
+	for n := range want {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	for _, n := range nodes {
+		if on := v.DaemonSetsFor(n); on != want[n] {
+			v.Errorf("%s on '%s', want %s alone", n, on, want[n])
+		}
+	}
+}
+
+// JoinNode registers a Node as a kubelet does when it joins (its hostname
+// and OS labels, no migration label); it is deleted when the scenario
+// ends. It has no addresses and is not Ready: nothing but the DaemonSets'
+// choice of nodes looks at it.
+func (v *V) JoinNode(name string) {
+	ctx, cancel := v.s.ctx()
+	defer cancel()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+	}}}
+	_, err := guest.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	v.Must(err)
+	v.Show("-", "# a node joins: the kubelet of "+name+" registers it (kubernetes.io/os=linux, no "+proxyLabel+")", "")
+	t := v.s.t
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := guest.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("clean-up: delete Node %s: %v", name, err)
+		}
+	})
+}
+
+// DeleteDaemonSet deletes it as `kubectl delete daemonset` does; the clean-up
+// of the step that created or patched it puts it back.
+func (v *V) DeleteDaemonSet(namespace, name string) {
+	ctx, cancel := v.s.ctx()
+	defer cancel()
+	v.Must(guest.client.AppsV1().DaemonSets(namespace).Delete(ctx, name, metav1.DeleteOptions{}))
+	v.Show("-", "kubectl -n "+namespace+" delete daemonset "+name, "")
 }
 
 // installKubeProxyLeftovers writes into node's iptables what kube-proxy
@@ -291,6 +355,23 @@ func (v *V) PatchDaemonSet(namespace, name, file string) {
 	defer cancel()
 	old, err := cluster.PatchDaemonSet(ctx, guest.client, namespace, name, patch)
 	v.Must(err)
+	t := v.s.t
+	t.Cleanup(func() {
+		if err := restoreDaemonSet(namespace, name, old); err != nil {
+			t.Errorf("clean-up: %v", err)
+		}
+	})
+}
+
+// PatchDaemonSetWith patches namespace/name with patch (a strategic merge),
+// shown as the command it stands for; the DaemonSet is put back when the
+// scenario ends.
+func (v *V) PatchDaemonSetWith(namespace, name string, patch []byte, shown string) {
+	ctx, cancel := v.s.ctx()
+	defer cancel()
+	old, err := cluster.PatchDaemonSet(ctx, guest.client, namespace, name, patch)
+	v.Must(err)
+	v.Show("-", shown, "")
 	t := v.s.t
 	t.Cleanup(func() {
 		if err := restoreDaemonSet(namespace, name, old); err != nil {

@@ -19,9 +19,10 @@ import (
 // kernel lacks is a start-up error naming the flag (not a silent fallback to
 // wrr and a daemon that runs on). The daemon starts in a namespace of its
 // own, so nothing of the nodes changes. The running daemons' logs say which
-// scheduler they use (the VM's kernel has twos, so no fallback).
+// scheduler they use: twos, or on a kernel without it (Debian 12's 6.1) the
+// documented fallback wrr, with the line that says so.
 func scenarioSchedulerFlag(s *S) {
-	s.Step("22", "--ipvs-scheduler=no-such-scheduler exits with an error naming the flag; the running daemons log twos", func(v *V) {
+	s.Step("22", "--ipvs-scheduler=no-such-scheduler exits with an error naming the flag; the running daemons log twos (wrr with the fallback's line where the kernel has no twos)", func(v *V) {
 		v.Heading("An explicit --ipvs-scheduler the kernel lacks stops the start-up")
 		ns := fmt.Sprintf("e2e-sched-%d", os.Getpid())
 		if a := run("-", "ip netns add "+ns+" && ip -n "+ns+" link set lo up"); a.Status != 0 {
@@ -39,6 +40,14 @@ func scenarioSchedulerFlag(s *S) {
 			v.Errorf("want exit=1, got %s", code)
 		}
 		log := filepath.Join(guest.logs, "ipvsproxy-node1.log")
+		if !kernelHasTwos() {
+			fellBack := v.Ask("-", "grep -h -o 'The kernel has no twos IPVS scheduler.*' "+log+" | tail -n 1").Out
+			v.Show("node1", "grep 'no twos' ipvsproxy.log  # kernel "+os.Getenv("IPVSPROXY_VM_KERNEL"), fellBack)
+			if !strings.Contains(fellBack, `fallback="wrr"`) {
+				v.Errorf("node1's log does not name the fallback to wrr: %q", fellBack)
+			}
+			return
+		}
 		if used := v.Ask("-", "grep -h -o 'Using the IPVS scheduler.*' "+log+" | tail -n 1").Out; !strings.Contains(used, `scheduler="twos"`) {
 			v.Errorf("node1's log does not say it uses twos: %q", used)
 		}
@@ -47,15 +56,62 @@ func scenarioSchedulerFlag(s *S) {
 
 func ipvsproxyBin() string { return filepath.Join(guest.repo, "bin/ipvsproxy") }
 
+// kernelHasTwos: the VM's kernel has the twos scheduler. Debian 12's 6.1
+// kernels (IPVSPROXY_VM_KERNEL 6.1 and cloud) are built without
+// CONFIG_IP_VS_TWOS; its 6.12 kernels have it. Decided by the kernel chosen,
+// not by a probe, so that a 6.12 kernel that lost twos fails the suite.
+func kernelHasTwos() bool {
+	switch os.Getenv("IPVSPROXY_VM_KERNEL") {
+	case "6.1", "cloud":
+		return false
+	}
+	return true
+}
+
+// defaultScheduler is the scheduler the daemons use when none is named:
+// twos, or its documented fallback wrr on a kernel without it.
+func defaultScheduler() string {
+	if kernelHasTwos() {
+		return "twos"
+	}
+	return "wrr"
+}
+
 // scenarioSchedulerAnnotation: a Service chooses its IPVS scheduler and the
-// scheduler's flags (kubernetes#75502, #118784): `ipvsproxy.io/scheduler: mh`
-// with `ipvsproxy.io/scheduler-flags: mh-port,mh-fallback` becomes an mh
-// virtual server with both flags in the kernel; a Service with a misspelt
-// scheduler keeps the default and gets a Warning Event naming the
-// annotation, and neither disturbs the other.
+// scheduler's flags (kubernetes#75502, #118784), among those the operator
+// allows. First with the suite's daemons, whose allowed list is what the
+// kernel had at their start: a Service naming a scheduler whose module the
+// kernel has on disk but not loaded gets a SchedulerNotAllowed Event naming
+// the list, keeps twos, and the module stays unloaded (IPVS loads
+// ip_vs_<name> for any virtual server that names it). Then node1 runs with
+// --ipvs-allowed-schedulers mh: `ipvsproxy.io/scheduler: mh` with
+// `ipvsproxy.io/scheduler-flags: mh-port,mh-fallback` becomes an mh virtual
+// server with both flags in the kernel; a Service with a misspelt scheduler
+// keeps the default and gets a Warning Event naming the annotation, and
+// neither disturbs the other.
 func scenarioSchedulerAnnotation(s *S) {
-	s.Step("41", "scheduler annotation: mh with mh-port,mh-fallback in the kernel; a misspelt one keeps twos with an Event", func(v *V) {
-		v.Heading("A Service's own scheduler: mh with mh-port and mh-fallback")
+	s.Step("41", "scheduler annotation: a scheduler not allowed loads no module and gets an Event; with mh allowed, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps twos with an Event", func(v *V) {
+		v.Heading("A scheduler a Service may not choose: no module loaded, an Event")
+		notLoaded := v.unloadedScheduler()
+		modulesBefore := v.Ask("-", "grep -o '^ip_vs[a-z_]*' /proc/modules | sort | tr '\\n' ' '  # the kernel's IPVS modules, before").Out
+		tenant := v.ApplyService(service(fmt.Sprintf("{name: tenant41, annotations: {ipvsproxy.io/scheduler: %s}}", notLoaded), httpPort))
+		v.Show("-", "e2ectl apply-service tenant41.yaml  # ipvsproxy.io/scheduler: "+notLoaded, "")
+		v.SetEndpoints(tenant, "web@node1")
+		v.WaitRealServers("node1", ipvs.TCP, tenant.Spec.ClusterIP, 80, podIP("web")+":8080")
+		if vs, err := virtualServer("node1", ipvs.TCP, tenant.Spec.ClusterIP, 80); err != nil || vs.Scheduler != "twos" {
+			v.Errorf("tenant41 on node1: scheduler %q (%v), want twos", vs.Scheduler, err)
+		}
+		v.WaitEvent("tenant41", "SchedulerNotAllowed", `ipvsproxy.io/scheduler="`+notLoaded+`"`, "a Service may choose", "twos")
+		if code := v.Ask("c1", "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://"+tenant.Spec.ClusterIP+"/").Out; code != "200" {
+			v.Errorf("tenant41 answered %q, want 200", code)
+		}
+		modulesAfter := v.Ask("-", "grep -o '^ip_vs[a-z_]*' /proc/modules | sort | tr '\\n' ' '  # after").Out
+		if strings.Contains(" "+modulesAfter+" ", " ip_vs_"+notLoaded+" ") || modulesAfter != modulesBefore {
+			v.Errorf("the kernel's IPVS modules changed: %q, then %q", modulesBefore, modulesAfter)
+		}
+
+		v.Heading("A Service's own scheduler: mh with mh-port and mh-fallback, allowed on node1")
+		v.RestartProxier("node1", proxierRun{extra: []string{"--ipvs-allowed-schedulers", "mh"}})
 		hashed := v.ApplyService(service(`{name: hashed41, annotations: {ipvsproxy.io/scheduler: mh, ipvsproxy.io/scheduler-flags: "mh-port,mh-fallback"}}`, httpPort))
 		typo := v.ApplyService(service("{name: typo41, annotations: {ipvsproxy.io/scheduler: mhh}}", httpPort))
 		v.Show("-", "e2ectl apply-service hashed41.yaml typo41.yaml  # scheduler mh with mh-port,mh-fallback; scheduler mhh", "")
@@ -65,7 +121,7 @@ func scenarioSchedulerAnnotation(s *S) {
 		v.WaitRealServers("node1", ipvs.TCP, typo.Spec.ClusterIP, 80, podIP("web")+":8080")
 		for _, c := range []struct{ ip, scheduler, flags string }{
 			{hashed.Spec.ClusterIP, "mh", "mh-fallback,mh-port"},
-			{typo.Spec.ClusterIP, "twos", ""},
+			{typo.Spec.ClusterIP, defaultScheduler(), ""},
 		} {
 			vs, err := virtualServer("node1", ipvs.TCP, c.ip, 80)
 			v.Must(err)
@@ -79,7 +135,24 @@ func scenarioSchedulerAnnotation(s *S) {
 			v.Errorf("the mh Service answered %q, want 200", code)
 		}
 		v.WaitEvent("typo41", "InvalidService", "ipvsproxy.io/scheduler", "mhh")
+		v.name = "scheduler annotation: " + notLoaded + " (on disk, not loaded) not allowed by default: twos, a SchedulerNotAllowed Event, no module loaded; with --ipvs-allowed-schedulers mh, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps twos with an Event"
 	})
+}
+
+// unloadedScheduler is a stock scheduler whose module the kernel has on
+// disk (modinfo) but has not loaded (/proc/modules, /sys/module): one that
+// a virtual server naming it would make the kernel load.
+func (v *V) unloadedScheduler() string {
+	for _, name := range []string{"lblcr", "lblc", "dh", "ovf", "fo", "nq", "sed", "lc"} {
+		if run("-", "grep -q '^ip_vs_"+name+" ' /proc/modules || test -e /sys/module/ip_vs_"+name).Status == 0 {
+			continue
+		}
+		if a := v.Ask("-", "modinfo -F filename ip_vs_"+name+"  # on disk, not loaded"); a.Status == 0 {
+			return name
+		}
+	}
+	v.Fatalf("every candidate scheduler is loaded or missing: nothing to show a module not loaded")
+	return ""
 }
 
 // virtualServer reads one virtual server of the node with the ipvs package.
@@ -126,6 +199,14 @@ func scenarioKubeProxyMetrics(s *S) {
 		}
 		if !strings.Contains(m, `rest_client_requests_total{code="200"`) {
 			v.Errorf(`no rest_client_requests_total{code="200",...} on /metrics`)
+		}
+		// The whole page, kept with the run's logs: deploy/monitoring's alert and dashboard
+		// tests take their input series from it (deploy/monitoring/testdata/metrics.prom).
+		page := run("node1", "curl -s localhost:10249/metrics")
+		if page.Status != 0 || !strings.Contains(page.Out, "ipvsproxy_sync_full_total") {
+			v.Errorf("/metrics of node1: %s", oneline(page.Out))
+		} else if err := os.WriteFile(filepath.Join(guest.logs, "metrics-node1.prom"), []byte(page.Out+"\n"), 0o644); err != nil {
+			v.Errorf("keep /metrics: %v", err)
 		}
 	})
 }

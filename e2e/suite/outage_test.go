@@ -666,9 +666,9 @@ func scenarioAPIOutage(s *S) {
 					d.Errorf(f, "the IPv%d %s stream's largest gap was %.2f s, want < %.1f s", f, kind, gap.Seconds(), streamLineGapMax.Seconds())
 				}
 			}
-			what := "# the streams from the cut to now: largest gap between lines"
+			what := "# the streams from the cut to now: longest silence, counted to both ends"
 			if f == 6 {
-				what = "# the IPv6 streams from the cut to now: largest gap between lines"
+				what = "# the IPv6 streams from the cut to now: longest silence, counted to both ends"
 			}
 			v.Show("-", what, strings.Join(shown, "; "))
 		}

@@ -40,11 +40,14 @@ type proxierRun struct {
 	// as kube-proxy's DaemonSet runs kube-proxy, `--config FILE
 	// --hostname-override NODE`, without the suite's flags.
 	config string
+	// binary, when set, is the ipvsproxy run instead of this checkout's
+	// (the previous release's build, for the upgrade scenario).
+	binary string
 }
 
 // suiteRun is the daemon as setup.sh starts it.
 func (r proxierRun) suiteRun() bool {
-	return r.kubeconfig == "" && !r.noClusterCIDR && len(r.extra) == 0 && !r.stopped && r.config == ""
+	return r.kubeconfig == "" && !r.noClusterCIDR && len(r.extra) == 0 && !r.stopped && r.config == "" && r.binary == ""
 }
 
 // args are the daemon's command line after the binary, as start_proxier's.
@@ -101,7 +104,11 @@ func startProxier(node string, r proxierRun) (int, error) {
 		header += " " + r.describe()
 	}
 	fmt.Fprintln(log, header)
-	cmd := exec.Command("ip", append([]string{"netns", "exec", node, ipvsproxyBin()}, r.args(node)...)...)
+	bin := ipvsproxyBin()
+	if r.binary != "" {
+		bin = r.binary
+	}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", node, bin}, r.args(node)...)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("start %s's proxier: %w", node, err)
@@ -119,6 +126,9 @@ func startProxier(node string, r proxierRun) (int, error) {
 // transcript.
 func (r proxierRun) describe() string {
 	var parts []string
+	if r.binary != "" {
+		parts = append(parts, "(the binary "+filepath.Base(r.binary)+")")
+	}
 	if r.config != "" {
 		parts = append(parts, "--config "+r.config)
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -58,36 +59,43 @@ func ipsetHeader(node, name string) (ipset.Set, error) {
 }
 
 // hostFirewall is what RHEL, Docker and CNI portmap put on a node before
-// any proxy: INPUT ending in a REJECT, FORWARD accepting pod traffic then
-// rejecting, a DOCKER and a CNI-HOSTPORT-DNAT chain jumped to for every
-// --dst-type LOCAL packet (which every service address is), which DNAT a
-// container's published port 8016 and a hostPort 30116 to the bridge's
-// closed port 9. op is -A or -D.
+// any proxy: INPUT ending in a REJECT (IPv4 and IPv6), FORWARD accepting pod
+// traffic then rejecting, a DOCKER and a CNI-HOSTPORT-DNAT chain jumped to
+// for every --dst-type LOCAL packet (which every service address is), which
+// DNAT a container's published port 8016 and a hostPort 30116 to the
+// bridge's closed port 9. op is -A or -D.
 func hostFirewall(op string) string {
 	rules := []string{
-		"INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
-		"INPUT -i lo -j ACCEPT",
-		"INPUT -p icmp -j ACCEPT",
-		"INPUT -j REJECT --reject-with icmp-host-prohibited",
-		"FORWARD -s 10.244.0.0/16 -j ACCEPT",
-		"FORWARD -d 10.244.0.0/16 -j ACCEPT",
-		"FORWARD -j REJECT --reject-with icmp-host-prohibited",
-		"-t nat " + op + " PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
-		"-t nat " + op + " OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER",
-		"-t nat " + op + " PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
-		"-t nat " + op + " OUTPUT -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
-		"-t nat " + op + " DOCKER -p tcp --dport 8016 -j DNAT --to-destination 198.51.100.254:9",
-		"-t nat " + op + " CNI-HOSTPORT-DNAT -p tcp --dport 30116 -j DNAT --to-destination 198.51.100.254:9",
+		"iptables INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"iptables INPUT -i lo -j ACCEPT",
+		"iptables INPUT -p icmp -j ACCEPT",
+		"iptables INPUT -j REJECT --reject-with icmp-host-prohibited",
+		"iptables FORWARD -s 10.244.0.0/16 -j ACCEPT",
+		"iptables FORWARD -d 10.244.0.0/16 -j ACCEPT",
+		"iptables FORWARD -j REJECT --reject-with icmp-host-prohibited",
+		"ip6tables INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT",
+		"ip6tables INPUT -i lo -j ACCEPT",
+		"ip6tables INPUT -p ipv6-icmp -j ACCEPT",
+		"ip6tables INPUT -j REJECT --reject-with icmp6-adm-prohibited",
+		"ip6tables FORWARD -s 2001:db8:244::/48 -j ACCEPT",
+		"ip6tables FORWARD -d 2001:db8:244::/48 -j ACCEPT",
+		"ip6tables FORWARD -j REJECT --reject-with icmp6-adm-prohibited",
+		"iptables -t nat " + op + " PREROUTING -m addrtype --dst-type LOCAL -j DOCKER",
+		"iptables -t nat " + op + " OUTPUT ! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j DOCKER",
+		"iptables -t nat " + op + " PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+		"iptables -t nat " + op + " OUTPUT -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+		"iptables -t nat " + op + " DOCKER -p tcp --dport 8016 -j DNAT --to-destination 198.51.100.254:9",
+		"iptables -t nat " + op + " CNI-HOSTPORT-DNAT -p tcp --dport 30116 -j DNAT --to-destination 198.51.100.254:9",
 	}
 	var cmds []string
 	if op == "-A" {
 		cmds = append(cmds, "iptables -t nat -N DOCKER", "iptables -t nat -N CNI-HOSTPORT-DNAT")
 	}
 	for _, r := range rules {
-		if strings.HasPrefix(r, "-t nat") {
-			cmds = append(cmds, "iptables "+r)
+		if cmd, rule, _ := strings.Cut(r, " "); strings.HasPrefix(rule, "-t nat") {
+			cmds = append(cmds, r)
 		} else {
-			cmds = append(cmds, "iptables "+op+" "+r)
+			cmds = append(cmds, cmd+" "+op+" "+rule)
 		}
 	}
 	if op == "-D" {
@@ -98,16 +106,22 @@ func hostFirewall(op string) string {
 
 // scenarioHostFirewall: a host firewall installed before the daemon
 // starts. node2's daemon is stopped and cleaned up; node2 gets hostFirewall;
-// the daemon then starts: its jumps go first (kube-proxy prepends them) and
-// its nat and filter chains accept service traffic, so every Service still
-// answers. The host rules are removed at the end.
+// the daemon then starts: its jumps go first (kube-proxy prepends them), so
+// DOCKER's and CNI portmap's DNAT never take service traffic (their
+// counters stay 0). What the host's INPUT rules say of Service traffic is
+// theirs, as under kube-proxy: c2 to the cluster IP and the client to the
+// node port meet the REJECT, both families, while node2's own connections
+// (taken by IPVS before INPUT) are answered. Restarted with
+// --accept-service-traffic, the daemon accepts Service traffic ahead of the
+// host's rules and every Service answers. The host rules are removed and
+// node2's daemon is back on the suite's flags at the end.
 func scenarioHostFirewall(s *S) {
-	s.Step("16", "host firewall before the daemon: c2 and node2 reach the cluster IP on :8016, the client node2:30116; the kube jumps are first", func(v *V) {
-		v.Heading("A host firewall installed before the daemon: every Service still answers")
-		svc := v.corner("corner-fw", service("{name: corner-fw}", "type: NodePort",
+	s.Step("16", "host firewall before the daemon (RHEL REJECTs, DOCKER and CNI DNATs): the kube jumps are first and the DNATs take nothing; by default the host's REJECT decides c2's and the client's Service traffic, both families, node2's own is answered; with --accept-service-traffic all answer", func(v *V) {
+		v.Heading("A host firewall installed before the daemon: its rules decide Service traffic unless --accept-service-traffic")
+		svc := v.ApplyService(service("{name: corner-fw}", "type: NodePort", "ipFamilyPolicy: RequireDualStack",
 			"ports: [{port: 8016, targetPort: 8080, nodePort: 30116, protocol: TCP}]"))
-		ip := svc.Spec.ClusterIP
-		v.name = "host firewall before the daemon: c2 and node2 reach " + ip + ":8016, the client node2:30116; the kube jumps are first"
+		v.SetEndpoints(svc, "web@node1", v6.pod("web")+"@node1")
+		v.Show("-", "e2ectl apply-service corner-fw.yaml  # NodePort 30116, RequireDualStack, endpoint web", serviceInfo(svc, "TYPE", "CLUSTER_IPS"))
 		v.StopProxier("node2", syscall.SIGTERM)
 		if a := run("node2", ipvsproxyBin()+" cleanup --lock-file "+nodeLock("node2")+" >>"+proxierLog("node2")+" 2>&1"); a.Status != 0 {
 			v.Errorf("ipvsproxy cleanup on node2: exit %d", a.Status)
@@ -116,14 +130,32 @@ func scenarioHostFirewall(s *S) {
 			v.Fatalf("node2's host firewall: %s", a.Out)
 		}
 		s.t.Cleanup(func() { run("node2", hostFirewall("-D")) })
-		v.Show("node2", "ipvsproxy cleanup; iptables ... # RHEL INPUT/FORWARD REJECT, DOCKER and CNI-HOSTPORT-DNAT DNAT of :8016 and :30116",
-			run("node2", "iptables-save | grep -E '^-A (INPUT|FORWARD|PREROUTING|OUTPUT|DOCKER|CNI-HOSTPORT-DNAT) '").Out)
-		v.StartProxier("node2", proxierRun{})
-		v.WaitRealServers("node2", ipvs.TCP, ip, 8016, podIP("web")+":8080")
+		v.Show("node2", "ipvsproxy cleanup; iptables ... # RHEL INPUT/FORWARD REJECT (IPv4, IPv6), DOCKER and CNI-HOSTPORT-DNAT DNAT of :8016 and :30116",
+			run("node2", "iptables-save | grep -E '^-A (INPUT|FORWARD|PREROUTING|OUTPUT|DOCKER|CNI-HOSTPORT-DNAT) '; ip6tables-save | grep -E '^-A (INPUT|FORWARD) '").Out)
 
-		v.ExpectServed(v.Curl("c2", "http://"+ip+":8016/"), "hostname=web", "client_address="+podIP("c2"))
-		v.ExpectServed(v.Curl("node2", "http://"+ip+":8016/"), "hostname=web")
-		v.ExpectServed(v.Curl("client", "http://"+node2Addr+":30116/"), "hostname=web")
+		served := func(want bool) {
+			for _, f := range families {
+				ip := f.clusterIP(svc)
+				v.WaitRealServers("node2", ipvs.TCP, ip, 8016, hostPort(f.pod("web"), 8080))
+				v.ExpectServed(v.Curl("node2", httpURL(ip, 8016)), "hostname=web")
+				for _, c := range []struct{ from, url string }{{"c2", httpURL(ip, 8016)}, {"client", httpURL(f.node("node2"), 30116)}} {
+					if want {
+						v.ExpectServed(v.Curl(c.from, c.url), "hostname=web")
+					} else if a := v.Ask(c.from, "curl -gsS --max-time 3 '"+c.url+"' 2>&1; echo exit=$?"); !strings.HasSuffix(a.Out, "exit=7") {
+						v.Errorf("%s: '%s', want the host's REJECT (curl exit 7)", v.last(), oneline(a.Out))
+					}
+				}
+			}
+			dnats := run("node2", "iptables -w -t nat -nvxL DOCKER | awk 'NR > 2 { n += $1 } END { print n + 0 }'; iptables -w -t nat -nvxL CNI-HOSTPORT-DNAT | awk 'NR > 2 { n += $1 } END { print n + 0 }'").Out
+			v.Show("node2", "iptables -t nat -nvxL DOCKER; iptables -t nat -nvxL CNI-HOSTPORT-DNAT  # packets their DNATs took", dnats)
+			if dnats != "0\n0" {
+				v.Errorf("DOCKER or CNI-HOSTPORT-DNAT took Service traffic from IPVS: %q packets", dnats)
+			}
+		}
+		v.StartProxier("node2", proxierRun{})
+		served(false)
+		v.RestartProxier("node2", proxierRun{extra: []string{"--accept-service-traffic"}})
+		served(true)
 		var shown []string
 		for _, c := range []struct {
 			table iptables.Table
@@ -144,6 +176,7 @@ func scenarioHostFirewall(s *S) {
 			}
 		}
 		v.Show("node2", "iptables -t TABLE -S CHAIN | sed -n 2p  # the first rule, read with the iptables package", strings.Join(shown, "\n"))
+		v.RestoreProxier("node2")
 	})
 }
 
@@ -343,6 +376,7 @@ func scenarioOwnershipRecord(s *S) {
 		requests := startRequestLoop(v, "c1", "http://"+ip+"/", filepath.Join(guest.logs, "record-requests.log"), "sleep 0.1")
 		time.Sleep(2 * time.Second)
 		full, _ := metric("node1", "ipvsproxy_sync_full_total")
+		tFlush := time.Now()
 		if a := run("node1", "ipset flush KUBE-IPVS-OWNED"); a.Status != 0 {
 			v.Fatalf("ipset flush KUBE-IPVS-OWNED: %s", a.Out)
 		}
@@ -359,6 +393,7 @@ func scenarioOwnershipRecord(s *S) {
 		}
 		v.RestartProxier("node1", proxierRun{extra: []string{"--ipset-max-elements", "131072"}})
 		time.Sleep(2 * time.Second)
+		tStop := time.Now()
 		codes := requests.stop()
 		counts := map[string]int{}
 		for _, c := range codes {
@@ -377,6 +412,9 @@ func scenarioOwnershipRecord(s *S) {
 		if counts["200"] <= 20 {
 			v.Errorf("too few requests answered: %d of %d", counts["200"], len(codes))
 		}
+		if quiet := requests.silence(tFlush, tStop); quiet >= streamLineGapMax {
+			v.Errorf("no request ended for %.2f s between the flush and the end, want < %.1f s", quiet.Seconds(), streamLineGapMax.Seconds())
+		}
 		header, err := ipsetHeader("node1", "KUBE-IPVS-OWNED")
 		v.Must(err)
 		in, err = inSet("node1", "KUBE-IPVS-OWNED", record)
@@ -391,11 +429,13 @@ func scenarioOwnershipRecord(s *S) {
 }
 
 // requestLoop is a pod's curl to one URL again and again (pause, a shell
-// command, between two), each request's HTTP code (or "failed") a line of
-// its log.
+// command, between two), each request's end time and HTTP code (or
+// "failed") a line of its log.
 type requestLoop struct {
 	cmd           *exec.Cmd
 	log, stopFile string
+	// ends are when each request ended, read by stop.
+	ends []time.Time
 }
 
 // startRequestLoop starts the loop in pod where; the scenario stops it at
@@ -408,7 +448,8 @@ func startRequestLoop(v *V, where, url, log, pause string) *requestLoop {
 	defer f.Close()
 	l.cmd = exec.Command("ip", "netns", "exec", where, "bash", "-c", `
 		while [[ ! -e `+l.stopFile+` ]]; do
-			curl -s -o /dev/null -w '%{http_code}\n' --max-time 3 `+url+` || echo failed
+			code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 `+url+`) || code=failed
+			echo "$(date +%s.%N) $code"
 			`+pause+`
 		done`)
 	l.cmd.Stdout, l.cmd.Stderr = f, f
@@ -425,5 +466,25 @@ func (l *requestLoop) stop() []string {
 		os.Remove(l.stopFile)
 	}
 	b, _ := os.ReadFile(l.log)
-	return strings.Fields(string(b))
+	var codes []string
+	l.ends = l.ends[:0]
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		at, code, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if secs, err := strconv.ParseFloat(at, 64); err == nil {
+			l.ends = append(l.ends, time.Unix(0, int64(secs*1e9)))
+		}
+		codes = append(codes, code)
+	}
+	return codes
+}
+
+// silence is the longest time between two requests' ends in [from, to],
+// counted to the window's ends (largestSilence): a loop that stalled or
+// died before to shows it. Read after stop.
+func (l *requestLoop) silence(from, to time.Time) time.Duration {
+	gap, _ := largestSilence(l.ends, from, to)
+	return gap
 }

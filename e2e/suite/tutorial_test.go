@@ -170,9 +170,9 @@ func scenarioLoadBalancer(s *S) {
 
 // scenarioProxyMode: the seeds ask "curl localhost:10249/proxyMode" on a
 // node. Their kube-proxy answered iptables; this one answers ipvs, and its
-// virtual servers use the twos scheduler.
+// virtual servers use the twos scheduler (wrr on a kernel without it).
 func scenarioProxyMode(s *S) {
-	s.Step("6", "proxyMode answers ipvs on both nodes; every virtual server uses twos", func(v *V) {
+	s.Step("6", "proxyMode answers ipvs on both nodes; every virtual server uses twos (wrr where the kernel has no twos)", func(v *V) {
 		v.Heading("The proxy mode, asked on each node")
 		// A Service of its own, so each node has a virtual server to look at.
 		svc := v.ApplyService(service("{name: proxymode}", httpPort))
@@ -187,14 +187,14 @@ func scenarioProxyMode(s *S) {
 			var lines, other []string
 			for _, vs := range vss {
 				lines = append(lines, vs.String()+" "+vs.Scheduler)
-				if vs.Scheduler != "twos" {
+				if vs.Scheduler != defaultScheduler() {
 					other = append(other, vs.String()+" "+vs.Scheduler)
 				}
 			}
 			slices.Sort(lines)
 			v.Show(n, "ipvsadm -Ln  # each virtual server and its scheduler, read with the ipvs package", strings.Join(lines, "\n"))
 			if len(other) > 0 {
-				v.Errorf("%s: not twos: %s", n, strings.Join(other, ", "))
+				v.Errorf("%s: not %s: %s", n, defaultScheduler(), strings.Join(other, ", "))
 			}
 		}
 	})

@@ -31,7 +31,10 @@
 #
 # When the VM has its restricted user NIC (run.sh --host-port; E2E_HOST_ADDR set), the root
 # namespace masquerades node traffic to E2E_HOST_ADDR only, so a proxier in a node can reach an
-# API server on the host; nothing else is routed out.
+# API server on the host; nothing else is routed out. With E2E_API_VIP set too, that address's
+# port 6443 is a VIP in front of the API server, as an HA cluster's load balancer or kubeadm's
+# controlPlaneEndpoint is: the root namespace DNATs it to E2E_HOST_ADDR:6443 (for the nodes'
+# traffic and its own), and it is no endpoint of default/kubernetes.
 #
 # Commands:
 #   up                              build bridge, node1, node2, client, lb
@@ -118,8 +121,22 @@ cmd_up() {
 		iptables -t nat -A POSTROUTING -s 198.51.100.0/24 -d "$E2E_HOST_ADDR/32" -o eth0 \
 			-m comment --comment e2e-topology -j MASQUERADE
 		echo "$E2E_HOST_ADDR" >"$state/host-route"
+		if [[ -n ${E2E_API_VIP:-} ]]; then
+			api_vip_rules -A
+			echo "$E2E_API_VIP" >"$state/api-vip"
+		fi
 	fi
 	echo "topology: up (nodes ${nodes[*]}, client $client_addr $client_addr6, lb $lb_addr VIP $vip, VIP6 $vip6)"
+}
+
+# api_vip_rules -A|-D: E2E_API_VIP:6443 DNATed to the API server (E2E_HOST_ADDR:6443), for
+# the nodes' traffic (PREROUTING) and the root namespace's own (OUTPUT).
+api_vip_rules() {
+	local chain
+	for chain in PREROUTING OUTPUT; do
+		iptables -t nat "$1" "$chain" -d "$E2E_API_VIP/32" -p tcp --dport 6443 -m comment --comment e2e-topology \
+			-j DNAT --to-destination "$E2E_HOST_ADDR:6443"
+	done
 }
 
 cmd_add_pod() {
@@ -266,6 +283,9 @@ cmd_down() {
 		if [[ -f $state/host-route ]]; then
 			iptables -t nat -D POSTROUTING -s 198.51.100.0/24 -d "$(<"$state/host-route")/32" -o eth0 \
 				-m comment --comment e2e-topology -j MASQUERADE 2>/dev/null || true
+		fi
+		if [[ -f $state/api-vip ]]; then
+			E2E_API_VIP=$(<"$state/api-vip") E2E_HOST_ADDR=$(<"$state/host-route") api_vip_rules -D 2>/dev/null || true
 		fi
 	fi
 	for ns in "${nodes[@]}" client lb; do

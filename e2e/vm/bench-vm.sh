@@ -2,7 +2,7 @@
 # bench-vm.sh — tier 2 of the benchmarks: ipvsproxy's sync on the real kernel inside the
 # end-to-end VM (IPVS, the dummy kube-ipvs0 with its routes, ipset, iptables, conntrack), beside
 # the floor: the same kernel objects created by bare adapter calls without the proxier's logic,
-# and beside the anchor: kube-proxy v1.36.3's IPVS proxier on the same kernel (kubeproxy-bench
+# and beside the anchor: kube-proxy v1.37.2's IPVS proxier on the same kernel (kubeproxy-bench
 # -kernel: its own netlink, ipset and iptables code). Each run is a fresh network namespace in
 # the guest; nothing leaves it.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# conntrack-bench-vm.sh — the conntrack clean-up with 1 M flows, beside kube-proxy v1.36.3's
+# conntrack-bench-vm.sh — the conntrack clean-up with 1 M flows, beside kube-proxy v1.37.2's
 # CleanStaleEntries (benchmarks/harness/cmd/conntrack-bench), on the end-to-end VM's kernel: a
 # namespace on this host holds at most the host's nf_conntrack_max (262,144), which is not ours to
 # raise; the VM's is. Each side runs in a fresh network namespace of the guest; nothing leaves it.

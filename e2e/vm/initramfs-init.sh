@@ -1,6 +1,7 @@
 #!/bin/sh
-# initramfs-init.sh — PID 1 of the VM's initramfs (busybox sh). It loads the 9p, overlay and
-# virtio-net modules, mounts this host's / (9p tag "hostroot", read-only) under a tmpfs overlay so
+# initramfs-init.sh — PID 1 of the VM's initramfs (busybox sh). It loads the 9p (or virtio-fs),
+# overlay and virtio-net modules, mounts this host's / (tag "hostroot", read-only; over virtio-fs
+# when the kernel command line says e2e_fs=virtiofs) under a tmpfs overlay so
 # the guest may write anywhere without touching the host, prepares every mount the command needs,
 # and hands over to the stage-2 script (e2e_stage2=PATH on the kernel command line, a path on the
 # host root). The mounts are made here, with the static busybox already in memory, because each
@@ -21,13 +22,14 @@ for m in $(cat /modules/order); do
 	insmod "/modules/$m" || fail "insmod $m failed"
 done
 
-stage2='' results='' modules='' net=''
+stage2='' results='' modules='' net='' fs=9p
 for arg in $(cat /proc/cmdline); do
 	case $arg in
 	e2e_stage2=*) stage2=${arg#e2e_stage2=} ;;
 	e2e_results=*) results=${arg#e2e_results=} ;;
 	e2e_modules=*) modules=${arg#e2e_modules=} ;;
 	e2e_net=*) net=${arg#e2e_net=} ;;
+	e2e_fs=*) fs=${arg#e2e_fs=} ;;
 	esac
 done
 [ -n "$stage2" ] || fail "no e2e_stage2= on the kernel command line"
@@ -36,8 +38,13 @@ done
 # cache=loose: the host root is read-only for the guest and does not change while the VM runs
 # (binaries under test are built before boot), so caching makes exec and file walks over 9p
 # much cheaper.
-mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /lower ||
-	fail "mount of host root over 9p failed"
+if [ "$fs" = virtiofs ]; then
+	# A kernel without 9p (Debian's cloud flavour): run.sh serves both shares with virtiofsd.
+	mount -t virtiofs -o ro hostroot /lower || fail "mount of host root over virtio-fs failed"
+else
+	mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot /lower ||
+		fail "mount of host root over 9p failed"
+fi
 mount -t tmpfs -o mode=0755 tmpfs /upper || fail "tmpfs for the overlay failed"
 mkdir -p /upper/rw /upper/work
 mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/rw,workdir=/upper/work /newroot ||
@@ -62,8 +69,12 @@ mount -t cgroup2 cgroup2 $r/sys/fs/cgroup 2>/dev/null
 # The results share sits at the same path as on the host, so the caller finds files where it
 # expects; cache=none so every write reaches the host at once.
 mkdir -p "$r$results"
-mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=512000 results "$r$results" ||
-	fail "cannot mount the results share at $results"
+if [ "$fs" = virtiofs ]; then
+	mount -t virtiofs results "$r$results" || fail "cannot mount the results share at $results"
+else
+	mount -t 9p -o trans=virtio,version=9p2000.L,cache=none,msize=512000 results "$r$results" ||
+		fail "cannot mount the results share at $results"
+fi
 
 if [ -n "$modules" ]; then
 	# kmod's modprobe looks in /lib/modules/$(uname -r); /lib is often a symlink to usr/lib.

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# prepare.sh — fetch and cache what the end-to-end VM boots: a Debian 6.12 kernel that has IPVS,
-# its modules (decompressed, depmod'ed) and a tiny initramfs that mounts this machine's / over
-# virtio-9p under a tmpfs overlay. Idempotent: a second run only checks and prints "cached".
+# prepare.sh — fetch and cache what the end-to-end VM boots: a Debian 12 kernel that has IPVS,
+# its modules (decompressed, depmod'ed) and a tiny initramfs that mounts this machine's / under a
+# tmpfs overlay (over virtio-9p, or virtio-fs for a kernel built without 9p). Idempotent: a
+# second run only checks and prints "cached".
 #
 # Why a VM at all: the host kernel has no IPVS and no dummy driver (see e2e/vm/README.md).
 #
 # Environment:
 #   IPVSPROXY_E2E_CACHE   cache directory (default /var/cache/ipvsproxy-e2e)
-#   IPVSPROXY_E2E_KERNEL  exact Debian package to use instead of the newest
-#                         linux-image-6.12.*+deb12-amd64-unsigned
-# On success it writes $IPVSPROXY_E2E_CACHE/current.env, which run.sh sources.
+#   IPVSPROXY_VM_KERNEL   which kernel (docs/compatibility.md, "Kernels"):
+#                           6.12   the newest linux-image-6.12.*+deb12-amd64-unsigned (default)
+#                           6.1    the newest linux-image-6.1.0-*-amd64-unsigned: Debian 12's own
+#                           cloud  the newest linux-image-6.1.0-*-cloud-amd64-unsigned: what
+#                                  Debian 12's cloud images boot (no 9p: the root goes over virtio-fs)
+#   IPVSPROXY_E2E_KERNEL  exact Debian package to use instead of the newest of the flavour
+# On success it writes $IPVSPROXY_E2E_CACHE/current.env (6.12) or current-FLAVOUR.env, which
+# run.sh sources.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,9 +23,25 @@ cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 say() { printf 'prepare: %s\n' "$*"; }
 die() { printf 'prepare: error: %s\n' "$*" >&2; exit 1; }
 
+flavour=${IPVSPROXY_VM_KERNEL:-6.12}
+# Per flavour: the package name pattern, the env file, where the kernel is kept, and how the guest
+# mounts the host root. The default's env file and directory are where they always were, so
+# scripts that know only current.env keep working; the other flavours live under kernels/, where
+# the clean-up of old 6.12 kernels never looks.
+case $flavour in
+6.12) pattern='^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' env_file=$cache/current.env kernels=$cache rootfs=9p ;;
+6.1) pattern='^linux-image-6\.1\.0-[0-9]+-amd64-unsigned$' env_file=$cache/current-6.1.env kernels=$cache/kernels rootfs=9p ;;
+cloud) pattern='^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$' env_file=$cache/current-cloud.env kernels=$cache/kernels rootfs=virtiofs ;;
+*) die "IPVSPROXY_VM_KERNEL=$flavour: want 6.12, 6.1 or cloud" ;;
+esac
+
 # Modules the initramfs loads itself (before the host root is mounted, and the NIC); kmod's modprobe inside the
 # guest loads everything else from the full tree.
-initramfs_modules=(9pnet_virtio 9p overlay virtio_net)
+if [[ $rootfs == virtiofs ]]; then
+	initramfs_modules=(virtiofs overlay virtio_net)
+else
+	initramfs_modules=(9pnet_virtio 9p overlay virtio_net)
+fi
 
 # Host packages the VM and the scripts use. busybox-static because the initramfs needs a static
 # shell; kmod because busybox's modprobe cannot load Debian's modules, the real one can.
@@ -48,9 +70,9 @@ install_host_packages() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# newest_kernel_package prints the newest linux-image-6.12.N+deb12-amd64-unsigned known to apt.
+# newest_kernel_package prints the newest package of the flavour known to apt.
 newest_kernel_package() {
-	apt-cache search --names-only '^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$' 2>/dev/null |
+	apt-cache search --names-only "$pattern" 2>/dev/null |
 		awk '{print $1}' | sort -V | tail -n1
 }
 
@@ -62,15 +84,15 @@ pick_kernel_package() {
 	pkg=$(newest_kernel_package)
 	if [[ -z $pkg ]]; then
 		# Without apt lists, a cached kernel is good enough; only a cold cache needs the network.
-		if [[ -f $cache/current.env ]]; then
-			pkg=$(. "$cache/current.env" && echo "$PACKAGE")
-			say "apt knows no 6.12 kernel package; using cached $pkg"
+		if [[ -f $env_file ]]; then
+			pkg=$(. "$env_file" && echo "$PACKAGE")
+			say "apt knows no $flavour kernel package; using cached $pkg"
 			return
 		fi
 		apt_update
 		pkg=$(newest_kernel_package)
 	fi
-	[[ -n $pkg ]] || die "apt knows no linux-image-6.12.*+deb12-amd64-unsigned package"
+	[[ -n $pkg ]] || die "apt knows no package matching $pattern"
 }
 
 # fetch_kernel extracts the package and decompresses its modules into $dir/root.
@@ -110,14 +132,19 @@ extract_vmlinux() {
 		say "vmlinux cached: $out"
 		return
 	fi
-	for off in $(LC_ALL=C grep -aboUP '\x28\xb5\x2f\xfd' "$vmlinuz" | cut -d: -f1); do
-		# zstd complains about the bytes after the frame; the frame itself is complete.
-		tail -c +$((off + 1)) "$vmlinuz" | zstd -dcq 2>/dev/null >"$out.tmp" || true
-		if [[ $(head -c4 "$out.tmp" | od -An -tx1 | tr -d ' ') == 7f454c46 ]]; then
-			mv "$out.tmp" "$out"
-			say "vmlinux extracted: $out"
-			return
-		fi
+	# Debian's 6.12 kernels are zstd-compressed, its 6.1 kernels xz-compressed.
+	local magic tool
+	for magic in '\x28\xb5\x2f\xfd:zstd' '\xfd\x37\x7a\x58\x5a\x00:xz'; do
+		tool=${magic##*:}
+		for off in $(LC_ALL=C grep -aboUP "${magic%:*}" "$vmlinuz" | cut -d: -f1); do
+			# The decompressor complains about the bytes after the stream; the stream itself is complete.
+			tail -c +$((off + 1)) "$vmlinuz" | "$tool" -dcq 2>/dev/null >"$out.tmp" || true
+			if [[ $(head -c4 "$out.tmp" | od -An -tx1 | tr -d ' ') == 7f454c46 ]]; then
+				mv "$out.tmp" "$out"
+				say "vmlinux extracted ($tool): $out"
+				return
+			fi
+		done
 	done
 	rm -f "$out.tmp"
 	say "no ELF kernel inside $vmlinuz; booting the bzImage"
@@ -170,12 +197,12 @@ build_initramfs() {
 
 main() {
 	local start=$SECONDS
-	mkdir -p "$cache"
+	mkdir -p "$cache" "$kernels"
 	exec 9>"$cache/.lock"
 	flock 9
 	install_host_packages
 	pick_kernel_package
-	dir=$cache/$pkg
+	dir=$kernels/$pkg
 	mkdir -p "$dir"
 	fetch_kernel
 	kver=$(ls "$dir/root/lib/modules")
@@ -183,22 +210,26 @@ main() {
 	build_initramfs
 	local kernel=$dir/root/boot/vmlinuz-$kver
 	[[ -s $dir/vmlinux ]] && kernel=$dir/vmlinux
-	cat >"$cache/current.env.tmp" <<EOF
+	cat >"$env_file.tmp" <<ENVEOF
+FLAVOUR=$flavour
 PACKAGE=$pkg
 KVER=$kver
 KERNEL=$kernel
 INITRAMFS=$dir/initramfs.cpio.gz
 MODULES=$dir/root/lib/modules/$kver
-EOF
-	mv "$cache/current.env.tmp" "$cache/current.env"
-	# Older kernels left by earlier runs are half a gigabyte each; only the current one is booted.
+ROOTFS=$rootfs
+ENVEOF
+	mv "$env_file.tmp" "$env_file"
+	# Older kernels of this flavour left by earlier runs are half a gigabyte each; only the current
+	# one is booted.
 	local old
-	for old in "$cache"/linux-image-*; do
+	for old in "$kernels"/linux-image-*; do
 		[[ -d $old && $old != "$dir" ]] || continue
+		[[ $(basename "$old") =~ $pattern ]] || continue
 		say "remove old kernel $old"
 		rm -rf -- "$old"
 	done
-	say "ready: $pkg (kernel $kver) in $((SECONDS - start))s; $cache/current.env"
+	say "ready: $pkg (kernel $kver, root over $rootfs) in $((SECONDS - start))s; $env_file"
 }
 
 main "$@"

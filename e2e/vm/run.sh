@@ -4,7 +4,8 @@
 #   e2e/vm/run.sh [options] -- COMMAND [ARG...]
 #
 # The guest sees this machine's / read-only under a writable tmpfs overlay (so every path, the repo
-# included, is the same as here), the Debian 6.12 kernel's modules under /lib/modules/$(uname -r),
+# included, is the same as here), the Debian kernel's modules under /lib/modules/$(uname -r)
+# (6.12 unless IPVSPROXY_VM_KERNEL names another, see prepare.sh),
 # and no network device unless --host-port asks for one. COMMAND runs in the current directory; its
 # output streams to stdout; run.sh exits with its status (125 if the VM never reported one).
 # The console is also logged to RESULTS/console.log; when the guest kernel panics, run.sh says so
@@ -23,7 +24,9 @@
 #                      e.g. in a network namespace qemu runs in), guest eth0 ADDR, MAC from ADDR
 #   -e NAME=VALUE      set an environment variable for COMMAND; repeatable
 #   --kernel-log       show the kernel's boot messages
-# Environment: IPVSPROXY_VM_CPU, the qemu CPU model (default Westmere-v1; e.g. max to compare).
+# Environment: IPVSPROXY_VM_CPU, the qemu CPU model (default Westmere-v1; e.g. max to compare);
+# IPVSPROXY_VM_KERNEL, the kernel flavour (6.12, 6.1 or cloud; prepare.sh). The guest command sees
+# it as IPVSPROXY_VM_KERNEL too.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -62,15 +65,23 @@ done
 if [[ -z ${IPVSPROXY_VM_PREPARED:-} ]]; then
 	"$here/prepare.sh" >/dev/null || die "prepare.sh failed"
 fi
+flavour=${IPVSPROXY_VM_KERNEL:-6.12}
+env_file=$cache/current.env
+[[ $flavour == 6.12 ]] || env_file=$cache/current-$flavour.env
+[[ -f $env_file ]] || die "no $env_file: run e2e/vm/prepare.sh with IPVSPROXY_VM_KERNEL=$flavour"
+ROOTFS=9p
 # shellcheck source=/dev/null
-. "$cache/current.env"
+. "$env_file"
 
+# What to undo at exit, in order.
+cleanups=()
+trap 'for c in "${cleanups[@]}"; do eval "$c"; done' EXIT
 if [[ -n $results ]]; then
 	mkdir -p "$results"
 	results=$(cd "$results" && pwd)
 else
 	results=$(mktemp -d "${TMPDIR:-/tmp}/ipvsproxy-vm.XXXXXX")
-	trap 'rm -rf "$results"' EXIT
+	cleanups+=('rm -rf "$results"')
 fi
 # Paths go on the kernel command line, which splits on spaces.
 for p in "$results" "$here" "$MODULES"; do
@@ -86,6 +97,7 @@ rm -f "$results/exit-status" "$results/console.log" "$results/guest-panic"
 		[[ $e == *=* ]] || die "-e wants NAME=VALUE, got $e"
 		echo "export ${e%%=*}=$(printf '%q' "${e#*=}")"
 	done
+	echo "export IPVSPROXY_VM_KERNEL=$(printf '%q' "$flavour")"
 	printf 'exec'
 	printf ' %q' "$@"
 	echo
@@ -119,6 +131,47 @@ if [[ -n $tap ]]; then
 	append+=" e2e_net=${BASH_REMATCH[2]}"
 fi
 
+fs_args=()
+if [[ $ROOTFS == virtiofs ]]; then
+	# A kernel built without 9p: qemu's virtiofsd serves / (read-only in the guest, cached: it
+	# does not change while the VM runs) and the results share (uncached), over vhost-user, which
+	# needs the guest's memory shared with it.
+	vfs_dir=$(mktemp -d "${TMPDIR:-/tmp}/ipvsproxy-vfs.XXXXXX")
+	vfs_pids=()
+	stop_virtiofsd() {
+		local p
+		for p in "${vfs_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+		rm -rf "$vfs_dir"
+	}
+	cleanups+=(stop_virtiofsd)
+	for share in hostroot=/:always results=$results:none; do
+		tag=${share%%=*} rest=${share#*=}
+		/usr/lib/qemu/virtiofsd --socket-path="$vfs_dir/$tag.sock" -o source="${rest%:*}" \
+			-o cache="${rest##*:}" -o announce_submounts -o sandbox=chroot >"$vfs_dir/$tag.log" 2>&1 &
+		vfs_pids+=($!)
+	done
+	for tag in hostroot results; do
+		for _ in $(seq 50); do [[ -S $vfs_dir/$tag.sock ]] && break; sleep 0.1; done
+		[[ -S $vfs_dir/$tag.sock ]] || die "virtiofsd for $tag did not start: $(cat "$vfs_dir/$tag.log")"
+	done
+	# shellcheck disable=SC2054 # commas belong to qemu's option syntax
+	fs_args=(
+		-object "memory-backend-memfd,id=mem,size=${mem}M,share=on" -numa node,memdev=mem
+		-chardev "socket,id=vfs-hostroot,path=$vfs_dir/hostroot.sock" -device vhost-user-fs-pci,chardev=vfs-hostroot,tag=hostroot
+		-chardev "socket,id=vfs-results,path=$vfs_dir/results.sock" -device vhost-user-fs-pci,chardev=vfs-results,tag=results
+	)
+	append+=" e2e_fs=virtiofs"
+else
+	# shellcheck disable=SC2054 # commas belong to qemu's option syntax
+	fs_args=(
+		# multidevs=remap: / spans several host file systems; keep their inode numbers apart.
+		-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap
+		-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
+		-fsdev local,id=results,path="$results",security_model=none,multidevs=remap
+		-device virtio-9p-pci,fsdev=results,mount_tag=results
+	)
+fi
+
 # shellcheck disable=SC2054 # commas belong to qemu's option syntax
 qemu=(
 	qemu-system-x86_64
@@ -126,11 +179,7 @@ qemu=(
 	-nodefaults -no-user-config -no-reboot -display none -monitor none
 	-chardev "stdio,id=console,signal=off,logfile=$results/console.log" -serial chardev:console
 	-kernel "$KERNEL" -initrd "$INITRAMFS" -append "$append"
-	# multidevs=remap: / spans several host file systems; keep their inode numbers apart.
-	-fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap
-	-device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot
-	-fsdev local,id=results,path="$results",security_model=none,multidevs=remap
-	-device virtio-9p-pci,fsdev=results,mount_tag=results
+	"${fs_args[@]}"
 	"${net_args[@]}"
 )
 start=$SECONDS

@@ -73,6 +73,9 @@ func Open(o Options) (k Kernel, close func(), err error) {
 		klog.InfoS("No IPVS in this kernel; cleaning everything else", "err", err)
 		h, err = ipvs.Unavailable{}, nil
 	}
+	if errors.Is(err, ipvs.ErrUnsupported) {
+		return fail(fmt.Errorf("the kernel has no IPVS (module ip_vs, CONFIG_IP_VS), which ipvsproxy programs every Service into (docs/compatibility.md): %w", err))
+	}
 	if err != nil {
 		return fail(fmt.Errorf("open IPVS: %w", err))
 	}

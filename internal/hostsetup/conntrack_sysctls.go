@@ -43,18 +43,21 @@ func conntrackMax(s ipvsproxy.ConntrackSettings) int {
 // left to the kernel, as there.
 func conntrackSysctls(s ipvsproxy.ConntrackSettings) []sysctlSetting {
 	var out []sysctlSetting
+	// Connection tracking is the node's, not the proxier's: every change
+	// is logged with that reach.
+	const reach = "every tracked connection of the node"
 	seconds := func(name string, d time.Duration) {
 		if d > 0 {
-			out = append(out, sysctlSetting{name, strconv.Itoa(int(d / time.Second))})
+			out = append(out, sysctlSetting{name, strconv.Itoa(int(d / time.Second)), reach})
 		}
 	}
 	if max := conntrackMax(s); max > 0 {
-		out = append(out, sysctlSetting{"net.netfilter.nf_conntrack_max", strconv.Itoa(max)})
+		out = append(out, sysctlSetting{"net.netfilter.nf_conntrack_max", strconv.Itoa(max), "the node's connection tracking table: how many connections it holds"})
 	}
 	seconds("net.netfilter.nf_conntrack_tcp_timeout_established", s.TCPEstablishedTimeout)
 	seconds("net.netfilter.nf_conntrack_tcp_timeout_close_wait", s.TCPCloseWaitTimeout)
 	if s.TCPBeLiberal {
-		out = append(out, sysctlSetting{"net.netfilter.nf_conntrack_tcp_be_liberal", "1"})
+		out = append(out, sysctlSetting{"net.netfilter.nf_conntrack_tcp_be_liberal", "1", reach})
 	}
 	seconds("net.netfilter.nf_conntrack_udp_timeout", s.UDPTimeout)
 	seconds("net.netfilter.nf_conntrack_udp_timeout_stream", s.UDPStreamTimeout)
@@ -76,7 +79,7 @@ func conntrackSysctls(s ipvsproxy.ConntrackSettings) []sysctlSetting {
 // here, so --sysctl-root covers it and /sys need not be writable.
 func applyConntrackSysctls(sys sysctl.Interface, s ipvsproxy.ConntrackSettings) error {
 	for _, w := range conntrackSysctls(s) {
-		err := ensureSysctl(sys, w.name, w.value)
+		err := ensureSysctlReaching(sys, w)
 		switch {
 		case err == nil:
 		case errors.Is(err, sysctl.ErrNotFound):

@@ -10,8 +10,10 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	"github.com/vishvananda/netns"
 )
@@ -103,7 +105,7 @@ func TestPrepareAppliesConntrack(t *testing.T) {
 	for name, value := range ipvsSysctlsFake().Values {
 		sys.Values[name] = value
 	}
-	k := adapters.Kernel{IPVS: ipvs.NewFake(), Sysctl: sys}
+	k := adapters.Kernel{Netif: netif.NewFake(owned.DummyInterface), IPVS: ipvs.NewFake(), Sysctl: sys}
 	if _, err := Prepare(ipvsproxy.DefaultConfig(), k, "6.12.38+deb12-amd64"); err != nil {
 		t.Fatal(err)
 	}

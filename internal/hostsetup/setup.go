@@ -8,8 +8,10 @@ import (
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -30,13 +32,30 @@ type Prepared struct {
 	SchedulerFellBack bool
 	// Requested is the scheduler asked for.
 	Requested string
+	// IPv6NotForwarded is set when IPv6 is proxied and
+	// net.ipv6.conf.all.forwarding is not 1 (checkIPv6Forwarding): logged
+	// as a warning, left as it is.
+	IPv6NotForwarded bool
 }
 
-// Prepare readies the kernel before the first sync: it probes the IPVS
-// scheduler (which also loads ip_vs), sets the IPVS timeouts, the
-// sysctls IPVS needs and kube-proxy's conntrack settings. kernelRelease is uname -r.
+// Prepare readies the kernel before the first sync: it makes the dummy
+// link (a kernel without the dummy driver is a start-up error saying so),
+// probes the IPVS scheduler (which also loads ip_vs), sets the IPVS
+// timeouts, the sysctls kube-proxy's IPVS mode sets and its conntrack
+// settings, each change logged with its reach, and says when IPv6 is
+// proxied without IPv6 forwarding, which it leaves to the network plugin.
+// kernelRelease is uname -r.
 func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Prepared, error) {
 	out := Prepared{Config: cfg, Requested: cfg.Scheduler}
+	// Without it no Service address can be bound and no Service CIDR routed,
+	// and every sync would fail the same way: say it once, at start-up.
+	// Creating the link early writes nothing a sync would not.
+	if err := k.Netif.EnsureDummy(); err != nil {
+		if errors.Is(err, netif.ErrUnsupported) {
+			return out, fmt.Errorf("the kernel has no dummy network driver (module dummy, CONFIG_DUMMY), which ipvsproxy needs for %s, the link that holds Service addresses (docs/compatibility.md): %w", owned.DummyInterface, err)
+		}
+		return out, err
+	}
 	ok, err := ProbeScheduler(k.IPVS, cfg.Scheduler)
 	switch {
 	case err != nil:
@@ -66,9 +85,12 @@ func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Pre
 		}
 	}
 	for _, s := range wantedSysctls(cfg, kernelRelease) {
-		if err := ensureSysctl(k.Sysctl, s.name, s.value); err != nil {
+		if err := ensureSysctlReaching(k.Sysctl, s); err != nil {
 			return out, err
 		}
+	}
+	if cfg.HasFamily(v1.IPv6Protocol) {
+		out.IPv6NotForwarded = !checkIPv6Forwarding(k.Sysctl)
 	}
 	if err := applyConntrackSysctls(k.Sysctl, cfg.Conntrack); err != nil {
 		return out, err
@@ -101,44 +123,84 @@ func ProbeScheduler(h ipvs.Interface, scheduler string) (bool, error) {
 	return false, fmt.Errorf("probe IPVS scheduler %s: probe addresses all in use", scheduler)
 }
 
-type sysctlSetting struct{ name, value string }
+// sysctlSetting is one kernel parameter Prepare sets; reach says what
+// else it changes, for the log line of a change.
+type sysctlSetting struct{ name, value, reach string }
 
-// wantedSysctls are kube-proxy's IPVS settings.
+// wantedSysctls are what kube-proxy's IPVS mode sets (pkg/proxy/ipvs
+// NewProxier), no more: net.ipv4.vs.* act on IPVS alone, the others reach
+// the whole node and are logged when they change.
 func wantedSysctls(cfg ipvsproxy.Config, kernelRelease string) []sysctlSetting {
 	out := []sysctlSetting{
 		// Let iptables see IPVS connections, so marked traffic is masqueraded.
-		{"net.ipv4.vs.conntrack", "1"},
+		{"net.ipv4.vs.conntrack", "1", ""},
 		// Drop connections to a deleted real server at their next packet
 		// instead of black-holing them until they time out.
-		{"net.ipv4.vs.expire_nodest_conn", "1"},
+		{"net.ipv4.vs.expire_nodest_conn", "1", ""},
 		// Expire persistence templates of a weight-0 real server, so
 		// affinity does not pin clients to a draining endpoint.
-		{"net.ipv4.vs.expire_quiescent_template", "1"},
-		{"net.ipv4.ip_forward", "1"},
+		{"net.ipv4.vs.expire_quiescent_template", "1", ""},
+		// IPVS sends to real servers on other nodes and takes their
+		// replies back through the forwarding path.
+		{"net.ipv4.ip_forward", "1", "the node forwards IPv4 between all its interfaces"},
 	}
 	// Below 5.9, conn_reuse_mode=1 delays reused connections by a second
 	// (kubernetes#81775); 5.9 fixed it, so leave the default there.
 	if major, minor, ok := kernelVersion(kernelRelease); ok && (major < 5 || major == 5 && minor < 9) {
-		out = append(out, sysctlSetting{"net.ipv4.vs.conn_reuse_mode", "0"})
+		out = append(out, sysctlSetting{"net.ipv4.vs.conn_reuse_mode", "0", ""})
 	}
 	if cfg.StrictARP {
 		// Do not answer ARP for kube-ipvs0's addresses on other links.
-		out = append(out, sysctlSetting{"net.ipv4.conf.all.arp_ignore", "1"}, sysctlSetting{"net.ipv4.conf.all.arp_announce", "2"})
+		out = append(out, sysctlSetting{"net.ipv4.conf.all.arp_ignore", "1", "no interface answers ARP for an address it does not hold"},
+			sysctlSetting{"net.ipv4.conf.all.arp_announce", "2", "ARP requests of every interface use that interface's own address"})
 	}
-	if cfg.HasFamily(v1.IPv6Protocol) {
-		out = append(out, sysctlSetting{"net.ipv6.conf.all.forwarding", "1"})
-	}
+	// IPv6 forwarding is not here: net.ipv6.conf.all.forwarding=1 also
+	// makes every interface with accept_ra=1 ignore router advertisements,
+	// so a node configured by SLAAC loses its IPv6 default route when it
+	// expires. kube-proxy leaves it to the network plugin too; see
+	// checkIPv6Forwarding.
 	return out
 }
 
 func ensureSysctl(s sysctl.Interface, name, value string) error {
-	if cur, err := s.Get(name); err == nil && cur == value {
+	return ensureSysctlReaching(s, sysctlSetting{name: name, value: value})
+}
+
+// ensureSysctlReaching writes the setting when it differs, and logs a
+// change whose effect reaches beyond IPVS.
+func ensureSysctlReaching(s sysctl.Interface, w sysctlSetting) error {
+	cur, err := s.Get(w.name)
+	if err == nil && cur == w.value {
 		return nil
 	}
-	if err := s.Set(name, value); err != nil {
-		return fmt.Errorf("set sysctl %s=%s: %w", name, value, err)
+	if err := s.Set(w.name, w.value); err != nil {
+		return fmt.Errorf("set sysctl %s=%s: %w", w.name, w.value, err)
+	}
+	if w.reach != "" {
+		klog.InfoS("Changed a kernel setting whose effect reaches beyond the proxier", "sysctl", w.name, "from", cur, "to", w.value, "effect", w.reach)
 	}
 	return nil
+}
+
+// checkIPv6Forwarding says, at start, when this node proxies IPv6 but does
+// not forward it: IPVS would send to real servers on other nodes and their
+// replies would be dropped. The network plugin (or the node's own
+// configuration) turns forwarding on where pods have IPv6, as kube-proxy
+// expects; turning it on here would make every interface with accept_ra=1
+// ignore router advertisements, and a node configured by SLAAC would lose
+// its IPv6 uplink when its default route expires. It reports whether IPv6
+// is forwarded.
+func checkIPv6Forwarding(s sysctl.Interface) bool {
+	const name = "net.ipv6.conf.all.forwarding"
+	cur, err := s.Get(name)
+	if err == nil && cur == "1" {
+		return true
+	}
+	klog.InfoS("Warning: IPv6 is proxied but not forwarded: replies from IPv6 endpoints on other nodes will be dropped. "+
+		"Turn forwarding on as the network plugin would (sysctl "+name+"=1), after setting accept_ra=2 on every interface that takes "+
+		"its IPv6 address or route from router advertisements (accept_ra=1), which forwarding would otherwise make ignore them. "+
+		"ipvsproxy leaves this setting alone, as kube-proxy does", "sysctl", name, "value", cur, "err", err)
+	return false
 }
 
 // kernelVersion parses "6.12.38+deb12-amd64" into 6 and 12.

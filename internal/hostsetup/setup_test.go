@@ -6,22 +6,51 @@ import (
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
+	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
 )
 
-// hostKernel is what Prepare touches: IPVS (the scheduler probe, the
-// timeouts) and the sysctls, both Fakes.
+// hostKernel is what Prepare touches: the dummy link, IPVS (the scheduler
+// probe, the timeouts) and the sysctls, all Fakes.
 type hostKernel struct {
+	links  *netif.Fake
 	ipvs   *ipvs.Fake
 	sysctl *sysctl.Fake
 }
 
-func newHostKernel() *hostKernel { return &hostKernel{ipvs: ipvs.NewFake(), sysctl: ipvsSysctlsFake()} }
+func newHostKernel() *hostKernel {
+	return &hostKernel{links: netif.NewFake(owned.DummyInterface), ipvs: ipvs.NewFake(), sysctl: ipvsSysctlsFake()}
+}
 
-func (h *hostKernel) kernel() adapters.Kernel { return adapters.Kernel{IPVS: h.ipvs, Sysctl: h.sysctl} }
+func (h *hostKernel) kernel() adapters.Kernel {
+	return adapters.Kernel{Netif: h.links, IPVS: h.ipvs, Sysctl: h.sysctl}
+}
+
+// A kernel without the dummy driver stops the start-up with a message
+// that names it, before anything else is written; with it, the link is
+// made (and up) before the first sync.
+func TestKernelWithoutDummyDriverIsAStartUpError(t *testing.T) {
+	fk := newHostKernel()
+	fk.links.SetDummyUnsupported()
+	_, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64")
+	if !errors.Is(err, netif.ErrUnsupported) || !strings.Contains(err.Error(), "the kernel has no dummy network driver (module dummy, CONFIG_DUMMY)") {
+		t.Fatalf("want a start-up error naming the dummy driver, got %v", err)
+	}
+	if v, _ := fk.sysctl.Get("net.ipv4.vs.conntrack"); fk.ipvs.Dump() != "" || v != "0" {
+		t.Errorf("written before the refusal: IPVS %q, net.ipv4.vs.conntrack=%s", fk.ipvs.Dump(), v)
+	}
+	ok := newHostKernel()
+	if _, err := Prepare(testConfig(), ok.kernel(), "6.12.38+deb12-amd64"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ok.links.DummyAddresses(); err != nil {
+		t.Errorf("no %s after Prepare: %v", owned.DummyInterface, err)
+	}
+}
 
 func testConfig() ipvsproxy.Config { return ipvsproxy.DefaultConfig() }
 
@@ -92,18 +121,34 @@ func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
 	}
 }
 
-// A node proxying IPv6 forwards IPv6: IPVS's forwarded packets and the
-// replies to them would be dropped otherwise. IPv4 alone leaves it.
-func TestPrepareForwardsIPv6OnADualStackNode(t *testing.T) {
-	fk := newHostKernel()
-	cfg := testConfig()
-	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	if _, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64"); err != nil {
-		t.Fatal(err)
-	}
-	for name, want := range map[string]string{"net.ipv4.ip_forward": "1", "net.ipv6.conf.all.forwarding": "1"} {
-		if got, _ := fk.sysctl.Get(name); got != want {
-			t.Errorf("%s = %s, want %s", name, got, want)
+// A node proxying IPv6 is not made to forward IPv6: that would make every
+// interface with accept_ra=1 ignore router advertisements (see
+// TestRouterAdvertisementsStillConfigureTheNodeAfterPrepare). Prepare
+// leaves net.ipv6.conf.all.forwarding as it finds it, and says when it is
+// off; IPv4 forwarding is set, as kube-proxy sets it.
+func TestPrepareLeavesIPv6ForwardingAndSaysWhenItIsOff(t *testing.T) {
+	for _, was := range []string{"0", "1"} {
+		fk := newHostKernel()
+		fk.sysctl.Values["net.ipv6.conf.all.forwarding"] = was
+		cfg := testConfig()
+		cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+		prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64")
+		if err != nil {
+			t.Fatal(err)
 		}
+		if got, _ := fk.sysctl.Get("net.ipv6.conf.all.forwarding"); got != was {
+			t.Errorf("net.ipv6.conf.all.forwarding %s -> %s, want it left", was, got)
+		}
+		if got, _ := fk.sysctl.Get("net.ipv4.ip_forward"); got != "1" {
+			t.Errorf("net.ipv4.ip_forward = %s, want 1", got)
+		}
+		if prep.IPv6NotForwarded != (was == "0") {
+			t.Errorf("forwarding %s: IPv6NotForwarded=%v", was, prep.IPv6NotForwarded)
+		}
+	}
+	// IPv4 alone does not ask.
+	fk := newHostKernel()
+	if prep, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.IPv6NotForwarded {
+		t.Fatalf("IPv4 only: %+v %v", prep, err)
 	}
 }

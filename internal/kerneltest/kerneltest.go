@@ -28,11 +28,13 @@ const (
 	NoIPVS Reason = "kernel has no IPVS"
 	// NoDummy: the kernel has no dummy network driver.
 	NoDummy Reason = "kernel has no dummy driver"
+	// NoSCTP: the kernel has no SCTP (no sctp module to load).
+	NoSCTP Reason = "kernel has no SCTP"
 )
 
 // accepted lists, in one place, the reasons CI accepts and where. On the CI
-// host (CI=true, not in the VM) only the two the host kernel cannot give:
-// it is built without IPVS and without the dummy driver, and `make vm-test`
+// host (CI=true, not in the VM) only the three the host kernel cannot give:
+// it is built without IPVS, the dummy driver and SCTP, and `make vm-test`
 // runs exactly those halves in the VM (VM_PKGS in the Makefile). Inside the
 // VM nothing is accepted: its kernel has both, and its root file system is
 // the host's, so every tool is there too.
@@ -46,6 +48,23 @@ const (
 var accepted = map[Reason]string{
 	NoIPVS:  "the CI host's kernel has no IPVS; make vm-test runs these tests in the VM",
 	NoDummy: "the CI host's kernel has no dummy driver; make vm-test runs these tests in the VM",
+	NoSCTP:  "the CI host's kernel has no SCTP; make vm-test runs these tests in the VM",
+}
+
+// KernelWithoutTwos reports whether the VM boots a kernel known to lack the
+// twos IPVS scheduler: Debian 12's 6.1 kernels (IPVSPROXY_VM_KERNEL 6.1 or
+// cloud, e2e/vm/prepare.sh) are built without CONFIG_IP_VS_TWOS. A test of
+// twos expects the kernel's refusal there, and the daemon falls back to wrr;
+// on any other kernel of the VM, twos missing is a failure.
+func KernelWithoutTwos() bool {
+	if !InVM() {
+		return false
+	}
+	switch os.Getenv("IPVSPROXY_VM_KERNEL") {
+	case "6.1", "cloud":
+		return true
+	}
+	return false
 }
 
 // InVM reports whether the test runs inside the project's VM

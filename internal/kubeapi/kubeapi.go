@@ -44,6 +44,9 @@ type Client interface {
 	// version ("networking.k8s.io/v1"); a group version it does not serve
 	// is a NotFound error.
 	ServerResources(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error)
+	// APIVersions is the API server's legacy discovery root (/api), whose
+	// serverAddressByClientCIDRs carry the address it advertises.
+	APIVersions(ctx context.Context) (*metav1.APIVersions, error)
 }
 
 // ListWatcher lists and watches one kind across all namespaces.
@@ -197,6 +200,14 @@ func (c *client) ServerResources(ctx context.Context, groupVersion string) (*met
 		return nil, err
 	}
 	return list, nil
+}
+
+func (c *client) APIVersions(ctx context.Context) (*metav1.APIVersions, error) {
+	versions := &metav1.APIVersions{}
+	if err := c.discovery.Get().AbsPath("/api").Do(ctx).Into(versions); err != nil {
+		return nil, err
+	}
+	return versions, nil
 }
 
 // eventSink writes Events as client-go's EventSinkImpl does, each into its

@@ -73,6 +73,11 @@ func (s *apiServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, request{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), r.Header.Get("Accept"), body})
 	s.mu.Unlock()
+	if r.URL.Path == "/api" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[{"clientCIDR":"0.0.0.0/0","serverAddress":"192.0.2.100:6443"}]}`)
+		return
+	}
 	if r.URL.Path == "/apis/networking.k8s.io/v1" {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"networking.k8s.io/v1",`+
@@ -205,6 +210,10 @@ func TestClientReadsAndWritesThroughTheAPIPaths(t *testing.T) {
 			if _, err := c.ServerResources(ctx, "no.such.group/v1"); !apierrors.IsNotFound(err) {
 				t.Errorf("discovery of a group the server does not serve: %v, want NotFound", err)
 			}
+			versions, err := c.APIVersions(ctx)
+			if err != nil || len(versions.ServerAddressByClientCIDRs) != 1 || versions.ServerAddressByClientCIDRs[0].ServerAddress != "192.0.2.100:6443" {
+				t.Fatalf("/api: %+v, %v", versions, err)
+			}
 			event := &v1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web.1"}, Reason: "PortConflict", Message: "taken"}
 			if got, err := c.Events().Create(event); err != nil || got.Reason != "PortConflict" || got.Message != "taken" {
 				t.Fatalf("Event create: %+v, %v", got, err)
@@ -221,6 +230,7 @@ func TestClientReadsAndWritesThroughTheAPIPaths(t *testing.T) {
 				{"GET", "/apis/networking.k8s.io/v1/servicecidrs", "", ""},
 				{"GET", "/apis/networking.k8s.io/v1", "", ""},
 				{"GET", "/apis/no.such.group/v1", "", ""},
+				{"GET", "/api", "", ""},
 				{"POST", "/api/v1/namespaces/tenant/events", "", contentType},
 				{"PATCH", "/api/v1/namespaces/tenant/events/web.1", "", "application/merge-patch+json"},
 			}

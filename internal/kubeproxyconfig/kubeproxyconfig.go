@@ -1,7 +1,8 @@
-// Package kubeproxyconfig translates kube-proxy's configuration file, a
+// Package kubeproxyconfig decodes kube-proxy's configuration file, a
 // KubeProxyConfiguration (kubeproxy.config.k8s.io/v1alpha1, the config.conf
-// of kubeadm's kube-system/kube-proxy ConfigMap), into values of the flags
-// of `ipvsproxy run`: each field it sets becomes the value of one flag, so
+// of kubeadm's kube-system/kube-proxy ConfigMap), as kube-proxy does, naming
+// the fields of a newer release it ignores (decode.go), and translates it
+// into values of the flags of `ipvsproxy run`: each field it sets becomes the value of one flag, so
 // everything after start-up sees flags only, and the fields ipvsproxy does
 // not honour are returned with why, for one warning. Validation of the
 // values is the flags' (Config.Validate), not this package's.
@@ -12,17 +13,13 @@
 package kubeproxyconfig
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"net"
-	"os"
 	"sort"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 )
 
@@ -113,22 +110,33 @@ var Fields = []Field{
 // fails when a flag is in neither this list nor Fields, so a new flag is a
 // decision.
 var FlagsWithoutField = map[string]string{
-	"config":                   "the file itself",
-	"external-ip-cidrs":        "ipvsproxy only; kube-proxy leaves external IPs to admission (DenyServiceExternalIPs, CVE-2020-8554)",
-	"service-cidrs":            "ipvsproxy only; kube-proxy takes no Service ranges (the API server's --service-cluster-ip-range)",
-	"ip-families":              "ipvsproxy only; kube-proxy takes the families of the node's addresses, as --ip-families=auto does",
-	"ipset-max-elements":       "ipvsproxy only; kube-proxy creates its sets with the kernel's default maxelem (65536)",
-	"ipvs-scheduler-flags":     "ipvsproxy only; kube-proxy cannot set the sh and mh flags",
-	"ipvs-resync-shares":       "ipvsproxy only; kube-proxy re-checks everything every ipvs.syncPeriod",
-	"ipvs-drain-timeout":       "ipvsproxy only; kube-proxy waits for a removed endpoint's connections without limit and cuts a deleted Service's at once",
-	"service-node-port-range":  "the API server's flag; kube-proxy reads no NodePort range",
-	"sysctl-root":              "ipvsproxy only: where /proc/sys is mounted in the container",
-	"metrics-per-service":      "ipvsproxy only: per-Service IPVS counters",
-	"inspect-endpoint":         "ipvsproxy only: the read-only /inspect/ endpoint",
-	"lock-file":                "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
-	"lock-timeout":             "ipvsproxy only: how long a second instance waits for the node lock",
-	"node-addresses-from":      "ipvsproxy only; kube-proxy has no node guard and watches its own Node alone",
-	"node-addresses-namespace": "ipvsproxy only: where the published Node addresses are",
+	"config":                              "the file itself",
+	"external-ip-cidrs":                   "ipvsproxy only; kube-proxy leaves external IPs to admission (DenyServiceExternalIPs, CVE-2020-8554)",
+	"service-cidrs":                       "ipvsproxy only; kube-proxy takes no Service ranges (the API server's --service-cluster-ip-range)",
+	"ip-families":                         "ipvsproxy only; kube-proxy takes the families of the node's addresses, as --ip-families=auto does",
+	"ipset-max-elements":                  "ipvsproxy only; kube-proxy creates its sets with the kernel's default maxelem (65536)",
+	"ipset-max-elements-per-service":      "ipvsproxy only; kube-proxy lets one Service fill a set",
+	"ipset-max-elements-per-namespace":    "ipvsproxy only; kube-proxy lets one namespace fill a set",
+	"ipvs-max-real-servers":               "ipvsproxy only; kube-proxy programs every real server",
+	"ipvs-max-real-servers-per-service":   "ipvsproxy only; kube-proxy programs every real server of a Service",
+	"ipvs-max-real-servers-per-namespace": "ipvsproxy only; kube-proxy programs every real server of a namespace",
+	"ipvs-scheduler-flags":                "ipvsproxy only; kube-proxy cannot set the sh and mh flags",
+	"ipvs-allowed-schedulers":             "ipvsproxy only; kube-proxy has no scheduler per Service",
+	"ipvs-resync-shares":                  "ipvsproxy only; kube-proxy re-checks everything every ipvs.syncPeriod",
+	"ipvs-drain-timeout":                  "ipvsproxy only; kube-proxy waits for a removed endpoint's connections without limit and cuts a deleted Service's at once",
+	"service-node-port-range":             "the API server's flag; kube-proxy reads no NodePort range",
+	"sysctl-root":                         "ipvsproxy only: where /proc/sys is mounted in the container",
+	"metrics-per-service":                 "ipvsproxy only: per-Service IPVS counters",
+	"inspect-endpoint":                    "ipvsproxy only: the read-only /inspect/ endpoint",
+	"inspect-bind-address":                "ipvsproxy only: where the read-only /inspect/ endpoint listens (loopback by default, whatever metricsBindAddress)",
+	"lock-file":                           "ipvsproxy only: the node lock that keeps a second instance from writing the kernel",
+	"lock-timeout":                        "ipvsproxy only: how long a second instance waits for the node lock",
+	"protect-addresses":                   "ipvsproxy only; kube-proxy binds any address a Service names",
+	"accept-service-traffic":              "ipvsproxy only; kube-proxy always returns Service traffic to the host's INPUT rules",
+	"refuse-endpoint-cidrs":               "ipvsproxy only; kube-proxy takes every endpoint address the API accepted",
+	"refuse-node-endpoints":               "ipvsproxy only; kube-proxy takes every endpoint address the API accepted",
+	"node-addresses-from":                 "ipvsproxy only; kube-proxy has no address guard and watches its own Node alone",
+	"node-addresses-namespace":            "ipvsproxy only: where the published Node addresses are",
 }
 
 // Setting is one field a file sets, in the syntax of its flag.
@@ -151,65 +159,6 @@ func Translate(file *kubeproxy.KubeProxyConfiguration) []Setting {
 		}
 	}
 	return out
-}
-
-// The file is decoded by a scheme that knows KubeProxyConfiguration v1alpha1
-// only, strictly: an unknown or duplicate field is an error naming it, not a
-// setting silently lost (kube-proxy falls back to lenient decoding with a
-// log line; a drop-in must not be more forgiving of typos than that line is
-// visible).
-var kubeProxyCodecs = func() serializer.CodecFactory {
-	s := runtime.NewScheme()
-	if err := kubeproxy.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return serializer.NewCodecFactory(s, serializer.EnableStrict)
-}()
-
-// Read reads and strictly decodes a KubeProxyConfiguration. It returns the
-// file's digest too, so a watcher can tell a real change.
-func Read(path string) (*kubeproxy.KubeProxyConfiguration, [sha256.Size]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, [sha256.Size]byte{}, fmt.Errorf("read --config: %w", err)
-	}
-	sum := sha256.Sum256(data)
-	cfg, err := Decode(data)
-	if err != nil {
-		return nil, sum, fmt.Errorf("--config %s: %w", path, err)
-	}
-	return cfg, sum, nil
-}
-
-// Decode strictly decodes a KubeProxyConfiguration and refuses a mode other
-// than ipvs.
-func Decode(data []byte) (*kubeproxy.KubeProxyConfiguration, error) {
-	want := kubeproxy.SchemeGroupVersion.WithKind("KubeProxyConfiguration")
-	obj, gvk, err := kubeProxyCodecs.UniversalDeserializer().Decode(data, nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("decode KubeProxyConfiguration %s: %w", want.GroupVersion(), err)
-	}
-	cfg, ok := obj.(*kubeproxy.KubeProxyConfiguration)
-	if !ok || *gvk != want {
-		return nil, fmt.Errorf("want kind %s of %s, got %s", want.Kind, want.GroupVersion(), gvk)
-	}
-	if err := CheckMode(string(cfg.Mode)); err != nil {
-		return nil, fmt.Errorf("mode: %w", err)
-	}
-	return cfg, nil
-}
-
-// CheckMode accepts the only mode ipvsproxy implements; "" is kube-proxy's
-// default, which kubeadm writes. Both the file's mode and --proxy-mode are
-// checked by it: a file that is refused is waited out by the watcher
-// instead of restarting into an error.
-func CheckMode(mode string) error {
-	switch strings.ToLower(mode) {
-	case "", "ipvs":
-		return nil
-	default:
-		return fmt.Errorf("%q: ipvsproxy implements only the ipvs mode; remove the setting or set it to ipvs (kube-proxy keeps running in the %s mode until it is replaced)", mode, mode)
-	}
 }
 
 // Field values in flag syntax; "" means "left at kube-proxy's default".

@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
+	"golang.org/x/sys/unix"
 )
 
 // TestMain runs this binary as a lock holder when NODELOCK_TEST_HOLD names a
@@ -22,6 +25,10 @@ import (
 // holder prints "waiting <pid>" if it had to wait, then "locked", and holds
 // the lock until its stdin closes.
 func TestMain(m *testing.M) {
+	if path := os.Getenv("NODELOCK_TEST_TAKE_READONLY"); path != "" {
+		takeReadOnly(path)
+		return
+	}
 	if path := os.Getenv("NODELOCK_TEST_HOLD"); path != "" {
 		timeout, _ := time.ParseDuration(os.Getenv("NODELOCK_TEST_TIMEOUT"))
 		lock, err := Acquire(context.Background(), path, timeout, func(pid int) { fmt.Printf("waiting %d\n", pid) })
@@ -176,4 +183,195 @@ func TestUnusablePathIsAnError(t *testing.T) {
 			t.Errorf("Acquire(%s) = %v, want an error naming the path", path, err)
 		}
 	}
+}
+
+// takeReadOnly is what a local user can do with a lock file they may read:
+// open it read-only and flock it, which needs no write access. It prints
+// "held" and holds the lock until stdin closes, or "refused: ERR".
+func takeReadOnly(path string) {
+	f, err := os.Open(path)
+	if err == nil {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err != nil {
+		fmt.Println("refused:", err)
+		os.Exit(0)
+	}
+	fmt.Println("held")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	os.Exit(0)
+}
+
+// nobody is the unprivileged user of Debian's base-passwd.
+const nobody = 65534
+
+// publicDir is a directory like the host's /run: root's, 0755, so that any
+// user may look up the lock file in it and only its mode decides who opens
+// it. The test binary is copied into it, where nobody may run it.
+func publicDir(t *testing.T) (dir, binary string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nodelock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary = filepath.Join(dir, "nodelock.test")
+	if err := os.WriteFile(binary, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir, binary
+}
+
+// A local user cannot hold the node lock: the file ipvsproxy creates is
+// root's and 0600, so an unprivileged process (uid nobody, as a shell user
+// or a pod's process would be) cannot even open it, and a root process
+// takes it at once after. The file was once created 0644: a user opened it
+// read-only, held the flock across a restart, and the daemon exited after
+// its wait, again and again.
+func TestUnprivilegedUserCannotHoldTheLock(t *testing.T) {
+	if os.Geteuid() != 0 {
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root to run a process as another user")
+	}
+	dir, binary := publicDir(t)
+	path := filepath.Join(dir, "ipvsproxy.lock")
+	lock, err := Acquire(context.Background(), path, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.Release()
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 || st.Mode&0o777 != 0o600 {
+		t.Errorf("the lock file is uid %d mode %04o, want root's 0600", st.Uid, st.Mode&0o777)
+	}
+
+	user := exec.Command(binary)
+	user.Env = append(os.Environ(), "NODELOCK_TEST_TAKE_READONLY="+path)
+	user.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	stdin, err := user.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := user.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := user.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = user.Wait() })
+	said, _ := bufio.NewReader(stdout).ReadString('\n')
+	t.Logf("uid %d: %s", nobody, strings.TrimSpace(said))
+	if !strings.HasPrefix(said, "refused:") || !strings.Contains(said, "permission denied") {
+		t.Errorf("uid %d said %q, want a refused open", nobody, said)
+	}
+	if lock, err := Acquire(context.Background(), path, 200*time.Millisecond, nil); err != nil {
+		t.Errorf("root after the user's try: %v", err)
+	} else {
+		lock.Release()
+	}
+}
+
+// A lock file another user could open or replace is refused before it is
+// locked, with an error naming the file and what to do; one that is fine
+// is taken. kubelet's hostPath FileOrCreate makes files 0644, which is why
+// the DaemonSet mounts the directory and ipvsproxy makes the file.
+func TestLockFileOthersCouldOpenIsRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		kerneltest.Skip(t, kerneltest.NotRoot, "needs root to make files of another user")
+	}
+	for _, c := range []struct {
+		name    string
+		dirMode os.FileMode
+		setup   func(path string) error
+		refused string // in the error; "" when taken
+	}{
+		{"made 0644, as a hostPath FileOrCreate", 0o755, func(p string) error { return os.WriteFile(p, nil, 0o644) }, "mode 0644"},
+		{"group-writable", 0o755, func(p string) error { return writeMode(p, 0o620) }, "mode 0620"},
+		{"another user's", 0o755, func(p string) error {
+			if err := os.WriteFile(p, nil, 0o600); err != nil {
+				return err
+			}
+			return os.Chown(p, nobody, nobody)
+		}, "owned by uid 65534"},
+		{"in a directory anyone may write", 0o777, func(p string) error { return os.WriteFile(p, nil, 0o600) }, "anyone may replace"},
+		{"a symbolic link", 0o755, func(p string) error { return os.Symlink("/etc/passwd", p) }, "symbolic link"},
+		{"root's 0600", 0o755, func(p string) error { return os.WriteFile(p, nil, 0o600) }, ""},
+		{"root's 0600 in a sticky directory", os.ModeSticky | 0o777, func(p string) error { return os.WriteFile(p, nil, 0o600) }, ""},
+		{"made by ipvsproxy", 0o755, func(string) error { return nil }, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, _ := publicDir(t)
+			if err := os.Chmod(dir, c.dirMode); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "ipvsproxy.lock")
+			if err := c.setup(path); err != nil {
+				t.Fatal(err)
+			}
+			lock, err := Acquire(context.Background(), path, 0, nil)
+			switch {
+			case c.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.refused == "":
+				lock.Release()
+			case err == nil:
+				lock.Release()
+				t.Fatalf("taken, want an error saying %q", c.refused)
+			case !errors.Is(err, ErrUnsafeLockFile) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), c.refused):
+				t.Fatalf("error %q, want ErrUnsafeLockFile naming %s and saying %q", err, path, c.refused)
+			default:
+				t.Logf("%v", err)
+			}
+		})
+	}
+}
+
+// writeMode makes an empty file with exactly mode (the umask cleared).
+func writeMode(path string, mode os.FileMode) error {
+	if err := os.WriteFile(path, nil, mode); err != nil {
+		return err
+	}
+	return os.Chmod(path, mode)
+}
+
+// The lock is on the file the path names when it is taken: a file removed
+// (or replaced) under a waiting process is not locked in place of the new
+// one, so two processes never both believe they hold "the" lock.
+func TestLockOfAReplacedFileIsTakenAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ipvsproxy.lock")
+	first := startHolder(t, path, 0)
+	first.expect(t, "locked")
+	second := startHolder(t, path, time.Minute)
+	second.expect(t, "waiting "+strconv.Itoa(first.cmd.Process.Pid))
+	// An operator removes the file and a third process makes a new one
+	// and holds it; then the first one goes.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	third := startHolder(t, path, 0)
+	third.expect(t, "locked")
+	first.stdin.Close()
+	<-first.done
+	select {
+	case line := <-second.lines:
+		t.Fatalf("the second process said %q while the third holds the file the path names", line)
+	case <-time.After(time.Second):
+	}
+	third.stdin.Close()
+	<-third.done
+	second.expect(t, "locked")
 }

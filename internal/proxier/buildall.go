@@ -10,10 +10,7 @@ import (
 )
 
 // builtService is one Service's new desired state; nil when it is gone.
-type builtService struct {
-	name  types.NamespacedName
-	state *ipvsproxy.ServiceState
-}
+type builtService = ipvsproxy.Candidate
 
 // parallelBuildMin is how many Services a sync must build before the work
 // is spread over the cores: below it the goroutines cost more than they save.
@@ -26,11 +23,11 @@ const parallelBuildMin = 256
 func (p *Proxier) buildServices(names map[types.NamespacedName]bool, node ipvsproxy.NodeInfo) []builtService {
 	out := make([]builtService, 0, len(names))
 	for name := range names {
-		out = append(out, builtService{name: name})
+		out = append(out, builtService{Name: name})
 	}
 	build := func(b *builtService) {
-		if svc, endpointSlices := p.tracker.Input(b.name); svc != nil {
-			b.state = ipvsproxy.BuildService(svc, endpointSlices, node, p.cfg)
+		if svc, endpointSlices := p.tracker.Input(b.Name); svc != nil {
+			b.State = ipvsproxy.BuildService(svc, endpointSlices, node, p.cfg)
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(out)/parallelBuildMin+1)
@@ -62,12 +59,12 @@ func reserveFor(built []builtService, d *ipvsproxy.DesiredState, t *ipvsproxy.To
 	var virtualServers, addresses, entries int
 	perSet := map[string]int{}
 	for _, b := range built {
-		if b.state == nil {
+		if b.State == nil {
 			continue
 		}
-		virtualServers += len(b.state.VirtualServers)
-		for i := range b.state.VirtualServers {
-			vs := &b.state.VirtualServers[i]
+		virtualServers += len(b.State.VirtualServers)
+		for i := range b.State.VirtualServers {
+			vs := &b.State.VirtualServers[i]
 			if vs.Bound {
 				addresses++
 			}

@@ -18,7 +18,10 @@ import (
 // Cleanup removes everything the proxier installs: its virtual servers,
 // its jump rules and chains, its ipsets, its Service CIDR routes and
 // kube-ipvs0. It goes on past failures and returns them all; what it does
-// not own stays.
+// not own stays. A virtual server goes only when the ownership record names
+// it; the chains, sets and kube-ipvs0 whose names kube-proxy's IPVS mode
+// shares go only when ipvsproxy's state is on the node (installedHere):
+// on a node handed back to kube-proxy's IPVS mode they are kube-proxy's.
 func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 	var errs []error
 	fail := func(err error) {
@@ -31,9 +34,17 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 	if err != nil && !errors.Is(err, ipset.ErrUnsupported) {
 		fail(fmt.Errorf("list ipsets: %w", err))
 	}
-	members := map[string]*ipset.EntryMap[struct{}]{}
+	ours := installedHere(sets)
+	if !ours && err == nil {
+		klog.InfoS("No set only ipvsproxy makes is on this node (no ownership record " + owned.SetOwned + "): the virtual servers, " + owned.DummyInterface +
+			" and the chains and sets whose names kube-proxy's IPVS mode uses are not ipvsproxy's and stay (kube-proxy --cleanup removes kube-proxy's)")
+	}
+	// The members of each family's record set, with those of its
+	// temporary twin (a replace cut short): both name what ipvsproxy made.
+	records := map[string]*ipset.EntryMap[struct{}]{}
 	for _, s := range sets {
-		if owned.BaseName(s.Name) != owned.SetOwned || s.Type != ipset.HashIPPort {
+		name := strings.TrimSuffix(s.Name, tempSetSuffix)
+		if owned.BaseName(name) != owned.SetOwned || s.Type != ipset.HashIPPort {
 			continue
 		}
 		entries, err := k.IPSet.Entries(s.Name)
@@ -41,30 +52,29 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 			fail(fmt.Errorf("list ipset %s: %w", s.Name, err))
 			continue
 		}
-		members[s.Name] = entryMapOf(entries)
+		if records[name] == nil {
+			records[name] = ipset.NewEntryMap[struct{}](len(entries))
+		}
+		for _, e := range entries {
+			records[name].Put(e, struct{}{})
+		}
 	}
 	routes, err := ownRoutes(k)
 	if err != nil {
 		fail(err)
 	}
-	vsFailed := false
-	// The addresses matter only to the legacy rule (no record set).
-	addrs, addrErr := readAddresses(k)
-	owner := readOwnership(cfg, sets, members, nil, addrs, nil, nil)
-	if addrErr != nil && owner.legacy {
-		fail(addrErr)
-		vsFailed = true
-	} else if all, err := k.IPVS.VirtualServers(); err != nil && !errors.Is(err, ipvs.ErrUnsupported) {
-		fail(fmt.Errorf("list virtual servers: %w", err))
-		vsFailed = true
-	} else {
+	if len(records) > 0 {
+		owner := cleanupOwnership(records)
+		all, err := k.IPVS.VirtualServers()
+		if err != nil && !errors.Is(err, ipvs.ErrUnsupported) {
+			fail(fmt.Errorf("list virtual servers: %w", err))
+		}
 		for _, vs := range all {
-			if !owner.owns(vs.VirtualServerKey, cfg) {
+			if !owner.isRecorded(vs.VirtualServerKey) {
 				continue
 			}
 			if err := k.IPVS.DeleteVirtualServer(vs.VirtualServerKey); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
 				fail(fmt.Errorf("delete virtual server %s: %w", vs.VirtualServerKey, err))
-				vsFailed = true
 			}
 		}
 	}
@@ -75,6 +85,12 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 			continue
 		}
 		for _, table := range owned.Tables {
+			// nat's and filter's chains have kube-proxy's IPVS-mode names;
+			// mangle's KUBE-IPVS-OUT-FILTER is ipvsproxy's alone
+			// (kube-proxy's chain of that name is in filter).
+			if !ours && table != iptables.TableMangle {
+				continue
+			}
 			save, err := ipt.Save(table)
 			if err != nil {
 				fail(fmt.Errorf("read %s %s table: %w", family, table, err))
@@ -109,22 +125,19 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 		}
 	}
 
-	ours := map[string]bool{}
+	// The sets once the rules naming them are gone; the record sets last,
+	// below.
+	owns := map[string]bool{}
 	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
-		// The record goes last, and only once every virtual server it
-		// names is gone: a cleanup that failed can be run again.
-		ours[s.Name] = owned.BaseName(s.Name) != owned.SetOwned || !vsFailed
-		ours[tempSetName(s.Name)] = true
+		owns[s.Name], owns[tempSetName(s.Name)] = true, true
 	}
+	var recordSets []string
 	for _, s := range sets {
-		if ours[s.Name] && owned.BaseName(s.Name) != owned.SetOwned {
-			if err := k.IPSet.DestroySet(s.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
-				fail(fmt.Errorf("destroy ipset %s: %w", s.Name, err))
-			}
-		}
-	}
-	for _, s := range sets {
-		if ours[s.Name] && owned.BaseName(s.Name) == owned.SetOwned {
+		switch {
+		case !owns[s.Name] || !ours:
+		case owned.BaseName(strings.TrimSuffix(s.Name, tempSetSuffix)) == owned.SetOwned:
+			recordSets = append(recordSets, s.Name)
+		default:
 			if err := k.IPSet.DestroySet(s.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
 				fail(fmt.Errorf("destroy ipset %s: %w", s.Name, err))
 			}
@@ -138,8 +151,22 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 			fail(fmt.Errorf("delete service route %s: %w", r, err))
 		}
 	}
-	if err := k.Netif.DeleteDummy(); err != nil && !errors.Is(err, netif.ErrNotFound) {
-		fail(fmt.Errorf("delete %s: %w", owned.DummyInterface, err))
+	if ours {
+		if err := k.Netif.DeleteDummy(); err != nil && !errors.Is(err, netif.ErrNotFound) {
+			fail(fmt.Errorf("delete %s: %w", owned.DummyInterface, err))
+		}
+	}
+
+	// The record goes last, and only when everything else went: it is what
+	// makes the node's state ipvsproxy's (installedHere), so a clean-up that
+	// failed part-way, run again, still removes the rest.
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, name := range recordSets {
+		if err := k.IPSet.DestroySet(name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
+			fail(fmt.Errorf("destroy ipset %s: %w", name, err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -206,9 +206,12 @@ func TestSourceRangesApplyToTrafficFromTheNode(t *testing.T) {
 	}
 }
 
-// The jumps go first, before a host firewall's rules.
+// The jumps go first, before a host firewall's rules: DOCKER's and CNI
+// portmap's DNAT of every local address never take service traffic from
+// IPVS. What the host's INPUT rules then say about it is theirs to decide,
+// as under kube-proxy (a trailing REJECT rejects it), unless
+// --accept-service-traffic accepts it ahead of them.
 func TestJumpsGoBeforeHostFirewallRules(t *testing.T) {
-	fk := newFakeKernel()
 	hostFirewall := `*filter
 -A INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
 -A INPUT -j REJECT --reject-with icmp-host-prohibited
@@ -225,30 +228,90 @@ COMMIT
 -A CNI-HOSTPORT-DNAT -p tcp -m tcp --dport 30080 -j DNAT --to-destination 192.0.2.11:80
 COMMIT
 `
-	if err := fk.ipt4.Restore([]byte(hostFirewall)); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name   string
+		accept bool
+		// hostDecides is the verdict of traffic to a virtual server from
+		// elsewhere.
+		hostDecides string
+	}{
+		{"the host's INPUT rules decide", false, "REJECT in filter INPUT"},
+		{"--accept-service-traffic", true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fk := newFakeKernel()
+			if err := fk.ipt4.Restore([]byte(hostFirewall)); err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig()
+			cfg.AcceptServiceTraffic = c.accept
+			p, _ := newTestProxier(t, fk, cfg)
+			web := servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080))
+			lb := servicetest.Service("lb", "10.96.0.20", servicetest.LoadBalancer(30090, "203.0.113.140"))
+			for _, s := range []*v1.Service{web, lb} {
+				p.Tracker().SetService(s)
+				p.Tracker().SetEndpointSlice(servicetest.Slice(s, s.Name+"-a", 8080, "10.244.2.7@node2"))
+			}
+			mustSync(t, p)
+			for _, j := range owned.JumpRules() {
+				save, _ := fk.ipt4.Save(j.Table)
+				if first := iptables.SavedRules(save)[j.Chain][0]; !strings.HasSuffix(first, "-j "+j.Rule[len(j.Rule)-1]) {
+					t.Errorf("%s %s starts with %q, want the jump to %s", j.Table, j.Chain, first, j.Rule[len(j.Rule)-1])
+				}
+			}
+			tr := newTracer(t, fk)
+			clusterIP := netip.MustParseAddr("10.96.0.10")
+			or := func(want string) string {
+				if c.hostDecides != "" {
+					return c.hostDecides
+				}
+				return want
+			}
+			wantTrace(t, tr, "pod to cluster IP:80 (DOCKER DNATs port 80)", tcpTo(podHere, clusterIP, 80), or("ACCEPT -> virtual server TCP 10.96.0.10:80 with 1 real servers"))
+			// The node's own traffic is IPVS's at LOCAL_OUT: INPUT never sees it.
+			wantTrace(t, tr, "node to cluster IP:80", fromNode(clusterIP, 80), "ACCEPT -> virtual server TCP 10.96.0.10:80 with 1 real servers, masqueraded")
+			wantTrace(t, tr, "outside client to the LB IP:80", tcpTo(outsider, lbIP, 80), or("ACCEPT -> virtual server TCP 203.0.113.140:80 with 1 real servers, masqueraded"))
+			wantTrace(t, tr, "outside client to node port 30080 (a hostPort DNAT)", tcpTo(outsider, servicetest.Node1IP, 30080), or("ACCEPT -> virtual server TCP 198.51.100.1:30080 with 1 real servers, masqueraded"))
+			wantTrace(t, tr, "outside client to port 22 still meets the host's REJECT", tcpTo(outsider, servicetest.Node1IP, 22), "REJECT in filter INPUT")
+		})
 	}
-	p, _ := newTestProxier(t, fk, testConfig())
-	web := servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080))
-	lb := servicetest.Service("lb", "10.96.0.20", servicetest.LoadBalancer(30090, "203.0.113.140"))
-	for _, s := range []*v1.Service{web, lb} {
-		p.Tracker().SetService(s)
-		p.Tracker().SetEndpointSlice(servicetest.Slice(s, s.Name+"-a", 8080, "10.244.2.7@node2"))
+}
+
+// A host firewall restricts who reaches a tenant's node port, as under
+// kube-proxy: its INPUT rules see Service traffic after KUBE-IPVS-FILTER.
+// Only --accept-service-traffic takes that from it.
+func TestHostFirewallRestrictsNodePorts(t *testing.T) {
+	hostFirewall := `*filter
+-A INPUT -s 203.0.113.0/24 -p tcp -m tcp --dport 30000:32767 -j ACCEPT
+-A INPUT -p tcp -m tcp --dport 30000:32767 -j DROP
+COMMIT
+`
+	allowed := netip.MustParseAddr("203.0.113.9")
+	for _, c := range []struct {
+		name            string
+		accept          bool
+		outsiderVerdict string
+	}{
+		{"default", false, "DROP in filter INPUT"},
+		{"--accept-service-traffic", true, "ACCEPT -> virtual server TCP 198.51.100.1:30080 with 1 real servers, masqueraded"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fk := newFakeKernel()
+			if err := fk.ipt4.Restore([]byte(hostFirewall)); err != nil {
+				t.Fatal(err)
+			}
+			cfg := testConfig()
+			cfg.AcceptServiceTraffic = c.accept
+			p, _ := newTestProxier(t, fk, cfg)
+			web := servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080))
+			p.Tracker().SetService(web)
+			p.Tracker().SetEndpointSlice(servicetest.Slice(web, "web-a", 8080, "10.244.2.7@node2"))
+			mustSync(t, p)
+			tr := newTracer(t, fk)
+			wantTrace(t, tr, "a client the firewall admits", tcpTo(allowed, servicetest.Node1IP, 30080), "ACCEPT -> virtual server TCP 198.51.100.1:30080 with 1 real servers, masqueraded")
+			wantTrace(t, tr, "a client the firewall drops", tcpTo(outsider, servicetest.Node1IP, 30080), c.outsiderVerdict)
+		})
 	}
-	mustSync(t, p)
-	for _, j := range owned.JumpRules() {
-		save, _ := fk.ipt4.Save(j.Table)
-		if first := iptables.SavedRules(save)[j.Chain][0]; !strings.HasSuffix(first, "-j "+j.Rule[len(j.Rule)-1]) {
-			t.Errorf("%s %s starts with %q, want the jump to %s", j.Table, j.Chain, first, j.Rule[len(j.Rule)-1])
-		}
-	}
-	tr := newTracer(t, fk)
-	clusterIP := netip.MustParseAddr("10.96.0.10")
-	wantTrace(t, tr, "pod to cluster IP:80 (DOCKER DNATs port 80)", tcpTo(podHere, clusterIP, 80), "ACCEPT -> virtual server TCP 10.96.0.10:80 with 1 real servers")
-	wantTrace(t, tr, "node to cluster IP:80", fromNode(clusterIP, 80), "ACCEPT -> virtual server TCP 10.96.0.10:80 with 1 real servers, masqueraded")
-	wantTrace(t, tr, "outside client to the LB IP:80", tcpTo(outsider, lbIP, 80), "ACCEPT -> virtual server TCP 203.0.113.140:80 with 1 real servers, masqueraded")
-	wantTrace(t, tr, "outside client to node port 30080 (a hostPort DNAT)", tcpTo(outsider, servicetest.Node1IP, 30080), "ACCEPT -> virtual server TCP 198.51.100.1:30080 with 1 real servers, masqueraded")
-	wantTrace(t, tr, "outside client to port 22 still meets the host's REJECT", tcpTo(outsider, servicetest.Node1IP, 22), "REJECT in filter INPUT")
 }
 
 // Local-traffic detection and kube-proxy's fallback.

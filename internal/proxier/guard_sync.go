@@ -16,10 +16,10 @@ type guardFacts struct {
 	apiServers []netip.Addr
 }
 
-// guardDependents lists the Services to rebuild because a fact of the guard
-// changed since the last sync: those naming, as an external IP, an address
-// whose Node or API server role changed, or any address of this node when
-// what listens on it changed.
+// guardDependents lists the Services to rebuild because a fact of the
+// address guard changed since the last sync: those holding or naming (as a
+// cluster, external or ingress IP) an address whose Node or API server role
+// changed, or any address of this node when what listens on it changed.
 func (p *Proxier) guardDependents(now guardFacts, node ipvsproxy.NodeInfo) []types.NamespacedName {
 	before := p.guard
 	p.guard = now
@@ -43,7 +43,7 @@ func (p *Proxier) guardDependents(now guardFacts, node ipvsproxy.NodeInfo) []typ
 	}
 	var out []types.NamespacedName
 	for _, a := range addrs {
-		out = p.clusterIPs.AppendNaming(out, a.Unmap(), types.NamespacedName{})
+		out = p.clusterIPs.AppendUsers(out, a.Unmap())
 	}
 	return out
 }

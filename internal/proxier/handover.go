@@ -13,7 +13,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
-	v1 "k8s.io/api/core/v1"
 )
 
 // ErrKubeProxyNotRunning is CleanupAfterKubeProxyIPVS's refusal: the rules
@@ -118,17 +117,4 @@ func CleanupAfterKubeProxyIPVS(k adapters.Kernel, cfg ipvsproxy.Config) ([]strin
 		removed = append(removed, fmt.Sprintf("route local %s dev %s", r, owned.DummyInterface))
 	}
 	return removed, errors.Join(errs...)
-}
-
-// oursAloneSets are the names, for the families and with their temporary
-// twins, of ipvsproxy's sets that kube-proxy's IPVS mode does not use.
-func oursAloneSets(families []v1.IPFamily) map[string]bool {
-	theirs := hostsetup.KubeProxySetNames()
-	out := map[string]bool{}
-	for _, s := range owned.Sets(families, 0) {
-		if !theirs[s.Name] {
-			out[s.Name], out[tempSetName(s.Name)] = true, true
-		}
-	}
-	return out
 }

@@ -542,7 +542,7 @@ func listedRealServers(k adapters.Kernel, key ipvs.VirtualServerKey, into []ipvs
 // sameSetLayout: a set can hold what want holds (bitmap:port has no family
 // and holds every port). A hash set made smaller than --ipset-max-elements
 // (by an older run, or kube-proxy's 65,536 under a larger flag) would refuse
-// entries that the capacity check (limits.go) admitted, so it is replaced
+// entries that the admission (ipvsproxy/admission.go) admitted, so it is replaced
 // like a set of the wrong type; a larger one is kept.
 func sameSetLayout(have, want ipset.Set) bool {
 	if have.Type != want.Type {

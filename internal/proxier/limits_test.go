@@ -3,7 +3,6 @@ package proxier
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +33,11 @@ func hugeService() *v1.Service {
 
 func TestServiceOverflowingASetIsRefusedAndOthersKeepWorking(t *testing.T) {
 	fk := newFakeKernel()
-	p, rec := newTestProxier(t, fk, testConfig())
+	// No per-Service cap (TestOneServiceCannotFillASet's): the set's
+	// room alone refuses it.
+	cfg := testConfig()
+	cfg.Limits.MaxSetEntriesPerService = ipvsproxy.MaxIPSetMaxElements
+	p, rec := newTestProxier(t, fk, cfg)
 	web := servicetest.Service("web", "10.96.0.80")
 	p.Tracker().SetService(web)
 	p.Tracker().SetEndpointSlice(servicetest.Slice(web, "web-a", 8080, "10.244.1.5@node1"))
@@ -151,10 +154,9 @@ func portsService(name, namespace, clusterIP string, n int, createdAtTime time.T
 
 func refusedServices(p *Proxier) []string {
 	var out []string
-	for name := range p.capacity.refused {
+	for _, name := range p.admission.RefusedServices() {
 		out = append(out, name.String())
 	}
-	slices.Sort(out)
 	return out
 }
 
@@ -228,5 +230,138 @@ func TestOwnershipRecordIsCounted(t *testing.T) {
 	}
 	if ev := drainEvents(rec); !strings.Contains(ev, "ServiceTooLarge") || !strings.Contains(ev, owned.SetOwned) {
 		t.Errorf("events %q, want ServiceTooLarge naming %s", ev, owned.SetOwned)
+	}
+}
+
+// programmed says whether the cluster IP's port 1000 (portsService's first)
+// or port 80 has a virtual server on fk.
+func programmed(fk *fakeKernel, clusterIP string, port uint16) bool {
+	_, err := fk.ipvs.RealServers(ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr(clusterIP), Port: port})
+	return err == nil
+}
+
+// One early Service with 100 external IPs and 640 ports wants 64,000 of a
+// set's 65,536 members: admitted oldest first, it took them and refused
+// every later Service on every node. Beyond its own cap (a quarter of a
+// set) it is refused, the Event names the cap, and the Services after it
+// are served.
+func TestOneServiceCannotFillASet(t *testing.T) {
+	fk := newFakeKernel()
+	p, rec := newTestProxier(t, fk, testConfig())
+	greedy := portsService("greedy", "tenant-a", "10.96.1.1", 640, servicetest.Created)
+	for i := range 100 {
+		greedy.Spec.ExternalIPs = append(greedy.Spec.ExternalIPs, fmt.Sprintf("203.0.113.%d", i+1))
+	}
+	p.Tracker().SetService(greedy)
+	mustSync(t, p)
+	var later []*v1.Service
+	for i := range 20 {
+		svc := portsService(fmt.Sprintf("later-%d", i), "tenant-b", fmt.Sprintf("10.96.2.%d", i+1), 100, servicetest.Created.Add(time.Duration(i+1)*time.Hour))
+		later = append(later, svc)
+		p.Tracker().SetService(svc)
+	}
+	mustSync(t, p)
+
+	events := drainEvents(rec)
+	if !strings.Contains(events, "ServiceTooLarge") || !strings.Contains(events, "--ipset-max-elements-per-service") {
+		t.Errorf("events %q, want a ServiceTooLarge warning naming --ipset-max-elements-per-service", events)
+	}
+	if programmed(fk, "10.96.1.1", 1000) {
+		t.Error("the Service of 64,000 virtual servers was programmed")
+	}
+	for _, svc := range later {
+		if !programmed(fk, svc.Spec.ClusterIP, 1000) || !programmed(fk, svc.Spec.ClusterIP, 1099) {
+			t.Errorf("%s/%s was not programmed beside the refused Service", svc.Namespace, svc.Name)
+		}
+	}
+}
+
+// While a set is full, the Services of a namespace beyond its share yield to
+// another namespace's: which Service is refused no longer depends on age
+// alone, and the refusal names the share. A namespace alone may go beyond
+// its share while there is room.
+func TestANamespaceBeyondItsShareYieldsWhenASetIsFull(t *testing.T) {
+	cfg := testConfig()
+	cfg.IPSetMaxElements = 40
+	cfg.Limits.MaxSetEntriesPerService = 10
+	cfg.Limits.SetEntriesPerNamespace = 20
+	fk := newFakeKernel()
+	p, rec := newTestProxier(t, fk, cfg)
+	// Six Services of six ports in one namespace: 36 members of each of
+	// KUBE-CLUSTER-IP, KUBE-IPVS-SERVICES and the ownership record, past
+	// the namespace's share of 20 but within the sets' 40.
+	for i := range 6 {
+		p.Tracker().SetService(portsService(fmt.Sprintf("greedy-%d", i), "greedy", fmt.Sprintf("10.96.3.%d", i+1), 6, servicetest.Created.Add(time.Duration(i)*time.Minute)))
+	}
+	mustSync(t, p)
+	if got := refusedServices(p); len(got) != 0 {
+		t.Fatalf("refused %v while the sets had room", got)
+	}
+	drainEvents(rec)
+	// A newer Service of another namespace does not fit: the greedy
+	// namespace's youngest yields its room.
+	p.Tracker().SetService(portsService("modest", "modest", "10.96.4.1", 6, servicetest.Created.Add(time.Hour)))
+	mustSync(t, p)
+	if got := fmt.Sprint(refusedServices(p)); got != "[greedy/greedy-5]" {
+		t.Errorf("refused %s, want [greedy/greedy-5]", got)
+	}
+	if !programmed(fk, "10.96.4.1", 1000) {
+		t.Error("the other namespace's Service was not programmed")
+	}
+	for i := range 5 {
+		if ip := fmt.Sprintf("10.96.3.%d", i+1); !programmed(fk, ip, 1000) {
+			t.Errorf("%s, within the sets, was not programmed", ip)
+		}
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "namespace greedy") || !strings.Contains(ev, "--ipset-max-elements-per-namespace") {
+		t.Errorf("events %q, want the refusal to name the namespace's share", ev)
+	}
+}
+
+// A Service beyond the real servers a Service may have is refused, naming
+// the cap; and when the node's real servers are full, a namespace beyond
+// its share yields to another namespace's Service.
+func TestRealServersHaveAPerServiceCapAndANamespaceShare(t *testing.T) {
+	cfg := testConfig()
+	cfg.Limits.MaxRealServers = 25
+	cfg.Limits.MaxRealServersPerService = 10
+	cfg.Limits.RealServersPerNamespace = 10
+	fk := newFakeKernel()
+	p, rec := newTestProxier(t, fk, cfg)
+	endpoints := func(n, from int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("10.244.9.%d@node2", from+i))
+		}
+		return out
+	}
+	service := func(name, ns, ip string, created time.Duration, n, from int) {
+		svc := servicetest.Service(name, ip, servicetest.CreatedAt(servicetest.Created.Add(created)))
+		svc.Namespace = ns
+		p.Tracker().SetService(svc)
+		p.Tracker().SetEndpointSlice(servicetest.Slice(svc, name+"-a", 8080, endpoints(n, from)...))
+	}
+	service("too-many", "a", "10.96.5.1", 0, 11, 1)
+	for i := range 3 {
+		service(fmt.Sprintf("a-%d", i), "a", fmt.Sprintf("10.96.5.%d", i+2), time.Duration(i+1)*time.Minute, 8, 20+10*i)
+	}
+	mustSync(t, p)
+	if ev := drainEvents(rec); !strings.Contains(ev, "--ipvs-max-real-servers-per-service") {
+		t.Errorf("events %q, want the 11-endpoint Service refused naming --ipvs-max-real-servers-per-service", ev)
+	}
+	if programmed(fk, "10.96.5.1", 80) {
+		t.Error("the Service of 11 real servers was programmed")
+	}
+	// 24 of 25 real servers taken by namespace a, beyond its share of 10.
+	service("b-0", "b", "10.96.6.1", time.Hour, 5, 100)
+	mustSync(t, p)
+	if !programmed(fk, "10.96.6.1", 80) {
+		t.Error("namespace b's Service was not programmed")
+	}
+	if got := fmt.Sprint(refusedServices(p)); got != "[a/a-2]" {
+		t.Errorf("refused %s, want [a/a-2] (namespace a's youngest, beyond its share)", got)
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "--ipvs-max-real-servers") || !strings.Contains(ev, "--ipvs-max-real-servers-per-namespace") {
+		t.Errorf("events %q, want the refusal to name --ipvs-max-real-servers and the namespace's share", ev)
 	}
 }

@@ -668,7 +668,7 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 		r.view.virtualServers[k] = have
 	}
 	if !r.view.isRecorded(k) {
-		// Adopted from an older version (ownership.go: legacy).
+		// Adopted from kube-proxy's IPVS mode (ownership.go: legacy).
 		if err := r.record(k); err != nil {
 			errs = append(errs, err)
 		}

@@ -157,9 +157,10 @@ func TestNodePortOnVanishedNodeAddressIsRemoved(t *testing.T) {
 	}
 }
 
-// A node where an older ipvsproxy (no record) ran: its virtual servers are
-// adopted once and recorded; a restart after that writes nothing, and what
-// the old rule would not have owned stays foreign.
+// A node where kube-proxy's IPVS mode ran (its sets of the names ipvsproxy
+// shares, no record): its virtual servers are adopted once and recorded; a
+// restart after that writes nothing, and what the adoption rule would not
+// take stays foreign.
 func TestLegacyInstallIsAdoptedAndRecordedOnce(t *testing.T) {
 	fk := newFakeKernel()
 	fk.ipset.CreateSet(ipset.Set{Name: owned.SetClusterIP, Type: ipset.HashIPPort, Family: ipset.IPv4})

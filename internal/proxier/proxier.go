@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
@@ -34,8 +35,8 @@ type SyncResult struct {
 	// the sync loop (recheck.go); the rest of Duration the sync held the
 	// loop.
 	ReadBeside time.Duration
-	Start           time.Time
-	Duration        time.Duration
+	Start      time.Time
+	Duration   time.Duration
 	// Services is how many Services were rebuilt.
 	Services                        int
 	ServiceChanges, EndpointChanges int
@@ -125,8 +126,9 @@ type Proxier struct {
 	started bool
 	// conntrack reconciles UDP flows against the desired state.
 	conntrack conntrackReconciler
-	// capacity refuses Services that would overflow an owned set.
-	capacity setCapacity
+	// admission refuses Services that would overflow an owned set or the
+	// node's real servers (the model's rule: ipvsproxy/admission.go).
+	admission *ipvsproxy.Admission
 	// clusterNodes are every Node's addresses, and guard the facts of the
 	// node guard the last sync built against (nodeguard.go).
 	clusterNodes *ipvsproxy.ClusterNodes
@@ -147,13 +149,10 @@ type Proxier struct {
 
 	trigger chan struct{}
 
-	// snapshotMu lets one Snapshot be made at a time; snapshotCache is the
-	// last one, made after sync number snapshotGen (syncs counts them,
-	// under mu).
-	snapshotMu    sync.Mutex
-	snapshotCache *snapshot.Snapshot
-	snapshotGen   uint64
-	syncs         uint64
+	// snapshotMu lets one Snapshot be made at a time; syncs counts the
+	// syncs, read without mu (SnapshotGeneration).
+	snapshotMu sync.Mutex
+	syncs      atomic.Uint64
 
 	statusMu sync.Mutex // guards snapshot, so Status never waits for a sync
 	snapshot ReconcileStatus
@@ -187,7 +186,7 @@ func New(cfg ipvsproxy.Config, nodeName string, k adapters.Kernel, recorder even
 		appliedRules: map[v1.IPFamily]string{},
 		now:          time.Now,
 		trigger:      make(chan struct{}, 1),
-		capacity:     newSetCapacity(cfg.IPSetMaxElements),
+		admission:    ipvsproxy.NewAdmission(cfg.IPSetMaxElements, cfg.Limits),
 		objects:      newStatusTable(),
 	}
 	p.tracker = ipvsproxy.NewChangeTracker(nodeName, p.requestSync)
@@ -345,7 +344,7 @@ func (p *Proxier) sync(read *recheckRead) SyncResult {
 	res.Services = len(names)
 
 	// Apply.
-	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.capacity.counts, hold: &p.hold, appliedRules: p.appliedRules}
+	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.admission.SetSizes(), hold: &p.hold, appliedRules: p.appliedRules}
 	share := p.resync.due
 	p.resync.due = 0
 	var drained []ipvs.VirtualServerKey
@@ -469,15 +468,15 @@ func (p *Proxier) build(changes ipvsproxy.PendingChanges, full bool, t *ipvsprox
 	if len(p.desired.Services) == 0 {
 		reserveFor(built, p.desired, t, p.view)
 	}
-	slices.SortFunc(built, admissionOrder)
+	p.admission.Sort(built)
 	for _, b := range built {
-		name, st := b.name, p.capacity.admit(p.desired, b.name, b.state)
+		name, st := b.Name, p.admission.Admit(p.desired, b.Name, b.State)
 		if p.started {
 			stale.add(ipvsproxy.StaleUDPFlows(p.desired.Services[name], st))
 		}
 		p.desired.Set(name, st, *t)
 	}
-	if p.capacity.underPressure() && (len(built) > 0 || full) {
+	if p.admission.UnderPressure() && (len(built) > 0 || full) {
 		for _, name := range p.readmit(node, *t, &stale) {
 			names[name] = true
 		}
@@ -532,7 +531,7 @@ func (p *Proxier) reportSync(w *reconciler, names map[types.NamespacedName]bool,
 
 // finish records the outcome and tells the observer.
 func (p *Proxier) finish(res *SyncResult) {
-	p.syncs++
+	p.syncs.Add(1)
 	res.Duration = p.now().Sub(res.Start)
 	p.lastSync = p.now()
 	p.status.recordSync(*res)

@@ -541,6 +541,41 @@ func TestCleanupRemovesEverythingInstalled(t *testing.T) {
 	}
 }
 
+// A clean-up that fails part-way keeps the ownership record, so the run
+// that follows still finds ipvsproxy's state (installedHere) and removes the
+// rest, kube-ipvs0 included, instead of taking it for kube-proxy's.
+func TestCleanupFailedPartWayKeepsTheRecordForTheNextRun(t *testing.T) {
+	fk := newFakeKernel()
+	cfg := testConfig()
+	p, _ := newTestProxier(t, fk, cfg)
+	svc := servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080))
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1"))
+	mustSync(t, p)
+	f := &faults{}
+	f.set(func(op, object string) error {
+		if op == "ipset-destroy" && object == owned.SetClusterIP {
+			return ipset.ErrBusy // someone's rule still names it
+		}
+		return nil
+	})
+	if err := Cleanup(fk.faultyKernel(f), cfg); !errors.Is(err, ipset.ErrBusy) {
+		t.Fatalf("want the refused destroy, got %v", err)
+	}
+	if d := fk.ipset.Dump(); !strings.Contains(d, "set "+owned.SetOwned+" ") {
+		t.Fatalf("the record went with a step failed:\n%s", d)
+	}
+	if err := Cleanup(fk.kernel(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if d := fk.ipset.Dump(); strings.Contains(d, "KUBE-") {
+		t.Fatalf("ipsets left after the second run:\n%s", d)
+	}
+	if _, err := fk.netif.DummyAddresses(); err == nil {
+		t.Fatal("kube-ipvs0 left after the second run")
+	}
+}
+
 // recordAsOurs writes k's ownership record, as an earlier run of the proxier
 // would have.
 func recordAsOurs(t *testing.T, fk *fakeKernel, k ipvs.VirtualServerKey) {

@@ -27,8 +27,8 @@ import (
 //	from the node:     mangle OUTPUT (-150), nat OUTPUT (-100), IPVS LOCAL_OUT (-98)
 //
 // It understands the matches the proxier writes and a few a host firewall
-// uses (-s, -d, -i, -p, --dport, set, addrtype, conntrack, mark); an
-// unknown one fails the test instead of being ignored.
+// uses (-s, -d, -i, -p, --dport with a port or a range, set, addrtype,
+// conntrack, mark); an unknown one fails the test instead of being ignored.
 
 // packet is one packet to trace; fromNode means a process on the node sent it.
 type packet struct {
@@ -204,7 +204,14 @@ func (tr *tracer) matches(rule []string, p packet) (string, []string) {
 		case "-p":
 			m = arg() == p.proto
 		case "--dport":
-			m = arg() == strconv.Itoa(int(p.dport))
+			// A port or a range FIRST:LAST.
+			lo, hi, isRange := strings.Cut(arg(), ":")
+			if !isRange {
+				hi = lo
+			}
+			first, _ := strconv.Atoi(lo)
+			last, _ := strconv.Atoi(hi)
+			m = first <= int(p.dport) && int(p.dport) <= last
 		case "--match-set":
 			m = tr.inSet(arg(), arg(), p)
 		case "--dst-type", "--src-type":

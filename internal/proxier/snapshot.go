@@ -16,27 +16,25 @@ import (
 )
 
 // Snapshot returns the desired state and status as of the last sync. It is
-// made at most once per sync, from a copy of the desired state's pointers
-// taken under the sync lock (the states themselves are never changed once
-// built); naming, sorting and the endpoint conditions are done outside it,
-// one caller at a time, and every other caller of the same sync gets that
-// copy. So however many clients ask (the endpoint needs no credentials on the
-// node), a sync waits at most for one pointer copy.
+// made from a copy of the desired state's pointers taken under the sync lock
+// (the states themselves are never changed once built); naming, sorting and
+// the endpoint conditions are done outside it, one caller at a time. So
+// however many clients ask (the inspect endpoint needs no credentials on the
+// node), a sync waits at most for one pointer copy. It is not kept: its one
+// reader in the daemon, the inspect endpoint, keeps the encoding of each
+// generation (SnapshotGeneration) instead.
 func (p *Proxier) Snapshot() snapshot.Snapshot {
 	p.snapshotMu.Lock()
 	defer p.snapshotMu.Unlock()
 	p.mu.Lock()
-	gen := p.syncs
-	if p.snapshotCache != nil && p.snapshotGen == gen {
-		p.mu.Unlock()
-		return *p.snapshotCache
-	}
 	in := p.snapshotInputs()
 	p.mu.Unlock()
-	s := in.build(p)
-	p.snapshotCache, p.snapshotGen = &s, gen
-	return s
+	return in.build(p)
 }
+
+// SnapshotGeneration changes whenever Snapshot may: it counts the syncs.
+// It never waits for a sync in progress.
+func (p *Proxier) SnapshotGeneration() uint64 { return p.syncs.Load() }
 
 // snapshotInputs is what a Snapshot is made of, copied under p.mu.
 type snapshotInputs struct {
@@ -155,7 +153,7 @@ func (p *Proxier) endpointConditions(name types.NamespacedName, node ipvsproxy.N
 	c := endpointConditions{endpoints: map[ipvsproxy.PortKey]map[netip.AddrPort]ipvsproxy.Endpoint{}, topology: map[ipvsproxy.PortKey]bool{}}
 	endpointSlices := p.tracker.EndpointSlicesOf(name)
 	for _, family := range families {
-		byPort, _ := ipvsproxy.EndpointsByPort(endpointSlices, family)
+		byPort, _ := ipvsproxy.EndpointsByPort(endpointSlices, family, ipvsproxy.NewEndpointPolicy(name, &p.cfg, &node))
 		for k, eps := range byPort {
 			if c.endpoints[k] == nil {
 				c.endpoints[k] = map[netip.AddrPort]ipvsproxy.Endpoint{}

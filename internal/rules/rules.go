@@ -77,13 +77,19 @@ func IPTables(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalDet
 	// known to be in-cluster; the node's own traffic is taken by IPVS at
 	// LOCAL_OUT and never comes here.
 	w("-A %s %s-m set --match-set %s dst,dst -j DROP", owned.ChainIPVSFilter, ruleMatch(local.IfNotLocal), set(owned.SetLocalNoEndpoints))
-	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", owned.ChainIPVSFilter, set(owned.SetIPVSServices))
-	w("-A %s -m set --match-set %s dst,dst -j ACCEPT", owned.ChainIPVSFilter, set(owned.SetNodePorts))
-	// Load balancer probes to LB-IP:healthCheckNodePort (kubernetes#117723).
+	// Traffic to a virtual server goes back to INPUT, where the host's own
+	// rules decide (kube-proxy's RETURN): a host firewall may restrict the
+	// node ports and addresses tenants open. --accept-service-traffic
+	// accepts it here instead, ahead of any rule of the host's.
+	w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainIPVSFilter, set(owned.SetIPVSServices), ServiceVerdict(cfg))
+	w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainIPVSFilter, set(owned.SetNodePorts), ServiceVerdict(cfg))
+	// Load balancer probes to LB-IP:healthCheckNodePort (kubernetes#117723),
+	// accepted whatever the host's rules, as kube-proxy's KUBE-NODE-PORT
+	// filter chain does: a load balancer must see a node's answer.
 	w("-A %s -p tcp -m set --match-set %s dst -j ACCEPT", owned.ChainIPVSFilter, set(owned.SetHealthCheckPorts))
 	// A host port listening on 0.0.0.0 must not answer on service
 	// addresses (kubernetes#72236). Every virtual server, Local policy
-	// included, was accepted above (kubespray#10572).
+	// included, left the chain above (kubespray#10572).
 	reject := "icmp-port-unreachable"
 	if family == v1.IPv6Protocol {
 		reject = "icmp6-port-unreachable"
@@ -105,6 +111,16 @@ func IPTables(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalDet
 	w("-A %s -m set --match-set %s dst,dst -j DROP", owned.ChainIPVSOutFilter, set(owned.SetLBNoNodeAccess))
 	w("COMMIT")
 	return b.String()
+}
+
+// ServiceVerdict is what KUBE-IPVS-FILTER does with traffic to a virtual
+// server: RETURN to the host's INPUT rules, or ACCEPT ahead of them with
+// --accept-service-traffic.
+func ServiceVerdict(cfg ipvsproxy.Config) string {
+	if cfg.AcceptServiceTraffic {
+		return "ACCEPT"
+	}
+	return "RETURN"
 }
 
 // ruleMatch is a detector's arguments as IPTables writes them:

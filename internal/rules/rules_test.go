@@ -32,6 +32,7 @@ func TestIPTablesRulesGolden(t *testing.T) {
 		{"rules-ipv4-node-cidr", v["node-cidr"], v1.IPv4Protocol},
 		{"rules-ipv4-bridge-interface", v["bridge-interface"], v1.IPv4Protocol},
 		{"rules-ipv4-interface-name-prefix", v["interface-name-prefix"], v1.IPv4Protocol},
+		{"rules-ipv4-accept-service-traffic", v["accept-service-traffic"], v1.IPv4Protocol},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			checkGolden(t, c.name, IPTables(c.cfg, c.family, ipvsproxy.NewLocalDetector(c.cfg, c.family, node1PodCIDRs)))
@@ -110,6 +111,7 @@ func variants() map[string]ipvsproxy.Config {
 		"interface-name-prefix": base(func(c *ipvsproxy.Config) {
 			c.DetectLocalMode, c.PodInterfaceNamePrefix = ipvsproxy.DetectLocalInterfaceNamePrefix, "cali"
 		}),
+		"accept-service-traffic": base(func(c *ipvsproxy.Config) { c.AcceptServiceTraffic = true }),
 		"dual-stack-cluster-cidrs-other-mark": base(func(c *ipvsproxy.Config) {
 			c.ClusterCIDRs = append(c.ClusterCIDRs, netip.MustParsePrefix("fd00:10:244::/56"))
 			c.MasqueradeMark = 0x8000

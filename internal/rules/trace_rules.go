@@ -213,15 +213,20 @@ func traceRules(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalD
 			return fmt.Sprintf("%s has traffic policy Local and no endpoint on this node, and %s is not in-cluster traffic (pods are %s): dropped silently, as the Kubernetes docs say", st.dst, st.pkt.Source, local)
 		},
 	})
+	verdict := ServiceVerdict(cfg)
+	hostRules := "returned to INPUT: the host's own rules decide next, as under kube-proxy (the trace assumes they let it through)"
+	if verdict == "ACCEPT" {
+		hostRules = "accepted, whatever the host firewall says later (--accept-service-traffic)"
+	}
 	add(iptablesTableFilter, owned.ChainIPVSFilter, traceRule{
-		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j ACCEPT", set(owned.SetIPVSServices)),
-		match: inSet(owned.SetIPVSServices), target: "ACCEPT",
-		effect: "a virtual server's address and port: accepted, whatever the host firewall says later",
+		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j %s", set(owned.SetIPVSServices), verdict),
+		match: inSet(owned.SetIPVSServices), target: verdict,
+		effect: "a virtual server's address and port: " + hostRules,
 	})
 	add(iptablesTableFilter, owned.ChainIPVSFilter, traceRule{
-		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j ACCEPT", set(owned.SetNodePorts)),
-		match: inSet(owned.SetNodePorts), target: "ACCEPT",
-		effect: "a node port's virtual server: accepted, whatever the host firewall says later",
+		text:  fmt.Sprintf("-m set --match-set %s dst,dst -j %s", set(owned.SetNodePorts), verdict),
+		match: inSet(owned.SetNodePorts), target: verdict,
+		effect: "a node port's virtual server: " + hostRules,
 	})
 	add(iptablesTableFilter, owned.ChainIPVSFilter, traceRule{
 		text: fmt.Sprintf("-p tcp -m set --match-set %s dst -j ACCEPT", set(owned.SetHealthCheckPorts)),

@@ -29,6 +29,7 @@ func TestTracerModelsEveryRule(t *testing.T) {
 		{"ipv6 node CIDR not known", v["node-cidr"], v1.IPv6Protocol},
 		{"ipv4 bridge interface", v["bridge-interface"], v1.IPv4Protocol},
 		{"ipv4 interface name prefix", v["interface-name-prefix"], v1.IPv4Protocol},
+		{"ipv6 accepting service traffic", v["accept-service-traffic"], v1.IPv6Protocol},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			local := ipvsproxy.NewLocalDetector(c.cfg, c.family, podCIDRs)

@@ -22,7 +22,7 @@ func TestApplyToAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	token := filepath.Join(t.TempDir(), "sa.kubeconfig")
-	if err := run(ctx, kubeconfig, "ipvsproxy-deploy-test", "../../../docs/rbac.md", token, time.Hour,
+	if err := run(ctx, kubeconfig, "ipvsproxy-deploy-test", "../../../docs/rbac.md", token, "", time.Hour,
 		[]string{"../../overlays/example", "../../overlays/modprobe", "../../helm/ipvsproxy=../../helm/ipvsproxy/ci/kubeadm-values.yaml", "../../helm/ipvsproxy", "../../base"}); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestApplyToAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err := run(ctx, kubeconfig, "ipvsproxy-deploy-test", "", "", time.Hour, []string{dir})
+	err := run(ctx, kubeconfig, "ipvsproxy-deploy-test", "", "", "", time.Hour, []string{dir})
 	if err == nil || !strings.Contains(err.Error(), "NoSuchPolicy") {
 		t.Errorf("applying dnsPolicy NoSuchPolicy: got %v, want the server's validation error", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -37,6 +38,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/ipvsproxy/ipvsproxy/deploy"
+	"github.com/ipvsproxy/ipvsproxy/internal/doctable"
 )
 
 // forbidden are requests the proxy must never be able to make; each one is
@@ -71,6 +73,8 @@ func main() {
 	tokenKubeconfig := flag.String("token-kubeconfig", "", "if set, write a kubeconfig with a token of the ServiceAccount here")
 	tokenTTL := flag.Duration("token-ttl", 24*time.Hour, "lifetime of the token written by -token-kubeconfig")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
+	installCommands := flag.String("install-commands", "", "FILE:NAME: also apply, first, what the install commands of that Markdown block name (kubectl apply --server-side -k, helm install -f), so a page's commands are the ones applied")
+	image := flag.String("image", "", "a release's image (REPOSITORY@sha256:...): every container of the objects read from a .yaml file or a packaged chart (.tgz), given without a values file, must run it, as the server stored them")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: apply -kubeconfig FILE [flags] KUSTOMIZATION-DIR|CHART-DIR[=VALUES.yaml]...\n")
 		flag.PrintDefaults()
@@ -80,15 +84,31 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
+	dirs := flag.Args()
+	if *installCommands != "" {
+		file, name, _ := strings.Cut(*installCommands, ":")
+		commands, err := doctable.Commands(file, name)
+		if err == nil {
+			var targets []string
+			if targets, err = deploy.ApplyTargets(commands); err == nil {
+				fmt.Printf("the install commands of %s: %s\n", *installCommands, strings.Join(commands, "; "))
+				dirs = append(targets, dirs...)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "apply:", err)
+			os.Exit(1)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := run(ctx, *kubeconfig, *fieldManager, *rbacDoc, *tokenKubeconfig, *tokenTTL, flag.Args()); err != nil {
+	if err := run(ctx, *kubeconfig, *fieldManager, *rbacDoc, *tokenKubeconfig, *image, *tokenTTL, dirs); err != nil {
 		fmt.Fprintln(os.Stderr, "apply:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig, fieldManager, rbacDoc, tokenKubeconfig string, tokenTTL time.Duration, dirs []string) error {
+func run(ctx context.Context, kubeconfig, fieldManager, rbacDoc, tokenKubeconfig, image string, tokenTTL time.Duration, dirs []string) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
@@ -110,6 +130,9 @@ func run(ctx context.Context, kubeconfig, fieldManager, rbacDoc, tokenKubeconfig
 		if err != nil {
 			return err
 		}
+		// A release's file: a rendered manifest or a packaged chart, not a chart with a values file.
+		released := image != "" && !strings.Contains(dir, "=") && (strings.HasSuffix(dir, ".yaml") || strings.HasSuffix(dir, ".tgz"))
+		pinned := 0
 		for _, obj := range objs {
 			typed, err := deploy.Decode(obj)
 			if err != nil {
@@ -121,9 +144,21 @@ func run(ctx context.Context, kubeconfig, fieldManager, rbacDoc, tokenKubeconfig
 			case *rbacv1.ClusterRole:
 				role = v
 			}
-			if err := apply(ctx, dyn, mapper, fieldManager, obj); err != nil {
+			stored, err := apply(ctx, dyn, mapper, fieldManager, obj)
+			if err != nil {
 				return fmt.Errorf("%s: %w", dir, err)
 			}
+			if released {
+				for _, img := range containerImages(stored.Object) {
+					if img != image {
+						return fmt.Errorf("%s: %s %s runs %s, want the release's %s", dir, obj.GetKind(), obj.GetName(), img, image)
+					}
+					pinned++
+				}
+			}
+		}
+		if released && pinned == 0 {
+			return fmt.Errorf("%s: no container runs the release's image %s", dir, image)
 		}
 		fmt.Printf("applied %s: %d objects\n", dir, len(objs))
 	}
@@ -147,16 +182,16 @@ func run(ctx context.Context, kubeconfig, fieldManager, rbacDoc, tokenKubeconfig
 // the server reject unknown and duplicate fields instead of dropping them,
 // which a dry run would also do; the real apply additionally proves that
 // admission (priority class, namespace) accepts the objects.
-func apply(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, fieldManager string, obj *unstructured.Unstructured) error {
+func apply(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, fieldManager string, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	gvk := obj.GroupVersionKind()
 	what := fmt.Sprintf("%s %s/%s", gvk.Kind, obj.GetNamespace(), obj.GetName())
 	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return fmt.Errorf("apply %s: find its resource: %w", what, err)
+		return nil, fmt.Errorf("apply %s: find its resource: %w", what, err)
 	}
 	data, err := json.Marshal(obj.Object)
 	if err != nil {
-		return fmt.Errorf("apply %s: %w", what, err)
+		return nil, fmt.Errorf("apply %s: %w", what, err)
 	}
 	var client dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
 	if mapping.Scope.Name() == "namespace" {
@@ -169,10 +204,29 @@ func apply(ctx context.Context, dyn dynamic.Interface, mapper *restmapper.Deferr
 		FieldValidation: metav1.FieldValidationStrict,
 	})
 	if err != nil {
-		return fmt.Errorf("apply %s: %w", what, err)
+		return nil, fmt.Errorf("apply %s: %w", what, err)
 	}
 	fmt.Printf("applied %s (resourceVersion %s)\n", what, got.GetResourceVersion())
-	return nil
+	return got, nil
+}
+
+// containerImages are the images of every container and init container of
+// a workload or a Pod.
+func containerImages(obj map[string]any) []string {
+	var images []string
+	for _, path := range [][]string{
+		{"spec", "template", "spec", "containers"}, {"spec", "template", "spec", "initContainers"},
+		{"spec", "containers"}, {"spec", "initContainers"},
+	} {
+		list, _, _ := unstructured.NestedSlice(obj, path...)
+		for _, c := range list {
+			if m, ok := c.(map[string]any); ok {
+				img, _ := m["image"].(string)
+				images = append(images, img)
+			}
+		}
+	}
+	return images
 }
 
 // checkAccess asks the server's authorizer, as the ServiceAccount, for each

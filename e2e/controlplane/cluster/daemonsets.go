@@ -6,11 +6,14 @@ import (
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -70,10 +73,12 @@ func PatchDaemonSet(ctx context.Context, cs kubernetes.Interface, namespace, nam
 	return old, nil
 }
 
-// DaemonSetsFor names the DaemonSets of namespace whose pod template's
-// nodeSelector matches the node's labels, sorted: where the DaemonSet
-// controller would run a pod (tolerations aside; both proxies tolerate
-// everything).
+// DaemonSetsFor names the DaemonSets of namespace that would run a pod on
+// the node, sorted: whose pod template's node selector and required node
+// affinity match the node, and whose tolerations cover its NoSchedule and
+// NoExecute taints. These are the checks of the DaemonSet controller
+// (pkg/controller/daemon, predicates), made with the same functions of
+// k8s.io/component-helpers.
 func DaemonSetsFor(ctx context.Context, cs kubernetes.Interface, namespace, node string) ([]string, error) {
 	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
@@ -85,10 +90,27 @@ func DaemonSetsFor(ctx context.Context, cs kubernetes.Interface, namespace, node
 	}
 	var names []string
 	for _, ds := range list.Items {
-		if labels.SelectorFromSet(ds.Spec.Template.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
+		runs, err := RunsOn(&ds, n)
+		if err != nil {
+			return nil, err
+		}
+		if runs {
 			names = append(names, ds.Name)
 		}
 	}
 	sort.Strings(names)
 	return names, nil
+}
+
+// RunsOn says whether the DaemonSet controller would place a pod of ds on node.
+func RunsOn(ds *appsv1.DaemonSet, node *corev1.Node) (bool, error) {
+	pod := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+	fits, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
+	if err != nil {
+		return false, fmt.Errorf("DaemonSet %s/%s: node affinity: %w", ds.Namespace, ds.Name, err)
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoExecute || t.Effect == corev1.TaintEffectNoSchedule
+	}, false)
+	return fits && !untolerated, nil
 }

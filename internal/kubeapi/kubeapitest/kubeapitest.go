@@ -54,6 +54,12 @@ func (s clientset) ServerResources(_ context.Context, groupVersion string) (*met
 	return s.c.Discovery().ServerResourcesForGroupVersion(groupVersion)
 }
 
+// APIVersions is what the fake clientset's discovery knows of /api: its
+// versions, no server address.
+func (s clientset) APIVersions(context.Context) (*metav1.APIVersions, error) {
+	return &metav1.APIVersions{Versions: []string{"v1"}}, nil
+}
+
 // IsWatchListSemanticsUnSupported passes on what the fake says of itself:
 // its watches do not send the initial events a watch-list asks for, so
 // informers on it must list.

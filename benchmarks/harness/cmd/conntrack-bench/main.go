@@ -1,5 +1,5 @@
 // Command conntrack-bench is the "conntrack clean-up with 1 M flows" benchmark
-// beside kube-proxy v1.36.3: one process per side, each in a fresh network
+// beside kube-proxy v1.37.2: one process per side, each in a fresh network
 // namespace, writes N UDP flows into its conntrack table over ctnetlink, 1%
 // of them DNATed to an endpoint that has left its Services, then times R
 // repeats of each side's clean-up of the stale flows (re-written between

@@ -300,7 +300,7 @@ func kubeProxyOps(ct kpconntrack.Interface, add injector, n int) ([]op, error) {
 	}}, nil
 }
 
-// kubeProxyCleaner is kube-proxy v1.36.3's clean-up, as its IPVS (and
+// kubeProxyCleaner is kube-proxy v1.37.2's clean-up, as its IPVS (and
 // iptables, nftables) proxier runs it at the end of a sync whose endpoint
 // changes touched a UDP Service: conntrack.CleanStaleEntries(ct, family,
 // svcPortMap, endpointsMap). Its maps come from kube-proxy's own change

@@ -1,5 +1,5 @@
 // Command kubeproxy-bench is the anchor of the benchmarks: kube-proxy
-// v1.36.3's own IPVS proxier (k8s.io/kubernetes/pkg/proxy/ipvs), driven
+// v1.37.2's own IPVS proxier (k8s.io/kubernetes/pkg/proxy/ipvs), driven
 // through its public handlers with its own fakes for IPVS, ipset, iptables
 // and sysctl, on the same shapes as ipvsproxy. It binds addresses on
 // kube-ipvs0 over real netlink (an ifb link in a private namespace, see
@@ -33,6 +33,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-base/metrics/testutil"
 	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
@@ -140,10 +141,9 @@ func newBackends(kernel bool) backends {
 }
 
 func newProxier(ctx context.Context, f backends) (*ipvs.Proxier, error) {
-	p, err := ipvs.NewProxier(ctx, v1.IPv4Protocol, f.ipt, f.ipvs, f.ipset, f.sysctl,
-		time.Hour, 0, nil, false, 0, 0, 0, false, 14,
+	p, err := ipvs.NewProxier(ctx, proxierConfig(), v1.IPv4Protocol, f.ipt, f.ipvs, f.ipset, f.sysctl,
 		proxyutil.NewDetectLocalByCIDR(shape.ClusterCIDR.String()), shape.NodeName,
-		net.IP(shape.NodeIP.AsSlice()), events.NewFakeRecorder(1000), nil, "rr", nil, false)
+		net.IP(shape.NodeIP.AsSlice()), events.NewFakeRecorder(1000), nil, false)
 	if err == nil && f.links != nil {
 		err = useLinks(p, f.links)
 	} else if err == nil && f.clock != nil {
@@ -153,6 +153,18 @@ func newProxier(ctx context.Context, f backends) (*ipvs.Proxier, error) {
 		}
 	}
 	return p, err
+}
+
+// proxierConfig is the configuration kube-proxy's IPVS proxier runs with here: a full resync
+// every hour (the benchmark triggers its syncs itself), no minimum interval, the rr scheduler,
+// masquerade bit 14 (kube-proxy's default), every other field kube-proxy's zero default.
+func proxierConfig() *kubeproxyconfig.KubeProxyConfiguration {
+	masqueradeBit := int32(14)
+	return &kubeproxyconfig.KubeProxyConfiguration{
+		SyncPeriod: metav1.Duration{Duration: time.Hour},
+		IPTables:   kubeproxyconfig.KubeProxyIPTablesConfiguration{MasqueradeBit: &masqueradeBit},
+		IPVS:       kubeproxyconfig.KubeProxyIPVSConfiguration{Scheduler: "rr"},
+	}
 }
 
 // pickOps reads -ops: which operations run after the cold sync (nil: all).

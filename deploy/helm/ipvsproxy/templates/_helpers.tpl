@@ -1,6 +1,16 @@
 {{/* The name of every object, as in deploy/base. */}}
 {{- define "ipvsproxy.name" -}}ipvsproxy{{- end -}}
 
+{{/* The image: by digest when image.digest is set, else by tag (the
+chart's appVersion when image.tag is empty). */}}
+{{- define "ipvsproxy.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* A flag's value as the ConfigMap string: whole numbers without an
 exponent (values arrive as float64, and 1048576 would print as 1.048576e+06). */}}
 {{- define "ipvsproxy.flagValue" -}}

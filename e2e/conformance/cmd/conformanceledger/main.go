@@ -167,6 +167,7 @@ func status(args []string) error {
 	selectedFile := fs.String("selected", "", "the selected specs, one a line (conformanceledger specs)")
 	commitsFile := fs.String("commits", "", "the commits of the current version, full hashes one a line (git rev-list)")
 	version := fs.String("version", "the current version", "the current version's name, for the headings")
+	notPassed := fs.Bool("not-passed", false, "print only the selected specs whose latest result at the current version is not a pass, one a line")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -182,7 +183,16 @@ func status(args []string) error {
 	if err != nil {
 		return err
 	}
-	ledger.Compute(lines, selected, *cluster, ledger.CommitIn(commits)).Write(os.Stdout, *version)
+	st := ledger.Compute(lines, selected, *cluster, ledger.CommitIn(commits))
+	if *notPassed {
+		for _, n := range selected {
+			if st.Current[n] != ledger.Passed {
+				fmt.Println(n)
+			}
+		}
+		return nil
+	}
+	st.Write(os.Stdout, *version)
 	return nil
 }
 

@@ -45,9 +45,9 @@ func init() {
 		"label-node":         {"label-node NODE KEY=VALUE   (kubectl label node --overwrite)", runLabelNode},
 		"create-daemonset":   {"create-daemonset FILE   (create or replace)", runCreateDaemonSet},
 		"patch-daemonset":    {"patch-daemonset NS/NAME FILE   (kubectl patch --patch-file, strategic merge)", runPatchDaemonSet},
-		"daemonsets-for":     {"daemonsets-for NODE   (kube-system DaemonSets whose nodeSelector matches the node)", runDaemonSetsFor},
+		"daemonsets-for":     {"daemonsets-for NODE   (kube-system DaemonSets that would run a pod on the node)", runDaemonSetsFor},
 	}
-	for _, more := range []map[string]command{scaleCommands, serviceCIDRCommands, nodeFleetCommands} {
+	for _, more := range []map[string]command{scaleCommands, benchPhaseCommands, serviceCIDRCommands, nodeFleetCommands} {
 		for name, c := range more {
 			commands[name] = c
 		}

@@ -76,8 +76,8 @@ func runPatchDaemonSet(ctx context.Context, args []string) error {
 	return nil
 }
 
-// runDaemonSetsFor prints the DaemonSets of kube-system whose pod template's
-// nodeSelector matches NODE's labels.
+// runDaemonSetsFor prints the DaemonSets of kube-system that would run a pod
+// on NODE (cluster.DaemonSetsFor: node selector, node affinity, taints).
 func runDaemonSetsFor(ctx context.Context, args []string) error {
 	if len(args) != 1 {
 		return fmt.Errorf("usage: e2ectl %s", commands["daemonsets-for"].usage)

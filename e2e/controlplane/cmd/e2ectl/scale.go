@@ -30,7 +30,7 @@ const (
 
 // scaleCommands are the daemon benchmark's (e2e/bench-daemon.sh).
 var scaleCommands = map[string]command{
-	"bulk-services":       {"bulk-services [--from 0] [--count 1000] [--endpoints 10] [--namespace bench] [--workers 8]", runBulkServices},
+	"bulk-services":       {"bulk-services [--from 0] [--count 1000] [--endpoints 10] [--nodeport-every 0] [--namespace bench] [--workers 8]", runBulkServices},
 	"bench-probe-service": {"bench-probe-service NS/NAME IP:PORT   (prints CLUSTER_IP=)", runBenchProbeService},
 	"add-bench-endpoint":  {"add-bench-endpoint NS/NAME IP   (prints the write's Unix time)", runAddBenchEndpoint},
 }
@@ -42,6 +42,7 @@ func runBulkServices(ctx context.Context, args []string) error {
 	endpoints := fs.Int("endpoints", 10, "endpoints per Service")
 	namespace := fs.String("namespace", "bench", "namespace (created if missing)")
 	workers := fs.Int("workers", 8, "concurrent clients")
+	nodePortEvery := fs.Int("nodeport-every", 0, "Service i is a NodePort when i is a multiple of it (0: none)")
 	if _, err := parseArgs(fs, args, 0, 0); err != nil {
 		return err
 	}
@@ -73,7 +74,8 @@ func runBulkServices(ctx context.Context, args []string) error {
 				if i >= *count || ctx.Err() != nil {
 					return
 				}
-				if err := createBulkService(ctx, cs, *namespace, i, *endpoints); err != nil {
+				nodePort := *nodePortEvery > 0 && i%*nodePortEvery == 0
+				if err := createBulkService(ctx, cs, *namespace, i, *endpoints, nodePort); err != nil {
 					errs <- err
 					return
 				}
@@ -93,8 +95,8 @@ func runBulkServices(ctx context.Context, args []string) error {
 }
 
 // createBulkService creates Service i and its slice; one that already exists is kept, so that
-// an interrupted run can be completed.
-func createBulkService(ctx context.Context, cs kubernetes.Interface, namespace string, i, endpoints int) error {
+// an interrupted run can be completed. A NodePort Service gets its port from the API server.
+func createBulkService(ctx context.Context, cs kubernetes.Interface, namespace string, i, endpoints int, nodePort bool) error {
 	name := fmt.Sprintf("svc-%d", i)
 	labels := map[string]string{"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "bench"}
 	svc := &v1.Service{
@@ -103,6 +105,9 @@ func createBulkService(ctx context.Context, cs kubernetes.Interface, namespace s
 			Selector: map[string]string{"app.kubernetes.io/name": name},
 			Ports:    []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: bulkPort, TargetPort: intstr.FromInt32(bulkTargetPort)}},
 		},
+	}
+	if nodePort {
+		svc.Spec.Type = v1.ServiceTypeNodePort
 	}
 	got, err := cs.CoreV1().Services(namespace).Create(ctx, svc, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -171,10 +176,21 @@ func runAddBenchEndpoint(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	slices := cs.DiscoveryV1().EndpointSlices(ref.Namespace)
-	slice, err := slices.Get(ctx, ref.Name+"-bench", metav1.GetOptions{})
+	written, err := addBenchEndpoint(ctx, cs, ref.Namespace, ref.Name, addr)
 	if err != nil {
-		return fmt.Errorf("get endpointslice of %s: %w", ref, err)
+		return err
+	}
+	fmt.Printf("%.3f\n", unixSeconds(written))
+	return nil
+}
+
+// addBenchEndpoint appends addr to the bulk Service's slice with the trigger-time annotation
+// set to the time of the write, and returns that time.
+func addBenchEndpoint(ctx context.Context, cs kubernetes.Interface, namespace, service string, addr netip.Addr) (time.Time, error) {
+	slices := cs.DiscoveryV1().EndpointSlices(namespace)
+	slice, err := slices.Get(ctx, service+"-bench", metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("get endpointslice of %s/%s: %w", namespace, service, err)
 	}
 	now := time.Now()
 	slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptrTo(true)}})
@@ -183,11 +199,12 @@ func runAddBenchEndpoint(ctx context.Context, args []string) error {
 	}
 	slice.Annotations[triggerTimeLabel] = now.UTC().Format(time.RFC3339Nano)
 	if _, err := slices.Update(ctx, slice, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("update endpointslice %s/%s: %w", ref.Namespace, slice.Name, err)
+		return time.Time{}, fmt.Errorf("update endpointslice %s/%s: %w", namespace, slice.Name, err)
 	}
-	fmt.Printf("%.3f\n", float64(now.UnixNano())/1e9)
-	return nil
+	return now, nil
 }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
 
 // runBenchProbeService creates the one Service the benchmark connects to: its endpoint is a
 // real listener (ADDR:PORT) in the VM.

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# matrix.sh — the compatibility matrices of docs/compatibility.md, each line a run in the VM:
+#
+#   e2e/matrix.sh kubernetes [MINOR...]   the core e2e scenarios against each minor's own
+#                                         kube-apiserver (default 1.35 1.36 1.37; build.sh builds
+#                                         an older one from e2e/controlplane/k8s/MINOR)
+#   e2e/matrix.sh kernels [FLAVOUR...]    `make vm-test`'s VM tests and the e2e suite on each of
+#                                         Debian 12's kernels (default 6.12 6.1 cloud; prepare.sh)
+#
+# Each line's result replaces its row in e2e/matrix/kubernetes.tsv or e2e/matrix/kernels.tsv
+# (the commit, the date, what ran and how long it took): the file is the current table, its
+# history is git's. Exits 1 when any line failed. The whole matrix is long: run one minor or one
+# kernel per call (`make k8s-matrix K8S=1.35`, `make kernel-matrix KERNELS=6.1`), each inside
+# /work/bin/vm-slot or on a machine of its own.
+#
+# Environment: IPVSPROXY_MATRIX_SCENARIOS overrides the scenarios (kubernetes: the core set
+# below; kernels: every scenario, as `make e2e`).
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+
+# The core scenarios (e2e/scenarios/README.md): each kind of Service in both families, UDP in
+# both, the Service CIDR, and the clean-up.
+#   1 ClusterIP, 50 RequireDualStack ClusterIP, 51 IPv6-first and IPv6-only ClusterIP,
+#   2 3 NodePort Cluster and Local, 52 dual-stack NodePort,
+#   4 5 LoadBalancer Cluster and Local with its healthCheckNodePort, 53 IPv6 LoadBalancer Local,
+#   12 external IP, 55 IPv6 external IP, 18 internalTrafficPolicy Local (IPv4 and IPv6),
+#   8 UDP, 56 UDP over IPv6, 45 the Service CIDR's routes, 10 clean-up (last).
+core="1 50 51 2 3 52 4 5 53 12 55 18 8 56 45 10"
+
+matrix=${1:-}
+shift || true
+case $matrix in
+kubernetes) items=("${@:-}"); ((${#items[@]} && ${#items[0]})) || items=(1.35 1.36 1.37) ;;
+kernels) items=("${@:-}"); ((${#items[@]} && ${#items[0]})) || items=(6.12 6.1 cloud) ;;
+*) echo "usage: $0 kubernetes|kernels [ITEM...]" >&2; exit 2 ;;
+esac
+
+ledger=$here/matrix/$matrix.tsv
+mkdir -p "$here/matrix"
+header=$'item\tstage\tversion\tpassed\tfailed\tseconds\tcommit\tdate'
+commit=$(git -C "$repo" rev-parse --short=12 HEAD)
+[[ -z $(git -C "$repo" status --porcelain --untracked-files=no) ]] || commit+="-dirty"
+out=$(mktemp -d)
+trap 'rm -rf -- "$out"' EXIT
+
+# record ITEM STAGE VERSION LOG SECONDS: the log's closing `N passed, N failed` (none: the run
+# itself failed) replaces the row of ITEM and STAGE.
+record() {
+	local item=$1 stage=$2 version=$3 log=$4 seconds=$5 summary passed failed
+	summary=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n1)
+	if [[ -n $summary ]]; then
+		read -r passed _ failed _ <<<"$summary"
+	else
+		passed=0 failed=1
+	fi
+	{
+		echo "$header"
+		[[ -f $ledger ]] && awk -F'\t' -v i="$item" -v s="$stage" 'NR > 1 && !($1 == i && $2 == s)' "$ledger"
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$item" "$stage" "$version" "$passed" "$failed" "$seconds" "$commit" "$(date -u +%FT%TZ)"
+	} >"$out/ledger"
+	{ head -n1 "$out/ledger"; tail -n +2 "$out/ledger" | sort -t$'\t' -k1,1V -k2,2; } >"$ledger"
+	echo "matrix: $matrix $item $stage ($version): $passed passed, $failed failed in ${seconds}s"
+	((failed == 0))
+}
+
+rc=0
+for item in "${items[@]}"; do
+	case $matrix in
+	kubernetes)
+		newest=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$repo/e2e/controlplane/go.mod")
+		if [[ $item == "$(sed -E 's/^v([0-9]+\.[0-9]+)\..*/\1/' <<<"$newest")" ]]; then
+			version=$newest k8s=
+		else
+			mod=$repo/e2e/controlplane/k8s/$item/go.mod
+			[[ -f $mod ]] || { echo "matrix: no Kubernetes $item (no $mod)" >&2; rc=1; continue; }
+			version=$(awk '$1 == "k8s.io/kubernetes" { print $2 }' "$mod") k8s=$item
+		fi
+		start=$SECONDS
+		IPVSPROXY_E2E_K8S=$k8s IPVSPROXY_E2E_SCENARIOS=${IPVSPROXY_MATRIX_SCENARIOS:-$core} \
+			"$repo/e2e/run.sh" 2>&1 | tee "$out/run.log"
+		record "$item" e2e-core "$version" "$out/run.log" $((SECONDS - start)) || rc=1
+		;;
+	kernels)
+		IPVSPROXY_VM_KERNEL=$item "$repo/e2e/vm/prepare.sh" >"$out/prepare.log" 2>&1 || {
+			cat "$out/prepare.log" >&2
+			rc=1
+			continue
+		}
+		env_file=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}/current.env
+		[[ $item == 6.12 ]] || env_file=${env_file%.env}-$item.env
+		version=$(. "$env_file" && echo "$KVER")
+		start=$SECONDS
+		IPVSPROXY_VM_KERNEL=$item make -C "$repo" vm-test 2>&1 | tee "$out/vm-test.log"
+		record "$item" vm-test "$version" "$out/vm-test.log" $((SECONDS - start)) || rc=1
+		start=$SECONDS
+		if [[ -n ${IPVSPROXY_MATRIX_SCENARIOS:-} ]]; then
+			IPVSPROXY_VM_KERNEL=$item IPVSPROXY_E2E_SCENARIOS=$IPVSPROXY_MATRIX_SCENARIOS "$repo/e2e/run.sh" 2>&1 | tee "$out/e2e.log"
+		else
+			IPVSPROXY_VM_KERNEL=$item make -C "$repo" e2e 2>&1 | tee "$out/e2e.log"
+		fi
+		record "$item" e2e "$version" "$out/e2e.log" $((SECONDS - start)) || rc=1
+		;;
+	esac
+done
+exit "$rc"
