@@ -361,6 +361,29 @@ func (t *ChangeTracker) ServiceNames() []types.NamespacedName {
 	return out
 }
 
+// AppendServicesWithEndpointsAt appends to out every Service one of whose
+// endpoints' addresses (the first, the one a real server takes) is in addrs.
+func (t *ChangeTracker) AppendServicesWithEndpointsAt(out []types.NamespacedName, addrs []netip.Addr) []types.NamespacedName {
+	want := make(map[netip.Addr]bool, len(addrs))
+	for _, a := range addrs {
+		want[a.Unmap()] = true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, slices_ := range t.Slices {
+	service:
+		for _, s := range slices_ {
+			for i := range s.Endpoints {
+				if a, _, ok := s.Address(i); ok && want[a] {
+					out = append(out, name)
+					break service
+				}
+			}
+		}
+	}
+	return out
+}
+
 // EventHandlers adapt the tracker to client-go informers.
 func (t *ChangeTracker) ServiceHandler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{

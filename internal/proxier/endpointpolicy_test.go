@@ -107,3 +107,38 @@ func sorted(s []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// With --refuse-node-endpoints an endpoint that names the API server's
+// address is refused once default/kubernetes's endpoints name it, though
+// its own slice did not change, and served again when they move away.
+func TestEndpointRefusedWhenTheAPIServerMovesToIt(t *testing.T) {
+	fk := newFakeKernel()
+	cfg := testConfig()
+	cfg.RefuseNodeEndpoints = true
+	p, rec := newTestProxier(t, fk, cfg)
+	api := servicetest.Service("kubernetes", "10.96.0.1", withPorts(443))
+	p.Tracker().SetService(api)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(api, "kubernetes", 6443, "192.0.2.10@"))
+	svc := servicetest.Service("web", "10.96.0.10")
+	p.Tracker().SetService(svc)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.2.7@node2", "192.0.2.11@"))
+	mustSync(t, p)
+	both := []string{"10.244.2.7:8080", "192.0.2.11:8080"}
+	if got := realServersOf(t, fk, "10.96.0.10", 80); !slices.Equal(got, both) {
+		t.Fatalf("real servers %v, want %v", got, both)
+	}
+	drainEvents(rec)
+	p.Tracker().SetEndpointSlice(servicetest.Slice(api, "kubernetes", 6443, "192.0.2.11@"))
+	mustSync(t, p)
+	if got := realServersOf(t, fk, "10.96.0.10", 80); !slices.Equal(got, []string{"10.244.2.7:8080"}) {
+		t.Errorf("real servers %v once the API server is at 192.0.2.11, want the pod's alone", got)
+	}
+	if ev, want := drainEvents(rec), "Warning EndpointRefused endpoint address 192.0.2.11 is an address of the API server (--refuse-node-endpoints"; !strings.Contains(ev, want) {
+		t.Errorf("events %q\nwant %q", ev, want)
+	}
+	p.Tracker().SetEndpointSlice(servicetest.Slice(api, "kubernetes", 6443, "192.0.2.10@"))
+	mustSync(t, p)
+	if got := realServersOf(t, fk, "10.96.0.10", 80); !slices.Equal(got, both) {
+		t.Errorf("real servers %v once the API server moved away, want %v", got, both)
+	}
+}

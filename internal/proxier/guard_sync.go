@@ -19,7 +19,9 @@ type guardFacts struct {
 // guardDependents lists the Services to rebuild because a fact of the
 // address guard changed since the last sync: those holding or naming (as a
 // cluster, external or ingress IP) an address whose Node or API server role
-// changed, or any address of this node when what listens on it changed.
+// changed, or any address of this node when what listens on it changed;
+// with --refuse-node-endpoints also those with an endpoint at an address
+// whose role changed, which the endpoint policy reads.
 func (p *Proxier) guardDependents(now guardFacts, node ipvsproxy.NodeInfo) []types.NamespacedName {
 	before := p.guard
 	p.guard = now
@@ -38,10 +40,15 @@ func (p *Proxier) guardDependents(now guardFacts, node ipvsproxy.NodeInfo) []typ
 		addrs = append(addrs, before.apiServers...)
 		addrs = append(addrs, now.apiServers...)
 	}
+	var out []types.NamespacedName
+	if p.cfg.RefuseNodeEndpoints && len(addrs) > 0 {
+		// A scan of every endpoint, only when a Node's or the API server's
+		// addresses changed: rare beside endpoint changes.
+		out = p.tracker.AppendServicesWithEndpointsAt(out, addrs)
+	}
 	if !slices.Equal(before.listening, now.listening) {
 		addrs = append(addrs, node.Addresses...)
 	}
-	var out []types.NamespacedName
 	for _, a := range addrs {
 		out = p.clusterIPs.AppendUsers(out, a.Unmap())
 	}
