@@ -209,9 +209,9 @@ func TestListeningSCTP(t *testing.T) {
 	}
 	inNamespace(t, ns, func() {
 		for _, l := range append(wantSCTP, Listener{SCTP, netip.MustParseAddr("198.51.100.1"), 9999}) {
-			family, sa := unix.AF_INET, unix.Sockaddr(&unix.SockaddrInet4{Port: int(l.Port), Addr: l.Addr.As4()})
-			if l.Addr.Is6() {
-				family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(l.Port), Addr: l.Addr.As16()}
+			family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: int(l.Port), Addr: l.Addr.As16()})
+			if l.Addr.Is4() {
+				family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(l.Port), Addr: l.Addr.As4()}
 			}
 			fd, err := unix.Socket(family, unix.SOCK_STREAM, unix.IPPROTO_SCTP)
 			if err != nil {
