@@ -126,10 +126,12 @@ bench:
 
 # The daemon tier: the real `ipvsproxy run` and kube-proxy's own binary in its nftables and IPVS
 # modes in the VM against the real API server, N Services × 10 endpoints, one boot per N
-# (docs/performance.md, "The daemon tier").
+# (docs/performance.md, "The daemon tier"). BENCH_SIZES picks the sizes (one boot each), e.g.
+# `make bench-daemon BENCH_SIZES=1000`: the three sizes take hours under emulation.
 .PHONY: bench-daemon bench-daemon-smoke bench-dataplane bench-dataplane-smoke
+BENCH_SIZES ?= 1000 10000 30000
 bench-daemon: deps build
-	e2e/vm/bench-daemon.sh 1000 10000 30000
+	e2e/vm/bench-daemon.sh $(BENCH_SIZES)
 
 # bench-daemon-smoke: the daemon tier's smoke form (make test runs it): 100 Services, every side;
 # fails unless each became ready, programmed every Service and the endpoint changes, a Service of
@@ -160,7 +162,7 @@ bench-inspect-load:
 # with N Services programmed (connect time, new connections/s, an established flow, UDP), empty
 # and with 100,000 connections held, beside a no-proxy baseline, one boot per N.
 bench-dataplane: deps build
-	e2e/vm/bench-daemon.sh --dataplane 1000 10000 30000
+	e2e/vm/bench-daemon.sh --dataplane $(BENCH_SIZES)
 
 # bench-dataplane-smoke: its smoke form: 100 Services, every side and the baseline, every
 # measurement short, 2,000 held connections; fails unless each produced every figure.

@@ -2,18 +2,16 @@ package conntrack
 
 import (
 	"errors"
-	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"runtime"
-	"sync/atomic"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
 // lab is two network namespaces joined by a veth pair: the client
@@ -24,27 +22,14 @@ type lab struct {
 	table  *Table
 }
 
-var labCounter atomic.Int32
-
 // newLab builds the namespaces, creates labFlows in the client's conntrack
 // table by sending one UDP datagram per flow, and opens a Table there. It
 // skips unless root with ip (iproute2) and iptables/ip6tables available.
 func newLab(t *testing.T) *lab {
-	if os.Geteuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "real conntrack tests need root to create network namespaces")
-	}
-	for _, tool := range []string{"ip", "iptables", "ip6tables"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			kerneltest.Skip(t, kerneltest.NoTool, "real conntrack tests need %s", tool)
-		}
-	}
-	n := labCounter.Add(1)
-	client := fmt.Sprintf("ipvsproxy-ct-%d-%d-c", os.Getpid(), n)
-	server := fmt.Sprintf("ipvsproxy-ct-%d-%d-s", os.Getpid(), n)
-	for _, ns := range []string{client, server} {
-		run(t, "ip", "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
+	kerneltest.RequireRootAndTools(t, "ip", "iptables", "ip6tables")
+	h, clientPath := netnstest.NewNamed(t, "ipvsproxy-ct-")
+	_, serverPath := netnstest.NewNamed(t, "ipvsproxy-ct-")
+	client, server := strings.TrimPrefix(clientPath, "/run/netns/"), strings.TrimPrefix(serverPath, "/run/netns/")
 	for _, cmd := range [][]string{
 		{"ip", "-n", client, "link", "add", "veth-c", "type", "veth", "peer", "name", "veth-s", "netns", server},
 		{"ip", "-n", client, "addr", "add", "192.0.2.1/24", "dev", "veth-c"},
@@ -69,11 +54,6 @@ func newLab(t *testing.T) *lab {
 	} {
 		run(t, cmd...)
 	}
-	h, err := netns.GetFromName(client)
-	if err != nil {
-		t.Fatalf("open netns %s: %v", client, err)
-	}
-	t.Cleanup(func() { h.Close() })
 	l := &lab{client: h}
 	for _, flow := range labFlows {
 		// sendto runs the netfilter hooks synchronously, so the flow is
@@ -100,30 +80,12 @@ func newLab(t *testing.T) *lab {
 // stays in the namespace it was created in.
 func (l *lab) sendUDP(t *testing.T, flow Flow) {
 	t.Helper()
-	conn := func() *net.UDPConn {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			t.Fatal(err)
-		}
-		defer orig.Close()
-		if err := netns.Set(l.client); err != nil {
-			runtime.UnlockOSThread()
-			t.Fatal(err)
-		}
-		conn, listenErr := net.ListenUDP("udp", net.UDPAddrFromAddrPort(flow.OrigSrc))
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: it dies with this goroutine
-			// instead of running other code in the wrong namespace.
-			t.Fatalf("return to own netns: %v", err)
-		}
-		runtime.UnlockOSThread()
-		if listenErr != nil {
-			t.Fatal(listenErr)
-		}
-		return conn
-	}()
+	var conn *net.UDPConn
+	var err error
+	netnstest.In(t, l.client, func() { conn, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(flow.OrigSrc)) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer conn.Close()
 	if _, err := conn.WriteToUDPAddrPort([]byte("ipvsproxy conntrack test"), flow.OrigDst); err != nil {
 		t.Fatalf("send %s: %v", flow, err)

@@ -139,12 +139,18 @@ image_current() {
 # The demo applies no manifests, so it needs no image.
 t=$SECONDS
 if ((!demo)); then
+	# One build at a time: `make e2e`'s two halves start together, and two builds writing the same
+	# _output/image leave each other a truncated rootfs.tar.
+	mkdir -p "$repo/_output"
+	exec {image_lock}>"$repo/_output/image.lock"
+	flock "$image_lock"
 	if ! image_current; then
 		say "make image: no archive whose daemon is bin/ipvsproxy"
 		make -C "$repo" --no-print-directory image IMAGE_REUSE=1 >&2
 		image_current || die "make image's linux/amd64 daemon is not bin/ipvsproxy (run make build image)"
 	fi
 	"$image_dir/ipvsproxy-release" release -archive "$(ls "$image_dir"/ipvsproxy-*.oci.tar)" -repo "$repo" -o "$work/release" >/dev/null
+	exec {image_lock}>&-
 	say "image $(cat "$work/release/IMAGE"), its daemon bin/ipvsproxy; release rendered ($((SECONDS - t))s)"
 fi
 

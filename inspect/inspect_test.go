@@ -3,9 +3,7 @@ package inspect
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +16,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
+	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -28,8 +27,6 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // node is one node (node1, 198.51.100.1) whose proxier synced onto the
 // fakes; inspect reads those same fakes, as it reads the kernel.
@@ -60,7 +57,7 @@ func newNodeWith(t *testing.T, edit func(*ipvsproxy.Config)) *node {
 	n := &node{ipvs: ipvs.NewFake(), netif: netif.NewFake(owned.DummyInterface), ipset: ipset.NewFake(), conntrack: conntrack.NewFake()}
 	n.netif.SetHostAddresses(netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("198.51.100.1"))
 	cfg := ipvsproxy.DefaultConfig()
-	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	cfg.ClusterCIDRs = []netip.Prefix{servicetest.PodCIDR}
 	edit(&cfg)
 	p, err := proxier.New(cfg, "node1", adapters.Kernel{
 		IPVS: n.ipvs, Netif: n.netif, IPSet: n.ipset, Conntrack: n.conntrack, Sysctl: sysctl.NewFake(nil),
@@ -166,23 +163,6 @@ func (n *node) traffic(t *testing.T) {
 	}
 }
 
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs; got (paste into %s or run with -update):\n%s", name, path, got)
-	}
-}
-
 func TestTableNamesEveryServiceAndEndpoint(t *testing.T) {
 	n := newNode(t)
 	n.traffic(t)
@@ -190,7 +170,7 @@ func TestTableNamesEveryServiceAndEndpoint(t *testing.T) {
 	if err := WriteTable(&b, n.report(t), TableOptions{Stats: true}); err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "table.txt", b.String())
+	servicetest.CheckGolden(t, filepath.Join("testdata", "table.txt"), b.String())
 }
 
 func TestTableWithoutNamesShowsTheKernel(t *testing.T) {
@@ -220,7 +200,7 @@ func TestJSONSchema(t *testing.T) {
 	if err := Encode(&b, FormatJSON, r); err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "report.json", b.String())
+	servicetest.CheckGolden(t, filepath.Join("testdata", "report.json"), b.String())
 	var back Report
 	if err := json.Unmarshal(b.Bytes(), &back); err != nil || back.APIVersion != APIVersion || len(back.VirtualServers) != len(r.VirtualServers) {
 		t.Fatalf("round trip: %v %+v", err, back)

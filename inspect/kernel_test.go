@@ -1,24 +1,13 @@
 package inspect
 
 import (
-	"errors"
-	"net/netip"
-	"os"
 	"strings"
 	"testing"
 
-	"github.com/ipvsproxy/ipvsproxy/conntrack"
-	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
-	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
-	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
-	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters/adapterstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
-	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/netif"
-	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -27,61 +16,30 @@ import (
 // the kernel agrees after a sync, differs after a real server is deleted
 // behind the proxier's back, and agrees again after a full sync.
 func TestCheckOnRealKernel(t *testing.T) {
-	if os.Geteuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
-	}
-	ns, path := netnstest.NewNamed(t, "ipvsproxy-i-")
-	netnstest.LoopbackUp(t, ns, netip.MustParseAddr("198.51.100.1"))
-	h, err := ipvs.NewInNamespace(ns)
-	if errors.Is(err, ipvs.ErrUnsupported) {
-		kerneltest.Skip(t, kerneltest.NoIPVS, "%v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	nif, err := netif.NewInNamespace(owned.DummyInterface, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nif.EnsureDummy(); errors.Is(err, netif.ErrUnsupported) {
-		kerneltest.Skip(t, kerneltest.NoDummy, "%v", err)
-	}
-	sets, err := ipset.NewInNamespace(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ct, err := conntrack.NewInNamespace(int(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ct.Close() })
-	ipt, err := iptables.New(iptables.IPv4, iptables.InNetNS(path))
-	if errors.Is(err, iptables.ErrUnsupported) {
-		kerneltest.Skip(t, kerneltest.NoTool, "no iptables: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := adapters.Kernel{IPVS: h, Netif: nif, IPSet: sets, Conntrack: ct, Sysctl: sysctl.NewFake(nil),
-		IPTables: map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: ipt}}
+	k := adapterstest.Real(t, v1.IPv4Protocol)
 	t.Cleanup(func() { proxier.Cleanup(k, ipvsproxy.DefaultConfig()) })
 
 	onFakes := newNode(t) // the same Services and configuration, on the fakes
 	n := &node{objects: onFakes.objects}
+	// The scheduler as the daemon chooses it at start-up: wrr where the
+	// kernel has no twos, as Debian's 6.1 kernels have not.
+	cfg, _, err := hostsetup.ChooseScheduler(k.IPVS, onFakes.proxier.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
 	newProxier := func() *proxier.Proxier {
-		p, err := proxier.New(onFakes.proxier.Config(), "node1", k, nil)
+		p, err := proxier.New(cfg, "node1", k, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
 	n.start(t, newProxier())
-	reader, ok := h.(IPVSReader)
+	reader, ok := k.IPVS.(IPVSReader)
 	if !ok {
 		t.Fatal("the kernel IPVS adapter does not read counters")
 	}
-	readers := Kernel{IPVS: reader, Addresses: nif, Sets: sets, Flows: ct}
+	readers := Kernel{IPVS: reader, Addresses: k.Netif, Sets: k.IPSet, Flows: k.Conntrack}
 	check := func() CheckResult {
 		t.Helper()
 		st, err := ReadKernel(readers)
@@ -94,7 +52,7 @@ func TestCheckOnRealKernel(t *testing.T) {
 		t.Fatalf("after a sync: %v", res.Differences)
 	}
 	// As `ipvsadm -d -t 10.96.0.10:80 -r 10.244.2.7:8080` would.
-	if err := h.DeleteRealServer(webVS, web2); err != nil {
+	if err := k.IPVS.DeleteRealServer(webVS, web2); err != nil {
 		t.Fatal(err)
 	}
 	res := check()

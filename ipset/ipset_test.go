@@ -4,17 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"reflect"
 	"sort"
 	"strings"
-	"sync/atomic"
 	"testing"
 
-	"github.com/vishvananda/netns"
-
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
 // backend is one implementation under test plus a way to make a set
@@ -39,23 +36,10 @@ func backends(t *testing.T) map[string]func(t *testing.T) backend {
 	}
 }
 
-var nsCounter atomic.Int32
-
 func newKernelBackend(t testing.TB) backend {
-	if os.Geteuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "real ipset tests need root to create a network namespace")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		kerneltest.Skip(t, kerneltest.NoTool, "real ipset tests need ip (iproute2) to create a network namespace")
-	}
-	name := fmt.Sprintf("ipvsproxy-ipset-%d-%d", os.Getpid(), nsCounter.Add(1))
-	run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	ns, err := netns.GetFromName(name)
-	if err != nil {
-		t.Fatalf("open netns %s: %v", name, err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	kerneltest.RequireRootAndTools(t, "ip")
+	ns, path := netnstest.NewNamed(t, "ipvsproxy-ipset-")
+	name := strings.TrimPrefix(path, "/run/netns/")
 	k, err := NewInNamespace(ns)
 	if err != nil {
 		t.Fatal(err)

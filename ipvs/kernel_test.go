@@ -1,15 +1,9 @@
 package ipvs
 
 import (
-	"errors"
 	"net"
 	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,48 +15,23 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
-var (
-	modprobeOnce sync.Once
-	modprobeOut  string
-)
-
 // skipUnlessKernel skips (under CI: fails, unless accepted) when the
-// real-kernel half of the adapter table cannot run here. It loads ip_vs once
-// if needed.
+// real-kernel half of the adapter table cannot run here: not root, or no
+// IPVS even after modprobe ip_vs.
 func skipUnlessKernel(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "real-kernel IPVS tests need root to create a network namespace")
-	}
-	_, err := ipvsFamily()
-	if errors.Is(err, ErrUnsupported) {
-		modprobeOnce.Do(func() {
-			out, err := exec.Command("modprobe", "ip_vs").CombinedOutput()
-			if err != nil {
-				modprobeOut = strings.TrimSpace(string(out)) + ": " + err.Error()
-			}
-		})
-		_, err = ipvsFamily()
-	}
-	if errors.Is(err, ErrUnsupported) {
-		kerneltest.Skip(t, kerneltest.NoIPVS, "modprobe ip_vs: %s: %v", modprobeOut, err)
-	}
-	if err != nil {
-		t.Fatalf("probing for IPVS: %v", err)
-	}
+	kerneltest.RequireModule(t, kerneltest.Module{Name: "ip_vs", Reason: kerneltest.NoIPVS, Unsupported: ErrUnsupported,
+		Probe: func(testing.TB) error { _, err := ipvsFamily(); return err }})
 }
 
 // newKernelInFreshNamespace opens the real IPVS table of a new, empty network
-// namespace that disappears when the test ends.
+// namespace, lo up, that disappears when the test ends.
 func newKernelInFreshNamespace(t *testing.T) Interface {
 	t.Helper()
-	ns := netnstest.New(t)
-	netnstest.LoopbackUp(t, ns)
-	a, err := NewInNamespace(ns)
-	if err != nil {
-		t.Fatalf("open IPVS in fresh namespace: %v", err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a, _ := netnstest.Open(t, "IPVS", func(ns netns.NsHandle) (Interface, error) {
+		netnstest.LoopbackUp(t, ns)
+		return NewInNamespace(ns)
+	})
 	return a
 }
 
@@ -113,7 +82,7 @@ func TestDumpAgreesWithMobyIPVS(t *testing.T) {
 	// A connection attempt to tcp80 from inside the namespace: IPVS
 	// schedules it (counting a connection and a packet in) whether or not
 	// the real server, which has no route, ever answers.
-	inNamespace(t, ns, func() {
+	netnstest.In(t, ns, func() {
 		c, err := net.DialTimeout("tcp", netip.AddrPortFrom(vip4, 80).String(), 300*time.Millisecond)
 		if err == nil {
 			c.Close()
@@ -196,17 +165,4 @@ func TestDumpAgreesWithMobyIPVS(t *testing.T) {
 			}
 		}
 	}
-}
-
-// inNamespace runs fn on a thread inside ns.
-func inNamespace(t *testing.T, ns netns.NsHandle, fn func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	ok(t, err)
-	defer orig.Close()
-	ok(t, netns.Set(ns))
-	defer netns.Set(orig)
-	fn()
 }

@@ -1,7 +1,6 @@
 package ipvsproxy
 
 import (
-	"flag"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -16,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
 // dumpService renders one Service's state: its share of the kernel, its
 // health check and its problems.
 func dumpService(st *ServiceState) string {
@@ -27,21 +24,13 @@ func dumpService(st *ServiceState) string {
 	b.WriteString(d.Dump())
 	if st.HealthCheckNodePort != 0 {
 		b.WriteString("health check node port: ")
-		b.WriteString(itoa(int(st.HealthCheckNodePort)))
-		b.WriteString(" local ready endpoints: " + itoa(st.LocalReadyEndpoints) + "\n")
+		b.WriteString(strconv.Itoa(int(st.HealthCheckNodePort)))
+		b.WriteString(" local ready endpoints: " + strconv.Itoa(st.LocalReadyEndpoints) + "\n")
 	}
 	for _, p := range st.Problems {
 		b.WriteString("problem: " + p.String() + "\n")
 	}
 	return b.String()
-}
-
-func itoa(i int) string { return strconv.Itoa(i) }
-
-// checkGolden compares got with testdata/build/NAME.golden.
-func checkGolden(t *testing.T, name, got string) {
-	t.Helper()
-	servicetest.CheckGolden(t, filepath.Join("testdata", "build"), name, got, *update)
 }
 
 func TestBuildServiceGolden(t *testing.T) {
@@ -195,7 +184,7 @@ func TestBuildServiceGolden(t *testing.T) {
 			if diff := cmp.Diff(st, compact, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 				t.Errorf("BuildService (-API object +compact Service):\n%s", diff)
 			}
-			checkGolden(t, c.name, dumpService(st))
+			servicetest.CheckGolden(t, filepath.Join("testdata", "build", c.name+".golden"), dumpService(st))
 		})
 	}
 }
@@ -206,10 +195,12 @@ func svcSliceMeta(svc *v1.Service, name string) (m metav1.ObjectMeta) {
 	return m
 }
 
-// testConfig is the configuration of the tests: the defaults with the pod
-// network 10.244.0.0/16.
+// testConfig is the configuration of the tests: the defaults with the
+// address plan's pod network. internal/proxier's tests keep the same
+// function: one shared helper would import this package, which these tests
+// cannot import.
 func testConfig() Config {
 	cfg := DefaultConfig()
-	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	cfg.ClusterCIDRs = []netip.Prefix{servicetest.PodCIDR}
 	return cfg
 }

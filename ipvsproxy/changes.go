@@ -163,8 +163,9 @@ func (t *ChangeTracker) SetSlice(slice *EndpointSlice) {
 	t.fire()
 }
 
-// triggerTime is the slice's trigger time to observe, if any (metrics'
-// rules: a slice changed before the tracker began has none).
+// triggerTime is the slice's trigger time to observe, if any
+// (networkProgrammingTrigger: a slice changed before the tracker began has
+// none).
 func (t *ChangeTracker) triggerTime(slice *EndpointSlice) (time.Time, bool) {
 	ts, ok := slice.TriggerTime()
 	if !ok || !ts.After(t.start) {

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/metrics"
-
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,7 +139,7 @@ func CompactEndpointSlice(s *discovery.EndpointSlice) *EndpointSlice {
 	}
 	// Kept as the metric reads it (a slice changed before the tracker began
 	// is the tracker's to leave out: ChangeTracker.triggerTime).
-	if t, ok, _ := metrics.NetworkProgrammingTrigger(s, false, time.Time{}); ok {
+	if t, ok, _ := networkProgrammingTrigger(s, false, time.Time{}); ok {
 		out.trigger, out.hasTrigger = t.UnixNano(), true
 	}
 	if len(s.Ports) > 0 {

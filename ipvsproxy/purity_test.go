@@ -39,7 +39,6 @@ var valueTypePackages = map[string][]string{
 	"iptables":  {"SavedRules"},
 	"conntrack": nil,
 	"listeners": nil,
-	"metrics":   {"NetworkProgrammingTrigger"},
 }
 
 // allowedExternal are the modules outside the standard library the model may

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func serviceCorpus() map[string]*v1.Service {
 		}),
 		"ports": svc("web", "10.96.0.10", servicetest.NodePort(30080), func(s *v1.Service) {
 			for p := range int32(5) {
-				s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "p" + itoa(int(p)), Port: 1000 + p, Protocol: v1.ProtocolUDP, NodePort: 31000 + p})
+				s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "p" + strconv.Itoa(int(p)), Port: 1000 + p, Protocol: v1.ProtocolUDP, NodePort: 31000 + p})
 			}
 		}),
 		"bad-ports": svc("web", "10.96.0.10", func(s *v1.Service) {

@@ -5,14 +5,12 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,7 +81,7 @@ func kernelSubject(t *testing.T) Interface {
 	}
 	ns := netnstest.New(t)
 	netnstest.LoopbackUp(t, ns, netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8::1"))
-	inNamespace(t, ns, func() {
+	netnstest.In(t, ns, func() {
 		for _, l := range want {
 			if _, ok := connectedUDP[netip.AddrPortFrom(l.Addr, l.Port).String()]; ok {
 				continue
@@ -123,27 +121,6 @@ func kernelSubject(t *testing.T) Interface {
 		t.Cleanup(func() { client.Close() })
 	})
 	return NewInNamespace(int(ns))
-}
-
-// inNamespace runs f on a thread switched into ns; sockets f opens stay there.
-func inNamespace(t *testing.T, ns netns.NsHandle, f func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic(fmt.Sprintf("return to the original namespace: %v", err))
-		}
-	}()
-	f()
 }
 
 // SCTP listeners are read from /proc/net/sctp/eps (sctp.go): one per bound
@@ -189,7 +166,7 @@ func TestListeningSCTP(t *testing.T) {
 	netnstest.LoopbackUp(t, ns, netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8::1"))
 	table := NewInNamespace(int(ns))
 	var sctpErr error
-	inNamespace(t, ns, func() {
+	netnstest.In(t, ns, func() {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM, unix.IPPROTO_SCTP)
 		if err != nil {
 			sctpErr = err
@@ -207,7 +184,7 @@ func TestListeningSCTP(t *testing.T) {
 		{SCTP, netip.MustParseAddr("198.51.100.1"), 3868},
 		{SCTP, netip.MustParseAddr("::"), 2905},
 	}
-	inNamespace(t, ns, func() {
+	netnstest.In(t, ns, func() {
 		for _, l := range append(wantSCTP, Listener{SCTP, netip.MustParseAddr("198.51.100.1"), 9999}) {
 			family, sa := unix.AF_INET6, unix.Sockaddr(&unix.SockaddrInet6{Port: int(l.Port), Addr: l.Addr.As16()})
 			if l.Addr.Is4() {

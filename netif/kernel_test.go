@@ -1,58 +1,29 @@
 package netif
 
 import (
-	"errors"
-	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
-	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
-	"os"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
 const testDummy = "ipvsp-test0"
 
-// kernelSkipReason says why the real-kernel half of the adapter table cannot
-// run here, or "" when it can. It probes for the dummy driver in a throwaway
-// namespace and tries `modprobe dummy` once. Any failure other than
-// ErrUnsupported fails the test: that would be a bug, not a missing feature.
-func kernelSkipReason(t testing.TB) (kerneltest.Reason, string) {
-	if os.Geteuid() != 0 {
-		return kerneltest.NotRoot, "real-kernel netif tests need root to create a network namespace"
-	}
-	probe := func() error {
-		a := newKernelInFreshNamespace(t)
-		return a.EnsureDummy()
-	}
-	err := probe()
-	if errors.Is(err, ErrUnsupported) {
-		out, merr := exec.Command("modprobe", "dummy").CombinedOutput()
-		if merr != nil {
-			return kerneltest.NoDummy, "kernel has no dummy driver (modprobe dummy: " + strings.TrimSpace(string(out)) + ": " + merr.Error() + "): " + err.Error()
-		}
-		err = probe()
-	}
-	if errors.Is(err, ErrUnsupported) {
-		return kerneltest.NoDummy, "kernel has no dummy driver even after modprobe dummy: " + err.Error()
-	}
-	if err != nil {
-		t.Fatalf("probing for the dummy driver: %v", err)
-	}
-	return "", ""
-}
-
 // skipUnlessKernel skips (under CI: fails, unless accepted) when the
-// real-kernel half cannot run here.
+// real-kernel half cannot run here: not root, or no dummy driver even after
+// modprobe dummy.
 func skipUnlessKernel(t *testing.T) {
 	t.Helper()
-	if reason, msg := kernelSkipReason(t); reason != "" {
-		kerneltest.Skip(t, reason, "%s", msg)
-	}
+	kerneltest.RequireModule(t, dummyModule)
 }
+
+// dummyModule is the dummy driver, probed in a throwaway namespace.
+var dummyModule = kerneltest.Module{Name: "dummy", Reason: kerneltest.NoDummy, Unsupported: ErrUnsupported,
+	Probe: func(t testing.TB) error { return newKernelInFreshNamespace(t).EnsureDummy() }}
 
 // newKernelInFreshNamespace opens the real implementation in a new, empty
 // network namespace that disappears when the test ends.
@@ -64,13 +35,7 @@ func newKernelInFreshNamespace(t testing.TB) Interface {
 
 func kernelInFreshNamespace(t testing.TB) (Interface, netns.NsHandle) {
 	t.Helper()
-	ns := netnstest.New(t)
-	a, err := NewInNamespace(testDummy, ns)
-	if err != nil {
-		t.Fatalf("open netif in fresh namespace: %v", err)
-	}
-	t.Cleanup(func() { a.(*kernel).Close() })
-	return a, ns
+	return netnstest.Open(t, "netif", func(ns netns.NsHandle) (Interface, error) { return NewInNamespace(testDummy, ns) })
 }
 
 // An address bound to the dummy with another prefix length (kube-proxy

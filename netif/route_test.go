@@ -223,7 +223,7 @@ func TestServiceRouteMakesEveryAddressLocal(t *testing.T) {
 // linkTypeHere is "dummy" where the driver exists (the VM), else "ifb"
 // (this host), which takes the same addresses and routes.
 func linkTypeHere(t testing.TB) string {
-	if reason, _ := kernelSkipReason(t); reason != "" {
+	if reason, _ := dummyModule.Unavailable(t); reason != "" {
 		return "ifb"
 	}
 	return "dummy"

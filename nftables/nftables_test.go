@@ -2,7 +2,6 @@ package nftables
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"sort"
 	"strings"
@@ -27,12 +26,7 @@ func backends(t *testing.T) map[string]func(t *testing.T) backend {
 			return backend{f, func(t *testing.T, family Family, name string) { f.AddTable(family, name) }, func(*testing.T) string { return f.Dump() }}
 		},
 		"kernel": func(t *testing.T) backend {
-			if os.Geteuid() != 0 {
-				kerneltest.Skip(t, kerneltest.NotRoot, "needs root for a network namespace")
-			}
-			if _, err := exec.LookPath("nft"); err != nil {
-				kerneltest.Skip(t, kerneltest.NoTool, "needs nft to make tables (e2e/install-deps.sh installs it)")
-			}
+			kerneltest.RequireRootAndTools(t, "ip", "nft")
 			ns, path := netnstest.NewNamed(t, "ipvsproxy-nft-")
 			name := strings.TrimPrefix(path, "/run/netns/")
 			nft := func(t *testing.T, args ...string) string {

@@ -196,14 +196,7 @@ EOF
 // servers because they are there), and so does everything else. A second
 // run removes nothing. No line of a library's own logger reaches the output.
 func TestCleanupKubeProxyIPVSAndNFTablesModeInNamespace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
-	}
-	for _, tool := range []string{"ip", "ipset", "nft", "iptables-legacy-restore", "iptables-nft-restore", "ip6tables-legacy-restore", "ip6tables-nft-restore"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			kerneltest.Skip(t, kerneltest.NoTool, "no %s (e2e/install-deps.sh installs it)", tool)
-		}
-	}
+	kerneltest.RequireRootAndTools(t, "ip", "ipset", "nft", "iptables-legacy-restore", "iptables-nft-restore", "ip6tables-legacy-restore", "ip6tables-nft-restore")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -212,14 +205,7 @@ func TestCleanupKubeProxyIPVSAndNFTablesModeInNamespace(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			_, path := netnstest.NewNamed(t, "ipvsproxy-kpi-")
 			name := strings.TrimPrefix(path, "/run/netns/")
-			sh := func(script string) string {
-				t.Helper()
-				out, err := exec.Command("ip", "netns", "exec", name, "sh", "-ec", script).CombinedOutput()
-				if err != nil {
-					t.Fatalf("%s: %v\n%s", script, err, out)
-				}
-				return string(out)
-			}
+			sh := netnstest.Shell(t, path)
 			sh(kubeProxyIPv4.ipsetScript() + kubeProxyIPv6.ipsetScript() + foreignState +
 				"iptables-" + backend + "-restore --noflush <<'EOF'\n" + kubeProxyIPv4.restore() + "EOF\n" +
 				"ip6tables-" + backend + "-restore --noflush <<'EOF'\n" + kubeProxyIPv6.restore() + "EOF\n" +

@@ -38,14 +38,7 @@ func TestMain(m *testing.M) {
 // chains of the names kube-proxy's IPVS mode shares are kube-proxy's
 // (a node handed back to it) and stay.
 func TestCleanupCommandInNamespace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
-	}
-	for _, tool := range []string{"ip", "ipset", "iptables"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			kerneltest.Skip(t, kerneltest.NoTool, "no %s", tool)
-		}
-	}
+	kerneltest.RequireRootAndTools(t, "ip", "ipset", "iptables")
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -64,14 +57,7 @@ iptables -t nat -N OTHER-CHAIN`
 		t.Run(c.name, func(t *testing.T) {
 			_, path := netnstest.NewNamed(t, "ipvsproxy-cl-")
 			name := strings.TrimPrefix(path, "/run/netns/")
-			sh := func(script string) string {
-				t.Helper()
-				out, err := exec.Command("ip", "netns", "exec", name, "sh", "-ec", script).CombinedOutput()
-				if err != nil {
-					t.Fatalf("%s: %v\n%s", script, err, out)
-				}
-				return string(out)
-			}
+			sh := netnstest.Shell(t, path)
 			sh(c.setup)
 			setsBefore := sh("ipset list -n")
 			cmd := exec.Command("ip", "netns", "exec", name, self, "cleanup")
@@ -101,24 +87,10 @@ iptables -t nat -N OTHER-CHAIN`
 // (KUBE-SERVICES is only emptied of kube-proxy's rules), and so do
 // kubelet's and anyone else's. A second run changes nothing.
 func TestCleanupKubeProxyLeftoversInNamespace(t *testing.T) {
-	if os.Geteuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
-	}
-	for _, tool := range []string{"ip", "ipset", "iptables", "iptables-restore"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			kerneltest.Skip(t, kerneltest.NoTool, "no %s", tool)
-		}
-	}
+	kerneltest.RequireRootAndTools(t, "ip", "ipset", "iptables", "iptables-restore")
 	_, path := netnstest.NewNamed(t, "ipvsproxy-kpl-")
 	name := strings.TrimPrefix(path, "/run/netns/")
-	sh := func(script string) string {
-		t.Helper()
-		out, err := exec.Command("ip", "netns", "exec", name, "sh", "-ec", script).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", script, err, out)
-		}
-		return string(out)
-	}
+	sh := netnstest.Shell(t, path)
 	sh(`ipset create KUBE-CLUSTER-IP hash:ip,port; ipset create KUBE-LOAD-BALANCER-SOURCE-IP hash:ip,port,ip
 ipset create KUBE-NODE-PORT-LOCAL-TCP bitmap:port range 0-65535; ipset create OTHER-SET hash:ip
 iptables-restore --noflush <<'EOF2'

@@ -39,24 +39,10 @@ func holdNodeLock(path string) {
 // namespace of its own, so that a command that ignored the lock would write
 // only there.
 func TestSecondInstanceWaitsForTheNodeLock(t *testing.T) {
-	if os.Geteuid() != 0 {
-		kerneltest.Skip(t, kerneltest.NotRoot, "needs root")
-	}
-	for _, tool := range []string{"ip", "ipset", "iptables"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			kerneltest.Skip(t, kerneltest.NoTool, "no %s", tool)
-		}
-	}
+	kerneltest.RequireRootAndTools(t, "ip", "ipset", "iptables")
 	_, nsPath := netnstest.NewNamed(t, "ipvsproxy-lk-")
 	ns := strings.TrimPrefix(nsPath, "/run/netns/")
-	sh := func(script string) string {
-		t.Helper()
-		out, err := exec.Command("ip", "netns", "exec", ns, "sh", "-ec", script).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", script, err, out)
-		}
-		return string(out)
-	}
+	sh := netnstest.Shell(t, nsPath)
 	// ipvsproxy's state: a set of a name it shares with kube-proxy and its
 	// ownership record.
 	sh("ipset create KUBE-CLUSTER-IP hash:ip,port; ipset create KUBE-IPVS-OWNED hash:ip,port")

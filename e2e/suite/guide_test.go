@@ -71,10 +71,11 @@ func (v *V) runGuideCommand(written, node string) {
 		v.applyKustomization(written, f[4])
 		return
 	// kubectl -n NS get pods -o wide --field-selector spec.nodeName=NODE
-	case len(f) == 8 && f[0] == "kubectl" && f[1] == "-n" && f[3] == "get" && f[4] == "pods" && f[7] == "spec.nodeName="+node:
+	case len(f) == 9 && f[0] == "kubectl" && f[1] == "-n" && f[3] == "get" && f[4] == "pods" && f[5] == "-o" && f[6] == "wide" &&
+		f[7] == "--field-selector" && f[8] == "spec.nodeName="+node:
 		ctx, cancel := v.s.ctx()
 		defer cancel()
-		pods, err := guest.client.CoreV1().Pods(f[2]).List(ctx, metav1.ListOptions{FieldSelector: f[7]})
+		pods, err := guest.client.CoreV1().Pods(f[2]).List(ctx, metav1.ListOptions{FieldSelector: f[8]})
 		v.Must(err)
 		var names []string
 		for _, p := range pods.Items {

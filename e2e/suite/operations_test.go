@@ -82,7 +82,7 @@ func defaultScheduler() string {
 // allows. First with the suite's daemons, whose allowed list is what the
 // kernel had at their start: a Service naming a scheduler whose module the
 // kernel has on disk but not loaded gets a SchedulerNotAllowed Event naming
-// the list, keeps twos, and the module stays unloaded (IPVS loads
+// the list, keeps the default scheduler, and the module stays unloaded (IPVS loads
 // ip_vs_<name> for any virtual server that names it). Then node1 runs with
 // --ipvs-allowed-schedulers mh: `ipvsproxy.io/scheduler: mh` with
 // `ipvsproxy.io/scheduler-flags: mh-port,mh-fallback` becomes an mh virtual
@@ -90,7 +90,7 @@ func defaultScheduler() string {
 // keeps the default and gets a Warning Event naming the annotation, and
 // neither disturbs the other.
 func scenarioSchedulerAnnotation(s *S) {
-	s.Step("41", "scheduler annotation: a scheduler not allowed loads no module and gets an Event; with mh allowed, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps twos with an Event", func(v *V) {
+	s.Step("41", "scheduler annotation: a scheduler not allowed loads no module and gets an Event; with mh allowed, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps the default scheduler with an Event", func(v *V) {
 		v.Heading("A scheduler a Service may not choose: no module loaded, an Event")
 		notLoaded := v.unloadedScheduler()
 		modulesBefore := v.Ask("-", "grep -o '^ip_vs[a-z_]*' /proc/modules | sort | tr '\\n' ' '  # the kernel's IPVS modules, before").Out
@@ -98,10 +98,10 @@ func scenarioSchedulerAnnotation(s *S) {
 		v.Show("-", "e2ectl apply-service tenant41.yaml  # ipvsproxy.io/scheduler: "+notLoaded, "")
 		v.SetEndpoints(tenant, "web@node1")
 		v.WaitRealServers("node1", ipvs.TCP, tenant.Spec.ClusterIP, 80, podIP("web")+":8080")
-		if vs, err := virtualServer("node1", ipvs.TCP, tenant.Spec.ClusterIP, 80); err != nil || vs.Scheduler != "twos" {
-			v.Errorf("tenant41 on node1: scheduler %q (%v), want twos", vs.Scheduler, err)
+		if vs, err := virtualServer("node1", ipvs.TCP, tenant.Spec.ClusterIP, 80); err != nil || vs.Scheduler != defaultScheduler() {
+			v.Errorf("tenant41 on node1: scheduler %q (%v), want %s", vs.Scheduler, err, defaultScheduler())
 		}
-		v.WaitEvent("tenant41", "SchedulerNotAllowed", `ipvsproxy.io/scheduler="`+notLoaded+`"`, "a Service may choose", "twos")
+		v.WaitEvent("tenant41", "SchedulerNotAllowed", `ipvsproxy.io/scheduler="`+notLoaded+`"`, "a Service may choose", "using "+defaultScheduler())
 		if code := v.Ask("c1", "curl -s -o /dev/null -w '%{http_code}' --max-time 5 http://"+tenant.Spec.ClusterIP+"/").Out; code != "200" {
 			v.Errorf("tenant41 answered %q, want 200", code)
 		}
@@ -135,7 +135,7 @@ func scenarioSchedulerAnnotation(s *S) {
 			v.Errorf("the mh Service answered %q, want 200", code)
 		}
 		v.WaitEvent("typo41", "InvalidService", "ipvsproxy.io/scheduler", "mhh")
-		v.name = "scheduler annotation: " + notLoaded + " (on disk, not loaded) not allowed by default: twos, a SchedulerNotAllowed Event, no module loaded; with --ipvs-allowed-schedulers mh, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps twos with an Event"
+		v.name = "scheduler annotation: " + notLoaded + " (on disk, not loaded) not allowed by default: " + defaultScheduler() + ", a SchedulerNotAllowed Event, no module loaded; with --ipvs-allowed-schedulers mh, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps " + defaultScheduler() + " with an Event"
 	})
 }
 

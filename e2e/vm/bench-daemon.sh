@@ -34,6 +34,7 @@
 # IPVSPROXY_BENCH_SERIES (endpoint changes read from each side's histogram, default 50; 0 with
 # --dataplane), IPVSPROXY_BENCH_BIG (endpoints of bench/big, default 100000; 0 with --dataplane)
 # and IPVSPROXY_BENCH_BIG_AT (the sizes whose boot writes it, default the first),
+# IPVSPROXY_BENCH_BIG_TIMEOUT (seconds a side may take to program it, default 1800),
 # IPVSPROXY_BENCH_TIMEOUTS ("SIDE=SECONDS ...": a side's own cap on becoming ready, e.g.
 # "kube-proxy-ipvs=2400"), IPVSPROXY_BENCH_DP_OUT (the data plane's JSON file),
 # IPVSPROXY_VM_MEM (guest MiB, default 3072, 4096 with the data plane), IPVSPROXY_BENCH_OUT (the
@@ -189,7 +190,7 @@ for n in "${sizes[@]}"; do
 		-e "ADMIN_KUBECONFIG=$cp_dir/admin-guest.kubeconfig" -e "PROXIER_KUBECONFIG=$cp_dir/proxier.kubeconfig" \
 		-e "BENCH_N=$n" -e "BENCH_SIDES=$sides" -e "BENCH_OUT=$work/results-$n/figures.json" \
 		-e "BENCH_LOGS=$work/results-$n" -e "BENCH_RESYNC=$([[ -n $control ]] && echo "$resync" || echo 0)" \
-		-e "BENCH_SERIES=$series" -e "BENCH_SERIES_PAUSE=$series_pause" -e "BENCH_BIG=$n_big" \
+		-e "BENCH_SERIES=$series" -e "BENCH_SERIES_PAUSE=$series_pause" -e "BENCH_BIG=$n_big" -e "BENCH_BIG_TIMEOUT=${IPVSPROXY_BENCH_BIG_TIMEOUT:-1800}" \
 		-e "BENCH_DATAPLANE=$([[ -n $dataplane ]] && echo 1)" -e "DP_OUT=$work/results-$n/dataplane.json" "${dp_env[@]}" \
 		-e "BENCH_TIMEOUTS=${IPVSPROXY_BENCH_TIMEOUTS:-}" \
 		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_CPU=${IPVSPROXY_BENCH_CPU:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" -e "BENCH_CHANGES=${IPVSPROXY_BENCH_CHANGES:-0}" \

@@ -36,11 +36,13 @@ cloud) pattern='^linux-image-6\.1\.0-[0-9]+-cloud-amd64-unsigned$' env_file=$cac
 esac
 
 # Modules the initramfs loads itself (before the host root is mounted, and the NIC); kmod's modprobe inside the
-# guest loads everything else from the full tree.
+# guest loads everything else from the full tree. virtio_pci first: no module depends on the PCI
+# transport by symbol, and 6.12 has it built in, but Debian's 6.1 kernels build it as a module;
+# without it no virtio device appears and the root's mount finds no share tagged hostroot.
 if [[ $rootfs == virtiofs ]]; then
-	initramfs_modules=(virtiofs overlay virtio_net)
+	initramfs_modules=(virtio_pci virtiofs overlay virtio_net)
 else
-	initramfs_modules=(9pnet_virtio 9p overlay virtio_net)
+	initramfs_modules=(virtio_pci 9pnet_virtio 9p overlay virtio_net)
 fi
 
 # Host packages the VM and the scripts use. busybox-static because the initramfs needs a static

@@ -3,7 +3,6 @@ package hostsetup
 import (
 	"os"
 	"os/exec"
-	"runtime"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
-	"github.com/vishvananda/netns"
 )
 
 // kube-proxy's getConntrackMax: max(maxPerCore × CPUs, min), capped.
@@ -138,40 +136,26 @@ func TestConntrackSysctlsInNamespace(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/net/netfilter/nf_conntrack_max"); err != nil {
 		kerneltest.Skip(t, kerneltest.NoKernelFeature, "nf_conntrack not loaded: %v", err)
 	}
-	ns := netnstest.New(t)
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			t.Fatalf("back to the original namespace: %v", err) // thread stays locked, discarded
-		}
-		orig.Close()
-		runtime.UnlockOSThread()
-	}()
-	if err := netns.Set(ns); err != nil {
-		t.Fatal(err)
-	}
 	// /proc/sys/net shows the namespace of the thread that opens the file.
-	sys := sysctl.New()
-	before, _ := sys.Get("net.netfilter.nf_conntrack_max")
-	s := ipvsproxy.ConntrackSettings{MaxPerCore: 1 << 20, Min: 1, CPUs: 1, TCPEstablishedTimeout: 2 * time.Hour, TCPCloseWaitTimeout: 30 * time.Minute,
-		TCPBeLiberal: true, UDPTimeout: 45 * time.Second, UDPStreamTimeout: 3 * time.Minute}
-	if err := applyConntrackSysctls(sys, s); err != nil {
-		t.Fatalf("apply in a namespace: %v", err)
-	}
-	for name, want := range map[string]string{
-		"net.netfilter.nf_conntrack_max":                     before, // read-only here
-		"net.netfilter.nf_conntrack_tcp_timeout_established": "7200",
-		"net.netfilter.nf_conntrack_tcp_timeout_close_wait":  "1800",
-		"net.netfilter.nf_conntrack_tcp_be_liberal":          "1",
-		"net.netfilter.nf_conntrack_udp_timeout":             "45",
-		"net.netfilter.nf_conntrack_udp_timeout_stream":      "180",
-	} {
-		if got, err := sys.Get(name); got != want {
-			t.Errorf("%s = %s (%v), want %s", name, got, err, want)
+	netnstest.In(t, netnstest.New(t), func() {
+		sys := sysctl.New()
+		before, _ := sys.Get("net.netfilter.nf_conntrack_max")
+		s := ipvsproxy.ConntrackSettings{MaxPerCore: 1 << 20, Min: 1, CPUs: 1, TCPEstablishedTimeout: 2 * time.Hour, TCPCloseWaitTimeout: 30 * time.Minute,
+			TCPBeLiberal: true, UDPTimeout: 45 * time.Second, UDPStreamTimeout: 3 * time.Minute}
+		if err := applyConntrackSysctls(sys, s); err != nil {
+			t.Fatalf("apply in a namespace: %v", err)
 		}
-	}
+		for name, want := range map[string]string{
+			"net.netfilter.nf_conntrack_max":                     before, // read-only here
+			"net.netfilter.nf_conntrack_tcp_timeout_established": "7200",
+			"net.netfilter.nf_conntrack_tcp_timeout_close_wait":  "1800",
+			"net.netfilter.nf_conntrack_tcp_be_liberal":          "1",
+			"net.netfilter.nf_conntrack_udp_timeout":             "45",
+			"net.netfilter.nf_conntrack_udp_timeout_stream":      "180",
+		} {
+			if got, err := sys.Get(name); got != want {
+				t.Errorf("%s = %s (%v), want %s", name, got, err, want)
+			}
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/nsthread"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	"github.com/vishvananda/netlink"
@@ -89,7 +90,7 @@ func TestRouterAdvertisementsStillConfigureTheNodeAfterPrepare(t *testing.T) {
 	}
 
 	// The proxier's host set-up, in the node's namespace, proxying IPv6.
-	cfg := testConfig()
+	cfg := ipvsproxy.DefaultConfig()
 	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 	var prepErr error
 	if err := nsthread.Do(node, func() {

@@ -56,28 +56,10 @@ func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Pre
 		}
 		return out, err
 	}
-	ok, err := ProbeScheduler(k.IPVS, cfg.Scheduler)
-	switch {
-	case err != nil:
+	var err error
+	out.Config, out.SchedulerFellBack, err = ChooseScheduler(k.IPVS, cfg)
+	if err != nil {
 		return out, err
-	case ok:
-		klog.InfoS("Using the IPVS scheduler", "scheduler", cfg.Scheduler, "explicit", cfg.SchedulerExplicit)
-	case cfg.SchedulerExplicit || cfg.Scheduler != ipvsproxy.DefaultScheduler:
-		// An operator who names a scheduler means it: running with another
-		// would change how traffic is spread without anyone noticing.
-		return out, fmt.Errorf("--ipvs-scheduler=%s: the kernel has no such IPVS scheduler (module ip_vs_%s missing or not built): %w",
-			cfg.Scheduler, cfg.Scheduler, ipvs.ErrNoScheduler)
-	default:
-		if ok, err := ProbeScheduler(k.IPVS, FallbackScheduler); err != nil || !ok {
-			return out, fmt.Errorf("the kernel has neither the default IPVS scheduler %s nor the fallback %s: %w",
-				cfg.Scheduler, FallbackScheduler, errors.Join(err, ipvs.ErrNoScheduler))
-		}
-		// twos arrived in Linux 5.12 and some kernels are built without
-		// CONFIG_IP_VS_TWOS.
-		klog.InfoS("The kernel has no twos IPVS scheduler (Linux 5.12+, CONFIG_IP_VS_TWOS); falling back",
-			"scheduler", cfg.Scheduler, "fallback", FallbackScheduler)
-		out.Config.Scheduler, out.SchedulerFellBack = FallbackScheduler, true
-		out.Config.SchedulerFlags = 0 // sh's and mh's flags mean nothing to wrr
 	}
 	if cfg.TCPTimeout > 0 || cfg.TCPFinTimeout > 0 || cfg.UDPTimeout > 0 {
 		if err := k.IPVS.SetTimeouts(ipvs.Timeouts{TCP: cfg.TCPTimeout, TCPFin: cfg.TCPFinTimeout, UDP: cfg.UDPTimeout}); err != nil {
@@ -96,6 +78,37 @@ func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Pre
 		return out, err
 	}
 	return out, nil
+}
+
+// ChooseScheduler is cfg with the scheduler the kernel behind h runs: the
+// configured one when the kernel has it; FallbackScheduler when the default
+// was not named and the kernel lacks it (fellBack); an error when a named
+// scheduler is missing.
+func ChooseScheduler(h ipvs.Interface, cfg ipvsproxy.Config) (_ ipvsproxy.Config, fellBack bool, _ error) {
+	ok, err := ProbeScheduler(h, cfg.Scheduler)
+	switch {
+	case err != nil:
+		return cfg, false, err
+	case ok:
+		klog.InfoS("Using the IPVS scheduler", "scheduler", cfg.Scheduler, "explicit", cfg.SchedulerExplicit)
+		return cfg, false, nil
+	case cfg.SchedulerExplicit || cfg.Scheduler != ipvsproxy.DefaultScheduler:
+		// An operator who names a scheduler means it: running with another
+		// would change how traffic is spread without anyone noticing.
+		return cfg, false, fmt.Errorf("--ipvs-scheduler=%s: the kernel has no such IPVS scheduler (module ip_vs_%s missing or not built): %w",
+			cfg.Scheduler, cfg.Scheduler, ipvs.ErrNoScheduler)
+	}
+	if ok, err := ProbeScheduler(h, FallbackScheduler); err != nil || !ok {
+		return cfg, false, fmt.Errorf("the kernel has neither the default IPVS scheduler %s nor the fallback %s: %w",
+			cfg.Scheduler, FallbackScheduler, errors.Join(err, ipvs.ErrNoScheduler))
+	}
+	// twos arrived in Linux 5.12 and some kernels are built without
+	// CONFIG_IP_VS_TWOS.
+	klog.InfoS("The kernel has no twos IPVS scheduler (Linux 5.12+, CONFIG_IP_VS_TWOS); falling back",
+		"scheduler", cfg.Scheduler, "fallback", FallbackScheduler)
+	cfg.Scheduler = FallbackScheduler
+	cfg.SchedulerFlags = 0 // sh's and mh's flags mean nothing to wrr
+	return cfg, true, nil
 }
 
 // ProbeScheduler reports whether the kernel has the IPVS scheduler: it

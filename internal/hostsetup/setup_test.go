@@ -36,7 +36,7 @@ func (h *hostKernel) kernel() adapters.Kernel {
 func TestKernelWithoutDummyDriverIsAStartUpError(t *testing.T) {
 	fk := newHostKernel()
 	fk.links.SetDummyUnsupported()
-	_, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64")
+	_, err := Prepare(ipvsproxy.DefaultConfig(), fk.kernel(), "6.12.38+deb12-amd64")
 	if !errors.Is(err, netif.ErrUnsupported) || !strings.Contains(err.Error(), "the kernel has no dummy network driver (module dummy, CONFIG_DUMMY)") {
 		t.Fatalf("want a start-up error naming the dummy driver, got %v", err)
 	}
@@ -44,7 +44,7 @@ func TestKernelWithoutDummyDriverIsAStartUpError(t *testing.T) {
 		t.Errorf("written before the refusal: IPVS %q, net.ipv4.vs.conntrack=%s", fk.ipvs.Dump(), v)
 	}
 	ok := newHostKernel()
-	if _, err := Prepare(testConfig(), ok.kernel(), "6.12.38+deb12-amd64"); err != nil {
+	if _, err := Prepare(ipvsproxy.DefaultConfig(), ok.kernel(), "6.12.38+deb12-amd64"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ok.links.DummyAddresses(); err != nil {
@@ -52,12 +52,10 @@ func TestKernelWithoutDummyDriverIsAStartUpError(t *testing.T) {
 	}
 }
 
-func testConfig() ipvsproxy.Config { return ipvsproxy.DefaultConfig() }
-
 func TestSchedulerFallbackAndSysctls(t *testing.T) {
 	fk := newHostKernel()
 	fk.ipvs.RemoveScheduler("twos")
-	cfg := testConfig()
+	cfg := ipvsproxy.DefaultConfig()
 	cfg.StrictARP = true
 	prep, err := Prepare(cfg, fk.kernel(), "5.4.0-generic")
 	if err != nil {
@@ -80,7 +78,7 @@ func TestSchedulerFallbackAndSysctls(t *testing.T) {
 	}
 	// 5.9 and later keep conn_reuse_mode as it is (kubernetes#93297).
 	fk2 := newHostKernel()
-	if prep, err := Prepare(testConfig(), fk2.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.SchedulerFellBack {
+	if prep, err := Prepare(ipvsproxy.DefaultConfig(), fk2.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.SchedulerFellBack {
 		t.Fatalf("%+v %v", prep, err)
 	}
 	if got, _ := fk2.sysctl.Get("net.ipv4.vs.conn_reuse_mode"); got != "1" {
@@ -95,7 +93,7 @@ func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
 	for _, name := range []string{"rr", "twos", "no-such-scheduler"} {
 		fk := newHostKernel()
 		fk.ipvs.RemoveScheduler(name)
-		cfg := testConfig()
+		cfg := ipvsproxy.DefaultConfig()
 		cfg.Scheduler, cfg.SchedulerExplicit = name, true
 		prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64")
 		if !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "--ipvs-scheduler="+name+": the kernel has no such IPVS scheduler") {
@@ -107,7 +105,7 @@ func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
 	}
 	// An explicit scheduler the kernel has is used as it is.
 	fk := newHostKernel()
-	cfg := testConfig()
+	cfg := ipvsproxy.DefaultConfig()
 	cfg.Scheduler, cfg.SchedulerExplicit = "rr", true
 	if prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.SchedulerFellBack || prep.Config.Scheduler != "rr" {
 		t.Fatalf("explicit rr: %+v %v", prep, err)
@@ -116,7 +114,7 @@ func TestExplicitSchedulerTheKernelLacksIsAStartUpError(t *testing.T) {
 	fk = newHostKernel()
 	fk.ipvs.RemoveScheduler(ipvsproxy.DefaultScheduler)
 	fk.ipvs.RemoveScheduler(FallbackScheduler)
-	if _, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64"); !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "nor the fallback") {
+	if _, err := Prepare(ipvsproxy.DefaultConfig(), fk.kernel(), "6.12.38+deb12-amd64"); !errors.Is(err, ipvs.ErrNoScheduler) || !strings.Contains(err.Error(), "nor the fallback") {
 		t.Fatalf("without both: %v", err)
 	}
 }
@@ -130,7 +128,7 @@ func TestPrepareLeavesIPv6ForwardingAndSaysWhenItIsOff(t *testing.T) {
 	for _, was := range []string{"0", "1"} {
 		fk := newHostKernel()
 		fk.sysctl.Values["net.ipv6.conf.all.forwarding"] = was
-		cfg := testConfig()
+		cfg := ipvsproxy.DefaultConfig()
 		cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 		prep, err := Prepare(cfg, fk.kernel(), "6.12.38+deb12-amd64")
 		if err != nil {
@@ -148,7 +146,7 @@ func TestPrepareLeavesIPv6ForwardingAndSaysWhenItIsOff(t *testing.T) {
 	}
 	// IPv4 alone does not ask.
 	fk := newHostKernel()
-	if prep, err := Prepare(testConfig(), fk.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.IPv6NotForwarded {
+	if prep, err := Prepare(ipvsproxy.DefaultConfig(), fk.kernel(), "6.12.38+deb12-amd64"); err != nil || prep.IPv6NotForwarded {
 		t.Fatalf("IPv4 only: %+v %v", prep, err)
 	}
 }

@@ -9,6 +9,7 @@ package kerneltest
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -98,4 +99,18 @@ func Skip(t testing.TB, reason Reason, format string, args ...any) {
 		where = "in the VM (IPVSPROXY_IN_VM=1)"
 	}
 	t.Fatalf("kernel test cannot run (%s: %s), and %s accepts no such skip: see internal/kerneltest", reason, msg, where)
+}
+
+// RequireRootAndTools skips the test (under CI: fails) unless it runs as
+// root with each of tools on PATH.
+func RequireRootAndTools(t testing.TB, tools ...string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, NotRoot, "needs root")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			Skip(t, NoTool, "no %s (e2e/install-deps.sh installs it)", tool)
+		}
+	}
 }

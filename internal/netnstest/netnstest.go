@@ -6,10 +6,13 @@ package netnstest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -79,6 +82,22 @@ func prepareRunNetns() error {
 
 func create(t testing.TB, make func() (netns.NsHandle, error)) netns.NsHandle {
 	t.Helper()
+	var ns netns.NsHandle
+	onThread(t, func() {
+		var err error
+		if ns, err = make(); err != nil {
+			t.Fatalf("create network namespace: %v", err)
+		}
+	})
+	return ns
+}
+
+// onThread runs do on a locked thread, then returns the thread to the
+// namespace it started in, also when do fails the test. A thread that
+// cannot return panics: the test would otherwise go on in the wrong
+// namespace.
+func onThread(t testing.TB, do func()) {
+	t.Helper()
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -86,18 +105,13 @@ func create(t testing.TB, make func() (netns.NsHandle, error)) netns.NsHandle {
 		t.Fatalf("get current network namespace: %v", err)
 	}
 	defer orig.Close()
-	ns, err := make()
-	if err != nil {
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("return to the original network namespace: %v", err))
+		}
 		runtime.UnlockOSThread()
-		t.Fatalf("create network namespace: %v", err)
-	}
-	if err := netns.Set(orig); err != nil {
-		// Leave the thread locked: the runtime then discards it instead of
-		// reusing a thread stuck in the test namespace.
-		t.Fatalf("return to the original network namespace: %v", err)
-	}
-	runtime.UnlockOSThread()
-	return ns
+	}()
+	do()
 }
 
 // LoopbackUp brings lo up in ns and binds addrs to it (/32 or /128,
@@ -125,5 +139,48 @@ func LoopbackUp(t testing.TB, ns netns.NsHandle, addrs ...netip.Addr) {
 		if err := h.AddrAdd(lo, &netlink.Addr{IPNet: prefix, Flags: unix.IFA_F_NODAD}); err != nil {
 			t.Fatalf("bind %s to lo in test namespace: %v", a, err)
 		}
+	}
+}
+
+// In runs f on the calling goroutine, its thread switched into ns and back
+// afterwards: sockets f opens stay in ns, and f may call t.Fatal.
+func In(t testing.TB, ns netns.NsHandle, f func()) {
+	t.Helper()
+	onThread(t, func() {
+		if err := netns.Set(ns); err != nil {
+			t.Fatalf("enter test network namespace: %v", err)
+		}
+		f()
+	})
+}
+
+// Open opens an adapter (what names it in a failure) inside a new network
+// namespace with open, failing the test if it cannot, and closes it when the
+// test ends, before the namespace goes, if it has a Close method.
+func Open[A any](t testing.TB, what string, open func(netns.NsHandle) (A, error)) (A, netns.NsHandle) {
+	t.Helper()
+	ns := New(t)
+	a, err := open(ns)
+	if err != nil {
+		t.Fatalf("open %s in a fresh network namespace: %v", what, err)
+	}
+	if c, ok := any(a).(interface{ Close() error }); ok {
+		t.Cleanup(func() { c.Close() })
+	}
+	return a, ns
+}
+
+// Shell returns a function that runs a script with `sh -ec` inside the
+// namespace NewNamed bound at path and returns its output; a script that
+// fails fails the test, with its output.
+func Shell(t testing.TB, path string) func(script string) string {
+	name := strings.TrimPrefix(path, "/run/netns/")
+	return func(script string) string {
+		t.Helper()
+		out, err := exec.Command("ip", "netns", "exec", name, "sh", "-ec", script).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+		return string(out)
 	}
 }

@@ -2,7 +2,6 @@ package proxier
 
 import (
 	"net/netip"
-	"strconv"
 	"testing"
 	"time"
 
@@ -65,11 +64,12 @@ func (fk *fakeKernel) writes() int {
 	return fk.ipvs.Writes() + fk.netif.Writes() + fk.ipset.Writes() + fk.ipt4.Writes + fk.ipt6.Writes
 }
 
-// testConfig is the configuration of the tests: the defaults with the pod
-// network 10.244.0.0/16.
+// testConfig is the configuration of the tests: the defaults with the
+// address plan's pod network. The model's tests keep the same function:
+// they cannot import a package that imports the model.
 func testConfig() ipvsproxy.Config {
 	cfg := ipvsproxy.DefaultConfig()
-	cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	cfg.ClusterCIDRs = []netip.Prefix{servicetest.PodCIDR}
 	return cfg
 }
 
@@ -113,5 +113,3 @@ func mustSync(t *testing.T, p *Proxier) SyncResult {
 	}
 	return res
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }

@@ -3,6 +3,7 @@ package proxier
 import (
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -19,7 +20,7 @@ func withPorts(ports ...int32) servicetest.Option {
 	return func(s *v1.Service) {
 		s.Spec.Ports = nil
 		for _, p := range ports {
-			s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "p" + itoa(int(p)), Port: p, Protocol: v1.ProtocolTCP})
+			s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "p" + strconv.Itoa(int(p)), Port: p, Protocol: v1.ProtocolTCP})
 		}
 	}
 }

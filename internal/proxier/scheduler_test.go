@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,37 +127,11 @@ func configureLink(t *testing.T, h *netlink.Handle, name string, addr netip.Addr
 	}
 }
 
-// inNamespace runs f on a thread switched into ns: sockets it opens stay in ns.
-func inNamespace(t *testing.T, ns netns.NsHandle, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			t.Errorf("get namespace: %v", err)
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			t.Errorf("enter namespace: %v", err)
-			return
-		}
-		f()
-		if err := netns.Set(orig); err != nil {
-			return // thread stays locked and dies with the goroutine
-		}
-		runtime.UnlockOSThread()
-	}()
-	<-done
-}
-
 func listenIn(t *testing.T, ns netns.NsHandle, at netip.AddrPort) net.Listener {
 	t.Helper()
 	var ln net.Listener
 	var err error
-	inNamespace(t, ns, func() { ln, err = net.Listen("tcp", at.String()) })
+	netnstest.In(t, ns, func() { ln, err = net.Listen("tcp", at.String()) })
 	if err != nil {
 		t.Fatalf("listen on %s: %v", at, err)
 	}
@@ -191,7 +164,7 @@ func (lab *spreadLab) connect(t *testing.T, n int) spread {
 		before[k] = lab.accepted[k].Load()
 	}
 	var out spread
-	inNamespace(t, lab.node, func() {
+	netnstest.In(t, lab.node, func() {
 		for i := 0; i < n; i++ {
 			// 5 s: a SYN the emulated guest drops under load is sent again
 			// after 1 s and 3 s. A loaded 2-core host once starved the guest

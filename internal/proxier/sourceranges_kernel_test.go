@@ -98,7 +98,7 @@ func TestMappedSourceRangeOnRealKernel(t *testing.T) {
 	}()
 	connects := func(from netip.Addr) error {
 		var err error
-		inNamespace(t, client, func() {
+		netnstest.In(t, client, func() {
 			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: from.AsSlice()}, Timeout: time.Second}
 			var c net.Conn
 			if c, err = d.Dial("tcp", netip.AddrPortFrom(lbIP, 80).String()); err == nil {

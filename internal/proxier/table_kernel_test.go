@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters/adapterstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
@@ -48,7 +49,7 @@ func (c *countingTable) AddVirtualServers(vss []ipvs.VirtualServer) []error {
 // server of each family deleted behind the proxier's back, which the
 // re-check alone writes back.
 func TestFullReadOnRealKernelTakesTheTable(t *testing.T) {
-	k := realKernelInNamespaceFor(t, v1.IPv4Protocol, v1.IPv6Protocol)
+	k := adapterstest.Real(t, v1.IPv4Protocol, v1.IPv6Protocol)
 	counting := &countingTable{Interface: k.IPVS}
 	k.IPVS = counting
 	cfg := testConfig()

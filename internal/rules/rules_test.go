@@ -4,11 +4,13 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -35,7 +37,7 @@ func TestIPTablesRulesGolden(t *testing.T) {
 		{"rules-ipv4-accept-service-traffic", v["accept-service-traffic"], v1.IPv4Protocol},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			checkGolden(t, c.name, IPTables(c.cfg, c.family, ipvsproxy.NewLocalDetector(c.cfg, c.family, node1PodCIDRs)))
+			servicetest.CheckGolden(t, filepath.Join("testdata", "rules", c.name+".golden"), IPTables(c.cfg, c.family, ipvsproxy.NewLocalDetector(c.cfg, c.family, node1PodCIDRs)))
 		})
 	}
 }
@@ -96,7 +98,7 @@ func TestIPTablesRulesOnRealKernel(t *testing.T) {
 func variants() map[string]ipvsproxy.Config {
 	base := func(change func(*ipvsproxy.Config)) ipvsproxy.Config {
 		cfg := ipvsproxy.DefaultConfig()
-		cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+		cfg.ClusterCIDRs = []netip.Prefix{servicetest.PodCIDR}
 		change(&cfg)
 		return cfg
 	}

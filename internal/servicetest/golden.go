@@ -1,18 +1,24 @@
 package servicetest
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
-// CheckGolden compares got with DIR/NAME.golden; on a mismatch it prints got
-// whole, ready to paste. With update (each package's -update flag) it
-// rewrites the file instead.
-func CheckGolden(t testing.TB, dir, name, got string, update bool) {
+// update is the -update flag of every test binary that imports this package:
+// it rewrites the golden files instead of comparing with them. A package
+// that imports this one must not define its own -update flag (the flag
+// package panics at start-up on the second definition).
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// CheckGolden compares got with the golden file at path; on a mismatch it
+// prints got whole, ready to paste. With -update it rewrites the file
+// instead.
+func CheckGolden(t testing.TB, path, got string) {
 	t.Helper()
-	path := filepath.Join(dir, name+".golden")
-	if update {
+	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -26,6 +32,6 @@ func CheckGolden(t testing.TB, dir, name, got string, update bool) {
 		t.Fatalf("%v (run the test %s with -update to create it); got:\n%s", err, t.Name(), got)
 	}
 	if string(want) != got {
-		t.Errorf("%s differs from the golden file %s; got:\n%s\nwant:\n%s", name, path, got, want)
+		t.Errorf("got differs from the golden file %s; got:\n%s\nwant:\n%s", path, got, want)
 	}
 }

@@ -14,12 +14,14 @@ import (
 
 // The fixed address plan of the tests: nodes 198.51.100.1 (this node,
 // "node1") and 198.51.100.2, service IPs in 10.96.0.0/16 (inside the
-// fakes only), pods in 10.244.0.0/16, external and LB IPs in 203.0.113.0/24.
+// fakes only), pods in 10.244.0.0/16 (PodCIDR), external and LB IPs in
+// 203.0.113.0/24.
 const ThisNode = "node1"
 
 var (
 	Node1IP  = netip.MustParseAddr("198.51.100.1")
 	Node1IP6 = netip.MustParseAddr("2001:db8::1")
+	PodCIDR  = netip.MustParsePrefix("10.244.0.0/16")
 )
 
 // Option edits a Service under construction.

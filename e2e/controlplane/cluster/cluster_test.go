@@ -207,7 +207,7 @@ func dumpSlice(s *discovery.EndpointSlice) string {
 		if i > 0 {
 			b.WriteString(",")
 		}
-		b.WriteString(*p.Name + "/" + string(*p.Protocol) + "/" + itoa(*p.Port))
+		b.WriteString(*p.Name + "/" + string(*p.Protocol) + "/" + strconv.Itoa(int(*p.Port)))
 	}
 	for _, e := range s.Endpoints {
 		str := func(p *string) string {
@@ -231,8 +231,6 @@ func dumpSlice(s *discovery.EndpointSlice) string {
 	}
 	return b.String()
 }
-
-func itoa(i int32) string { return strconv.Itoa(int(i)) }
 
 func TestNodeObjectDualStack(t *testing.T) {
 	n := NodeObject(DefaultNodes[0])

@@ -10,7 +10,7 @@ import (
 
 func line(side string, n int, table string, p50 float64, cps float64) string {
 	c := `{"n":2000,"failed":0,"p50_ms":` + ftoa(p50) + `,"p99_ms":` + ftoa(p50*2) + `,"over_1s":0}`
-	return `{"side":"` + side + `","services":` + itoa(n) + `,"table":"` + table + `","connect":{"pod_clusterip_first":` + c + `,"pod_clusterip_last":` + c +
+	return `{"side":"` + side + `","services":` + strconv.Itoa(n) + `,"table":"` + table + `","connect":{"pod_clusterip_first":` + c + `,"pod_clusterip_last":` + c +
 		`,"outside_nodeport_first":` + c + `,"outside_nodeport_last":` + c + `},"rate":{"per_s":` + ftoa(cps) + `,"guest_cpu_ms_per_conn":1},"iperf_bits_per_s":2e9,"udp":{"per_s":900,"lost":0}}` + "\n"
 }
 
@@ -49,5 +49,4 @@ func TestALineWithoutTableStateIsAnError(t *testing.T) {
 	}
 }
 
-func itoa(i int) string     { return strconv.Itoa(i) }
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

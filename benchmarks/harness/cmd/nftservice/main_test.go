@@ -1,16 +1,16 @@
 package main
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/nftables"
-	"golang.org/x/sys/unix"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
+	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 )
 
 // kubeProxyTable is a table in the shapes kube-proxy's nftables mode writes (v1.36 and v1.37):
@@ -41,32 +41,18 @@ table ip kube-proxy {
 }
 `
 
-// inNamespace loads the table into a fresh network namespace and returns a netlink connection
-// to it.
-func inNamespace(t *testing.T) *nftables.Conn {
+// kubeProxyTableInNamespace loads the table into a fresh network namespace
+// and returns a netlink connection to it.
+func kubeProxyTableInNamespace(t *testing.T) *nftables.Conn {
 	t.Helper()
-	if os.Getuid() != 0 {
-		t.Skip("needs root to create a network namespace")
-	}
-	if _, err := exec.LookPath("nft"); err != nil {
-		t.Skip("needs the nft binary (Debian's nftables) to load the table")
-	}
-	name := fmt.Sprintf("nftservice-test-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	load := exec.Command("ip", "netns", "exec", name, "nft", "-f", "-")
+	kerneltest.RequireRootAndTools(t, "ip", "nft")
+	ns, path := netnstest.NewNamed(t, "nftservice-test-")
+	load := exec.Command("ip", "netns", "exec", strings.TrimPrefix(path, "/run/netns/"), "nft", "-f", "-")
 	load.Stdin = strings.NewReader(kubeProxyTable)
 	if out, err := load.CombinedOutput(); err != nil {
 		t.Fatalf("nft -f: %v: %s", err, out)
 	}
-	fd, err := unix.Open("/run/netns/"+name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(fd) })
-	conn, err := nftables.New(nftables.WithNetNSFd(fd))
+	conn, err := nftables.New(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +62,7 @@ func inNamespace(t *testing.T) *nftables.Conn {
 var table = &nftables.Table{Name: "kube-proxy", Family: nftables.TableFamilyIPv4}
 
 func TestChainOfAServiceFromServiceIPs(t *testing.T) {
-	conn := inNamespace(t)
+	conn := kubeProxyTableInNamespace(t)
 	for _, c := range []struct {
 		vip, proto string
 		port       uint16
@@ -103,7 +89,7 @@ func TestChainOfAServiceFromServiceIPs(t *testing.T) {
 }
 
 func TestEndpointsOfEachShape(t *testing.T) {
-	conn := inNamespace(t)
+	conn := kubeProxyTableInNamespace(t)
 	for chain, want := range map[string][]string{
 		"service-MANY-bench/many/tcp/http": {"10.244.0.1:8080", "10.244.0.2:8080", "10.244.255.200:8080"},
 		"service-ONE-bench/one/tcp/http":   {"10.244.0.9:8080"},

@@ -17,15 +17,14 @@ func scrape(v4, v6 [5]int, sum4 float64) string {
 		sum float64
 	}{{"IPv4", v4, sum4}, {"IPv6", v6, 1}} {
 		for i, le := range []string{"0.25", "0.5", "1", "2", "+Inf"} {
-			b.WriteString("kubeproxy_network_programming_duration_seconds_bucket{ip_family=\"" + s.fam + "\",le=\"" + le + "\"} " + itoa(s.c[i]) + "\n")
+			b.WriteString("kubeproxy_network_programming_duration_seconds_bucket{ip_family=\"" + s.fam + "\",le=\"" + le + "\"} " + strconv.Itoa(s.c[i]) + "\n")
 		}
 		b.WriteString("kubeproxy_network_programming_duration_seconds_sum{ip_family=\"" + s.fam + "\"} " + ftoa(s.sum) + "\n")
-		b.WriteString("kubeproxy_network_programming_duration_seconds_count{ip_family=\"" + s.fam + "\"} " + itoa(s.c[4]) + "\n")
+		b.WriteString("kubeproxy_network_programming_duration_seconds_count{ip_family=\"" + s.fam + "\"} " + strconv.Itoa(s.c[4]) + "\n")
 	}
 	return b.String()
 }
 
-func itoa(i int) string     { return strconv.Itoa(i) }
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func observe(t *testing.T, before, after string, labels labelFilter) *observed {
