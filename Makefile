@@ -135,9 +135,21 @@ bench-daemon: deps build
 
 # bench-daemon-smoke: the daemon tier's smoke form (make test runs it): 100 Services, every side;
 # fails unless each became ready, programmed every Service and the endpoint changes, a Service of
-# 2,000 endpoints beside them, and produced its figures.
+# 2,000 endpoints beside them, and produced its figures, and the IPVS sides brought every change
+# of 20 s of churn (5 a second) to the kernel.
 bench-daemon-smoke: deps build
-	e2e/vm/bench-daemon.sh --smoke
+	e2e/vm/bench-daemon.sh --smoke --churn
+
+# bench-daemon-churn: network programming latency under continuous churn (5 endpoint changes a
+# second over random Services, at least three full re-checks), ipvsproxy at its default flags,
+# CHURN_SIZES Services × 10 (docs/performance.md). Creating 50,000 Services takes the API server
+# over an hour; IPVSPROXY_BENCH_CONTROLPLANE reuses a control plane that holds them.
+.PHONY: bench-daemon-churn
+CHURN_SIZES ?= 20000 50000
+bench-daemon-churn: deps build
+	IPVSPROXY_BENCH_SIDES="$${IPVSPROXY_BENCH_SIDES:-ipvsproxy}" IPVSPROXY_VM_MEM="$${IPVSPROXY_VM_MEM:-6144}" \
+		IPVSPROXY_BENCH_SERIES="$${IPVSPROXY_BENCH_SERIES:-0}" IPVSPROXY_BENCH_BIG="$${IPVSPROXY_BENCH_BIG:-0}" \
+		IPVSPROXY_VM_TIMEOUT="$${IPVSPROXY_VM_TIMEOUT:-7200}" e2e/vm/bench-daemon.sh --churn $(CHURN_SIZES)
 
 # The inspect endpoint under hostile clients, long form: 10,000 Services for a minute of slow
 # readers, a connection flood and 1,000 requests/s; fails unless the heap stays within its bound

@@ -245,15 +245,21 @@ func (f *Fake) listRealServers(key VirtualServerKey, into []RealServer) ([]RealS
 // EachRealServerList calls fn with each virtual server's real servers, as
 // the kernel's table read: under the fake's lock, as the kernel adapter
 // holds its table's, each list a copy in one reused room.
+// EachRealServerList lists the table as it stood when called, and calls
+// fn without holding the Fake: the kernel's table read takes no lock
+// between its pages, and writes go on while a reader parses them.
 func (f *Fake) EachRealServerList(fn func(VirtualServerKey, []RealServer) error) error {
 	if err := f.begin(false); err != nil {
 		return err
 	}
-	defer f.mu.Unlock()
-	var room []RealServer
+	keys := make([]VirtualServerKey, 0, len(f.services))
+	lists := make([][]RealServer, 0, len(f.services))
 	for key, svc := range f.services {
-		room = append(room[:0], svc.dests...)
-		if err := fn(key, room); err != nil {
+		keys, lists = append(keys, key), append(lists, slices.Clone(svc.dests))
+	}
+	f.mu.Unlock()
+	for i, key := range keys {
+		if err := fn(key, lists[i]); err != nil {
 			return err
 		}
 	}

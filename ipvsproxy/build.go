@@ -82,7 +82,7 @@ type VirtualServerState struct {
 	// sorted. One member may exist for several (a node port's port, a
 	// hairpin endpoint, an address's KUBE-IPVS-IPS member); the desired
 	// state holds a member while the Service wins one of them.
-	SetEntries []SetEntry
+	SetEntries SetEntries
 	// InClusterOnly is set on a LocalOnly external address (LB, external
 	// IP, node port) that has no endpoint on this node: its real servers
 	// are the cluster endpoints, for in-cluster sources only; the rules
@@ -200,7 +200,7 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 			}
 			entry := func(set string, e ipset.Entry) {
 				for _, i := range scope {
-					st.VirtualServers[i].SetEntries = append(st.VirtualServers[i].SetEntries, SetEntry{Set: owned.SetName(set, family), Entry: e})
+					st.VirtualServers[i].SetEntries.Add(SetEntry{Set: owned.SetName(set, family), Entry: e})
 				}
 			}
 			bind := func() {
@@ -315,14 +315,14 @@ func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInf
 			// exists while the Service wins one (desired.go).
 			for i := range st.VirtualServers {
 				vs := &st.VirtualServers[i]
-				vs.SetEntries = append(vs.SetEntries, SetEntry{Set: owned.SetName(owned.SetHealthCheckPorts, FamilyOf(vs.Address)), Entry: ipset.Entry{Port: st.HealthCheckNodePort}})
+				vs.SetEntries.Add(SetEntry{Set: owned.SetName(owned.SetHealthCheckPorts, FamilyOf(vs.Address)), Entry: ipset.Entry{Port: st.HealthCheckNodePort}})
 			}
 		}
 	}
 	st.LocalReadyEndpoints = len(localReady)
 	for i := range st.VirtualServers {
 		if vs := &st.VirtualServers[i]; vs.Bound {
-			vs.SetEntries = append(vs.SetEntries, SetEntry{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(vs.Address)), Entry: ipset.Entry{IP: vs.Address}})
+			vs.SetEntries.Add(SetEntry{Set: owned.SetName(owned.SetIPVSIPs, FamilyOf(vs.Address)), Entry: ipset.Entry{IP: vs.Address}})
 		}
 	}
 	st.normalize()
@@ -610,8 +610,7 @@ func (st *ServiceState) normalize() {
 	st.Addresses = nil
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]
-		slices.SortFunc(vs.SetEntries, CompareSetEntries)
-		vs.SetEntries = slices.Compact(vs.SetEntries)
+		vs.SetEntries.normalize()
 		if vs.Bound {
 			st.Addresses = append(st.Addresses, vs.Address)
 		}
@@ -626,7 +625,7 @@ func (st *ServiceState) SetEntryKeys() iter.Seq[SetEntryKey] {
 	return func(yield func(SetEntryKey) bool) {
 		seen := map[SetEntryKey]bool{}
 		for i := range st.VirtualServers {
-			for _, e := range st.VirtualServers[i].SetEntries {
+			for e := range st.VirtualServers[i].SetEntries.All() {
 				k := e.Key()
 				if seen[k] {
 					continue

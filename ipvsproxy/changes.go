@@ -167,11 +167,11 @@ func (t *ChangeTracker) SetSlice(slice *EndpointSlice) {
 // (networkProgrammingTrigger: a slice changed before the tracker began has
 // none).
 func (t *ChangeTracker) triggerTime(slice *EndpointSlice) (time.Time, bool) {
-	if slice.TriggerTime == "" {
+	ts, ok := slice.TriggerTime()
+	if !ok || !ts.After(t.start) {
 		return time.Time{}, false
 	}
-	ts, ok, _ := networkProgrammingTrigger(slice.objectMeta(), false, t.start)
-	return ts, ok
+	return ts, true
 }
 
 // DeleteEndpointSlice forgets an EndpointSlice given as the API object

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
@@ -36,7 +37,11 @@ type DesiredState struct {
 	claims map[ipvs.VirtualServerKey][]claim
 	// foreign are keys the kernel holds a virtual server at that the
 	// proxier did not create (kernel.go: ownership).
-	foreign  map[ipvs.VirtualServerKey]bool
+	foreign map[ipvs.VirtualServerKey]bool
+	// shared guards claims and foreign against SharedLookup, the one
+	// reader beside the writer (a re-check's read); the writer's own reads
+	// need no lock.
+	shared   sync.RWMutex
 	addrRefs map[netip.Addr]int
 	// entryRefs count, per set, the virtual servers that want each member
 	// (countEntry); entryCount is how many members are wanted.
@@ -54,10 +59,22 @@ type DesiredState struct {
 
 type claim struct {
 	Service types.NamespacedName
-	// order is who wrote the address (claimRank), then creation time, then
-	// name: a stable order, the first wins.
-	order string
-	vs    *VirtualServerState
+	// rank (claimRank), created (the Service's creation time) and then the
+	// name order the claims of a key: a stable order, the first wins. Kept
+	// as numbers, not as one formatted string: at 50,000 Services the
+	// strings held 3 MB.
+	rank    uint8
+	created int64
+	vs      *VirtualServerState
+}
+
+// compare orders claims: who wrote the address, then creation time, then
+// the name as namespace/name.
+func (c claim) compare(o claim) int {
+	if n := cmp.Or(cmp.Compare(c.rank, o.rank), cmp.Compare(c.created, o.created)); n != 0 {
+		return n
+	}
+	return strings.Compare(c.Service.String(), o.Service.String())
 }
 
 // claimRank puts the addresses that the API server or a controller with
@@ -66,11 +83,11 @@ type claim struct {
 // spec.externalIPs: a tenant listing a load balancer pool's addresses as
 // external IPs must not take a later LoadBalancer's traffic (and its source
 // ranges) by being older.
-func claimRank(kind string) string {
+func claimRank(kind string) uint8 {
 	if kind == KindExternalIP {
-		return "1 "
+		return 1
 	}
-	return "0 "
+	return 0
 }
 
 // Touched collects the kernel objects whose desired value may have changed.
@@ -146,11 +163,13 @@ func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touche
 		for i := range old.VirtualServers {
 			k := old.VirtualServers[i].VirtualServerKey
 			before := d.Winner(k)
+			d.shared.Lock()
 			d.claims[k] = slices.DeleteFunc(d.claims[k], func(c claim) bool { return c.Service == name })
 			if len(d.claims[k]) == 0 {
 				delete(d.claims, k)
 				t.Released[k] = true
 			}
+			d.shared.Unlock()
 			d.rewin(k, before, t)
 		}
 		d.Summary.update(old, -1)
@@ -161,13 +180,15 @@ func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touche
 	}
 	d.Services[name] = st
 	d.Summary.update(st, 1)
-	order := fmt.Sprintf("%020d %s", st.Created.UnixNano(), name)
+	created := st.Created.UnixNano()
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]
 		k := vs.VirtualServerKey
 		before := d.Winner(k)
-		d.claims[k] = append(d.claims[k], claim{Service: name, order: claimRank(vs.Kind) + order, vs: vs})
-		slices.SortFunc(d.claims[k], func(a, b claim) int { return cmp.Compare(a.order, b.order) })
+		d.shared.Lock()
+		d.claims[k] = append(d.claims[k], claim{Service: name, rank: claimRank(vs.Kind), created: created, vs: vs})
+		slices.SortFunc(d.claims[k], claim.compare)
+		d.shared.Unlock()
 		d.rewin(k, before, t)
 	}
 }
@@ -179,11 +200,13 @@ func (d *DesiredState) SetForeign(k ipvs.VirtualServerKey, foreign bool, t Touch
 		return
 	}
 	before := d.Winner(k)
+	d.shared.Lock()
 	if foreign {
 		d.foreign[k] = true
 	} else {
 		delete(d.foreign, k)
 	}
+	d.shared.Unlock()
 	d.rewin(k, before, t)
 }
 
@@ -285,7 +308,7 @@ func (d *DesiredState) contribute(vs *VirtualServerState, n int, t Touched) {
 	if vs.RoutedBy.IsValid() && d.unrouted[vs.RoutedBy] {
 		d.bindUnrouted(vs, n, t)
 	}
-	for _, e := range vs.SetEntries {
+	for e := range vs.SetEntries.All() {
 		k := e.Key()
 		d.countEntry(k, n)
 		t.entry(k)

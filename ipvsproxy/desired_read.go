@@ -47,6 +47,15 @@ func (d *DesiredState) Lookup(k ipvs.VirtualServerKey) (winner *VirtualServerSta
 	return c[0].vs, true
 }
 
+// SharedLookup is Lookup for the one reader that runs beside the writer
+// (the periodic re-check's read, while partial syncs write): safe while
+// Set and SetForeign change the claims.
+func (d *DesiredState) SharedLookup(k ipvs.VirtualServerKey) (winner *VirtualServerState, claimed bool) {
+	d.shared.RLock()
+	defer d.shared.RUnlock()
+	return d.Lookup(k)
+}
+
 // WinnerCount is how many keys a Service wins (claimed, and not held by
 // someone else's virtual server).
 func (d *DesiredState) WinnerCount() int {
@@ -129,7 +138,9 @@ func (d *DesiredState) UnroutedRanges() iter.Seq[netip.Prefix] { return maps.Key
 // 10,000 Services (rehashing). Maps that hold anything are left alone.
 func (d *DesiredState) Reserve(services, virtualServers, addresses int, entries map[string]int) {
 	reserve(&d.Services, services)
+	d.shared.Lock()
 	reserve(&d.claims, virtualServers)
+	d.shared.Unlock()
 	reserve(&d.addrRefs, addresses)
 	for set, n := range entries {
 		if d.entryRefs[set].Len() == 0 && n > 0 {

@@ -31,7 +31,7 @@ func EndpointsByPort(slices_ []*EndpointSlice, family v1.IPFamily, policy Endpoi
 		if string(slice.AddressType) != string(family) {
 			continue // the other family's slices, and FQDN ones, are not ours
 		}
-		ref := v1.ObjectReference{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1", Namespace: slice.Namespace, Name: slice.Name, UID: slice.UID}
+		ref := v1.ObjectReference{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1", Namespace: slice.Namespace, Name: slice.Name, UID: slice.UID()}
 		bad := func(format string, args ...any) {
 			problems = append(problems, Problem{Object: ref, Reason: ReasonInvalidEndpoint, Message: fmt.Sprintf(format, args...)})
 		}

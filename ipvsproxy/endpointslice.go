@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -26,14 +27,16 @@ import (
 // the tracker share it.
 type EndpointSlice struct {
 	Namespace, Name string
-	UID             types.UID
-	// ResourceVersion is read by the informer's store.
-	ResourceVersion string
+	// identity holds the UID and the resource version the informer's store
+	// reads.
+	identity objectIdentity
 	// ServiceName is the kubernetes.io/service-name label, "" when unset.
 	ServiceName string
-	// TriggerTime is the endpoints.kubernetes.io/last-change-trigger-time
-	// annotation as written, "" when unset.
-	TriggerTime string
+	// trigger is the endpoints.kubernetes.io/last-change-trigger-time
+	// annotation in Unix nanoseconds, when hasTrigger: an annotation that
+	// does not parse counts as none, as for network programming latency.
+	trigger     int64
+	hasTrigger  bool
 	AddressType discovery.AddressType
 	Ports       []SlicePort
 	Endpoints   []SliceEndpoint
@@ -128,13 +131,16 @@ const (
 // inspect).
 func CompactEndpointSlice(s *discovery.EndpointSlice) *EndpointSlice {
 	out := &EndpointSlice{
-		Namespace:       namespaces.internString(s.Namespace),
-		Name:            s.Name,
-		UID:             s.UID,
-		ResourceVersion: s.ResourceVersion,
-		ServiceName:     s.Labels[discovery.LabelServiceName],
-		TriggerTime:     s.Annotations[v1.EndpointsLastChangeTriggerTime],
-		AddressType:     discovery.AddressType(knownString(string(s.AddressType), string(discovery.AddressTypeIPv4), string(discovery.AddressTypeIPv6), string(discovery.AddressTypeFQDN))),
+		Namespace:   namespaces.internString(s.Namespace),
+		Name:        s.Name,
+		identity:    newIdentity(s.UID, s.ResourceVersion),
+		ServiceName: s.Labels[discovery.LabelServiceName],
+		AddressType: discovery.AddressType(knownString(string(s.AddressType), string(discovery.AddressTypeIPv4), string(discovery.AddressTypeIPv6), string(discovery.AddressTypeFQDN))),
+	}
+	// Kept as the metric reads it (a slice changed before the tracker began
+	// is the tracker's to leave out: ChangeTracker.triggerTime).
+	if t, ok, _ := networkProgrammingTrigger(s, false, time.Time{}); ok {
+		out.trigger, out.hasTrigger = t.UnixNano(), true
 	}
 	if len(s.Ports) > 0 {
 		out.Ports = make([]SlicePort, len(s.Ports))
@@ -314,13 +320,38 @@ func (s *EndpointSlice) MoreAddresses() []string {
 	return out
 }
 
+// MoreAddressesOf is endpoint i's second and later addresses, as written.
+func (s *EndpointSlice) MoreAddressesOf(i int) []string {
+	if s.rare == nil {
+		return nil
+	}
+	for _, m := range s.rare.more {
+		if m.endpoint == i {
+			return m.addresses
+		}
+	}
+	return nil
+}
+
 // GetObjectMeta is the slice's identity as metadata, so that meta.Accessor,
 // and the informer's key functions and store with it, take the slice:
 // namespace, name, UID and resource version. The store asks for it several
 // times per event, so it carries no label or annotation maps (objectMeta
 // has them); changing the result changes nothing of the slice.
 func (s *EndpointSlice) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}
+	return &metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.identity.UID(), ResourceVersion: s.identity.ResourceVersion()}
+}
+
+// UID is the slice's metadata.uid.
+func (s *EndpointSlice) UID() types.UID { return s.identity.UID() }
+
+// TriggerTime is the slice's endpoints.kubernetes.io/last-change-trigger-time,
+// false when it has none that parses.
+func (s *EndpointSlice) TriggerTime() (time.Time, bool) {
+	if !s.hasTrigger {
+		return time.Time{}, false
+	}
+	return time.Unix(0, s.trigger).UTC(), true
 }
 
 // objectMeta is the slice's metadata as the API object had it: the
@@ -330,8 +361,8 @@ func (s *EndpointSlice) objectMeta() *metav1.ObjectMeta {
 	if s.ServiceName != "" {
 		m.Labels = map[string]string{discovery.LabelServiceName: s.ServiceName}
 	}
-	if s.TriggerTime != "" {
-		m.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: s.TriggerTime}
+	if t, ok := s.TriggerTime(); ok {
+		m.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: t.Format(time.RFC3339Nano)}
 	}
 	return m
 }

@@ -8,10 +8,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsproxy/ipvsproxy/ipset"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // everyKindOfEndpoint is a slice with every case a reader tells apart:
@@ -272,4 +274,50 @@ func apiServerAddressesOfAPIObjects(slices_ []*discovery.EndpointSlice) []netip.
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return out
+}
+
+// A UID and resource version kept as numbers come back as written; one the
+// API server would not write (upper case, a leading zero, not a UUID) is
+// kept as written.
+func TestIdentityKeepsWhatItWasGiven(t *testing.T) {
+	for _, c := range []struct{ uid, rv string }{
+		{"0b5e3c1a-0000-4000-8000-00000000000f", "123456"},
+		{"0B5E3C1A-0000-4000-8000-00000000000F", "123456"},
+		{"0b5e3c1a-0000-4000-8000-00000000000f", "0123"},
+		{"not-a-uuid", "18446744073709551615"},
+		{"", ""},
+		{"0b5e3c1a-0000-4000-8000-00000000000f", ""},
+		{"", "7"},
+	} {
+		id := newIdentity(types.UID(c.uid), c.rv)
+		if string(id.UID()) != c.uid || id.ResourceVersion() != c.rv {
+			t.Errorf("%q %q came back as %q %q", c.uid, c.rv, id.UID(), id.ResourceVersion())
+		}
+	}
+}
+
+// A virtual server's set members come back as they were added, in
+// CompareSetEntries' order without repeats, whether they pack or not.
+func TestSetEntriesKeepWhatTheyWereGiven(t *testing.T) {
+	in := []SetEntry{
+		{Set: "KUBE-CLUSTER-IP", Entry: ipset.Entry{IP: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", Port: 80}},
+		{Set: "KUBE-6-CLUSTER-IP", Entry: ipset.Entry{IP: netip.MustParseAddr("2001:db8::a"), Protocol: "udp", Port: 53}},
+		{Set: "KUBE-IPVS-IPS", Entry: ipset.Entry{IP: netip.MustParseAddr("::ffff:192.0.2.1")}},
+		{Set: "KUBE-NODE-PORT-TCP", Entry: ipset.Entry{Port: 30080}},
+		{Set: "KUBE-LOOP-BACK", Entry: ipset.Entry{IP: netip.MustParseAddr("10.244.1.5"), Protocol: "tcp", Port: 8080, IP2: netip.MustParseAddr("10.244.1.5")}},
+		{Set: "KUBE-LOAD-BALANCER-SRC-CIDR", Entry: ipset.Entry{IP: netip.MustParseAddr("203.0.113.7"), Protocol: "tcp", Port: 443, Net: netip.MustParsePrefix("198.51.100.0/24")}},
+		{Set: "SOMEONE-ELSES", Entry: ipset.Entry{IP: netip.MustParseAddr("192.0.2.9"), Protocol: "tcp", Port: 1}},
+		{Set: "KUBE-CLUSTER-IP", Entry: ipset.Entry{IP: netip.MustParseAddr("fe80::1%eth0"), Protocol: "tcp", Port: 80}},
+		{Set: "KUBE-CLUSTER-IP", Entry: ipset.Entry{IP: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", Port: 80}},
+	}
+	var es SetEntries
+	for _, e := range in {
+		es.Add(e)
+	}
+	es.normalize()
+	want := slices.Clone(in[:len(in)-1])
+	slices.SortFunc(want, CompareSetEntries)
+	if got := slices.Collect(es.All()); !slices.Equal(got, want) {
+		t.Errorf("got\n%v\nwant\n%v", got, want)
+	}
 }

@@ -40,12 +40,17 @@ func APIServerAddresses(slices_ []*EndpointSlice) []netip.Addr {
 	return out
 }
 
-// ClusterNodes tracks the addresses of every Node of the cluster (from an
-// informer on all Nodes), for the address guard. Only names and addresses are kept.
+// ClusterNodes tracks the addresses of every Node of the cluster, for the
+// address guard: from an informer on all Nodes (Set, Delete), or from the
+// EndpointSlices that publish them (SetPublished; internal/nodeaddresses),
+// which change only when an address does. Only names and addresses are kept.
 type ClusterNodes struct {
 	mu     sync.Mutex
 	byName map[string][]netip.Addr
-	notify func()
+	// published are the addresses each published slice lists, by slice
+	// name and Node: a Node's addresses are in one slice per family.
+	published map[string]map[string][]netip.Addr
+	notify    func()
 	// othersOf caches others' answer until a Node changes: every sync, the
 	// partial ones too, asks for it, and it costs O(Nodes) to build.
 	othersOf   string
@@ -94,6 +99,109 @@ func (c *ClusterNodes) Delete(name string) {
 	c.mu.Unlock()
 	if had {
 		c.notify()
+	}
+}
+
+// SetPublished records the Node addresses one published slice lists (every
+// endpoint's addresses under its Node's name), in place of what it listed
+// before.
+func (c *ClusterNodes) SetPublished(slice *EndpointSlice) {
+	listed := map[string][]netip.Addr{}
+	for i := range slice.Endpoints {
+		node := slice.Endpoints[i].NodeName()
+		if node == "" {
+			continue
+		}
+		addrs := listed[node]
+		if a, _, ok := slice.Address(i); ok {
+			addrs = append(addrs, a)
+		}
+		for _, text := range slice.MoreAddressesOf(i) {
+			if a, err := netip.ParseAddr(text); err == nil {
+				addrs = append(addrs, a.Unmap())
+			}
+		}
+		listed[node] = addrs
+	}
+	c.publish(slice.Name, listed)
+}
+
+// DeletePublished forgets what the published slice name listed.
+func (c *ClusterNodes) DeletePublished(name string) { c.publish(name, nil) }
+
+// publish makes listed what slice lists, and each Node it names, or named,
+// hold the addresses every published slice lists for it.
+func (c *ClusterNodes) publish(slice string, listed map[string][]netip.Addr) {
+	c.mu.Lock()
+	if c.published == nil {
+		c.published = map[string]map[string][]netip.Addr{}
+	}
+	before := c.published[slice]
+	if listed == nil {
+		delete(c.published, slice)
+	} else {
+		c.published[slice] = listed
+	}
+	changed := false
+	for _, nodes := range []map[string][]netip.Addr{before, listed} {
+		for node := range nodes {
+			var addrs []netip.Addr
+			for _, other := range c.published {
+				for _, a := range other[node] {
+					if !slices.Contains(addrs, a) {
+						addrs = append(addrs, a)
+					}
+				}
+			}
+			slices.SortFunc(addrs, netip.Addr.Compare)
+			had, known := c.byName[node]
+			switch {
+			case len(addrs) == 0 && known:
+				delete(c.byName, node)
+				changed = true
+			case len(addrs) > 0 && (!known || !slices.Equal(had, addrs)):
+				c.byName[node] = addrs
+				changed = true
+			}
+		}
+	}
+	if changed {
+		c.othersMemo = nil
+	}
+	c.mu.Unlock()
+	if changed {
+		c.notify()
+	}
+}
+
+// PublishedHandler is where an informer on EndpointSlices sends its events
+// for the Node addresses published in namespace under the service name
+// service; every other slice is left to the tracker.
+func (c *ClusterNodes) PublishedHandler(namespace, service string) cache.ResourceEventHandler {
+	ours := func(obj any) (*EndpointSlice, bool) {
+		s, ok := untombstone(obj).(*EndpointSlice)
+		return s, ok && s.Namespace == namespace && s.ServiceName == service
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if s, ok := ours(obj); ok {
+				c.SetPublished(s)
+			}
+		},
+		UpdateFunc: func(old, obj any) {
+			s, ok := ours(obj)
+			if was, wasOurs := ours(old); wasOurs && !ok {
+				c.DeletePublished(was.Name) // relabelled away
+			}
+			if ok {
+				c.SetPublished(s)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if s, ok := ours(obj); ok {
+				c.DeletePublished(s.Name)
+			}
+		},
 	}
 }
 

@@ -26,11 +26,11 @@ import (
 // tracker share it.
 type Service struct {
 	Namespace, Name string
-	UID             types.UID
-	// ResourceVersion is read by the informer's store.
-	ResourceVersion string
-	Created         time.Time
-	Type            v1.ServiceType
+	// identity holds the UID and the resource version the informer's store
+	// reads.
+	identity objectIdentity
+	Created  time.Time
+	Type     v1.ServiceType
 	// ExternalTrafficPolicy and SessionAffinity are as written, "" when
 	// unset.
 	ExternalTrafficPolicy v1.ServiceExternalTrafficPolicy
@@ -183,8 +183,7 @@ func CompactService(svc *v1.Service) *Service {
 	out := &Service{
 		Namespace:             namespaces.internString(svc.Namespace),
 		Name:                  svc.Name,
-		UID:                   svc.UID,
-		ResourceVersion:       svc.ResourceVersion,
+		identity:              newIdentity(svc.UID, svc.ResourceVersion),
 		Created:               svc.CreationTimestamp.Time,
 		Type:                  v1.ServiceType(knownString(string(spec.Type), serviceTypes...)),
 		ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicy(knownString(string(spec.ExternalTrafficPolicy), trafficPolicies...)),
@@ -285,8 +284,11 @@ func (s *Service) clusterIPList() addressList {
 // for it several times per event, so it carries nothing else; changing the
 // result changes nothing of the Service.
 func (s *Service) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion}
+	return &metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.identity.UID(), ResourceVersion: s.identity.ResourceVersion()}
 }
+
+// UID is the Service's metadata.uid.
+func (s *Service) UID() types.UID { return s.identity.UID() }
 
 // ToService gives back the API object with what the Service kept, for
 // BuildService and for a person reading it: spec.clusterIPs is listed
@@ -294,7 +296,7 @@ func (s *Service) GetObjectMeta() metav1.Object {
 // and every list and pointer is the result's own.
 func (s *Service) ToService() *v1.Service {
 	out := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.UID, ResourceVersion: s.ResourceVersion,
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.identity.UID(), ResourceVersion: s.identity.ResourceVersion(),
 			CreationTimestamp: metav1.Time{Time: s.Created}},
 		Spec: v1.ServiceSpec{
 			Type:                  s.Type,

@@ -123,10 +123,16 @@ func newDaemonUnderTest(t *testing.T) *daemonUnderTest {
 	return d
 }
 
-// start runs startInformers as runAction does and returns what it waits for.
+// start runs startInformers as runAction does, the guard's addresses from
+// every Node, and returns what it waits for.
 func (d *daemonUnderTest) start(t *testing.T, ctx context.Context, client *fake.Clientset) []cache.InformerSynced {
 	t.Helper()
-	synced, err := startInformers(ctx, kubeapitest.FromClientset(client), "node1", d.proxier.Tracker(), d.proxier.ClusterNodes(),
+	return d.startWith(t, ctx, client, nodeAddressSource{})
+}
+
+func (d *daemonUnderTest) startWith(t *testing.T, ctx context.Context, client *fake.Clientset, nodes nodeAddressSource) []cache.InformerSynced {
+	t.Helper()
+	synced, err := startInformers(ctx, kubeapitest.FromClientset(client), "node1", d.proxier.Tracker(), d.proxier.ClusterNodes(), nodes,
 		newAPIAccess(d.health, d.metrics.APIPermissionMissing, d.recorder, "node1"))
 	if err != nil {
 		t.Fatal(err)

@@ -58,3 +58,20 @@ func TestDaemonBuildsLeaveOutTheManPageWriter(t *testing.T) {
 		}
 	}
 }
+
+// No build that programs a node runs on the Fakes: -tags fakekernel is the
+// simulations' alone (kernel_fake.go).
+func TestReleaseBuildsProgramTheKernel(t *testing.T) {
+	if fakeKernel {
+		t.Fatal("this test binary was built with -tags fakekernel")
+	}
+	for _, f := range []string{"../../Makefile", "../../release/image.sh", "../../deploy/rootfs/build-rootfs.sh"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "fakekernel") {
+			t.Errorf("%s builds the daemon with -tags fakekernel", f)
+		}
+	}
+}

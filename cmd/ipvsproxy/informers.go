@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
+	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
 	"github.com/ipvsproxy/ipvsproxy/internal/sharedslices"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
@@ -175,29 +176,69 @@ func keepNodeAddresses(obj any) (any, error) {
 	}, nil
 }
 
+// Where the node guard learns the other Nodes' addresses
+// (--node-addresses-from).
+const (
+	nodeAddressesFromNodes        = "nodes"
+	nodeAddressesFromSlices       = "endpointslices"
+	defaultNodeAddressesNamespace = "ipvsproxy-node-addresses"
+)
+
+// nodeAddressSource is --node-addresses-from and --node-addresses-namespace.
+type nodeAddressSource struct {
+	fromSlices bool
+	namespace  string
+}
+
+func parseNodeAddressSource(from, namespace string) (nodeAddressSource, error) {
+	switch from {
+	case nodeAddressesFromNodes:
+		return nodeAddressSource{}, nil
+	case nodeAddressesFromSlices:
+		if namespace == "" {
+			return nodeAddressSource{}, fmt.Errorf("--node-addresses-from=%s needs --node-addresses-namespace", from)
+		}
+		return nodeAddressSource{fromSlices: true, namespace: namespace}, nil
+	}
+	return nodeAddressSource{}, fmt.Errorf("--node-addresses-from=%q: want %s or %s", from, nodeAddressesFromNodes, nodeAddressesFromSlices)
+}
+
 // startInformers starts the daemon's informers, feeding tracker and health:
 // every Service and EndpointSlice that is not another proxy's, this node's
-// Node, every Node's addresses for the node guard (required: their failures
-// show on the health endpoints), and the
-// ServiceCIDRs (optional, see watchServiceCIDRs). It returns what must have
-// synced before the first full sync.
-func startInformers(ctx context.Context, client kubeapi.Client, nodeName string, tracker *ipvsproxy.ChangeTracker, clusterNodes *ipvsproxy.ClusterNodes, access *apiAccess) ([]cache.InformerSynced, error) {
+// Node, the other Nodes' addresses for the node guard (from every Node, or
+// from the slices that publish them: nodes), all required (their failures
+// show on the health endpoints), and the ServiceCIDRs (optional, see
+// watchServiceCIDRs). It returns what must have synced before the first
+// full sync.
+func startInformers(ctx context.Context, client kubeapi.Client, nodeName string, tracker *ipvsproxy.ChangeTracker, clusterNodes *ipvsproxy.ClusterNodes, nodes nodeAddressSource, access *apiAccess) ([]cache.InformerSynced, error) {
 	selectServices, selectSlices, selectNode := informerSelections(nodeName)
 	health := access.health
+	sliceHandlers := []cache.ResourceEventHandler{tracker.EndpointSliceHandler()}
+	if nodes.fromSlices {
+		// The published Node addresses are EndpointSlices, which this
+		// informer watches already: nothing more is watched.
+		sliceHandlers = append(sliceHandlers, clusterNodes.PublishedHandler(nodes.namespace, nodeaddresses.ServiceName))
+	}
 	required := []struct {
 		informer cache.SharedIndexInformer
 		resource schema.GroupResource
 		handlers []cache.ResourceEventHandler
 	}{
 		{newInformer(client, client.Services(), &v1.Service{}, selectServices, nil), v1.Resource("services"), []cache.ResourceEventHandler{tracker.ServiceHandler()}},
-		{newInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, nil), discovery.Resource("endpointslices"), []cache.ResourceEventHandler{tracker.EndpointSliceHandler()}},
+		{newInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, nil), discovery.Resource("endpointslices"), sliceHandlers},
 		{newInformer(client, client.Nodes(), &v1.Node{}, selectNode, nil), v1.Resource("nodes"), []cache.ResourceEventHandler{tracker.NodeHandler(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { health.SyncNode(asNode(obj)) },
 			UpdateFunc: func(_, obj any) { health.SyncNode(asNode(obj)) },
 			DeleteFunc: func(obj any) { health.SyncNode(nil) },
 		}}},
+	}
+	if !nodes.fromSlices {
 		// Every Node's addresses, for the node guard: no external IP may take one.
-		{newInformer(client, client.Nodes(), &v1.Node{}, nil, keepNodeAddresses), v1.Resource("nodes"), []cache.ResourceEventHandler{clusterNodes.Handler()}},
+		required = append(required, struct {
+			informer cache.SharedIndexInformer
+			resource schema.GroupResource
+			handlers []cache.ResourceEventHandler
+		}{newInformer(client, client.Nodes(), &v1.Node{}, nil, keepNodeAddresses), v1.Resource("nodes"), []cache.ResourceEventHandler{clusterNodes.Handler()}})
 	}
 	var synced []cache.InformerSynced
 	for _, r := range required {

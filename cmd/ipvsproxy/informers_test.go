@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"reflect"
 	"runtime"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
+	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
@@ -562,4 +565,59 @@ func heapHeldByCache(b *testing.B, encoded [][]byte, track, drain bool, decode f
 		runtime.KeepAlive(tracker)
 	}
 	return held
+}
+
+// With --node-addresses-from=endpointslices the daemon watches its own Node
+// alone, as kube-proxy does, and the guard learns the other Nodes'
+// addresses from the published slices it receives with every other slice;
+// with the default every Node is listed and watched.
+func TestNodeAddressesFromPublishedSlicesWatchNoOtherNode(t *testing.T) {
+	for _, c := range []struct {
+		source         nodeAddressSource
+		wantAllNodes   bool
+		wantOtherNodes map[netip.Addr]string
+	}{
+		{nodeAddressSource{}, true, map[netip.Addr]string{netip.MustParseAddr("198.51.100.2"): "node2"}},
+		{nodeAddressSource{fromSlices: true, namespace: "ipvsproxy-node-addresses"}, false, map[netip.Addr]string{netip.MustParseAddr("198.51.100.22"): "node2"}},
+	} {
+		client := fakeCluster()
+		client.Tracker().Add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node2"}, Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "198.51.100.2"}}}})
+		for _, s := range nodeaddresses.Slices("ipvsproxy-node-addresses", map[string][]netip.Addr{"node2": {netip.MustParseAddr("198.51.100.22")}}) {
+			client.Tracker().Add(s)
+		}
+		d := newDaemonUnderTest(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		synced := d.startWith(t, ctx, client, c.source)
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			t.Fatal("informers did not sync")
+		}
+		allNodes := false
+		for _, a := range client.Actions() {
+			if a.GetResource().Resource != "nodes" || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
+				continue
+			}
+			var sel string
+			switch r := a.(type) {
+			case k8stesting.ListAction:
+				sel = r.GetListRestrictions().Fields.String()
+			case k8stesting.WatchAction:
+				sel = r.GetWatchRestrictions().Fields.String()
+			}
+			if sel != "metadata.name=node1" {
+				allNodes = true
+			}
+		}
+		if allNodes != c.wantAllNodes {
+			t.Errorf("%+v: Nodes other than its own listed or watched: %v, want %v", c.source, allNodes, c.wantAllNodes)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for got := d.proxier.ClusterNodes().Others("node1"); !maps.Equal(got, c.wantOtherNodes); got = d.proxier.ClusterNodes().Others("node1") {
+			if time.Now().After(deadline) {
+				t.Errorf("%+v: other Nodes %v, want %v", c.source, got, c.wantOtherNodes)
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}
 }

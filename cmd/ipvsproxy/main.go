@@ -44,6 +44,7 @@ func newApp() *cli.App {
 				OnUsageError: explainUsageError,
 			},
 			inspectCommand(),
+			publishCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version, the commit, the Go version and the Kubernetes release built against",

@@ -51,6 +51,10 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	nodeAddresses, err := parseNodeAddressSource(c.String("node-addresses-from"), c.String("node-addresses-namespace"))
+	if err != nil {
+		return err
+	}
 	client, informerClient, server, err := newClients(c.String("kubeconfig"), clientConnection(c))
 	if err != nil {
 		return err
@@ -74,7 +78,8 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	defer lock.Release()
-	k, closeKernel, err := adapters.Open(adapters.Options{Families: cfg.Families, SysctlRoot: c.String("sysctl-root")})
+	kernelOptions := adapters.Options{Families: cfg.Families, SysctlRoot: c.String("sysctl-root"), Fake: fakeKernel}
+	k, closeKernel, err := adapters.Open(kernelOptions)
 	if err != nil {
 		return err
 	}
@@ -105,9 +110,15 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	reader, closeReader, err := adapters.OpenReader(k, kernelOptions)
+	if err != nil {
+		return err
+	}
+	defer closeReader()
+	p.ReadBeside(reader)
 	observeProxier(p, m, health, serviceHealth, cfg.Families)
 
-	informersSynced, err := startInformers(ctx, informerClient, nodeName, p.Tracker(), p.ClusterNodes(),
+	informersSynced, err := startInformers(ctx, informerClient, nodeName, p.Tracker(), p.ClusterNodes(), nodeAddresses,
 		newAPIAccess(health, m.APIPermissionMissing, recorder, nodeName))
 	if err != nil {
 		return err

@@ -29,6 +29,10 @@
 #      SERVICE_CIDR           10.96.0.0/16
 #      RBAC_DIR               <repo>/deploy/base
 #      READY_TIMEOUT          300 (seconds)
+#      ETCD_DATA_FROM         a tar of another control plane's etcd data directory (etcd/ at its
+#                             top, taken while that etcd was stopped): this one starts holding
+#                             that cluster's objects, e.g. 50,000 Services, which take the API
+#                             server over an hour to create (docs/performance.md)
 #      APISERVER_EXTRA_ARGS   flags appended to kube-apiserver's (a later flag wins), e.g.
 #                             --profiling=true to read where the API server's time goes
 set -euo pipefail
@@ -81,6 +85,10 @@ work=$(cd "$work" && pwd)
 # stop.sh removes only a directory carrying this marker.
 touch "$work/.ipvsproxy-e2e-controlplane"
 mkdir -p "$work/logs" "$work/etcd"
+if [[ -n ${ETCD_DATA_FROM:-} ]]; then
+	tar -C "$work" -xf "$ETCD_DATA_FROM" etcd || die "could not unpack $ETCD_DATA_FROM"
+	log "etcd data from $ETCD_DATA_FROM"
+fi
 chmod 700 "$work/etcd"
 
 # A port already taken means another control plane (or anything else) is

@@ -42,6 +42,12 @@
 # reference, not a side of the control plane's comparison).
 # BENCH_DATAPLANE=1: the data plane's topology and measurements (bench-dataplane-guest.sh, which
 # lists its own variables) once each side is ready, and a no-proxy baseline before the first.
+# BENCH_CHURN=R (changes a second; ENDPOINTCHURN is e2e/endpointchurn): each side runs with its own
+# default sync periods (none of the period flags), and after the figures above, on the sides whose
+# kernel state is IPVS (endpointchurn reads IPVS), endpoint changes go on at R a second over random
+# Services until the side ended three full
+# re-checks and two minutes passed (BENCH_CHURN_SMOKE=1: 20 s, no re-check needed); the summary is
+# the side's "churn" figure, the raw samples churn-SIDE-N.tsv in BENCH_LOGS.
 # A side not ready within the timeout still reports its peak RSS so far, with "ok":false.
 set -uo pipefail
 [[ $(id -u) == 0 && -n ${E2E_HOST_ADDR:-} ]] || { echo "bench-daemon-guest.sh runs inside the VM" >&2; exit 2; }
@@ -231,6 +237,9 @@ change_series() {
 }
 
 start_side() {
+	# Under churn each side runs with its own defaults, as an operator runs it.
+	local periods=(--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period")
+	[[ -n ${BENCH_CHURN:-} ]] && periods=()
 	case $side in
 	ipvsproxy | ipvsproxy-baseline | ipvsproxy-env)
 		local bin=$IPVSPROXY env= profiling=${BENCH_HEAP:-}${BENCH_CPU:-}
@@ -243,8 +252,7 @@ start_side() {
 		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
 		[[ ${BENCH_WATCHLIST:-} == false ]] && env+=" KUBE_FEATURE_WatchListClient=false"
 		ip netns exec "$node" env $env "$bin" run --kubeconfig "$PROXIER_KUBECONFIG" --hostname-override "$node" \
-			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr "$cluster_cidr" \
-			--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period" \
+			--lock-file "/run/bench-ipvsproxy.lock" --cluster-cidr "$cluster_cidr" "${periods[@]}" \
 			${profiling:+--profiling} --metrics-bind-address 127.0.0.1:10249 >"$BENCH_LOGS/$side-$BENCH_N.log" 2>&1 &
 		;;
 	kube-proxy*)
@@ -255,6 +263,7 @@ start_side() {
 		# iptables ones.
 		periods=(--iptables-sync-period "$sync_period" --iptables-min-sync-period "$min_sync_period")
 		[[ $mode == ipvs ]] && periods=(--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period")
+		[[ -n ${BENCH_CHURN:-} ]] && periods=()
 		# conntrack-max-per-core=0 and the timeouts at 0: leave the host's conntrack sysctls alone
 		# (a network namespace may not set nf_conntrack_max); ipvsproxy sets none either.
 		ip netns exec "$node" "$E2E_BIN/kube-proxy" --proxy-mode="$mode" --kubeconfig "$ADMIN_KUBECONFIG" \
@@ -413,7 +422,7 @@ big_service() {
 
 run_side() {
 	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt rss_log sampler
-	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started series="" read_split=""
+	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started series="" read_split="" churn=""
 	local timeout seen_by kind="" series_json="" big_json="" more="" extras=1 w
 	timeout=$(timeout_of "$side")
 	for w in ${BENCH_DATAPLANE_ONLY-kube-proxy-iptables}; do
@@ -544,6 +553,19 @@ run_side() {
 			dp_side || log "the data plane was not measured"
 			mark data-plane-done "$(now)"
 		fi
+		if [[ -n ${BENCH_CHURN:-} && $(kernel_check) == ipvs ]] && ((extras)); then
+			mark churn "$(now)"
+			local bounds=(-min-rechecks 3 -min-duration 120s -max-duration 420s)
+			[[ -n ${BENCH_CHURN_SMOKE:-} ]] && bounds=(-min-rechecks 0 -min-duration 20s -max-duration 20s)
+			churn=$(ip netns exec "$node" "$ENDPOINTCHURN" -kubeconfig "$ADMIN_KUBECONFIG" -services "$BENCH_N" \
+				-rate "$BENCH_CHURN" -seed "$((BENCH_ROUND + 1))" -pid "$pid" "${bounds[@]}" \
+				-out "$BENCH_LOGS/churn-$side-$BENCH_N.tsv" 2>>"$BENCH_LOGS/churn-$side-$BENCH_N.log") || {
+				log "the churn failed: $(tail -n 3 "$BENCH_LOGS/churn-$side-$BENCH_N.log")"
+				churn=
+			}
+			mark churn-ended "$(now)"
+			log "churn: $churn"
+		fi
 		if [[ $side == ipvsproxy* && -n ${BENCH_HEAP:-} ]]; then
 			ip netns exec "$node" curl -s --max-time 60 -o "$BENCH_LOGS/heap-$side-$BENCH_N.pprof" "http://127.0.0.1:10249/debug/pprof/heap?gc=1" && heap=1
 			# The runtime's own account (heap in use, released, stacks, GC goal) at the end.
@@ -580,6 +602,7 @@ run_side() {
 	[[ -n $kind ]] && more+=",\"periodic_sync_kind\":\"$kind\""
 	[[ -n $series_json ]] && more+=",\"endpoint_series\":$series_json"
 	[[ -n $big_json ]] && more+=",\"big\":$big_json"
+	[[ -n $churn ]] && more+=",\"churn\":$churn"
 	awk -v side="$side" -v n="$BENCH_N" -v t0="$t0" -v tr="$t_ready" -v tc="$t_connect" -v tw="$t_write" -v tk="$t_kernel" \
 		-v hwm="$hwm" -v rss="$rss" -v anon="$anon" -v file="$file" -v cold="$cold" -v resync="$resync" \
 		-v cpu="${cpu:-null}" -v hz="$clk_tck" -v ts="$t_started" -v scpu="$start_cpu" -v b0="$busy0" -v b1="$busy1" -v s0="${np_sum0:-0}" -v c0="${np_cnt0:-0}" -v s1="${np_sum:-0}" -v c1="${np_cnt:-0}" -v series="${series:-}" -v readsplit="${read_split:-}" -v more="$more" 'BEGIN {

@@ -10,7 +10,7 @@
 # 100,000 endpoints; with the data plane, what a packet pays through each side's kernel state
 # (bench-dataplane-guest.sh).
 #
-#   e2e/vm/bench-daemon.sh [--smoke] [N...]            the control plane (default 1000 10000 30000)
+#   e2e/vm/bench-daemon.sh [--smoke] [--churn] [N...]  the control plane (default 1000 10000 30000)
 #   e2e/vm/bench-daemon.sh --dataplane [N...]          the data plane (default 1000 10000 30000)
 #   e2e/vm/bench-daemon.sh --dataplane-smoke           the data plane's smoke form
 #
@@ -18,6 +18,13 @@
 # every side became ready, programmed every Service and the endpoint change, and produced its
 # figures (make test runs it). --dataplane-smoke: N=100, every measurement short, 2,000 held
 # connections; fails unless every side and the no-proxy baseline produced every figure.
+# --churn: after those figures, on the sides whose kernel state is IPVS (ipvsproxy,
+# kube-proxy-ipvs), continuous endpoint churn (IPVSPROXY_BENCH_CHURN changes a second, default 5,
+# over random Services, e2e/endpointchurn) until the side ended at least three full re-checks and
+# two minutes passed, each side run with its own default sync periods: every change's latency from
+# its trigger time to the kernel (raw, …-churn-<side>-<N>.tsv beside the figures), the side's
+# network_programming_duration_seconds over the window, its re-checks' duration and its CPU; with
+# --smoke, 20 s of churn whose every change must reach the kernel.
 # Otherwise results go to benchmarks/results/<date>-vm-daemon.json (one JSON object per side and
 # N) and, with the data plane, <date>-vm-dataplane.json (one per side, N and table state), a
 # Markdown table and PNG plots beside each, and, with the logs, under $IPVSPROXY_E2E_CACHE/runs.
@@ -50,12 +57,18 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cache=${IPVSPROXY_E2E_CACHE:-/var/cache/ipvsproxy-e2e}
 go=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
-smoke= dataplane=${IPVSPROXY_BENCH_DATAPLANE:-} control=1
-case ${1:-} in
---smoke) smoke=1 && shift ;;
---dataplane) dataplane=1 control= && shift ;;
---dataplane-smoke) dataplane=1 control= smoke=1 && shift ;;
-esac
+smoke= dataplane=${IPVSPROXY_BENCH_DATAPLANE:-} control=1 churn=
+while [[ ${1:-} == --* ]]; do
+	case $1 in
+	--smoke) smoke=1 ;;
+	--churn) churn=${IPVSPROXY_BENCH_CHURN:-5} ;;
+	--dataplane) dataplane=1 control= ;;
+	--dataplane-smoke) dataplane=1 control= smoke=1 ;;
+	*) break ;;
+	esac
+	shift
+done
+[[ -z $churn || -n $control ]] || { echo "bench-daemon: --churn goes with the control plane, not --dataplane" >&2; exit 2; }
 if [[ -n $smoke ]]; then sizes=(100); else sizes=("${@:-1000 10000 30000}"); fi
 read -r -a sizes <<<"${sizes[*]}"
 if [[ -n $dataplane ]]; then
@@ -113,6 +126,7 @@ make -s -C "$repo" build >&2
 # The harness's guest tools: the traffic, the nftables reader, the histogram reader.
 (cd "$repo/benchmarks/harness" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/" ./cmd/loadgen ./cmd/nftservice ./cmd/promhist)
 if [[ -n $dataplane ]]; then command -v iperf3 >/dev/null || die "iperf3 missing: run e2e/install-deps.sh"; fi
+[[ -z $churn ]] || (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/endpointchurn" ./e2e/endpointchurn)
 "$here/prepare.sh" >/dev/null
 
 kc() { "$run_bin/e2ectl" "$@"; }
@@ -181,6 +195,7 @@ for n in "${sizes[@]}"; do
 		-e "BENCH_TIMEOUTS=${IPVSPROXY_BENCH_TIMEOUTS:-}" \
 		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_CPU=${IPVSPROXY_BENCH_CPU:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" -e "BENCH_CHANGES=${IPVSPROXY_BENCH_CHANGES:-0}" \
 		-e "BENCH_WATCHLIST=${IPVSPROXY_BENCH_WATCHLIST:-}" -e "BENCH_IPVSPROXY_ENV=${IPVSPROXY_BENCH_ENV:-}" -e "IPVSPROXY_BASELINE=${IPVSPROXY_BENCH_BASELINE:-}" \
+		-e "BENCH_CHURN=$churn" -e "BENCH_CHURN_SMOKE=$smoke" -e "ENDPOINTCHURN=$work/endpointchurn" \
 		-- "$here/bench-daemon-guest.sh" >&2
 	vm_rc=$?
 	set -e
@@ -189,9 +204,10 @@ for n in "${sizes[@]}"; do
 	((vm_rc == 0)) || rc=1
 	if [[ -n $control && -f $work/results-$n/figures.json ]]; then cat "$work/results-$n/figures.json" >>"$out"; fi
 	if [[ -n $dataplane && -f $work/results-$n/dataplane.json ]]; then cat "$work/results-$n/dataplane.json" >>"$dp_out"; fi
-	# Each side's memory over its run (bench-daemon-guest.sh's sample_rss) beside the figures.
+	# Each side's memory over its run (bench-daemon-guest.sh's sample_rss) and its churn's raw
+	# samples beside the figures.
 	if [[ -z $smoke ]]; then
-		for f in "$work/results-$n"/rss-*.tsv; do
+		for f in "$work/results-$n"/rss-*.tsv "$work/results-$n"/churn-*.tsv; do
 			[[ -f $f ]] && cp "$f" "${out%.json}-${f##*/}"
 		done
 	fi
@@ -209,6 +225,17 @@ if [[ -z $smoke ]]; then
 	if [[ -n $dataplane && -f $dp_out ]]; then
 		(cd "$repo/benchmarks/harness" && "$go" run ./cmd/dataplaneplot -o "${dp_out%.json}" -md "${dp_out%.json}.md" "$dp_out") >&2 ||
 			say "warning: the data plane's tables and plots were not made"
+	fi
+	if [[ -n $churn && -f $out ]]; then
+		# The churn's table after the daemon tier's.
+		{
+			echo
+			echo "Churn: endpoint changes over random Services, each side at its default sync periods; latency from the slice's trigger time to the new real server in the kernel (raw), and the side's own network_programming_duration_seconds over the window (p99 as its bucket's bound)."
+			echo
+			echo "| Services × 10 | side | changes/s | window s | changes | raw p50 / p90 / p99 / max s | over 1 s | histogram ≤ 1 s | histogram p99 ≤ s | re-checks | re-check mean s | partial syncs (mean s) | CPU s (per re-check) |"
+			echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+			jq -r 'select(.churn != null) | .churn as $c | "| \(.services) | \(.side) | \($c.rate_per_s) | \($c.window_s) | \($c.changes) | \($c.raw_p50_s) / \($c.raw_p90_s) / \($c.raw_p99_s) / \($c.raw_max_s) | \($c.raw_over_1s) | \($c.hist_le_1s) of \($c.hist_count) | \($c.hist_p99_le_s) | \($c.rechecks) | \($c.recheck_mean_s) | \($c.partial_syncs) (\($c.partial_mean_s)) | \($c.cpu_s) (\($c.cpu_per_recheck_period_s)) |"' "$out"
+		} >>"${out%.json}.md"
 	fi
 fi
 
@@ -230,6 +257,11 @@ if [[ -n $smoke && -n $control ]]; then
 		# kube-proxy's iptables mode has no kernel check here (bench-daemon-guest.sh skips it).
 		jq -e --argjson e "$big" '.big.skipped != null or (.big.in_kernel == $e and .big.programmed_s > 0 and .big.touch_s > 0)' <<<"$line" >/dev/null ||
 			die "smoke: $side did not program the Service of $big endpoints and the change beside it: $line"
+		# The churn runs on the sides whose kernel state is IPVS (endpointchurn reads IPVS).
+		if [[ -n $churn && $side != kube-proxy-nftables && $side != kube-proxy-iptables ]]; then
+			jq -e '.churn != null and .churn.changes > 0 and .churn.write_errors == 0 and .churn.not_seen == 0 and .churn.hist_count > 0' <<<"$line" >/dev/null ||
+				die "smoke: $side's churn did not bring every change to the kernel, or its histogram saw none: $line"
+		fi
 	done
 	say "smoke passed"
 fi

@@ -58,7 +58,7 @@ func Open(o Options) (k Kernel, close func(), err error) {
 	k.Netif = o.Links
 	k.IPTables = map[v1.IPFamily]iptables.Interface{}
 	if o.Fake {
-		k.IPVS, k.IPSet, k.Conntrack, k.Sysctl = ipvs.NewFake(), ipset.NewFake(), conntrack.NewFake(), sysctl.NewFake(nil)
+		k.IPVS, k.IPSet, k.Conntrack, k.Sysctl = ipvs.NewFake(), ipset.NewFake(), conntrack.NewFake(), sysctl.NewFake(freshNodeSysctls())
 		if k.Netif == nil {
 			k.Netif = netif.NewFake(owned.DummyInterface)
 		}
@@ -116,9 +116,67 @@ func Open(o Options) (k Kernel, close func(), err error) {
 	return k, closeAll, nil
 }
 
+// freshNodeSysctls are the kernel's defaults of the settings the daemon
+// reads and sets at start (internal/hostsetup), with IPVS loaded: the
+// Fakes' node is a fresh one, so that a daemon built on them (cmd/ipvsproxy,
+// -tags fakekernel) starts as on a node.
+func freshNodeSysctls() map[string]string {
+	return map[string]string{
+		"net.ipv4.vs.conntrack": "0", "net.ipv4.vs.expire_nodest_conn": "0", "net.ipv4.vs.expire_quiescent_template": "0",
+		"net.ipv4.vs.conn_reuse_mode": "1", "net.ipv4.ip_forward": "0", "net.ipv6.conf.all.forwarding": "0",
+		"net.ipv4.conf.all.arp_ignore": "0", "net.ipv4.conf.all.arp_announce": "0",
+		"net.netfilter.nf_conntrack_max": "262144", "net.netfilter.nf_conntrack_buckets": "65536",
+		"net.netfilter.nf_conntrack_tcp_timeout_established": "432000", "net.netfilter.nf_conntrack_tcp_timeout_close_wait": "60",
+	}
+}
+
 func iptablesFamily(f v1.IPFamily) iptables.Family {
 	if f == v1.IPv6Protocol {
 		return iptables.IPv6
 	}
 	return iptables.IPv4
+}
+
+// OpenReader opens a second set of the handles a full read of the kernel
+// goes through (IPVS, ipset, the links, the listening sockets) for the
+// periodic re-check, which reads beside the writer: its dumps, seconds
+// long at tens of thousands of Services, then hold none of the sockets the
+// writer's requests wait for. The other adapters are k's (a read writes
+// nothing). With the Fakes, which serve concurrent callers, it is k.
+func OpenReader(k Kernel, o Options) (Kernel, func(), error) {
+	if o.Fake {
+		return k, func() {}, nil
+	}
+	r := k
+	h, err := ipvs.New()
+	if err != nil {
+		return Kernel{}, func() {}, fmt.Errorf("open IPVS for reading: %w", err)
+	}
+	r.IPVS = h
+	closers := []func(){func() { h.Close() }}
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	sets, err := ipset.New()
+	if err != nil {
+		closeAll()
+		return Kernel{}, func() {}, fmt.Errorf("open ipset for reading: %w", err)
+	}
+	r.IPSet = sets
+	closers = append(closers, func() { sets.Close() })
+	if o.Links == nil {
+		links, err := netif.New(owned.DummyInterface)
+		if err != nil {
+			closeAll()
+			return Kernel{}, func() {}, fmt.Errorf("open rtnetlink for reading: %w", err)
+		}
+		r.Netif = links
+		if c, ok := links.(interface{ Close() error }); ok {
+			closers = append(closers, func() { c.Close() })
+		}
+	}
+	r.Listeners = listeners.New()
+	return r, closeAll, nil
 }

@@ -226,3 +226,44 @@ func (s eventSink) Patch(e *v1.Event, data []byte) (*v1.Event, error) {
 		Body(data).Do(context.Background()).Into(out)
 	return out, err
 }
+
+// SliceWriter reads and writes EndpointSlices namespace by namespace: the
+// Node address publisher's (internal/nodeaddresses), never the daemon's.
+type SliceWriter struct{ client rest.Interface }
+
+// NewSliceWriter is the EndpointSlice writer for a REST configuration.
+func NewSliceWriter(cfg *rest.Config) (*SliceWriter, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion, c.APIPath = &discovery.SchemeGroupVersion, "/apis"
+	c.NegotiatedSerializer = rest.CodecFactoryForGeneratedClient(scheme, codecs).WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("API server configuration: %w", err)
+	}
+	return &SliceWriter{client: rc}, nil
+}
+
+func (w *SliceWriter) List(ctx context.Context, namespace string, opts metav1.ListOptions) (*discovery.EndpointSliceList, error) {
+	list := &discovery.EndpointSliceList{}
+	err := w.client.Get().UseProtobufAsDefault().Namespace(namespace).Resource("endpointslices").VersionedParams(&opts, parameterCodec).Do(ctx).Into(list)
+	return list, err
+}
+
+func (w *SliceWriter) Create(ctx context.Context, s *discovery.EndpointSlice) (*discovery.EndpointSlice, error) {
+	out := &discovery.EndpointSlice{}
+	err := w.client.Post().Namespace(s.Namespace).Resource("endpointslices").Body(s).Do(ctx).Into(out)
+	return out, err
+}
+
+func (w *SliceWriter) Update(ctx context.Context, s *discovery.EndpointSlice) (*discovery.EndpointSlice, error) {
+	out := &discovery.EndpointSlice{}
+	err := w.client.Put().Namespace(s.Namespace).Resource("endpointslices").Name(s.Name).Body(s).Do(ctx).Into(out)
+	return out, err
+}
+
+func (w *SliceWriter) Delete(ctx context.Context, namespace, name string) error {
+	return w.client.Delete().Namespace(namespace).Resource("endpointslices").Name(name).Do(ctx).Error()
+}

@@ -135,6 +135,8 @@ var FlagsWithoutField = map[string]string{
 	"accept-service-traffic":              "ipvsproxy only; kube-proxy always returns Service traffic to the host's INPUT rules",
 	"refuse-endpoint-cidrs":               "ipvsproxy only; kube-proxy takes every endpoint address the API accepted",
 	"refuse-node-endpoints":               "ipvsproxy only; kube-proxy takes every endpoint address the API accepted",
+	"node-addresses-from":                 "ipvsproxy only; kube-proxy has no address guard and watches its own Node alone",
+	"node-addresses-namespace":            "ipvsproxy only: where the published Node addresses are",
 }
 
 // Setting is one field a file sets, in the syntax of its flag.

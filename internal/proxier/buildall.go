@@ -68,8 +68,8 @@ func reserveFor(built []builtService, d *ipvsproxy.DesiredState, t *ipvsproxy.To
 			if vs.Bound {
 				addresses++
 			}
-			entries += len(vs.SetEntries)
-			for _, e := range vs.SetEntries {
+			entries += vs.SetEntries.Len()
+			for e := range vs.SetEntries.All() {
 				perSet[e.Set]++
 			}
 		}

@@ -22,9 +22,11 @@ import (
 )
 
 // FuzzSync drives whole syncs: a random sequence of
-// Service, EndpointSlice and node changes, periodic full syncs, restarts,
-// clock steps and injected kernel failures (persistent or flaky, per kind
-// of write) against the fakes. Invariants:
+// Service, EndpointSlice and node changes, periodic full syncs (some as the
+// re-check that reads beside the loop, recheck.go, synced after the partial
+// syncs of the ops that follow its read), restarts, clock steps and
+// injected kernel failures (persistent or flaky, per kind of write) against
+// the fakes. Invariants:
 //   - after every sync, nothing foreign changed: someone else's virtual
 //     servers, one inside --ipvs-exclude-cidrs with its address, someone
 //     else's set and iptables rule;
@@ -45,6 +47,9 @@ func FuzzSync(f *testing.F) {
 	// A UDP Service on an excluded external IP turns TCP: its UDP virtual
 	// server stays (clean-up never touches that range).
 	f.Add([]byte{0, 0, 0x38, 0, 0, 0x30})
+	// A re-check read, then changes, a fault and a new Service before it
+	// is synced.
+	f.Add([]byte{0, 0, 0x11, 2, 0, 3, 7, 1, 0, 2, 0, 0x0c, 4, 1, 0, 0, 1, 0x21, 2, 1, 5, 5, 0, 0, 7, 3, 0, 2, 2, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		klog.SetLogger(logr.Discard())
 		if len(data) > 300 {
@@ -236,8 +241,22 @@ func runSyncSequence(t *testing.T, data []byte) {
 			now = now.Add(time.Duration(a%64) * 250 * time.Millisecond)
 			log = append(log, fmt.Sprintf("clock +%v", time.Duration(a%64)*250*time.Millisecond))
 		case 7:
-			p.needFull = true
-			log = append(log, "periodic full sync")
+			switch {
+			case a&1 == 0:
+				p.needFull = true
+				log = append(log, "periodic full sync")
+			case p.recheck == nil:
+				// The period's re-check reads beside the loop; its
+				// read ends here, and the partial syncs of the ops
+				// that follow write after it, until it is synced.
+				if p.startRecheck() {
+					<-p.recheckDone()
+				}
+				log = append(log, "re-check read")
+			default:
+				p.finishRecheck()
+				log = append(log, "re-check synced")
+			}
 		case 8:
 			// The node is re-addressed; the periodic full sync sees it.
 			world.hostIP = map[bool]netip.Addr{true: fuzzOtherNodeIP, false: servicetest.Node1IP}[world.hostIP == servicetest.Node1IP]
@@ -266,6 +285,10 @@ func runSyncSequence(t *testing.T, data []byte) {
 
 	// The faults stop: retries converge within a few backoffs.
 	f.set(nil)
+	if p.recheck != nil {
+		p.finishRecheck()
+		log = append(log, "re-check synced")
+	}
 	converged := false
 	for i := 0; i < 12 && !converged; i++ {
 		now = now.Add(retryMax)

@@ -53,6 +53,10 @@ type kernelView struct {
 	// /proc/net/ip_vs), or one netlink dump each (no table, a table read
 	// that failed or stopped early, a virtual server it missed).
 	realServerReads snapshot.FullRead
+	// recordsWithVirtualServer and inStepWinners are the read's counts
+	// that completeAgainst checks against the record sets and the desired
+	// state.
+	recordsWithVirtualServer, inStepWinners int
 }
 
 type kernelVirtualServer struct {
@@ -65,6 +69,8 @@ type kernelVirtualServer struct {
 	// (putRealServer, removeRealServer). Its connection counts are zero:
 	// whoever needs them reads the kernel (removeRealServers, drain).
 	shared bool
+	// unread: a full read listed it and has not read its real servers yet.
+	unread bool
 }
 
 // put makes read the view's virtual server k, in the room of the one the
@@ -213,17 +219,31 @@ func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
 	return ok
 }
 
+// desiredAtRead is what a full read asks of the desired state: the sync
+// passes the DesiredState itself; a re-check reading beside the sync loop
+// (recheck.go) passes one that takes the proxier's lock for each question,
+// as partial syncs change the desired state meanwhile.
+type desiredAtRead interface {
+	// Lookup is the winner of k, and whether any Service claims it.
+	Lookup(k ipvs.VirtualServerKey) (*ipvsproxy.VirtualServerState, bool)
+	// SetMemberCount and VirtualServerCount size the view's maps.
+	SetMemberCount(set string) int
+	VirtualServerCount() int
+}
+
 // readKernel reads every object the proxier owns, and writes nothing: the
 // reconciler is the only writer. Which virtual servers are owned is
 // ownership.owns; the others are foreign. Owned objects inside
 // --ipvs-exclude-cidrs are read too, so that a Service's can be kept up to
-// date; the reconciler never deletes one nobody wants there. wasOurs are
-// the virtual servers the previous view held (nil at the first read): one of
-// them stays ours without its record (ownership.recovered), as can one on
-// a cluster IP that services (read only then) names.
+// date; the reconciler never deletes one nobody wants there. wasOurs says
+// whether the previous view held a virtual server (nil at the first read):
+// one it held stays ours without its record (ownership.recovered), as can
+// one on a cluster IP that services (read only then) names. It is asked
+// only of a virtual server without a record.
 // The view is filled in room recycled from the previous one's (nil maps:
-// none).
-func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.DesiredState, services func() serviceEvidence, wasOurs map[ipvs.VirtualServerKey]bool, recycled recycledView) (*kernelView, error) {
+// none). Before the view is compared, completeAgainst finds what the
+// read's own counts leave out.
+func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, services func() serviceEvidence, wasOurs func(ipvs.VirtualServerKey) bool, recycled recycledView) (*kernelView, error) {
 	view := &kernelView{
 		foreign:   map[ipvs.VirtualServerKey]bool{},
 		routes:    map[netip.Prefix]bool{},
@@ -304,26 +324,36 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 	if err != nil {
 		return nil, fmt.Errorf("list virtual servers: %w", err)
 	}
-	view.virtualServers = recycled.virtualServersFor(len(all))
-	// Ours, by key, until its real servers are read: the table read finds
-	// each here.
-	unread := make(map[ipvs.VirtualServerKey]int32, len(all))
-	for i, vs := range all {
-		key := vs.VirtualServerKey
+	// Ours go into the view at once, their real servers unread, in one
+	// allocation: the table read finds each by key there, and the list is
+	// let go before it (at 50,000 Services the list and a map of what was
+	// left to read held 5.5 MB through the read).
+	ours := 0
+	for i := range all {
+		key := all[i].VirtualServerKey
 		if !owner.isRecorded(key) && !owner.ownsUnrecorded(key, cfg) {
 			view.foreign[key] = true
 			continue
 		}
-		unread[key] = int32(i)
+		ours++
 	}
-	// One allocation for all, most of them ours.
-	kept := make([]kernelVirtualServer, 0, len(unread))
+	kept := make([]kernelVirtualServer, 0, ours)
+	view.virtualServers = recycled.virtualServersFor(ours)
+	for i := range all {
+		if key := all[i].VirtualServerKey; !view.foreign[key] {
+			kept = append(kept, kernelVirtualServer{vs: all[i], unread: true})
+			view.virtualServers[key] = &kept[len(kept)-1]
+		}
+	}
+	all = nil
+	unread := len(kept)
 	recordsWithVirtualServer, inStepWinners := 0, 0
-	keep := func(read kernelVirtualServer, want *ipvsproxy.VirtualServerState, claimed bool) {
-		key := read.vs.VirtualServerKey
+	// settle makes kv what was read of it, and counts it.
+	settle := func(kv *kernelVirtualServer, read kernelVirtualServer, want *ipvsproxy.VirtualServerState, claimed bool) {
+		*kv = read
+		unread--
+		key := kv.vs.VirtualServerKey
 		recorded := owner.isRecorded(key)
-		kept = append(kept, read)
-		view.virtualServers[key] = &kept[len(kept)-1]
 		if recorded {
 			recordsWithVirtualServer++
 		}
@@ -333,21 +363,20 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 		case want == nil:
 			// Claimed, but lost to someone else's virtual server at the
 			// last sync: it is compared if it wins again (Touched.Rewon).
-		case inStep(&kept[len(kept)-1], want, recorded):
+		case inStep(kv, want, recorded):
 			inStepWinners++
 		default:
 			view.outOfStepAtRead = append(view.outOfStepAtRead, key)
 		}
 	}
-	if table, ok := k.IPVS.(ipvs.RealServerTable); ok && len(unread) > 0 {
+	if table, ok := k.IPVS.(ipvs.RealServerTable); ok && unread > 0 {
 		err := table.EachRealServerList(func(key ipvs.VirtualServerKey, rss []ipvs.RealServer) error {
-			i, ours := unread[key]
-			if !ours {
-				return nil // someone else's, or added since the list
+			kv := view.virtualServers[key]
+			if kv == nil || !kv.unread {
+				return nil // someone else's, added since the list, or listed twice
 			}
-			delete(unread, key)
 			want, claimed := desired.Lookup(key)
-			keep(viewOfRead(all[i], rss, want, true), want, claimed)
+			settle(kv, viewOfRead(kv.vs, rss, want, true), want, claimed)
 			view.realServerReads.FromTable++
 			return nil
 		})
@@ -363,29 +392,36 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired *ipvsproxy.Desi
 	// The rest one at a time: no table here, or a virtual server the
 	// table's read missed (the table shifted under it meanwhile).
 	var room []ipvs.RealServer
-	for _, vs := range all {
-		if len(unread) == 0 {
-			break
-		}
-		key := vs.VirtualServerKey
-		if _, left := unread[key]; !left {
+	for i := 0; i < len(kept) && unread > 0; i++ {
+		kv := &kept[i]
+		if !kv.unread {
 			continue
 		}
-		delete(unread, key)
+		key := kv.vs.VirtualServerKey
 		want, claimed := desired.Lookup(key)
-		read, err := readVirtualServer(k, vs, want, &room)
+		read, err := readVirtualServer(k, kv.vs, want, &room)
 		if errors.Is(err, ipvs.ErrNotFound) {
-			continue // deleted meanwhile by someone else
+			// Deleted meanwhile by someone else.
+			delete(view.virtualServers, key)
+			unread--
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("list real servers of %s: %w", key, err)
 		}
-		keep(read, want, claimed)
+		settle(kv, read, want, claimed)
 		view.realServerReads.Dumped++
 	}
-	view.addUnclaimedRecords(desired, recordsWithVirtualServer)
-	view.addMissingWinners(desired, inStepWinners)
+	view.recordsWithVirtualServer, view.inStepWinners = recordsWithVirtualServer, inStepWinners
 	return view, nil
+}
+
+// completeAgainst adds to the lists of a view just read the keys its read
+// could not account for (addUnclaimedRecords, addMissingWinners), against
+// desired as it stands.
+func (v *kernelView) completeAgainst(desired *ipvsproxy.DesiredState) {
+	v.addUnclaimedRecords(desired, v.recordsWithVirtualServer)
+	v.addMissingWinners(desired, v.inStepWinners)
 }
 
 // inStep: the virtual server read is exactly its winner want, real servers

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
@@ -322,5 +323,192 @@ func TestAPIServerDialledThroughItsClusterIPIsStillServed(t *testing.T) {
 	}
 	if ev := drainEvents(rec); strings.Contains(ev, "Refused") {
 		t.Errorf("events %q, want no refusal", ev)
+	}
+}
+
+// The guard's other Nodes come from the slices the Node address publisher
+// writes (--node-addresses-from=endpointslices) as from the Node informer:
+// an external IP that is another Node's published address is refused, and
+// used again once it is no longer published; the same slices in another
+// namespace (a tenant's) count for nothing.
+func TestExternalIPNeverTakesAnotherNodesPublishedAddress(t *testing.T) {
+	fk := newFakeKernel()
+	p, rec := newTestProxier(t, fk, testConfig())
+	handler := p.ClusterNodes().PublishedHandler("kube-system", nodeaddresses.ServiceName)
+	publish := func(namespace string, nodes map[string][]netip.Addr) []*ipvsproxy.EndpointSlice {
+		var out []*ipvsproxy.EndpointSlice
+		for _, s := range nodeaddresses.Slices(namespace, nodes) {
+			c := ipvsproxy.CompactEndpointSlice(s)
+			handler.OnAdd(c, false)
+			out = append(out, c)
+		}
+		return out
+	}
+	addr := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	publish("tenant", map[string][]netip.Addr{"fake": {addr("198.51.100.3")}})
+	slices := publish("kube-system", map[string][]netip.Addr{"node1": {addr("198.51.100.1")}, "node2": {addr("198.51.100.2"), addr("2001:db8::2")}})
+	other := servicetest.Service("other-node", "10.96.0.51", externalIP("198.51.100.2"))
+	tenant := servicetest.Service("not-a-node", "10.96.0.53", externalIP("198.51.100.3"))
+	for _, s := range []*v1.Service{other, tenant} {
+		p.Tracker().SetService(s)
+		p.Tracker().SetEndpointSlice(servicetest.Slice(s, s.Name+"-a", 8080, "10.244.1.5@node1"))
+	}
+	mustSync(t, p)
+	if hasVS(fk, "198.51.100.2", 80) {
+		t.Fatalf("an external IP took another Node's published address:\n%s", fk.ipvs.Dump())
+	}
+	if !hasVS(fk, "198.51.100.3", 80) {
+		t.Error("an address published in another namespace was taken for a Node's")
+	}
+	if ev := drainEvents(rec); !strings.Contains(ev, "Warning ExternalIPRefused external IP 198.51.100.2 is an address of Node node2, which alone may serve it; not served") {
+		t.Errorf("events %q", ev)
+	}
+	if names := p.ClusterNodes().Names(); len(names) != 2 {
+		t.Errorf("Nodes known %v, want node1 and node2", names)
+	}
+	// node2 is re-addressed: its old address is free again.
+	for _, s := range nodeaddresses.Slices("kube-system", map[string][]netip.Addr{"node1": {addr("198.51.100.1")}, "node2": {addr("198.51.100.22"), addr("2001:db8::2")}}) {
+		c := ipvsproxy.CompactEndpointSlice(s)
+		for _, old := range slices {
+			if old.Name == c.Name {
+				handler.OnUpdate(old, c)
+			}
+		}
+	}
+	mustSync(t, p)
+	if !hasVS(fk, "198.51.100.2", 80) {
+		t.Errorf("a former address of node2 is still refused; other Nodes: %v", p.ClusterNodes().Others(servicetest.ThisNode))
+	}
+}
+
+// The address guard's other Nodes (NodeInfo.OtherNodes) come from the
+// informer on every Node, or with --node-addresses-from=endpointslices from
+// the slices the publisher writes: fed by either, each field the guard holds
+// (an external IP, a load balancer ingress IP, a cluster IP) and, with
+// --refuse-node-endpoints, an endpoint address is refused when it is
+// another Node's, IPv4 and IPv6, whether the Node came before the Service or
+// after it; once the source no longer has the Node, each is served at the
+// next sync.
+func TestGuardHoldsOtherNodesFromEitherSource(t *testing.T) {
+	const published = "ipvsproxy-node-addresses"
+	for _, src := range []struct {
+		name        string
+		join, leave func(*Proxier, *v1.Node)
+	}{
+		{"the Node informer",
+			func(p *Proxier, n *v1.Node) { p.ClusterNodes().Handler().OnAdd(n, false) },
+			func(p *Proxier, n *v1.Node) { p.ClusterNodes().Handler().OnDelete(n) }},
+		{"the published slices",
+			func(p *Proxier, n *v1.Node) {
+				for _, s := range nodeaddresses.Slices(published, map[string][]netip.Addr{n.Name: nodeaddresses.Addresses(n)}) {
+					p.ClusterNodes().PublishedHandler(published, nodeaddresses.ServiceName).OnAdd(ipvsproxy.CompactEndpointSlice(s), false)
+				}
+			},
+			func(p *Proxier, n *v1.Node) {
+				for _, s := range nodeaddresses.Slices(published, map[string][]netip.Addr{n.Name: nodeaddresses.Addresses(n)}) {
+					p.ClusterNodes().PublishedHandler(published, nodeaddresses.ServiceName).OnDelete(ipvsproxy.CompactEndpointSlice(s))
+				}
+			}},
+	} {
+		for _, family := range []struct {
+			name string
+			// node2's addresses: one for each field.
+			external, ingress, clusterIP, endpoint string
+			pod, vip                               string
+		}{
+			{"IPv4", "198.51.100.2", "198.51.100.3", "198.51.100.4", "198.51.100.5", "10.244.1.5", "10.96.0.84"},
+			{"IPv6", "2001:db8::2", "2001:db8::3", "2001:db8::4", "2001:db8::5", "fd00:244::5", "fd00:96::84"},
+		} {
+			for _, nodeFirst := range []bool{true, false} {
+				order := "Node after the Services"
+				if nodeFirst {
+					order = "Node before the Services"
+				}
+				t.Run(src.name+"/"+family.name+"/"+order, func(t *testing.T) {
+					node2 := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node2"}}
+					for i, a := range []string{family.external, family.ingress, family.clusterIP, family.endpoint} {
+						typ := v1.NodeInternalIP
+						if i > 0 {
+							typ = v1.NodeExternalIP
+						}
+						node2.Status.Addresses = append(node2.Status.Addresses, v1.NodeAddress{Type: typ, Address: a})
+					}
+					fk := newFakeKernel()
+					cfg := testConfig()
+					cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
+					cfg.RefuseNodeEndpoints = true
+					p, rec := newTestProxier(t, fk, cfg)
+					if nodeFirst {
+						src.join(p, node2)
+					}
+					dual := func(clusterIP6 string) servicetest.Option {
+						return func(s *v1.Service) {
+							if family.name == "IPv6" {
+								s.Spec.IPFamilyPolicy = servicetest.Ptr(v1.IPFamilyPolicyRequireDualStack)
+								s.Spec.ClusterIPs = append(s.Spec.ClusterIPs, clusterIP6)
+							}
+						}
+					}
+					external := servicetest.Service("external", "10.96.0.81", externalIP(family.external), dual("fd00:96::81"))
+					ingress := servicetest.Service("ingress", "10.96.0.82", servicetest.LoadBalancer(30082, family.ingress), dual("fd00:96::82"), func(s *v1.Service) {
+						s.Status.LoadBalancer.Ingress[0].IPMode = servicetest.Ptr(v1.LoadBalancerIPModeVIP)
+					})
+					clusterIP := servicetest.Service("cluster-ip", family.clusterIP, servicetest.NodePort(30083))
+					endpoint := servicetest.Service("endpoint", family.vip)
+					for _, s := range []*v1.Service{external, ingress, clusterIP} {
+						p.Tracker().SetService(s)
+						p.Tracker().SetEndpointSlice(servicetest.Slice(s, s.Name+"-a", 8080, family.pod+"@node1"))
+					}
+					p.Tracker().SetService(endpoint)
+					p.Tracker().SetEndpointSlice(servicetest.Slice(endpoint, "endpoint-a", 8080, family.pod+"@node1", family.endpoint+"@node2"))
+					mustSync(t, p)
+					if !nodeFirst {
+						src.join(p, node2)
+						if res := mustSync(t, p); res.Full {
+							t.Fatal("want a partial sync")
+						}
+					}
+
+					for _, a := range []string{family.external, family.ingress, family.clusterIP} {
+						if served, bound := servedAt(t, fk, netip.MustParseAddr(a)); served || bound {
+							t.Errorf("node2's %s: virtual server %v, bound %v, want neither:\n%s", a, served, bound, fk.ipvs.Dump())
+						}
+					}
+					podRS := netip.AddrPortFrom(netip.MustParseAddr(family.pod), 8080).String()
+					node2RS := netip.AddrPortFrom(netip.MustParseAddr(family.endpoint), 8080).String()
+					if got := realServersOf(t, fk, family.vip, 80); !slices.Equal(got, []string{podRS}) {
+						t.Errorf("real servers of %s %v, want the pod's alone", family.vip, got)
+					}
+					ev := drainEvents(rec)
+					for _, want := range []string{
+						"Warning ExternalIPRefused external IP " + family.external + " is an address of Node node2, which alone may serve it; not served",
+						"Warning LoadBalancerIPRefused load balancer ingress IP " + family.ingress + " is an address of Node node2, which alone may serve it; not served",
+						"Warning ClusterIPRefused cluster IP " + family.clusterIP + " is an address of Node node2, which alone may serve it; not served",
+						"Warning EndpointRefused endpoint address " + family.endpoint + " is an address of Node node2 (--refuse-node-endpoints",
+					} {
+						if !strings.Contains(ev, want) {
+							t.Errorf("events %q\nwant %q", ev, want)
+						}
+					}
+
+					src.leave(p, node2)
+					if names := p.ClusterNodes().Names(); len(names) != 0 {
+						t.Fatalf("Nodes known after node2 left: %v", names)
+					}
+					mustSync(t, p)
+					for _, vs := range []struct {
+						addr string
+						port uint16
+					}{{family.external, 80}, {family.ingress, 80}, {family.clusterIP, 80}} {
+						if !hasVS(fk, vs.addr, vs.port) {
+							t.Errorf("%s:%d is not served once node2 left:\n%s", vs.addr, vs.port, fk.ipvs.Dump())
+						}
+					}
+					if got, want := realServersOf(t, fk, family.vip, 80), sorted([]string{podRS, node2RS}); !slices.Equal(got, want) {
+						t.Errorf("real servers of %s %v once node2 left, want %v", family.vip, got, want)
+					}
+				})
+			}
+		}
 	}
 }

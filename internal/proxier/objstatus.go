@@ -352,7 +352,7 @@ func (p *Proxier) reportFailures(ids []objectID) {
 						}
 					}
 				}
-				for _, e := range vs.SetEntries {
+				for e := range vs.SetEntries.All() {
 					for _, id := range entries[e.Key()] {
 						if !seen[id] {
 							seen[id] = true

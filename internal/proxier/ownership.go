@@ -64,7 +64,7 @@ type ownership struct {
 	// gone (recovered).
 	routes   []netip.Prefix
 	services serviceEvidence
-	previous map[ipvs.VirtualServerKey]bool
+	previous func(ipvs.VirtualServerKey) bool
 	// readEvidence, when set, reads services and bound on the first
 	// virtual server without a record that needs them: with every one
 	// recorded, the usual full sync, the 10,000 Services' cluster IPs
@@ -103,7 +103,7 @@ func evidenceOf(svcs []*ipvsproxy.Service) serviceEvidence {
 // server may be there first): after a restart without the record they are
 // foreign, each with a PortConflict Event.
 func (o *ownership) recovered(k ipvs.VirtualServerKey, cfg ipvsproxy.Config) bool {
-	if o.previous[k] {
+	if o.previous != nil && o.previous(k) {
 		return true
 	}
 	if o.readEvidence != nil {
@@ -162,7 +162,7 @@ func readAddresses(k adapters.Kernel) (kernelAddresses, error) {
 // evidence, asked for only if a virtual server without a record needs it
 // (nil: none). It reads nothing itself: the caller's one read of the
 // addresses serves the view and the ownership alike.
-func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*ipset.EntryMap[struct{}], routes []netip.Prefix, addrs kernelAddresses, services func() serviceEvidence, previous map[ipvs.VirtualServerKey]bool) *ownership {
+func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*ipset.EntryMap[struct{}], routes []netip.Prefix, addrs kernelAddresses, services func() serviceEvidence, previous func(ipvs.VirtualServerKey) bool) *ownership {
 	ours := map[string]bool{}
 	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
 		ours[s.Name] = true

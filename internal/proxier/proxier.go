@@ -3,7 +3,9 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +31,12 @@ type SyncResult struct {
 	// RealServerReads, on a full sync, says how its read took the real
 	// servers: from the kernel's table or one virtual server at a time.
 	RealServerReads snapshot.FullRead
-	Start           time.Time
-	Duration        time.Duration
+	// ReadBeside, on a periodic re-check, is how long its read ran beside
+	// the sync loop (recheck.go); the rest of Duration the sync held the
+	// loop.
+	ReadBeside time.Duration
+	Start      time.Time
+	Duration   time.Duration
 	// Services is how many Services were rebuilt.
 	Services                        int
 	ServiceChanges, EndpointChanges int
@@ -135,6 +141,11 @@ type Proxier struct {
 	pendingFlows []conntrack.Filter
 	// hold keeps deletions while default/kubernetes is absent.
 	hold deletionHold
+	// recheck is the periodic re-check's read while it runs beside the
+	// sync loop (recheck.go); reader, when set, the adapters it reads
+	// through.
+	recheck *recheckRead
+	reader  *adapters.Kernel
 
 	trigger chan struct{}
 
@@ -212,12 +223,21 @@ func (p *Proxier) requestSync() {
 // counts its sync period from the end of its last sync: counted from the
 // start, a re-check longer than the period (32-45 s at 20,000 Services on
 // an emulated CPU, for 30 s) started the next one as soon as it ended, the
-// writer did nothing but re-check, and every change waited behind one.
+// writer did nothing but re-check, and every change waited behind one. A
+// full re-check reads the kernel beside the loop (recheck.go): changes
+// are synced while it reads.
 func (p *Proxier) Run(ctx context.Context) {
 	period := time.NewTimer(p.cfg.SyncPeriod)
 	defer period.Stop()
 	retry := time.NewTimer(time.Hour)
 	defer retry.Stop()
+	// A read still running when ctx ends is waited for: it uses the
+	// adapters, which the caller closes after Run.
+	defer func() {
+		if done := p.recheckDone(); done != nil {
+			<-done
+		}
+	}()
 	res := p.Sync()
 	period.Reset(p.cfg.SyncPeriod)
 	for {
@@ -232,10 +252,18 @@ func (p *Proxier) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-period.C:
-			p.PeriodElapsed()
+			if p.startRecheck() {
+				continue // the period starts again once the read is synced
+			}
 			recheck = true
 		case <-p.trigger:
 		case <-retry.C:
+		case <-p.recheckDone():
+			if r, ok := p.finishRecheck(); ok {
+				res = r
+			}
+			period.Reset(p.cfg.SyncPeriod)
+			continue
 		}
 		// Changes that arrive while we wait are batched into this sync.
 		if wait := p.cfg.MinSyncPeriod - time.Since(p.lastSync); wait > 0 {
@@ -259,17 +287,37 @@ func (p *Proxier) Run(ctx context.Context) {
 func (p *Proxier) Sync() SyncResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.sync(nil)
+}
+
+// sync is Sync under the lock. With read, the re-check's read that ran
+// beside the loop (recheck.go) is this full sync's read.
+func (p *Proxier) sync(read *recheckRead) SyncResult {
 	now := p.now()
 	res := SyncResult{Start: now, WriteErrors: map[string]int{}, IPTablesFailures: map[v1.IPFamily]int{}, Conntrack: map[v1.IPFamily]ConntrackPass{}}
 	changes := p.tracker.Drain()
 	res.ServiceChanges, res.EndpointChanges, res.TriggerTimes = changes.ServiceChanges, changes.EndpointChanges, changes.TriggerTimes
 	retries := p.objects.retryQueue(now)
-	full := p.fullSyncDue(changes, retries, now)
+	full := p.fullSyncDue(changes, retries, now) || read != nil
+	t := ipvsproxy.NewTouched()
 
 	// Read.
-	if full && !p.readKernel(&res) {
-		p.finish(&res)
-		return res
+	switch {
+	case read != nil:
+		// The re-check's duration is its read's and this sync's.
+		res.Start, res.ReadBeside = read.started, now.Sub(read.started)
+		if !p.takeRead(read, t, &res) {
+			p.finish(&res)
+			return res
+		}
+	case full:
+		if p.recheck != nil {
+			p.recheck.abandoned = true // this read is newer
+		}
+		if !p.readKernel(&res) {
+			p.finish(&res)
+			return res
+		}
 	}
 	res.Full = full
 	if full {
@@ -283,7 +331,6 @@ func (p *Proxier) Sync() SyncResult {
 	}
 
 	// Build.
-	t := ipvsproxy.NewTouched()
 	if full {
 		t.Only = p.objects
 		if p.desired.VirtualServerCount() > 0 {
@@ -300,7 +347,14 @@ func (p *Proxier) Sync() SyncResult {
 	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.admission.SetSizes(), hold: &p.hold, appliedRules: p.appliedRules}
 	share := p.resync.due
 	p.resync.due = 0
+	var drained []ipvs.VirtualServerKey
+	if p.recheck != nil && !full {
+		drained = slices.Collect(maps.Keys(p.draining))
+	}
 	res.ResyncedVirtualServers = w.run(t, share)
+	if p.recheck != nil && !full {
+		p.recheck.notePartialSync(w, drained)
+	}
 	p.cleanConntrack(w, full, stale, &res)
 
 	// Report.
@@ -342,7 +396,11 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 		p.view = &kernelView{hostAddresses: previous.hostAddresses, listening: previous.listening}
 	}
 	currentEvidence := func() serviceEvidence { return evidenceOf(p.tracker.CurrentServices()) }
-	view, err := readKernel(p.kernel, p.cfg, p.desired, currentEvidence, wasOurs, recycled)
+	var previous func(ipvs.VirtualServerKey) bool
+	if wasOurs != nil {
+		previous = func(k ipvs.VirtualServerKey) bool { return wasOurs[k] }
+	}
+	view, err := readKernel(p.kernel, p.cfg, p.desired, currentEvidence, previous, recycled)
 	if err != nil {
 		p.ownedBeforeFailedRead = wasOurs
 		klog.ErrorS(err, "Reading the kernel state failed; retrying at the next sync")
@@ -351,6 +409,7 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 		p.objects.failed(namedID(snapshot.ObjectRead, "kernel state"), err, res.Start)
 		return false
 	}
+	view.completeAgainst(p.desired)
 	p.objects.done(namedID(snapshot.ObjectRead, "kernel state"))
 	p.ownedBeforeFailedRead = nil
 	p.view = view
@@ -486,7 +545,7 @@ func (p *Proxier) finish(res *SyncResult) {
 	if err := res.Err(); err != nil {
 		klog.ErrorS(err, "Sync finished with failures", "full", res.Full)
 	} else {
-		klog.V(2).InfoS("Sync finished", "full", res.Full, "services", res.Services, "writes", res.Writes, "duration", res.Duration)
+		klog.V(2).InfoS("Sync finished", "full", res.Full, "services", res.Services, "writes", res.Writes, "duration", res.Duration, "readBeside", res.ReadBeside)
 	}
 	if p.OnSync != nil {
 		p.OnSync(*res)

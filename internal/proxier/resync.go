@@ -39,6 +39,10 @@ func (p *Proxier) RequestFullSync() {
 func (p *Proxier) PeriodElapsed() (full bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.periodElapsed()
+}
+
+func (p *Proxier) periodElapsed() (full bool) {
 	shares := max(p.cfg.ResyncShares, 1)
 	p.resync.periods++
 	share := p.resync.periods % shares

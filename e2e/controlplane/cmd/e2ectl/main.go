@@ -47,7 +47,7 @@ func init() {
 		"patch-daemonset":    {"patch-daemonset NS/NAME FILE   (kubectl patch --patch-file, strategic merge)", runPatchDaemonSet},
 		"daemonsets-for":     {"daemonsets-for NODE   (kube-system DaemonSets that would run a pod on the node)", runDaemonSetsFor},
 	}
-	for _, more := range []map[string]command{scaleCommands, benchPhaseCommands, serviceCIDRCommands} {
+	for _, more := range []map[string]command{scaleCommands, benchPhaseCommands, serviceCIDRCommands, nodeFleetCommands} {
 		for name, c := range more {
 			commands[name] = c
 		}
