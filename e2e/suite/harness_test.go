@@ -65,7 +65,7 @@ var scenarios = []scenario{
 	{"33", []string{"33"}, "inspect_local_nodeport", scenarioInspectLocalNodePort},
 	{"34", []string{"34"}, "inspect_source_ranges", scenarioInspectSourceRanges},
 	{"35", []string{"35"}, "conntrack_reconcile", scenarioConntrackReconcile},
-	{"36", []string{"36"}, "health_starvation", scenarioHealthStarvation},
+	{"36", []string{"36", "36v6"}, "health_starvation", scenarioHealthStarvation},
 	{"37", []string{"37"}, "conntrack_periodic", scenarioConntrackPeriodic},
 	{"38", []string{"38", "38v6"}, "sctp", scenarioSCTP},
 	{"39a", []string{"39a", "39av6"}, "ipmode_proxy", scenarioIPModeProxy},
