@@ -19,7 +19,7 @@ import (
 // health check and its problems.
 func dumpService(st *ServiceState) string {
 	d := NewDesiredState()
-	d.Set(st.Name, st, NewTouched())
+	d.set(st.Name, st, NewTouched())
 	var b strings.Builder
 	b.WriteString(d.Dump())
 	if st.HealthCheckNodePort != 0 {

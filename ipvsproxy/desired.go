@@ -156,9 +156,9 @@ func NewDesiredState() *DesiredState {
 	}
 }
 
-// Set replaces a Service's contribution (st nil removes it), recording in t
+// set replaces a Service's contribution (st nil removes it), recording in t
 // what may have changed.
-func (d *DesiredState) Set(name types.NamespacedName, st *ServiceState, t Touched) {
+func (d *DesiredState) set(name types.NamespacedName, st *ServiceState, t Touched) {
 	if old := d.Services[name]; old != nil {
 		for i := range old.VirtualServers {
 			k := old.VirtualServers[i].VirtualServerKey

@@ -132,11 +132,11 @@ func (d *DesiredState) ForeignKeys() iter.Seq[ipvs.VirtualServerKey] { return ma
 // UnroutedRanges are the Service CIDRs whose route is not in place.
 func (d *DesiredState) UnroutedRanges() iter.Seq[netip.Prefix] { return maps.Keys(d.unrouted) }
 
-// Reserve sizes the empty maps a first sync is about to fill with about
+// reserve sizes the empty maps a first sync is about to fill with about
 // this many claimed virtual servers, bound addresses and members of each
 // set: growing them one entry at a time was a fifth of a cold sync of
 // 10,000 Services (rehashing). Maps that hold anything are left alone.
-func (d *DesiredState) Reserve(services, virtualServers, addresses int, entries map[string]int) {
+func (d *DesiredState) reserve(services, virtualServers, addresses int, entries map[string]int) {
 	reserve(&d.Services, services)
 	d.shared.Lock()
 	reserve(&d.claims, virtualServers)
@@ -149,7 +149,7 @@ func (d *DesiredState) Reserve(services, virtualServers, addresses int, entries 
 	}
 }
 
-// Reserve sizes the empty maps of t, as DesiredState.Reserve does; not
+// Reserve sizes the empty maps of t, as DesiredState.reserve does; not
 // those of a filtered t (Only), which records few.
 func (t *Touched) Reserve(virtualServers, addresses, entries int) {
 	if t.Only != nil {

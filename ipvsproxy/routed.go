@@ -53,10 +53,10 @@ func AnchorAddress(r netip.Prefix) (netip.Addr, bool) {
 	return r.Addr(), r.Addr().Is4()
 }
 
-// SetServiceRoutes replaces the routed ranges of the desired state: the
+// setServiceRoutes replaces the routed ranges of the desired state: the
 // routes themselves, their anchor addresses and their KUBE-SERVICE-CIDRS
 // members, recording in t what may have changed.
-func (d *DesiredState) SetServiceRoutes(ranges []netip.Prefix, t Touched) {
+func (d *DesiredState) setServiceRoutes(ranges []netip.Prefix, t Touched) {
 	contribution := func(r netip.Prefix) (netip.Addr, bool, SetEntryKey) {
 		a, anchored := AnchorAddress(r)
 		return a, anchored, SetEntryKey{Set: owned.SetName(owned.SetServiceCIDRs, FamilyOf(r.Addr())), Entry: ipset.Entry{Net: r}}

@@ -11,13 +11,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// A cold sync of more Services than parallelBuildMin builds them on every
+// A cold sync of more Services than ipvsproxy.ParallelBuildMin builds them on every
 // core into presized maps; the kernel must end up exactly as when the same
 // Services arrive one sync at a time (built one by one, maps grown). Port
 // clashes are among them, so the older-wins rule is exercised across the
 // workers too. Run with -race, it also checks that building shares nothing.
 func TestColdSyncOfManyServicesMatchesOneAtATime(t *testing.T) {
-	const n = 3 * parallelBuildMin
+	const n = 3 * ipvsproxy.ParallelBuildMin
 	services := make([]*v1.Service, 0, n)
 	for i := range n {
 		opts := []servicetest.Option{servicetest.CreatedAt(servicetest.Created.Add(time.Duration(i) * time.Second))}

@@ -154,7 +154,7 @@ func portsService(name, namespace, clusterIP string, n int, createdAtTime time.T
 
 func refusedServices(p *Proxier) []string {
 	var out []string
-	for _, name := range p.admission.RefusedServices() {
+	for _, name := range p.model.RefusedServices() {
 		out = append(out, name.String())
 	}
 	return out

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/netip"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -104,10 +104,12 @@ type Proxier struct {
 	// OnQueued, when set, is called whenever a change is queued.
 	OnQueued func()
 
-	mu         sync.Mutex // one sync at a time; guards what follows
-	desired    *ipvsproxy.DesiredState
-	clusterIPs *ipvsproxy.ClusterIPIndex
-	view       *kernelView
+	mu sync.Mutex // one sync at a time; guards what follows
+	// model computes what the kernel should hold; desired is its desired
+	// state, which the writer only reads.
+	model   *ipvsproxy.Model
+	desired *ipvsproxy.DesiredState
+	view    *kernelView
 	// ownedBeforeFailedRead are the virtual servers the last read view held
 	// (and the syncs after it added), kept when a full read fails: the view
 	// itself is let go before each read (readKernel).
@@ -119,20 +121,10 @@ type Proxier struct {
 	appliedRules          map[v1.IPFamily]string
 	lastSync              time.Time
 	now                   func() time.Time
-	// started is set by the first successful sync. Before it the desired
-	// state is empty, so every Service would look new: its UDP flows must
-	// not be flushed as if it had just gained endpoints (a restart drops
-	// no flow).
-	started bool
 	// conntrack reconciles UDP flows against the desired state.
 	conntrack conntrackReconciler
-	// admission refuses Services that would overflow an owned set or the
-	// node's real servers (the model's rule: ipvsproxy/admission.go).
-	admission *ipvsproxy.Admission
-	// clusterNodes are every Node's addresses, and guard the facts of the
-	// node guard the last sync built against (nodeguard.go).
+	// clusterNodes are every Node's addresses (nodeguard.go).
 	clusterNodes *ipvsproxy.ClusterNodes
-	guard        guardFacts
 	// status is what Status reports (status.go).
 	status syncStatus
 	// objects is the reconciler's per-object status (objstatus.go).
@@ -156,11 +148,6 @@ type Proxier struct {
 
 	statusMu sync.Mutex // guards snapshot, so Status never waits for a sync
 	snapshot ReconcileStatus
-
-	// refusedRanges are the Service CIDRs not routed, and why (logged once).
-	refusedRanges map[netip.Prefix]string
-	// built is the node every desired ServiceState was built for.
-	built ipvsproxy.BuiltNode
 }
 
 // New returns a proxier; nothing touches the kernel before the first Sync.
@@ -178,19 +165,18 @@ func New(cfg ipvsproxy.Config, nodeName string, k adapters.Kernel, recorder even
 	}
 	p := &Proxier{
 		cfg: cfg, nodeName: nodeName, kernel: k, recorder: recorder,
-		desired:      ipvsproxy.NewDesiredState(),
-		clusterIPs:   ipvsproxy.NewClusterIPIndex(),
 		draining:     map[ipvs.VirtualServerKey]map[ipvs.RealServerKey]time.Time{},
 		needFull:     true,
 		reported:     map[types.NamespacedName]map[string]bool{},
 		appliedRules: map[v1.IPFamily]string{},
 		now:          time.Now,
 		trigger:      make(chan struct{}, 1),
-		admission:    ipvsproxy.NewAdmission(cfg.IPSetMaxElements, cfg.Limits),
 		objects:      newStatusTable(),
 	}
 	p.tracker = ipvsproxy.NewChangeTracker(nodeName, p.requestSync)
 	p.clusterNodes = ipvsproxy.NewClusterNodes(p.requestSync)
+	p.model = ipvsproxy.NewModel(cfg, nodeName, p.tracker, p.clusterNodes, runtime.GOMAXPROCS(0))
+	p.desired = p.model.Desired()
 	return p, nil
 }
 
@@ -340,11 +326,11 @@ func (p *Proxier) sync(read *recheckRead) SyncResult {
 			t.Rewon = map[ipvs.VirtualServerKey]bool{}
 		}
 	}
-	names, stale := p.build(changes, full, &t)
-	res.Services = len(names)
+	built := p.build(changes, full, &t)
+	res.Services = len(built.Services)
 
 	// Apply.
-	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.admission.SetSizes(), hold: &p.hold, appliedRules: p.appliedRules}
+	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.model.SetSizes(), hold: &p.hold, appliedRules: p.appliedRules}
 	share := p.resync.due
 	p.resync.due = 0
 	var drained []ipvs.VirtualServerKey
@@ -355,10 +341,10 @@ func (p *Proxier) sync(read *recheckRead) SyncResult {
 	if p.recheck != nil && !full {
 		p.recheck.notePartialSync(w, drained)
 	}
-	p.cleanConntrack(w, full, stale, &res)
+	p.cleanConntrack(w, full, built.StaleFlows, &res)
 
 	// Report.
-	p.reportSync(w, names, &res)
+	p.reportSync(w, built.Services, &res)
 	p.finish(&res)
 	return res
 }
@@ -418,80 +404,36 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 	return true
 }
 
-// build rebuilds the Services that may have changed and puts them into the
-// desired state, recording in t what may have changed. On a full sync that
-// may build them differently (the node or the ranges changed, or nothing
-// was built yet) that is every Service, else only the changed ones: a full
-// sync with nothing new only compares the kernel with the desired state
-// (rebuilding all made the periodic resync of 10,000 Services slow).
-// Services with a problem are rebuilt on every full sync: a refusal may
-// have gone (room in a set). It returns the Services rebuilt and the stale
-// UDP flows of their changes; t is a pointer because a first build sizes
-// its maps for every Service (reserveFor).
-func (p *Proxier) build(changes ipvsproxy.PendingChanges, full bool, t *ipvsproxy.Touched) (map[types.NamespacedName]bool, staleFiltersCollector) {
-	if full {
-		// Which Service CIDRs are routed depends on the ranges and the
-		// node's addresses alone; the writer loop finds whether each
-		// route is in place.
-		p.desired.SetServiceRoutes(p.routedServiceCIDRs(p.view.hostAddresses), *t)
+// build is the model's Update: it puts the changes, and on a full sync what
+// the read found, into the desired state, recording in t what may have
+// changed (ipvsproxy.Model.Update says which Services it rebuilds). It
+// returns the Services rebuilt and the stale UDP flows of their changes.
+func (p *Proxier) build(changes ipvsproxy.PendingChanges, full bool, t *ipvsproxy.Touched) ipvsproxy.Result {
+	res := p.model.Update(ipvsproxy.Input{Changes: changes, Full: full, Observed: p.observed()}, t)
+	if res.VirtualServers > 0 && p.view != nil && len(p.view.virtualServers) == 0 {
+		// A first build: the view is filled as the writer creates them.
+		p.view.virtualServers = make(map[ipvs.VirtualServerKey]*kernelVirtualServer, res.VirtualServers)
 	}
-	node := p.nodeInfo()
-	names := changes.Services
-	if full && !p.built.Same(node) {
-		p.built = ipvsproxy.BuiltFrom(node)
-		names = map[types.NamespacedName]bool{}
-		for _, n := range p.tracker.ServiceNames() {
-			names[n] = true
-		}
-		for n := range p.desired.Services {
-			names[n] = true
-		}
-	} else if full {
-		for n, st := range p.desired.Services {
-			if len(st.Problems) > 0 {
-				names[n] = true
-			}
-		}
+	return res
+}
+
+// observed is what the last read found that the model builds with.
+func (p *Proxier) observed() ipvsproxy.Observed {
+	var o ipvsproxy.Observed
+	if p.view != nil {
+		o.HostAddresses, o.Listening = p.view.hostAddresses, p.view.listening
 	}
-	// The external IP guard reads other Services' cluster IPs: when one
-	// comes or goes, the Services naming it as an external IP are rebuilt.
-	var dependents []types.NamespacedName
-	for name := range names {
-		dependents = append(dependents, p.clusterIPs.Update(name, p.tracker.Service(name))...)
-	}
-	dependents = append(dependents, p.guardDependents(guardFacts{listening: node.Listening, otherNodes: node.OtherNodes, apiServers: node.APIServers}, node)...)
-	for _, name := range dependents {
-		names[name] = true
-	}
-	var stale staleFiltersCollector
-	built := p.buildServices(names, node)
-	if len(p.desired.Services) == 0 {
-		reserveFor(built, p.desired, t, p.view)
-	}
-	p.admission.Sort(built)
-	for _, b := range built {
-		name, st := b.Name, p.admission.Admit(p.desired, b.Name, b.State)
-		if p.started {
-			stale.add(ipvsproxy.StaleUDPFlows(p.desired.Services[name], st))
-		}
-		p.desired.Set(name, st, *t)
-	}
-	if p.admission.UnderPressure() && (len(built) > 0 || full) {
-		for _, name := range p.readmit(node, *t, &stale) {
-			names[name] = true
-		}
-	}
-	return names, stale
+	return o
 }
 
 // cleanConntrack deletes the stale UDP flows of this sync's changes (and of
 // earlier deletes that failed), once the new real servers are in place;
 // periodically and after any failure, also the flows that point at no
 // serving endpoint (kubernetes#112604), through the same writer.
-func (p *Proxier) cleanConntrack(w *reconciler, full bool, stale staleFiltersCollector, res *SyncResult) {
-	stale.add(w.staleFlows)
-	filters := append(p.pendingFlows, stale.filters...)
-	if len(stale.filters) > 0 || !w.retries.waits(namedID(snapshot.ObjectConntrack, "stale UDP flows")) {
+func (p *Proxier) cleanConntrack(w *reconciler, full bool, stale []conntrack.Filter, res *SyncResult) {
+	stale = append(stale, w.staleFlows...)
+	filters := append(p.pendingFlows, stale...)
+	if len(stale) > 0 || !w.retries.waits(namedID(snapshot.ObjectConntrack, "stale UDP flows")) {
 		p.pendingFlows = w.flushConntrack(filters, res)
 	}
 	if p.conntrack.due(full, len(w.errs) > 0) {
@@ -522,10 +464,6 @@ func (p *Proxier) reportSync(w *reconciler, names map[types.NamespacedName]bool,
 	p.reportFailures(w.newlyFailed)
 	res.Draining = drainingCount(p.draining)
 	res.DeletionsHeld, res.HeldDeletions = p.hold.held, p.objects.heldDeletions()
-	// The desired state now holds every Service: from here on a Service
-	// that looks new is new (its UDP flows may be flushed), whatever
-	// failed.
-	p.started = true
 	res.Completed = true
 }
 
@@ -552,28 +490,11 @@ func (p *Proxier) finish(res *SyncResult) {
 	}
 }
 
-// nodeInfo describes this node for the builder.
+// nodeInfo describes this node as the model builds for it.
 func (p *Proxier) nodeInfo() ipvsproxy.NodeInfo {
-	info := ipvsproxy.NodeInfo{Name: p.nodeName, ClusterIPs: p.clusterIPs.Owners}
-	if n := p.tracker.Node(); n != nil {
-		info.Zone = n.Labels[v1.LabelTopologyZone]
-		info.PodCIDRs = ipvsproxy.PodCIDRsOf(n)
-	}
-	if p.view != nil {
-		info.Addresses = p.view.hostAddresses
-		info.Listening = p.view.listening
-	}
-	info.OtherNodes = p.clusterNodes.Others(p.nodeName)
-	apiSlices := p.tracker.EndpointSlicesOf(ipvsproxy.KubernetesService)
-	info.APIServers = ipvsproxy.APIServerAddresses(apiSlices)
-	info.ServiceCIDRs = p.tracker.ServiceCIDRRanges()
-	info.RoutedServiceCIDRs = p.desired.Routes
-	return info
+	o := p.observed()
+	return p.model.NodeInfo(o.HostAddresses, o.Listening)
 }
-
-type staleFiltersCollector struct{ filters []conntrack.Filter }
-
-func (c *staleFiltersCollector) add(f []conntrack.Filter) { c.filters = append(c.filters, f...) }
 
 // filtersOf returns the filters of family, told by the address each selects
 // by.

@@ -3,13 +3,11 @@ package proxier
 import (
 	"errors"
 	"iter"
-	"maps"
 	"net/netip"
 	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
-	"k8s.io/klog/v2"
 )
 
 // Service CIDRs are made local with one `local` route each on kube-ipvs0
@@ -18,34 +16,8 @@ import (
 // (3.3 s for 10,000 here, 37 s for 20,000). A cluster IP inside a
 // routed range is then not bound; external and load balancer IPs still are.
 // KUBE-SERVICE-CIDRS holds the ranges so that KUBE-IPVS-FILTER rejects new
-// connections to their unused addresses, as it does for bound ones.
-
-// routedServiceCIDRs decides which Service CIDRs get a route: the flag's
-// and the ServiceCIDR objects' ranges of the proxied families, except one
-// that would make more local than Service IPs. Those are refused (logged
-// once) and their cluster IPs bound one by one as before.
-func (p *Proxier) routedServiceCIDRs(host []netip.Addr) []netip.Prefix {
-	var out []netip.Prefix
-	refused := map[netip.Prefix]string{}
-	for _, r := range ipvsproxy.SortedPrefixes(append(slices.Clone(p.cfg.ServiceCIDRs), p.tracker.ServiceCIDRRanges()...)) {
-		r = r.Masked()
-		if !p.cfg.HasFamily(ipvsproxy.FamilyOf(r.Addr())) {
-			continue
-		}
-		if why := ipvsproxy.Unroutable(r, p.cfg, host); why != "" {
-			refused[r] = why
-			continue
-		}
-		out = append(out, r)
-	}
-	if !maps.Equal(refused, p.refusedRanges) {
-		for r, why := range refused {
-			klog.ErrorS(nil, "Not routing a Service CIDR; its cluster IPs are bound one by one", "cidr", r, "reason", why)
-		}
-		p.refusedRanges = refused
-	}
-	return out
-}
+// connections to their unused addresses, as it does for bound ones. Which
+// ranges are routed the model decides (ipvsproxy/model.go).
 
 // routeOps add and delete our Service CIDR routes on kube-ipvs0. The
 // wanted routes are added on a full sync only (only a full sync changes

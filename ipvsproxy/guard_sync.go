@@ -1,15 +1,14 @@
-package proxier
+package ipvsproxy
 
 import (
 	"net/netip"
 	"slices"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/listeners"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// guardFacts are the facts of the node guard a sync built against.
+// guardFacts are the facts of the node guard a build read.
 type guardFacts struct {
 	listening  []listeners.Listener
 	otherNodes map[netip.Addr]string
@@ -17,14 +16,14 @@ type guardFacts struct {
 }
 
 // guardDependents lists the Services to rebuild because a fact of the
-// address guard changed since the last sync: those holding or naming (as a
-// cluster, external or ingress IP) an address whose Node or API server role
-// changed, or any address of this node when what listens on it changed;
-// with --refuse-node-endpoints also those with an endpoint at an address
-// whose role changed, which the endpoint policy reads.
-func (p *Proxier) guardDependents(now guardFacts, node ipvsproxy.NodeInfo) []types.NamespacedName {
-	before := p.guard
-	p.guard = now
+// address guard changed since the last build: those holding or naming (as
+// a cluster, external or ingress IP) an address whose Node or API server
+// role changed, or any address of this node when what listens on it
+// changed; with --refuse-node-endpoints also those with an endpoint at an
+// address whose role changed, which the endpoint policy reads.
+func (m *Model) guardDependents(now guardFacts, node NodeInfo) []types.NamespacedName {
+	before := m.guard
+	m.guard = now
 	var addrs []netip.Addr
 	for a, name := range now.otherNodes {
 		if before.otherNodes[a] != name {
@@ -41,16 +40,16 @@ func (p *Proxier) guardDependents(now guardFacts, node ipvsproxy.NodeInfo) []typ
 		addrs = append(addrs, now.apiServers...)
 	}
 	var out []types.NamespacedName
-	if p.cfg.RefuseNodeEndpoints && len(addrs) > 0 {
+	if m.cfg.RefuseNodeEndpoints && len(addrs) > 0 {
 		// A scan of every endpoint, only when a Node's or the API server's
 		// addresses changed: rare beside endpoint changes.
-		out = p.tracker.AppendServicesWithEndpointsAt(out, addrs)
+		out = m.tracker.AppendServicesWithEndpointsAt(out, addrs)
 	}
 	if !slices.Equal(before.listening, now.listening) {
 		addrs = append(addrs, node.Addresses...)
 	}
 	for _, a := range addrs {
-		out = p.clusterIPs.AppendUsers(out, a.Unmap())
+		out = m.clusterIPs.AppendUsers(out, a.Unmap())
 	}
 	return out
 }
