@@ -27,10 +27,10 @@ import (
 // so that a sync costs what changed, not the size of the cluster.
 type DesiredState struct {
 	Services map[types.NamespacedName]*ServiceState
-	// The claims and reference counts are the desired state's own: Set,
-	// SetForeign and SetRouted keep them, and the writer reads them through
-	// the methods in desired_read.go, so a count it relies on cannot be
-	// changed behind their back.
+	// The claims and reference counts are the desired state's own: only
+	// the Model changes them (set, setForeign, setRouted, unexported), and
+	// the writer reads them through the methods in desired_read.go, so a
+	// count it relies on cannot be changed behind their back.
 	//
 	// claims lists, per virtual server, every Service that wants it; the
 	// first (oldest) one wins unless the key is foreign.
@@ -49,8 +49,8 @@ type DesiredState struct {
 	entryCount int
 	// Routes are the Service CIDRs routed local on kube-ipvs0 (routes.go).
 	Routes []netip.Prefix
-	// unrouted are ranges whose route is not in place, as the writer loop
-	// last found: the cluster IPs routed by them are bound one by one
+	// unrouted are ranges whose route is not in place, as the writer last
+	// reported: the cluster IPs routed by them are bound one by one
 	// meanwhile (setRouted).
 	unrouted map[netip.Prefix]bool
 	// Summary is what every sync reports about all Services (summary.go).
@@ -193,11 +193,12 @@ func (d *DesiredState) set(name types.NamespacedName, st *ServiceState, t Touche
 	}
 }
 
-// SetForeign records whether the kernel holds someone else's virtual server
-// at k; the Service that wanted k then loses it, and programs nothing for it.
-func (d *DesiredState) SetForeign(k ipvs.VirtualServerKey, foreign bool, t Touched) {
+// setForeign records whether the kernel holds someone else's virtual server
+// at k (Model.TakeIn); the Service that wanted k then loses it, and
+// programs nothing for it. It says whether that changed.
+func (d *DesiredState) setForeign(k ipvs.VirtualServerKey, foreign bool, t Touched) bool {
 	if d.foreign[k] == foreign {
-		return
+		return false
 	}
 	before := d.Winner(k)
 	d.shared.Lock()
@@ -208,15 +209,17 @@ func (d *DesiredState) SetForeign(k ipvs.VirtualServerKey, foreign bool, t Touch
 	}
 	d.shared.Unlock()
 	d.rewin(k, before, t)
+	return true
 }
 
-// SetRouted records whether range r's route is in place (the writer loop
-// says so after writing it); while it is not, the cluster IPs it routes
-// are bound one by one, each with its KUBE-IPVS-IPS member, as the builder
-// binds an address outside every routed range.
-func (d *DesiredState) SetRouted(r netip.Prefix, inPlace bool, t Touched) {
+// setRouted records whether range r's route is in place (the writer
+// reports it after writing it: Model.TakeIn); while it is not, the cluster
+// IPs it routes are bound one by one, each with its KUBE-IPVS-IPS member,
+// as the builder binds an address outside every routed range. It says
+// whether that changed.
+func (d *DesiredState) setRouted(r netip.Prefix, inPlace bool, t Touched) bool {
 	if d.unrouted[r] == !inPlace {
-		return
+		return false
 	}
 	n := 1
 	if inPlace {
@@ -232,6 +235,7 @@ func (d *DesiredState) SetRouted(r netip.Prefix, inPlace bool, t Touched) {
 	} else {
 		d.unrouted[r] = true
 	}
+	return true
 }
 
 // bindUnrouted counts (n = 1) or uncounts (n = -1) the address of a routed

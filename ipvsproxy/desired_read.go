@@ -49,7 +49,7 @@ func (d *DesiredState) Lookup(k ipvs.VirtualServerKey) (winner *VirtualServerSta
 
 // SharedLookup is Lookup for the one reader that runs beside the writer
 // (the periodic re-check's read, while partial syncs write): safe while
-// Set and SetForeign change the claims.
+// the model's set and setForeign change the claims.
 func (d *DesiredState) SharedLookup(k ipvs.VirtualServerKey) (winner *VirtualServerState, claimed bool) {
 	d.shared.RLock()
 	defer d.shared.RUnlock()

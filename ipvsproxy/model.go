@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/listeners"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,13 +72,25 @@ func (m *Model) SetSizes() map[string]int { return m.admission.SetSizes() }
 func (m *Model) RefusedServices() []types.NamespacedName { return m.admission.RefusedServices() }
 
 // Observed is what the writer found in the kernel that what the kernel
-// should hold depends on; the model takes it in at the next Update.
+// should hold depends on. The model takes what a read found in at the next
+// Update, and what a sync's writes found at once (TakeIn), so that the
+// same sync writes what follows from it; the writer never changes the
+// desired state itself.
 type Observed struct {
 	// HostAddresses and Listening are the node's own addresses and
 	// listening sockets as last read: the node's NodePort addresses and the
 	// address guard's facts.
 	HostAddresses []netip.Addr
 	Listening     []listeners.Listener
+	// Foreign, when not nil (a full read), are all the keys the kernel holds
+	// someone else's virtual server at; the others are no longer foreign.
+	Foreign map[ipvs.VirtualServerKey]bool
+	// FoundForeign are keys a write found someone else's virtual server at
+	// (created after the last full read).
+	FoundForeign []ipvs.VirtualServerKey
+	// Routes, when not nil (a full sync's routes pass), say whether the
+	// route of each wanted Service CIDR is in place.
+	Routes map[netip.Prefix]bool
 }
 
 // Input is one Update's: the changes drained from the tracker, whether the
@@ -170,10 +183,47 @@ func (m *Model) Update(in Input, t *Touched) Result {
 			names[name] = true
 		}
 	}
+	m.TakeIn(in.Observed, *t)
 	// The desired state now holds every Service: from here on a Service
 	// that looks new is new (its UDP flows may be flushed).
 	m.started = true
 	return res
+}
+
+// TakeIn puts what the writer observed into the desired state, recording in
+// t what changed, and says whether anything did. Someone else's virtual
+// server wins its key: the Service that wanted it loses it and programs
+// nothing for it. A Service CIDR whose route is not in place has its
+// cluster IPs bound one by one meanwhile. The sync whose writes found
+// either writes what changed in the same sync.
+func (m *Model) TakeIn(o Observed, t Touched) (changed bool) {
+	d := m.desired
+	for _, r := range d.Routes {
+		if inPlace, ok := o.Routes[r]; ok {
+			changed = d.setRouted(r, inPlace, t) || changed
+		}
+	}
+	if o.Routes != nil {
+		for _, r := range slices.Collect(d.UnroutedRanges()) {
+			if !slices.Contains(d.Routes, r) {
+				changed = d.setRouted(r, true, t) || changed // no longer wanted: nothing to bind for it
+			}
+		}
+	}
+	if o.Foreign != nil {
+		for _, k := range slices.Collect(d.ForeignKeys()) {
+			if !o.Foreign[k] {
+				changed = d.setForeign(k, false, t) || changed
+			}
+		}
+		for k := range o.Foreign {
+			changed = d.setForeign(k, true, t) || changed
+		}
+	}
+	for _, k := range o.FoundForeign {
+		changed = d.setForeign(k, true, t) || changed
+	}
+	return changed
 }
 
 // NodeInfo describes this node for the builder, with the host's addresses

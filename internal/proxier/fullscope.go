@@ -27,8 +27,8 @@ import (
 type fullScope struct {
 	view    *kernelView
 	desired *ipvsproxy.DesiredState
-	// touched grows while the loop runs (markRouted, a virtual server
-	// found foreign): each pass reads it as it stands.
+	// touched are the objects this sync touched before the loop (the
+	// build, a re-check's take).
 	touched ipvsproxy.Touched
 	// backingOff are the objects still backing off, by kind.
 	backingOff ipvsproxy.Touched

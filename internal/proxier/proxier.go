@@ -337,7 +337,7 @@ func (p *Proxier) sync(read *recheckRead) SyncResult {
 	if p.recheck != nil && !full {
 		drained = slices.Collect(maps.Keys(p.draining))
 	}
-	res.ResyncedVirtualServers = w.run(t, share)
+	res.ResyncedVirtualServers = p.apply(w, t, share)
 	if p.recheck != nil && !full {
 		p.recheck.notePartialSync(w, drained)
 	}
@@ -347,6 +347,22 @@ func (p *Proxier) sync(read *recheckRead) SyncResult {
 	p.reportSync(w, built.Services, &res)
 	p.finish(&res)
 	return res
+}
+
+// apply runs the writer loop. What its writes found that changes what the
+// kernel should hold (someone else's virtual server in the way, a Service
+// CIDR route not in place) the model takes in, and the loop writes what
+// that changed, in the same sync. It returns how many virtual servers the
+// periodic re-check read back.
+func (p *Proxier) apply(w *reconciler, t ipvsproxy.Touched, share int) int {
+	resynced, found := w.run(t, share)
+	for {
+		more := ipvsproxy.NewTouched()
+		if !p.model.TakeIn(found, more) {
+			return resynced
+		}
+		found = w.writeTakenIn(more)
+	}
 }
 
 // fullSyncDue decides whether this sync reads the whole kernel and compares
@@ -409,7 +425,7 @@ func (p *Proxier) readKernel(res *SyncResult) bool {
 // changed (ipvsproxy.Model.Update says which Services it rebuilds). It
 // returns the Services rebuilt and the stale UDP flows of their changes.
 func (p *Proxier) build(changes ipvsproxy.PendingChanges, full bool, t *ipvsproxy.Touched) ipvsproxy.Result {
-	res := p.model.Update(ipvsproxy.Input{Changes: changes, Full: full, Observed: p.observed()}, t)
+	res := p.model.Update(ipvsproxy.Input{Changes: changes, Full: full, Observed: p.observed(full)}, t)
 	if res.VirtualServers > 0 && p.view != nil && len(p.view.virtualServers) == 0 {
 		// A first build: the view is filled as the writer creates them.
 		p.view.virtualServers = make(map[ipvs.VirtualServerKey]*kernelVirtualServer, res.VirtualServers)
@@ -417,11 +433,16 @@ func (p *Proxier) build(changes ipvsproxy.PendingChanges, full bool, t *ipvsprox
 	return res
 }
 
-// observed is what the last read found that the model builds with.
-func (p *Proxier) observed() ipvsproxy.Observed {
+// observed is what the last read found that the model builds with: the
+// node's addresses and listening sockets, and on a full sync (the view was
+// just read) the keys someone else's virtual servers hold.
+func (p *Proxier) observed(full bool) ipvsproxy.Observed {
 	var o ipvsproxy.Observed
 	if p.view != nil {
 		o.HostAddresses, o.Listening = p.view.hostAddresses, p.view.listening
+		if full {
+			o.Foreign = p.view.foreign
+		}
 	}
 	return o
 }
@@ -492,7 +513,7 @@ func (p *Proxier) finish(res *SyncResult) {
 
 // nodeInfo describes this node as the model builds for it.
 func (p *Proxier) nodeInfo() ipvsproxy.NodeInfo {
-	o := p.observed()
+	o := p.observed(false)
 	return p.model.NodeInfo(o.HostAddresses, o.Listening)
 }
 

@@ -79,6 +79,9 @@ type reconciler struct {
 	// appliedRules remembers, per family, the rules text last written whole
 	// (reconcile_rules.go).
 	appliedRules map[v1.IPFamily]string
+	// found is what the writes found that the model decides with, until
+	// handed over (takeFound).
+	found ipvsproxy.Observed
 }
 
 // rulesText is the iptables-restore input of family as this sync wants it.
@@ -119,25 +122,15 @@ func (r *reconciler) settle(id objectID, err error) {
 // run is one sync's writer loop. The touched set starts as what the build
 // changed; the loop adds what is its own to decide. On a full sync (the
 // view was just read) that is every object, except those still backing off
-// that no change touched (a failing object costs one write per backoff),
-// and the keys someone else's virtual servers took or freed. On a partial
-// sync it is the objects whose retry is due and, every period with
-// --ipvs-resync-shares, the share due for its re-check, their virtual
+// that no change touched (a failing object costs one write per backoff).
+// On a partial sync it is the objects whose retry is due and, every period
+// with --ipvs-resync-shares, the share due for its re-check, their virtual
 // servers read back first (refresh, resync.go). Then it applies, restores
 // the rules and drains. It returns how many virtual servers the re-check
-// read back.
-func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int) {
+// read back, and what the writes found that the model decides with
+// (someone else's virtual server in the way, the routes in place).
+func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int, found ipvsproxy.Observed) {
 	if r.full {
-		// Someone else's virtual servers win their keys; ones that went
-		// away free theirs.
-		for k := range r.desired.ForeignKeys() {
-			if !r.view.foreign[k] {
-				r.desired.SetForeign(k, false, t)
-			}
-		}
-		for k := range r.view.foreign {
-			r.desired.SetForeign(k, true, t)
-		}
 		r.scope = newFullScope(r.view, r.desired, t, r.retries.waiting(), r.status)
 		adoptDraining(r.view, r.desired, r.draining, r.now.Add(r.cfg.DrainTimeout))
 	} else {
@@ -147,20 +140,49 @@ func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int) {
 	r.apply(t)
 	r.syncRules()
 	r.drain()
-	return resynced
+	return resynced, r.takeFound()
+}
+
+// writeTakenIn writes what the model changed on taking in what this sync's
+// writes found (t holds those objects alone), as apply writes any object,
+// and returns what these writes found in turn. The objects count as
+// compared by this sync (comparedContested, the re-check's notePartialSync).
+func (r *reconciler) writeTakenIn(t ipvsproxy.Touched) ipvsproxy.Observed {
+	scope := r.scope
+	r.scope = nil // these keys only, on a full sync too
+	r.writeObjects(t)
+	r.scope = scope
+	for k := range t.VirtualServers {
+		r.touched.VirtualServers[k] = true
+	}
+	for a := range t.Addresses {
+		r.touched.Addresses[a] = true
+	}
+	for e := range t.Entries {
+		r.touched.Entries[e] = true
+	}
+	return r.takeFound()
+}
+
+// takeFound hands over what the writes found since the last call.
+func (r *reconciler) takeFound() ipvsproxy.Observed {
+	found := r.found
+	r.found = ipvsproxy.Observed{}
+	return found
 }
 
 // apply is the writer loop of a sync: it runs each object kind's
-// operations (operations.go) over the touched objects, settles every
-// object's status, and is the one place that changes the touched set and
-// the desired state while writing. The order never leaves traffic without a
-// path: the sets and the link first, on a full sync the Service CIDR
-// routes (routes.go), then addresses and set members that
-// new virtual servers need, then the virtual servers (those that go first),
-// removals last, the routes after the addresses they stop needing.
+// operations (operations.go) over the touched objects and settles every
+// object's status. The order never leaves traffic without a path: the sets
+// and the link first, on a full sync the Service CIDR routes (routes.go),
+// then addresses and set members that new virtual servers need, then the
+// virtual servers (those that go first), removals last, the routes after
+// the addresses they stop needing. It changes the kernel, the view and the
+// status, never the desired state: what it found that the model decides
+// with (a route not in place, someone else's virtual server in the way)
+// it notes in r.found, for the model to take in.
 func (r *reconciler) apply(t ipvsproxy.Touched) {
 	routes := r.routeOps()
-	addresses, entries, virtualServers := r.addressOps(), r.entryOps(), r.virtualServerOps()
 	if r.full || r.retries.kindDue(snapshot.ObjectSetEntry) {
 		defs, order := r.ownedSets()
 		sets := r.setOps(defs)
@@ -176,8 +198,17 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 	if r.full {
 		r.addAnchors()
 		updateAll(r, routes, slices.Values(r.desired.Routes))
-		r.markRouted(t)
+		r.noteRoutes()
 	}
+	r.writeObjects(t)
+	// A Service CIDR stops being local once its cluster IPs are bound.
+	deleteAll(r, routes, r.routesDue())
+}
+
+// writeObjects writes the touched addresses, set members and virtual
+// servers, in apply's order.
+func (r *reconciler) writeObjects(t ipvsproxy.Touched) {
+	addresses, entries, virtualServers := r.addressOps(), r.entryOps(), r.virtualServerOps()
 	updateAll(r, addresses, passKeys(r, t.Addresses, (*fullScope).addressesToAdd))
 	// A set at its maxelem takes a new member only once the members this
 	// sync removes are gone (the admission keeps the total within it): such
@@ -187,8 +218,8 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 	deleteAll(r, virtualServers, passKeys(r, t.VirtualServers, (*fullScope).virtualServersToRemove))
 	foreign := updateAll(r, virtualServers, passKeys(r, t.VirtualServers, (*fullScope).virtualServersToUpdate))
 	// A virtual server someone else made in the way wins its key: the
-	// Service that wanted it loses it, and the members and addresses it
-	// counted for are removed below with the others nobody wants.
+	// model makes the Service that wanted it lose it, and the members and
+	// addresses it counted for are removed, in this sync.
 	for _, found := range foreign {
 		var f foreignError
 		errors.As(found.err, &f)
@@ -196,15 +227,13 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 			r.fail(vsID(found.key), f.undo)
 		}
 		r.settle(vsID(found.key), nil) // someone else's: nothing of ours to retry
-		r.desired.SetForeign(found.key, true, t)
+		r.found.FoundForeign = append(r.found.FoundForeign, found.key)
 	}
 	deleteAll(r, entries, passKeys(r, t.Entries, (*fullScope).entriesToRemove))
 	for _, k := range waitForRoom {
 		r.settle(entries.id(k.key), entries.update(k.key))
 	}
 	deleteAll(r, addresses, passKeys(r, t.Addresses, (*fullScope).addressesToRemove))
-	// A Service CIDR stops being local once its cluster IPs are bound.
-	deleteAll(r, routes, r.routesDue())
 }
 
 // ensureDummy creates kube-ipvs0 when the view was just read or an address

@@ -56,18 +56,14 @@ func (r *reconciler) addAnchors() {
 	}
 }
 
-// markRouted tells the desired state which ranges' routes are in place,
-// after the routes pass. A range whose route is not (the kernel refused it,
-// or another owner's route holds the range) gets its cluster IPs bound one
-// by one in the same sync: the addresses pass comes after this one.
-func (r *reconciler) markRouted(t ipvsproxy.Touched) {
+// noteRoutes reports, after the routes pass, whether each wanted range's
+// route is in place. For a range whose route is not (the kernel refused
+// it, or another owner's route holds the range) the model binds its
+// cluster IPs one by one, which the same sync writes.
+func (r *reconciler) noteRoutes() {
+	r.found.Routes = make(map[netip.Prefix]bool, len(r.desired.Routes))
 	for _, p := range r.desired.Routes {
-		r.desired.SetRouted(p, r.view.routes[p], t)
-	}
-	for p := range r.desired.UnroutedRanges() {
-		if !slices.Contains(r.desired.Routes, p) {
-			r.desired.SetRouted(p, true, t) // no longer wanted: nothing to bind for it
-		}
+		r.found.Routes[p] = r.view.routes[p]
 	}
 }
 
