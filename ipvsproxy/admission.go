@@ -28,7 +28,7 @@ import (
 // let one namespace take a set from all others: the Services are admitted
 // in admission order (Less), and while any Service is refused every sync
 // that changes something admits all of them again in that order
-// (Proxier.readmit, with Judge first), so a Service is only ever refused
+// (Model.readmit, readmit.go, with Judge first), so a Service is only ever refused
 // because of Services before it. Before it means: kube-system's first, then
 // those within their namespace's share (Limits), then the others; within
 // each, the oldest first, then by name. Once a set is full, a namespace

@@ -1,6 +1,8 @@
 // Package proxier is the writer: the one package that changes the kernel
-// for Services. A Proxier drains the ChangeTracker, builds the desired state
-// with package ipvsproxy's pure builder, and applies the difference through
+// for Services. A Proxier drains the ChangeTracker, has package ipvsproxy's
+// pure Model build the desired state (one call, Model.Update; the writer
+// never changes the desired state, it reports what it found in the kernel
+// for the model to take in), and applies the difference through
 // the kernel adapters (ipvs, netif, ipset, iptables, conntrack, sysctl) in
 // one writer loop that keeps a status per object with backoff retries
 // (objstatus.go), then reports.
