@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"github.com/ipvsproxy/ipvsproxy/internal/cleanup"
 	"net/netip"
 	"slices"
 	"strings"
@@ -124,7 +125,7 @@ func TestNodeAddressAsServiceAddressIsServedButNeverBoundNorRejected(t *testing.
 	}
 	// Cleanup removes the Service's virtual server on the node address,
 	// and only that.
-	if err := Cleanup(fk.kernel(), testConfig()); err != nil {
+	if err := cleanup.Installed(fk.kernel(), testConfig().Families); err != nil {
 		t.Fatal(err)
 	}
 	left, _ := fk.ipvs.VirtualServers()
