@@ -34,6 +34,20 @@ COMMIT
 COMMIT
 `
 
+// kubeProxySyncs writes kubeProxyTookOver to both families' iptables, as
+// kube-proxy's first sync after it took the node back.
+func kubeProxySyncs(t *testing.T, node *adapterstest.Fakes) {
+	t.Helper()
+	for _, ipt := range []struct {
+		restore func([]byte) error
+		prefix  string
+	}{{node.IPT4.Restore, "KUBE-"}, {node.IPT6.Restore, "KUBE-6-"}} {
+		if err := ipt.restore([]byte(fmt.Sprintf(kubeProxyTookOver, ipt.prefix))); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // The rollback to kube-proxy's IPVS mode: refused, changing nothing, while
 // ipvsproxy's rules are in place; once kube-proxy has rewritten the chains,
 // the mangle filter, ipvsproxy's own sets (the ownership record last) and
@@ -59,14 +73,7 @@ func TestCleanupAfterKubeProxyIPVS(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 
-	for _, ipt := range []struct {
-		restore func([]byte) error
-		prefix  string
-	}{{node.IPT4.Restore, "KUBE-"}, {node.IPT6.Restore, "KUBE-6-"}} {
-		if err := ipt.restore([]byte(fmt.Sprintf(kubeProxyTookOver, ipt.prefix))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kubeProxySyncs(t, node)
 	removed, err = AfterKubeProxyIPVS(node.Kernel(), cfg.Families)
 	if err != nil {
 		t.Fatalf("%v\nremoved:\n%s", err, strings.Join(removed, "\n"))
@@ -120,14 +127,7 @@ func TestCleanupAfterHandoverLeavesKubeProxysState(t *testing.T) {
 	web.Spec.ClusterIPs = []string{"10.96.0.10", "fd00:96::10"}
 	lb := servicetest.Service("lb", "10.96.0.20", servicetest.LoadBalancer(30081, "203.0.113.140"))
 	serving(t, node, cfg, web, lb)
-	for _, ipt := range []struct {
-		restore func([]byte) error
-		prefix  string
-	}{{node.IPT4.Restore, "KUBE-"}, {node.IPT6.Restore, "KUBE-6-"}} {
-		if err := ipt.restore([]byte(fmt.Sprintf(kubeProxyTookOver, ipt.prefix))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kubeProxySyncs(t, node)
 	if _, err := AfterKubeProxyIPVS(node.Kernel(), cfg.Families); err != nil {
 		t.Fatal(err)
 	}
