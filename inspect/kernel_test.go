@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"github.com/ipvsproxy/ipvsproxy/internal/cleanup"
 	"strings"
 	"testing"
 
@@ -17,7 +18,7 @@ import (
 // behind the proxier's back, and agrees again after a full sync.
 func TestCheckOnRealKernel(t *testing.T) {
 	k := adapterstest.Real(t, v1.IPv4Protocol)
-	t.Cleanup(func() { proxier.Cleanup(k, ipvsproxy.DefaultConfig()) })
+	t.Cleanup(func() { cleanup.Installed(k, ipvsproxy.DefaultConfig().Families) })
 
 	onFakes := newNode(t) // the same Services and configuration, on the fakes
 	n := &node{objects: onFakes.objects}

@@ -4,8 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
-	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
-	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
+	"github.com/ipvsproxy/ipvsproxy/internal/cleanup"
 	"github.com/ipvsproxy/ipvsproxy/nftables"
 	"github.com/urfave/cli/v2"
 	v1 "k8s.io/api/core/v1"
@@ -38,16 +37,16 @@ func cleanupAction(c *cli.Context) error {
 		return fmt.Errorf("--kube-proxy-leftovers and --after-kube-proxy-ipvs: give one (the first removes kube-proxy's state before ipvsproxy starts, the second ipvsproxy's after kube-proxy took over)")
 	}
 	if c.Bool("after-kube-proxy-ipvs") {
-		removed, err := proxier.CleanupAfterKubeProxyIPVS(k, cfg)
+		removed, err := cleanup.AfterKubeProxyIPVS(k, cfg.Families)
 		klog.InfoS("Removed what kube-proxy's IPVS mode does not take over", "count", len(removed), "removed", removed)
 		return err
 	}
 	if c.Bool("kube-proxy-leftovers") {
-		removed, err := hostsetup.CleanupKubeProxyLeftovers(k, nftables.New(), cfg)
+		removed, err := cleanup.KubeProxyLeftovers(k, nftables.New(), cfg.Families)
 		klog.InfoS("Removed kube-proxy's leftovers", "count", len(removed), "removed", removed)
 		return err
 	}
-	if err := proxier.Cleanup(k, cfg); err != nil {
+	if err := cleanup.Installed(k, cfg.Families); err != nil {
 		return err
 	}
 	klog.InfoS("Removed everything ipvsproxy installed")

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/doctable"
+	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/urfave/cli/v2"
 )
-
-var updateDocs = flag.Bool("update", false, "rewrite the generated part of docs/flags.md")
 
 const (
 	flagsDoc       = "../../docs/flags.md"
@@ -72,7 +69,6 @@ func flagRows(b *strings.Builder, flags []cli.Flag, skip func(string) bool) {
 // generatedFlags renders every command's flags from the CLI definition.
 func generatedFlags() string {
 	var b strings.Builder
-	b.WriteString(generatedBegin + "\n")
 	proxier := map[string]bool{}
 	for _, f := range proxierFlags() {
 		proxier[f.Names()[0]] = true
@@ -90,7 +86,7 @@ func generatedFlags() string {
 		}
 		flagRows(&b, c.Flags, skip)
 	}
-	b.WriteString("\n" + generatedEnd)
+	b.WriteString("\n")
 	return b.String()
 }
 
@@ -98,27 +94,7 @@ func generatedFlags() string {
 // definition. After changing a flag, rewrite them with
 // `go test ./cmd/ipvsproxy -run TestFlagsDoc -update`.
 func TestFlagsDocIsGenerated(t *testing.T) {
-	doc, err := os.ReadFile(flagsDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(doc)
-	begin, end := strings.Index(text, generatedBegin), strings.Index(text, generatedEnd)
-	if begin < 0 || end < begin {
-		t.Fatalf("%s: the generated part's markers are missing", flagsDoc)
-	}
-	want := generatedFlags()
-	got := text[begin : end+len(generatedEnd)]
-	if got == want {
-		return
-	}
-	if *updateDocs {
-		if err := os.WriteFile(flagsDoc, []byte(text[:begin]+want+text[end+len(generatedEnd):]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("%s's flag tables differ from the CLI's flags; rewrite them with `go test ./cmd/ipvsproxy -run TestFlagsDoc -update`", flagsDoc)
+	servicetest.CheckGeneratedSection(t, flagsDoc, generatedBegin+"\n", generatedEnd, generatedFlags(), "go test ./cmd/ipvsproxy -run TestFlagsDoc -update")
 }
 
 // TestDefaultsTableMatchesTheFlags: each row of the table of defaults that

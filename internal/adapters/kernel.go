@@ -1,9 +1,14 @@
 package adapters
 
 import (
+	"errors"
+	"fmt"
+	"net/netip"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
@@ -24,4 +29,19 @@ type Kernel struct {
 	// Listeners reads the host's listening sockets (the node guard); nil
 	// reads none.
 	Listeners listeners.Interface
+}
+
+// ServiceRoutes lists the Service CIDR routes that are ipvsproxy's: netif
+// lists only the routes it marked (netif.RouteProtocol, "proto 233", on
+// kube-ipvs0 in table local), never anyone else's route to the same range.
+// Without kube-ipvs0 there are none.
+func (k Kernel) ServiceRoutes() ([]netip.Prefix, error) {
+	routes, err := k.Netif.ServiceRoutes()
+	if errors.Is(err, netif.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list service routes on %s: %w", owned.DummyInterface, err)
+	}
+	return routes, nil
 }

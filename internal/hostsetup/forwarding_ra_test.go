@@ -61,33 +61,11 @@ func TestRouterAdvertisementsStillConfigureTheNodeAfterPrepare(t *testing.T) {
 	for _, ns := range []netns.NsHandle{node, router} {
 		writeSysctls(t, ns, map[string]string{"ipv6/conf/default/accept_dad": "0", "ipv6/conf/all/accept_dad": "0"})
 	}
-	nh, err := netlink.NewHandleAt(node, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
-	rh, err := netlink.NewHandleAt(router, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rh.Close()
-	if err := nh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "r0", PeerNamespace: netlink.NsFd(int(router))}); err != nil {
-		t.Fatalf("add veth: %v", err)
-	}
+	netnstest.Veth(t, node, "eth0", nil, router, "r0", nil)
+	netnstest.LoopbackUp(t, node)
+	netnstest.LoopbackUp(t, router)
 	// The node's uplink as a SLAAC host has it.
 	writeSysctls(t, node, map[string]string{"ipv6/conf/eth0/accept_ra": "1", "ipv6/conf/eth0/forwarding": "0", "ipv6/conf/all/forwarding": "0"})
-	for _, l := range []struct {
-		h    *netlink.Handle
-		name string
-	}{{nh, "lo"}, {nh, "eth0"}, {rh, "lo"}, {rh, "r0"}} {
-		link, err := l.h.LinkByName(l.name)
-		if err == nil {
-			err = l.h.LinkSetUp(link)
-		}
-		if err != nil {
-			t.Fatalf("bring %s up: %v", l.name, err)
-		}
-	}
 
 	// The proxier's host set-up, in the node's namespace, proxying IPv6.
 	cfg := ipvsproxy.DefaultConfig()
@@ -105,6 +83,7 @@ func TestRouterAdvertisementsStillConfigureTheNodeAfterPrepare(t *testing.T) {
 	}
 	t.Logf("after Prepare: %v", readSysctls(t, node, "ipv6/conf/all/forwarding", "ipv6/conf/eth0/forwarding", "ipv6/conf/eth0/accept_ra", "ipv4/ip_forward"))
 
+	nh, rh := netnstest.Handle(t, node), netnstest.Handle(t, router)
 	r0, err := rh.LinkByName("r0")
 	if err != nil {
 		t.Fatal(err)

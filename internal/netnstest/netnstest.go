@@ -184,3 +184,47 @@ func Shell(t testing.TB, path string) func(script string) string {
 		return string(out)
 	}
 }
+
+// Handle is an rtnetlink handle inside ns, closed when the test ends.
+func Handle(t testing.TB, ns netns.NsHandle) *netlink.Handle {
+	t.Helper()
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		t.Fatalf("open rtnetlink in test namespace: %v", err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// Veth joins two test namespaces with a veth pair, the end a in ns a and
+// the end b in ns b, binds each end's prefixes ("192.0.2.1/24") and brings
+// both up. Without prefixes an end has its IPv6 link-local address only.
+func Veth(t testing.TB, a netns.NsHandle, aName string, aPrefixes []string, b netns.NsHandle, bName string, bPrefixes []string) {
+	t.Helper()
+	ah := Handle(t, a)
+	if err := ah.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: aName}, PeerName: bName, PeerNamespace: netlink.NsFd(int(b))}); err != nil {
+		t.Fatalf("add veth %s-%s: %v", aName, bName, err)
+	}
+	for _, end := range []struct {
+		h        *netlink.Handle
+		name     string
+		prefixes []string
+	}{{ah, aName, aPrefixes}, {Handle(t, b), bName, bPrefixes}} {
+		l, err := end.h.LinkByName(end.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range end.prefixes {
+			addr, err := netlink.ParseAddr(p)
+			if err != nil {
+				t.Fatalf("%s on %s: %v", p, end.name, err)
+			}
+			if err := end.h.AddrAdd(l, addr); err != nil {
+				t.Fatalf("%s on %s: %v", p, end.name, err)
+			}
+		}
+		if err := end.h.LinkSetUp(l); err != nil {
+			t.Fatalf("bring %s up: %v", end.name, err)
+		}
+	}
+}

@@ -95,6 +95,14 @@ func Sets(families []v1.IPFamily, maxElem uint32) []ipset.Set {
 	return out
 }
 
+// TempSetSuffix names the temporary twin of an owned set while the writer
+// replaces it; every owned name plus it fits IPSET_MAXNAMELEN (31). A twin
+// left by a replace cut short is as much the proxier's as the set.
+const TempSetSuffix = "-T"
+
+// TempSetName is the temporary twin's name of the owned set name.
+func TempSetName(name string) string { return name + TempSetSuffix }
+
 // SetType finds the type of an owned set by its full name.
 func SetType(name string) ipset.Type {
 	for _, s := range setSpecs {

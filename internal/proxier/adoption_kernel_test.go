@@ -56,7 +56,7 @@ func TestWrongTypeSetIsReplacedOnRealKernel(t *testing.T) {
 	}
 	all, _ := sets.Sets()
 	for _, s := range all {
-		if strings.HasSuffix(s.Name, tempSetSuffix) {
+		if strings.HasSuffix(s.Name, owned.TempSetSuffix) {
 			t.Fatalf("temporary set left: %s", s.Name)
 		}
 	}

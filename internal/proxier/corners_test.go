@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"github.com/ipvsproxy/ipvsproxy/internal/cleanup"
 	"net/netip"
 	"slices"
 	"strings"
@@ -124,7 +125,7 @@ func TestNodeAddressAsServiceAddressIsServedButNeverBoundNorRejected(t *testing.
 	}
 	// Cleanup removes the Service's virtual server on the node address,
 	// and only that.
-	if err := Cleanup(fk.kernel(), testConfig()); err != nil {
+	if err := cleanup.Installed(fk.kernel(), testConfig().Families); err != nil {
 		t.Fatal(err)
 	}
 	left, _ := fk.ipvs.VirtualServers()
@@ -239,20 +240,9 @@ COMMIT
 		{"--accept-service-traffic", true, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fk := newFakeKernel()
-			if err := fk.ipt4.Restore([]byte(hostFirewall)); err != nil {
-				t.Fatal(err)
-			}
-			cfg := testConfig()
-			cfg.AcceptServiceTraffic = c.accept
-			p, _ := newTestProxier(t, fk, cfg)
-			web := servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080))
-			lb := servicetest.Service("lb", "10.96.0.20", servicetest.LoadBalancer(30090, "203.0.113.140"))
-			for _, s := range []*v1.Service{web, lb} {
-				p.Tracker().SetService(s)
-				p.Tracker().SetEndpointSlice(servicetest.Slice(s, s.Name+"-a", 8080, "10.244.2.7@node2"))
-			}
-			mustSync(t, p)
+			fk := behindHostFirewall(t, hostFirewall, c.accept,
+				servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080)),
+				servicetest.Service("lb", "10.96.0.20", servicetest.LoadBalancer(30090, "203.0.113.140")))
 			for _, j := range owned.JumpRules() {
 				save, _ := fk.ipt4.Save(j.Table)
 				if first := iptables.SavedRules(save)[j.Chain][0]; !strings.HasSuffix(first, "-j "+j.Rule[len(j.Rule)-1]) {
@@ -296,22 +286,32 @@ COMMIT
 		{"--accept-service-traffic", true, "ACCEPT -> virtual server TCP 198.51.100.1:30080 with 1 real servers, masqueraded"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			fk := newFakeKernel()
-			if err := fk.ipt4.Restore([]byte(hostFirewall)); err != nil {
-				t.Fatal(err)
-			}
-			cfg := testConfig()
-			cfg.AcceptServiceTraffic = c.accept
-			p, _ := newTestProxier(t, fk, cfg)
-			web := servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080))
-			p.Tracker().SetService(web)
-			p.Tracker().SetEndpointSlice(servicetest.Slice(web, "web-a", 8080, "10.244.2.7@node2"))
-			mustSync(t, p)
+			fk := behindHostFirewall(t, hostFirewall, c.accept, servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080)))
 			tr := newTracer(t, fk)
 			wantTrace(t, tr, "a client the firewall admits", tcpTo(allowed, servicetest.Node1IP, 30080), "ACCEPT -> virtual server TCP 198.51.100.1:30080 with 1 real servers, masqueraded")
 			wantTrace(t, tr, "a client the firewall drops", tcpTo(outsider, servicetest.Node1IP, 30080), c.outsiderVerdict)
 		})
 	}
+}
+
+// behindHostFirewall is a node whose IPv4 iptables hold a host firewall's
+// rules (iptables-restore text) before the proxier syncs svcs, each with
+// one endpoint on node2, with or without --accept-service-traffic.
+func behindHostFirewall(t *testing.T, firewall string, accept bool, svcs ...*v1.Service) *fakeKernel {
+	t.Helper()
+	fk := newFakeKernel()
+	if err := fk.ipt4.Restore([]byte(firewall)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.AcceptServiceTraffic = accept
+	p, _ := newTestProxier(t, fk, cfg)
+	for _, s := range svcs {
+		p.Tracker().SetService(s)
+		p.Tracker().SetEndpointSlice(servicetest.Slice(s, s.Name+"-a", 8080, "10.244.2.7@node2"))
+	}
+	mustSync(t, p)
+	return fk
 }
 
 // Local-traffic detection and kube-proxy's fallback.

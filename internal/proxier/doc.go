@@ -13,6 +13,6 @@
 // the first sync). Everything else in the kernel, and
 // anything inside --ipvs-exclude-cidrs, is never changed. The iptables
 // rules it restores are computed by internal/rules; the Snapshot it serves
-// to inspect is internal/snapshot's type. The handover to kube-proxy's IPVS
-// mode (handover.go) and cleanup.go live here too.
+// to inspect is internal/snapshot's type. Removing what it installed is
+// internal/cleanup's.
 package proxier

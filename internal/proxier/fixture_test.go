@@ -7,7 +7,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
-	"github.com/ipvsproxy/ipvsproxy/internal/owned"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters/adapterstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -20,8 +20,10 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// fakeKernel holds the fakes of one node.
+// fakeKernel holds the fakes of one node (node), by the short names the
+// tests use.
 type fakeKernel struct {
+	node      *adapterstest.Fakes
 	ipvs      *ipvs.Fake
 	netif     *netif.Fake
 	ipset     *ipset.Fake
@@ -33,36 +35,15 @@ type fakeKernel struct {
 }
 
 func newFakeKernel() *fakeKernel {
-	fk := &fakeKernel{
-		ipvs:      ipvs.NewFake(),
-		netif:     netif.NewFake(owned.DummyInterface),
-		ipset:     ipset.NewFake(),
-		ipt4:      iptables.NewFake(iptables.IPv4),
-		ipt6:      iptables.NewFake(iptables.IPv6),
-		conntrack: conntrack.NewFake(),
-		listeners: listeners.NewFake(),
-		sysctl: sysctl.NewFake(map[string]string{
-			"net.ipv4.vs.conntrack": "0", "net.ipv4.vs.expire_nodest_conn": "0",
-			"net.ipv4.vs.expire_quiescent_template": "0", "net.ipv4.ip_forward": "0",
-			"net.ipv4.vs.conn_reuse_mode": "1", "net.ipv4.conf.all.arp_ignore": "0",
-			"net.ipv4.conf.all.arp_announce": "0", "net.ipv6.conf.all.forwarding": "0",
-		}),
-	}
-	fk.netif.SetHostAddresses(netip.MustParseAddr("127.0.0.1"), servicetest.Node1IP, servicetest.Node1IP6, netip.MustParseAddr("fe80::1"))
-	return fk
+	f := adapterstest.NewFakes()
+	return &fakeKernel{node: f, ipvs: f.IPVS, netif: f.Netif, ipset: f.IPSet, ipt4: f.IPT4, ipt6: f.IPT6, conntrack: f.Conntrack, sysctl: f.Sysctl, listeners: f.Listeners}
 }
 
-func (fk *fakeKernel) kernel() adapters.Kernel {
-	return adapters.Kernel{
-		IPVS: fk.ipvs, Netif: fk.netif, IPSet: fk.ipset,
-		IPTables:  map[v1.IPFamily]iptables.Interface{v1.IPv4Protocol: fk.ipt4, v1.IPv6Protocol: fk.ipt6},
-		Conntrack: fk.conntrack, Sysctl: fk.sysctl, Listeners: fk.listeners,
-	}
-}
+// kernel is the node's Kernel: its ipset adapter refuses to destroy a set an
+// iptables rule names, as the kernel does.
+func (fk *fakeKernel) kernel() adapters.Kernel { return fk.node.Kernel() }
 
-func (fk *fakeKernel) writes() int {
-	return fk.ipvs.Writes() + fk.netif.Writes() + fk.ipset.Writes() + fk.ipt4.Writes + fk.ipt6.Writes
-}
+func (fk *fakeKernel) writes() int { return fk.node.Writes() }
 
 // testConfig is the configuration of the tests: the defaults with the
 // address plan's pod network. The model's tests keep the same function:

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"errors"
+	"github.com/ipvsproxy/ipvsproxy/internal/cleanup"
 	"net/netip"
 	"os"
 	"slices"
@@ -144,7 +145,7 @@ func proxierOnRealKernel(t *testing.T, cfg ipvsproxy.Config) {
 	}
 
 	checkForeign("restart")
-	if err := Cleanup(k, cfg); err != nil {
+	if err := cleanup.Installed(k, cfg.Families); err != nil {
 		t.Fatalf("cleanup: %v", err)
 	}
 	checkForeign("cleanup")

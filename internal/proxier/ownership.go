@@ -1,19 +1,15 @@
 package proxier
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
-	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/netif"
-	v1 "k8s.io/api/core/v1"
 )
 
 // Ownership of virtual servers is recorded, not inferred: an address on
@@ -27,9 +23,9 @@ import (
 // before creating them, and a sync removes the records of a group it
 // deleted together after them: at most that many such records). This file
 // is the one place that decides ownership: readKernel serves and adopts by
-// readOwnership, Cleanup deletes by cleanupOwnership and leaves the names
-// ipvsproxy shares with kube-proxy's IPVS mode to kube-proxy unless
-// installedHere.
+// readOwnership. `ipvsproxy cleanup` (internal/cleanup) deletes by the record
+// alone, and leaves the names ipvsproxy shares with kube-proxy's IPVS mode
+// to kube-proxy when no set only ipvsproxy makes is on the node.
 
 // recordEntry is the KUBE-IPVS-OWNED member of a virtual server.
 func recordEntry(k ipvs.VirtualServerKey) ipvsproxy.SetEntry {
@@ -55,7 +51,7 @@ type ownership struct {
 	// docs/migrate-from-kube-proxy.md. A node that never ran either has no
 	// KUBE- set, so nothing there is adopted. Only readOwnership sets it:
 	// a clean-up has nobody to hand a virtual server to, and deletes by
-	// the record alone (cleanupOwnership).
+	// the record alone (internal/cleanup).
 	legacy      bool
 	bound, host map[netip.Addr]bool
 	// routes are our Service CIDR routes, services what the current
@@ -207,46 +203,6 @@ func readOwnership(cfg ipvsproxy.Config, present []ipset.Set, sets map[string]*i
 	return o
 }
 
-// cleanupOwnership is what `ipvsproxy cleanup` deletes by: the members
-// of the record sets present (sets, by name), and nothing else. Neither the
-// legacy rule nor the evidence of recovered applies: without its record a
-// virtual server may be kube-proxy's (a node handed back with `cleanup
-// --after-kube-proxy-ipvs`, which removes the record, or one that never ran
-// ipvsproxy), and the legacy rule took all of kube-proxy's for ipvsproxy's.
-func cleanupOwnership(sets map[string]*ipset.EntryMap[struct{}]) *ownership {
-	return &ownership{records: sets}
-}
-
-// installedHere reports whether ipvsproxy's state is on the node: a set of
-// present that only ipvsproxy makes (oursAloneSets: the record set
-// KUBE-IPVS-OWNED, KUBE-SERVICE-CIDRS, KUBE-IPVS-SERVICES, ... or the
-// temporary twin of any owned set). ipvsproxy creates the record set before
-// its other sets and Cleanup destroys it last, so a failed clean-up run
-// again still finds it. Without one, the chains, the sets and kube-ipvs0 whose
-// names kube-proxy's IPVS mode shares are kube-proxy's: after `cleanup
-// --after-kube-proxy-ipvs` handed the node back, or on a node ipvsproxy
-// never ran on; Cleanup then leaves them.
-func installedHere(present []ipset.Set) bool {
-	alone := oursAloneSets([]v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol})
-	for _, s := range owned.Sets([]v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, 0) {
-		alone[tempSetName(s.Name)] = true
-	}
-	return slices.ContainsFunc(present, func(s ipset.Set) bool { return alone[s.Name] })
-}
-
-// oursAloneSets are the names, for the families and with their temporary
-// twins, of ipvsproxy's sets that kube-proxy's IPVS mode does not use.
-func oursAloneSets(families []v1.IPFamily) map[string]bool {
-	theirs := hostsetup.KubeProxySetNames()
-	out := map[string]bool{}
-	for _, s := range owned.Sets(families, 0) {
-		if !theirs[s.Name] {
-			out[s.Name], out[tempSetName(s.Name)] = true, true
-		}
-	}
-	return out
-}
-
 // isRecorded reports whether the view holds k's ownership record.
 func (v *kernelView) isRecorded(k ipvs.VirtualServerKey) bool {
 	e := recordEntry(k)
@@ -288,16 +244,7 @@ func OwnerOf(cfg ipvsproxy.Config, sets map[string][]ipset.Entry, dummy, host []
 // even to the same range, is never listed, changed or deleted. The members
 // of KUBE-SERVICE-CIDRS and the ranges' anchor addresses are in owned sets
 // and on our link, so they need no record of their own. No link: no route.
-func ownRoutes(k adapters.Kernel) ([]netip.Prefix, error) {
-	routes, err := k.Netif.ServiceRoutes()
-	if errors.Is(err, netif.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list service routes on %s: %w", owned.DummyInterface, err)
-	}
-	return routes, nil
-}
+func ownRoutes(k adapters.Kernel) ([]netip.Prefix, error) { return k.ServiceRoutes() }
 
 // entryMapOf is a set's members, listed, as a map.
 func entryMapOf(entries []ipset.Entry) *ipset.EntryMap[struct{}] {

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"errors"
+	"github.com/ipvsproxy/ipvsproxy/internal/cleanup"
 	"net/netip"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func TestForeignVirtualServerIsNeverAdopted(t *testing.T) {
 	if got := realServers(t, fk, foreign); len(got) != 1 || got[ep1] != 1 {
 		t.Fatalf("after the foreign one left: %v", got)
 	}
-	if err := Cleanup(fk.kernel(), testConfig()); err != nil {
+	if err := cleanup.Installed(fk.kernel(), testConfig().Families); err != nil {
 		t.Fatal(err)
 	}
 	if got := vsDump(fk, late); got != lateBefore {

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"errors"
+	"github.com/ipvsproxy/ipvsproxy/internal/cleanup"
 	"net/netip"
 	"slices"
 	"strings"
@@ -459,7 +460,7 @@ func TestNeverTouchesWhatItDoesNotOwn(t *testing.T) {
 	if len(addrs) != 1 || addrs[0] != netip.MustParseAddr("203.0.113.201") {
 		t.Fatalf("dummy addresses %v", addrs)
 	}
-	if err := Cleanup(fk.kernel(), cfg); err != nil {
+	if err := cleanup.Installed(fk.kernel(), cfg.Families); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range foreign {
@@ -506,73 +507,6 @@ func TestFailedWriteIsRetriedAloneWithBackoff(t *testing.T) {
 	}
 	if st := p.ReconcileStatus(); len(st.Objects) != 0 {
 		t.Fatalf("status after repair %+v", st.Objects)
-	}
-}
-
-func TestCleanupRemovesEverythingInstalled(t *testing.T) {
-	fk := newFakeKernel()
-	cfg := testConfig()
-	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	p, _ := newTestProxier(t, fk, cfg)
-	svc := servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080))
-	p.Tracker().SetService(svc)
-	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1"))
-	mustSync(t, p)
-	if err := Cleanup(fk.kernel(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	if d := fk.ipvs.Dump(); d != "" {
-		t.Fatalf("ipvs left:\n%s", d)
-	}
-	if d := fk.ipset.Dump(); strings.Contains(d, "KUBE-") {
-		t.Fatalf("ipsets left:\n%s", d)
-	}
-	for _, ipt := range []string{fk.ipt4.Dump(), fk.ipt6.Dump()} {
-		if strings.Contains(ipt, "KUBE-") {
-			t.Fatalf("iptables left:\n%s", ipt)
-		}
-	}
-	if _, err := fk.netif.DummyAddresses(); err == nil {
-		t.Fatal("kube-ipvs0 left")
-	}
-	// Cleaning a clean node is fine.
-	if err := Cleanup(fk.kernel(), cfg); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A clean-up that fails part-way keeps the ownership record, so the run
-// that follows still finds ipvsproxy's state (installedHere) and removes the
-// rest, kube-ipvs0 included, instead of taking it for kube-proxy's.
-func TestCleanupFailedPartWayKeepsTheRecordForTheNextRun(t *testing.T) {
-	fk := newFakeKernel()
-	cfg := testConfig()
-	p, _ := newTestProxier(t, fk, cfg)
-	svc := servicetest.Service("web", "10.96.0.10", servicetest.NodePort(30080))
-	p.Tracker().SetService(svc)
-	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1"))
-	mustSync(t, p)
-	f := &faults{}
-	f.set(func(op, object string) error {
-		if op == "ipset-destroy" && object == owned.SetClusterIP {
-			return ipset.ErrBusy // someone's rule still names it
-		}
-		return nil
-	})
-	if err := Cleanup(fk.faultyKernel(f), cfg); !errors.Is(err, ipset.ErrBusy) {
-		t.Fatalf("want the refused destroy, got %v", err)
-	}
-	if d := fk.ipset.Dump(); !strings.Contains(d, "set "+owned.SetOwned+" ") {
-		t.Fatalf("the record went with a step failed:\n%s", d)
-	}
-	if err := Cleanup(fk.kernel(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	if d := fk.ipset.Dump(); strings.Contains(d, "KUBE-") {
-		t.Fatalf("ipsets left after the second run:\n%s", d)
-	}
-	if _, err := fk.netif.DummyAddresses(); err == nil {
-		t.Fatal("kube-ipvs0 left after the second run")
 	}
 }
 

@@ -107,7 +107,7 @@ func (r *reconciler) replaceSet(w wrongTypeError) error {
 		return fmt.Errorf("destroy ipset %s of type %s (want %s): %w", want.Name, have.Type, want.Type, err)
 	}
 	tmp := want
-	tmp.Name = tempSetName(want.Name)
+	tmp.Name = owned.TempSetName(want.Name)
 	r.writes++
 	if err := r.k.IPSet.DestroySet(tmp.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
 		return fmt.Errorf("destroy leftover ipset %s: %w", tmp.Name, err)
@@ -150,7 +150,7 @@ func (r *reconciler) createFilled(s ipset.Set) error {
 	members := ipset.NewEntryMap[struct{}](0)
 	r.view.sets[s.Name] = members
 	delete(r.view.wrongSets, s.Name)
-	name := strings.TrimSuffix(s.Name, tempSetSuffix)
+	name := strings.TrimSuffix(s.Name, owned.TempSetSuffix)
 	var es []ipset.Entry
 	for k, n := range r.desired.SetEntries() {
 		if k.Set == name && n > 0 {
@@ -185,12 +185,6 @@ func (r *reconciler) restoreRules(family v1.IPFamily, text string) error {
 	}
 	return nil
 }
-
-// tempSetSuffix names the temporary twin of an owned set while it is
-// replaced; every owned name plus it fits IPSET_MAXNAMELEN (31).
-const tempSetSuffix = "-T"
-
-func tempSetName(name string) string { return name + tempSetSuffix }
 
 // renameSet points every rule of text that matches set old at set new.
 func renameSet(text, old, new string) string {

@@ -226,23 +226,6 @@ func TestDualStackRangesNeedNoIPv6Anchor(t *testing.T) {
 	}
 }
 
-func TestCleanupRemovesServiceRoutes(t *testing.T) {
-	fk := newFakeKernel()
-	p, _ := newTestProxier(t, fk, routedConfig())
-	svc := servicetest.Service("web", "10.96.0.10")
-	p.Tracker().SetService(svc)
-	mustSync(t, p)
-	if err := Cleanup(fk.kernel(), routedConfig()); err != nil {
-		t.Fatal(err)
-	}
-	if d := fk.ipvs.Dump(); d != "" {
-		t.Fatalf("virtual servers in the routed range left:\n%s", d)
-	}
-	if d := fk.netif.Dump(); !strings.HasPrefix(d, "dummy kube-ipvs0 absent") {
-		t.Fatalf("kube-ipvs0 left:\n%s", d)
-	}
-}
-
 // A Service CIDR route the kernel refuses is one failing object of the
 // reconciler (kind route): the range's cluster IPs stay bound meanwhile,
 // partial syncs go on without it, and when its backoff ends a full sync

@@ -19,7 +19,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 )
 
@@ -51,39 +50,9 @@ func TestMappedSourceRangeOnRealKernel(t *testing.T) {
 	// The client's namespace, one veth away; the LB IP on the node's lo.
 	netnstest.LoopbackUp(t, node, lbIP)
 	client := netnstest.New(t)
-	nh, err := netlink.NewHandleAt(node, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
-	ch, err := netlink.NewHandleAt(client, unix.NETLINK_ROUTE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	if err := nh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "uplink"}, PeerName: "eth0", PeerNamespace: netlink.NsFd(int(client))}); err != nil {
-		t.Fatalf("add veth: %v", err)
-	}
-	addrs := func(h *netlink.Handle, link string, prefixes ...string) {
-		t.Helper()
-		l, err := h.LinkByName(link)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range prefixes {
-			a, _ := netlink.ParseAddr(p)
-			if err := h.AddrAdd(l, a); err != nil {
-				t.Fatalf("%s on %s: %v", p, link, err)
-			}
-		}
-		if err := h.LinkSetUp(l); err != nil {
-			t.Fatal(err)
-		}
-	}
-	addrs(nh, "uplink", "192.0.2.1/24", "198.51.100.1/24")
-	addrs(ch, "eth0", inside.String()+"/24", outside.String()+"/24")
+	netnstest.Veth(t, node, "uplink", []string{"192.0.2.1/24", "198.51.100.1/24"}, client, "eth0", []string{inside.String() + "/24", outside.String() + "/24"})
 	netnstest.LoopbackUp(t, client)
-	if err := ch.RouteAdd(&netlink.Route{Dst: &net.IPNet{IP: lbIP.AsSlice(), Mask: net.CIDRMask(32, 32)}, Gw: net.ParseIP("192.0.2.1")}); err != nil {
+	if err := netnstest.Handle(t, client).RouteAdd(&netlink.Route{Dst: &net.IPNet{IP: lbIP.AsSlice(), Mask: net.CIDRMask(32, 32)}, Gw: net.ParseIP("192.0.2.1")}); err != nil {
 		t.Fatalf("route to the LB IP: %v", err)
 	}
 	ln := listenIn(t, node, netip.AddrPortFrom(lbIP, 80))

@@ -1,6 +1,7 @@
-// Package adapterstest opens every real kernel adapter inside a fresh
-// network namespace for the tests of what drives them (the proxier,
-// inspect). Only tests import it.
+// Package adapterstest gives the tests of what drives the kernel adapters
+// (the proxier, the clean-ups, inspect) a node to drive: every real adapter
+// inside a fresh network namespace (Real), or every adapter's Fake (Fakes).
+// Only tests import it.
 package adapterstest
 
 import (

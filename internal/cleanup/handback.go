@@ -1,4 +1,4 @@
-package proxier
+package cleanup
 
 import (
 	"errors"
@@ -7,20 +7,20 @@ import (
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
-	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
+	v1 "k8s.io/api/core/v1"
 )
 
-// ErrKubeProxyNotRunning is CleanupAfterKubeProxyIPVS's refusal: the rules
+// ErrKubeProxyNotRunning is AfterKubeProxyIPVS's refusal: the rules
 // in the chains ipvsproxy shares by name with kube-proxy's IPVS mode are
 // still ipvsproxy's, so kube-proxy has not taken the node over yet.
 var ErrKubeProxyNotRunning = errors.New("kube-proxy's IPVS mode has not taken over this node yet")
 
-// CleanupAfterKubeProxyIPVS is the last step of a rollback to kube-proxy's
+// AfterKubeProxyIPVS is `ipvsproxy cleanup --after-kube-proxy-ipvs`, the
+// last step of a rollback to kube-proxy's
 // IPVS mode, run once kube-proxy serves the node. kube-proxy adopts the
 // virtual servers ipvsproxy left, binds its addresses on kube-ipvs0 and
 // rewrites the chains and sets whose names it shares with ipvsproxy; what
@@ -33,10 +33,10 @@ var ErrKubeProxyNotRunning = errors.New("kube-proxy's IPVS mode has not taken ov
 // kube-proxy uses stay. It refuses, changing nothing, while ipvsproxy's
 // rules still name its own sets (kube-proxy has not synced yet). It
 // returns what it removed; a second run removes nothing.
-func CleanupAfterKubeProxyIPVS(k adapters.Kernel, cfg ipvsproxy.Config) ([]string, error) {
-	oursAlone := oursAloneSets(cfg.Families)
+func AfterKubeProxyIPVS(k adapters.Kernel, families []v1.IPFamily) ([]string, error) {
+	oursAlone := oursAloneSets(families)
 	// Refuse first, for every family, before changing anything.
-	for _, family := range cfg.Families {
+	for _, family := range families {
 		ipt := k.IPTables[family]
 		if ipt == nil {
 			continue
@@ -47,7 +47,7 @@ func CleanupAfterKubeProxyIPVS(k adapters.Kernel, cfg ipvsproxy.Config) ([]strin
 				return nil, fmt.Errorf("read %s %s table: %w", family, table, err)
 			}
 			for _, line := range strings.Split(string(save), "\n") {
-				if strings.HasPrefix(line, "-A ") && hostsetup.ReferencesAny(line, oursAlone) {
+				if strings.HasPrefix(line, "-A ") && referencesAny(line, oursAlone) {
 					return nil, fmt.Errorf("%w: %s %s still holds ipvsproxy's rule %q; start kube-proxy (--proxy-mode=ipvs, %s) on the node, wait for its first sync, then run this again (nothing was removed)",
 						ErrKubeProxyNotRunning, family, table, line, family)
 				}
@@ -57,7 +57,7 @@ func CleanupAfterKubeProxyIPVS(k adapters.Kernel, cfg ipvsproxy.Config) ([]strin
 
 	var removed []string
 	var errs []error
-	for _, family := range cfg.Families {
+	for _, family := range families {
 		ipt := k.IPTables[family]
 		if ipt == nil {
 			continue
@@ -93,7 +93,7 @@ func CleanupAfterKubeProxyIPVS(k adapters.Kernel, cfg ipvsproxy.Config) ([]strin
 	}
 	// The ownership record goes last: a run that failed before it can be
 	// run again and still knows which virtual servers were ipvsproxy's.
-	slices.SortStableFunc(sets, func(a, b ipset.Set) int { return -recordFirst(a) + recordFirst(b) })
+	slices.SortStableFunc(sets, recordLast)
 	for _, s := range sets {
 		if !oursAlone[s.Name] {
 			continue
@@ -105,7 +105,7 @@ func CleanupAfterKubeProxyIPVS(k adapters.Kernel, cfg ipvsproxy.Config) ([]strin
 		removed = append(removed, "ipset "+s.Name)
 	}
 
-	routes, err := ownRoutes(k)
+	routes, err := k.ServiceRoutes()
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -1,4 +1,4 @@
-package hostsetup
+package cleanup
 
 import (
 	"errors"
@@ -10,7 +10,6 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/nftables"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -23,7 +22,7 @@ import (
 // are also ipvsproxy's (KUBE-SERVICES in nat, KUBE-CLUSTER-IP, kube-ipvs0):
 // those are never removed here; ipvsproxy rewrites them whole on its first
 // sync, and adopts kube-proxy's virtual servers as an older ipvsproxy's
-// (ownership.go, the legacy rule). What remains is kube-proxy's alone, and
+// (internal/proxier ownership.go, the legacy rule). What remains is kube-proxy's alone, and
 // would otherwise keep acting on packets: KUBE-SVC-* chains DNAT to old
 // endpoints, KUBE-EXTERNAL-SERVICES rejects, KUBE-PROXY-FIREWALL drops. Its
 // nftables mode leaves two tables of its own, deleted whole.
@@ -88,10 +87,10 @@ var kubeProxySets = []string{
 	"KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-SCTP-HASH", "KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
 }
 
-// KubeProxySetNames are the names of kube-proxy's IPVS-mode sets in both
-// families: the ones it takes back when it returns (the rollback's
-// clean-up, handover.go, leaves those).
-func KubeProxySetNames() map[string]bool {
+// kubeProxySetNames are the names of kube-proxy's IPVS-mode sets in both
+// families: the ones it takes back when it returns (AfterKubeProxyIPVS
+// leaves those).
+func kubeProxySetNames() map[string]bool {
 	names := make(map[string]bool, 2*len(kubeProxySets))
 	for _, name := range kubeProxySets {
 		names[name], names[kubeProxyIPv6SetName(name)] = true, true
@@ -118,7 +117,7 @@ const ipsetMaxNameLen = 31
 // rules it removes first.
 var kubeProxyOnlySets = func() []string {
 	ours := map[string]bool{}
-	for _, s := range owned.Sets([]v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}, 0) {
+	for _, s := range owned.Sets(bothFamilies, 0) {
 		ours[s.Name] = true
 	}
 	var out []string
@@ -132,7 +131,8 @@ var kubeProxyOnlySets = func() []string {
 	return out
 }()
 
-// CleanupKubeProxyLeftovers removes what kube-proxy's iptables, ipvs and
+// KubeProxyLeftovers is `ipvsproxy cleanup --kube-proxy-leftovers`: it
+// removes, for the families, what kube-proxy's iptables, ipvs and
 // nftables modes left that ipvsproxy does not use itself: its jumps that are
 // not ipvsproxy's, its chains that are not ipvsproxy's, its rules in
 // ipvsproxy's chains that name those chains or its sets, its sets that are
@@ -144,7 +144,7 @@ var kubeProxyOnlySets = func() []string {
 // nft holds kube-proxy's nftables-mode tables, `ip kube-proxy` and `ip6
 // kube-proxy`, deleted whole (kube-proxy's own clean-up does the same);
 // nil skips them.
-func CleanupKubeProxyLeftovers(k adapters.Kernel, nft nftables.Interface, cfg ipvsproxy.Config) ([]string, error) {
+func KubeProxyLeftovers(k adapters.Kernel, nft nftables.Interface, families []v1.IPFamily) ([]string, error) {
 	var removed []string
 	var errs []error
 	fail := func(err error) {
@@ -155,7 +155,7 @@ func CleanupKubeProxyLeftovers(k adapters.Kernel, nft nftables.Interface, cfg ip
 	for _, j := range owned.JumpRules() {
 		ours[jumpKey(j.Table, j.Chain, j.Rule)] = true
 	}
-	for _, family := range cfg.Families {
+	for _, family := range families {
 		ipt := k.IPTables[family]
 		if ipt == nil {
 			continue
@@ -204,7 +204,7 @@ func CleanupKubeProxyLeftovers(k adapters.Kernel, nft nftables.Interface, cfg ip
 			for _, c := range owned.Chains[table] {
 				n := 0
 				for _, line := range present[c] {
-					if ReferencesAny(line, theirs) {
+					if referencesAny(line, theirs) {
 						deletes = append(deletes, "-D"+strings.TrimPrefix(line, "-A"))
 						n++
 					}
@@ -291,21 +291,6 @@ func isKubeProxyChain(table iptables.Table, name string) bool {
 	if table == iptables.TableNAT {
 		for _, p := range kubeProxyChainPrefixes {
 			if strings.HasPrefix(name, p) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// ReferencesAny reports whether a saved rule jumps to one of names or
-// matches a set of names.
-func ReferencesAny(line string, names map[string]bool) bool {
-	fields := strings.Fields(line)
-	for i := 0; i+1 < len(fields); i++ {
-		switch fields[i] {
-		case "-j", "-g", "--match-set":
-			if names[fields[i+1]] {
 				return true
 			}
 		}

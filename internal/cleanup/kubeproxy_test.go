@@ -1,11 +1,11 @@
-package proxier
+package cleanup
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
+	"github.com/ipvsproxy/ipvsproxy/internal/adapters/adapterstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
@@ -47,17 +47,13 @@ COMMIT
 // IPVS mode) stays exactly as it was; kubelet's chain stays; a second run
 // removes nothing.
 func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
-	fk := newFakeKernel()
-	cfg := testConfig()
-	p, _ := newTestProxier(t, fk, cfg)
-	svc := servicetest.Service("web", "10.96.0.10")
-	p.Tracker().SetService(svc)
-	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1"))
-	mustSync(t, p)
-	oursRules := fk.ipt4.Dump()
-	oursSets := fk.ipset.Dump()
+	node := adapterstest.NewFakes()
+	cfg := config(false, v1.IPv4Protocol)
+	p := serving(t, node, cfg, servicetest.Service("web", "10.96.0.10"))
+	oursRules := node.IPT4.Dump()
+	oursSets := node.IPSet.Dump()
 
-	if err := fk.ipt4.Restore([]byte(kubeProxyIPTablesMode)); err != nil {
+	if err := node.IPT4.Restore([]byte(kubeProxyIPTablesMode)); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"KUBE-LOAD-BALANCER-SOURCE-CIDR", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-6-LOAD-BALANCER-LOCAL"} {
@@ -65,23 +61,22 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 		if strings.HasPrefix(name, "KUBE-6-") {
 			fam = ipset.IPv6
 		}
-		if err := fk.ipset.CreateSet(ipset.Set{Name: name, Type: ipset.HashIPPort, Family: fam}); err != nil {
+		if err := node.IPSet.CreateSet(ipset.Set{Name: name, Type: ipset.HashIPPort, Family: fam}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := fk.ipset.CreateSet(ipset.Set{Name: "OTHER-SET", Type: ipset.HashIP, Family: ipset.IPv4}); err != nil {
+	if err := node.IPSet.CreateSet(ipset.Set{Name: "OTHER-SET", Type: ipset.HashIP, Family: ipset.IPv4}); err != nil {
 		t.Fatal(err)
 	}
 
-	cfg.Families = []v1.IPFamily{v1.IPv4Protocol}
-	removed, err := hostsetup.CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
+	removed, err := KubeProxyLeftovers(node.Kernel(), nil, cfg.Families)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(removed) != 15 {
 		t.Errorf("removed %d objects, want 3 jumps, 8 chains, kube-proxy's rules in KUBE-SERVICES and 3 sets:\n%s", len(removed), strings.Join(removed, "\n"))
 	}
-	got := fk.ipt4.Dump()
+	got := node.IPT4.Dump()
 	for _, gone := range []string{"KUBE-SVC-", "KUBE-SEP-", "KUBE-NODEPORTS", "KUBE-EXTERNAL-SERVICES", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY", "10.96.0.10/32"} {
 		if strings.Contains(got, gone) {
 			t.Errorf("%s left:\n%s", gone, got)
@@ -90,20 +85,20 @@ func TestCleanupKubeProxyLeftoversKeepsOurs(t *testing.T) {
 	if !strings.Contains(got, "-A INPUT -j KUBE-FIREWALL") || !strings.Contains(got, ":KUBE-FIREWALL") {
 		t.Errorf("kubelet's KUBE-FIREWALL removed:\n%s", got)
 	}
-	sets := fk.ipset.Dump()
+	sets := node.IPSet.Dump()
 	if !strings.Contains(sets, "OTHER-SET") || strings.Contains(sets, "KUBE-LOAD-BALANCER-SOURCE-CIDR") || strings.Contains(sets, "-LOCAL-TCP") || strings.Contains(sets, "LOAD-BALANCER-LOCAL") {
 		t.Errorf("sets after cleanup:\n%s", sets)
 	}
 	// The daemon's next full sync writes its own state back to what it was.
-	p.needFull = true
+	p.RequestFullSync()
 	mustSync(t, p)
-	if got := stripChain(fk.ipt4.Dump(), "KUBE-FIREWALL"); got != oursRules {
+	if got := stripChain(node.IPT4.Dump(), "KUBE-FIREWALL"); got != oursRules {
 		t.Errorf("ipvsproxy's rules after cleanup and a sync:\n%s\nwant\n%s", got, oursRules)
 	}
-	if got := stripSet(fk.ipset.Dump(), "OTHER-SET"); got != oursSets {
+	if got := stripSet(node.IPSet.Dump(), "OTHER-SET"); got != oursSets {
 		t.Errorf("ipvsproxy's sets after cleanup:\n%s\nwant\n%s", got, oursSets)
 	}
-	again, err := hostsetup.CleanupKubeProxyLeftovers(fk.kernel(), nil, cfg)
+	again, err := KubeProxyLeftovers(node.Kernel(), nil, cfg.Families)
 	if err != nil || len(again) != 0 {
 		t.Errorf("second run removed %v (%v), want nothing", again, err)
 	}
@@ -146,19 +141,19 @@ COMMIT
 // named like ipvsproxy's stay for the adoption of its virtual servers, and
 // so do its rules that name only those. A second run removes nothing.
 func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
-	fk := newFakeKernel()
+	node := adapterstest.NewFakes()
 	for _, fam := range []struct {
 		ipt    *iptables.Fake
 		prefix string
 		cidr   string // KUBE-LOAD-BALANCER-SOURCE-CIDR as kube-proxy names it
 		family ipset.Family
-	}{{fk.ipt4, "KUBE-", "KUBE-LOAD-BALANCER-SOURCE-CIDR", ipset.IPv4}, {fk.ipt6, "KUBE-6-", "KUBE-6-LOAD-BALANCER-SOURCE-CID", ipset.IPv6}} {
+	}{{node.IPT4, "KUBE-", "KUBE-LOAD-BALANCER-SOURCE-CIDR", ipset.IPv4}, {node.IPT6, "KUBE-6-", "KUBE-6-LOAD-BALANCER-SOURCE-CID", ipset.IPv6}} {
 		for _, base := range []string{"EXTERNAL-IP-LOCAL", "CLUSTER-IP", "NODE-PORT-LOCAL-TCP", "NODE-PORT-TCP", "LOAD-BALANCER-FW"} {
-			if err := fk.ipset.CreateSet(ipset.Set{Name: fam.prefix + base, Type: ipset.HashIPPort, Family: fam.family}); err != nil {
+			if err := node.IPSet.CreateSet(ipset.Set{Name: fam.prefix + base, Type: ipset.HashIPPort, Family: fam.family}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := fk.ipset.CreateSet(ipset.Set{Name: fam.cidr, Type: ipset.HashIPPortNet, Family: fam.family}); err != nil {
+		if err := node.IPSet.CreateSet(ipset.Set{Name: fam.cidr, Type: ipset.HashIPPortNet, Family: fam.family}); err != nil {
 			t.Fatal(err)
 		}
 		if err := fam.ipt.Restore([]byte(fmt.Sprintf(kubeProxyIPVSMode, fam.prefix, fam.cidr))); err != nil {
@@ -170,21 +165,12 @@ func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
 	nft.AddTable(nftables.IPv4, "kube-proxy")
 	nft.AddTable(nftables.IPv6, "kube-proxy")
 	nft.AddTable(nftables.IPv4, "other")
-	// As the kernel: a set that a rule names is busy.
-	f := &faults{}
-	f.set(func(op, object string) error {
-		if op == "ipset-destroy" && (strings.Contains(fk.ipt4.Dump(), " "+object+" ") || strings.Contains(fk.ipt6.Dump(), " "+object+" ")) {
-			return ipset.ErrBusy
-		}
-		return nil
-	})
-	cfg := testConfig()
-	cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
-	removed, err := hostsetup.CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg)
+	// node.Kernel(), as the kernel: a set that a rule names is busy.
+	removed, err := KubeProxyLeftovers(node.Kernel(), nft, bothFamilies)
 	if err != nil {
 		t.Fatalf("%v\nremoved:\n%s", err, strings.Join(removed, "\n"))
 	}
-	sets := fk.ipset.Dump()
+	sets := node.IPSet.Dump()
 	for _, gone := range []string{"EXTERNAL-IP-LOCAL", "NODE-PORT-LOCAL-TCP", "SOURCE-CID"} {
 		if strings.Contains(sets, gone) {
 			t.Errorf("kube-proxy's set *%s* left:\n%s", gone, sets)
@@ -195,7 +181,7 @@ func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
 			t.Errorf("%q (a name of ipvsproxy's) removed:\n%s", kept, sets)
 		}
 	}
-	for _, rules := range []string{fk.ipt4.Dump(), fk.ipt6.Dump()} {
+	for _, rules := range []string{node.IPT4.Dump(), node.IPT6.Dump()} {
 		for _, gone := range []string{"-LOCAL", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "SOURCE-CID"} {
 			if strings.Contains(rules, gone) {
 				t.Errorf("%s left:\n%s", gone, rules)
@@ -210,7 +196,7 @@ func TestCleanupKubeProxyIPVSModeRemovesRulesBeforeSets(t *testing.T) {
 	if got := nft.Dump(); got != "table ip other" {
 		t.Errorf("nftables tables after cleanup:\n%s\nwant only table ip other", got)
 	}
-	if again, err := hostsetup.CleanupKubeProxyLeftovers(fk.faultyKernel(f), nft, cfg); err != nil || len(again) != 0 {
+	if again, err := KubeProxyLeftovers(node.Kernel(), nft, bothFamilies); err != nil || len(again) != 0 {
 		t.Errorf("second run removed %v (%v), want nothing", again, err)
 	}
 }
@@ -238,5 +224,3 @@ func stripSet(dump, name string) string {
 	}
 	return strings.Join(out, "\n")
 }
-
-var _ = iptables.TableMangle

@@ -1,4 +1,4 @@
-package proxier
+package cleanup
 
 import (
 	"errors"
@@ -10,26 +10,28 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/netif"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )
 
-// Cleanup removes everything the proxier installs: its virtual servers,
-// its jump rules and chains, its ipsets, its Service CIDR routes and
-// kube-ipvs0. It goes on past failures and returns them all; what it does
-// not own stays. A virtual server goes only when the ownership record names
-// it; the chains, sets and kube-ipvs0 whose names kube-proxy's IPVS mode
-// shares go only when ipvsproxy's state is on the node (installedHere):
-// on a node handed back to kube-proxy's IPVS mode they are kube-proxy's.
-func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
+// Installed is `ipvsproxy cleanup`: it removes everything the proxier
+// installs, for the families: its virtual servers, its jump rules and
+// chains, its ipsets, its Service CIDR routes and kube-ipvs0. It goes on
+// past failures and returns them all; what it does not own stays. A virtual
+// server goes only when the ownership record names it (and no rule of
+// internal/proxier's ownership.go adopting others applies here: without its
+// record a virtual server may be kube-proxy's); the chains, sets and
+// kube-ipvs0 whose names kube-proxy's IPVS mode shares go only when
+// ipvsproxy's state is on the node (installedHere): on a node handed back
+// to kube-proxy's IPVS mode they are kube-proxy's.
+func Installed(k adapters.Kernel, families []v1.IPFamily) error {
 	var errs []error
 	fail := func(err error) {
 		klog.ErrorS(err, "Cleanup step failed")
 		errs = append(errs, err)
 	}
 
-	// Which virtual servers are ours is the one rule of ownership.go.
 	sets, err := k.IPSet.Sets()
 	if err != nil && !errors.Is(err, ipset.ErrUnsupported) {
 		fail(fmt.Errorf("list ipsets: %w", err))
@@ -43,7 +45,7 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 	// temporary twin (a replace cut short): both name what ipvsproxy made.
 	records := map[string]*ipset.EntryMap[struct{}]{}
 	for _, s := range sets {
-		name := strings.TrimSuffix(s.Name, tempSetSuffix)
+		name := strings.TrimSuffix(s.Name, owned.TempSetSuffix)
 		if owned.BaseName(name) != owned.SetOwned || s.Type != ipset.HashIPPort {
 			continue
 		}
@@ -59,18 +61,17 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 			records[name].Put(e, struct{}{})
 		}
 	}
-	routes, err := ownRoutes(k)
+	routes, err := k.ServiceRoutes()
 	if err != nil {
 		fail(err)
 	}
 	if len(records) > 0 {
-		owner := cleanupOwnership(records)
 		all, err := k.IPVS.VirtualServers()
 		if err != nil && !errors.Is(err, ipvs.ErrUnsupported) {
 			fail(fmt.Errorf("list virtual servers: %w", err))
 		}
 		for _, vs := range all {
-			if !owner.isRecorded(vs.VirtualServerKey) {
+			if set, e := owned.Record(vs.VirtualServerKey); !records[set].Has(e) {
 				continue
 			}
 			if err := k.IPVS.DeleteVirtualServer(vs.VirtualServerKey); err != nil && !errors.Is(err, ipvs.ErrNotFound) {
@@ -79,7 +80,7 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 		}
 	}
 
-	for _, family := range cfg.Families {
+	for _, family := range families {
 		ipt := k.IPTables[family]
 		if ipt == nil {
 			continue
@@ -128,14 +129,14 @@ func Cleanup(k adapters.Kernel, cfg ipvsproxy.Config) error {
 	// The sets once the rules naming them are gone; the record sets last,
 	// below.
 	owns := map[string]bool{}
-	for _, s := range owned.Sets(cfg.Families, cfg.IPSetMaxElements) {
-		owns[s.Name], owns[tempSetName(s.Name)] = true, true
+	for _, s := range owned.Sets(families, 0) {
+		owns[s.Name], owns[owned.TempSetName(s.Name)] = true, true
 	}
 	var recordSets []string
 	for _, s := range sets {
 		switch {
 		case !owns[s.Name] || !ours:
-		case owned.BaseName(strings.TrimSuffix(s.Name, tempSetSuffix)) == owned.SetOwned:
+		case owned.BaseName(strings.TrimSuffix(s.Name, owned.TempSetSuffix)) == owned.SetOwned:
 			recordSets = append(recordSets, s.Name)
 		default:
 			if err := k.IPSet.DestroySet(s.Name); err != nil && !errors.Is(err, ipset.ErrNotFound) {
