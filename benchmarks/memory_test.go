@@ -11,10 +11,10 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 	"k8s.io/klog/v2"
 )
 

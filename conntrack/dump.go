@@ -9,10 +9,10 @@ import (
 	ct "github.com/ti-mo/conntrack"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nldump"
 )
 
-// This file streams the conntrack table through internal/nldump: one dump
+// This file streams the conntrack table through internal/kernel/nldump: one dump
 // request, then one receive buffer at a time, each flow handed to the
 // caller and dropped. ti-mo/conntrack's Dump (like mdlayher/netlink's
 // Receive under it) gathers the whole multi-part answer before returning,

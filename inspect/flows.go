@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 // FlowList is `inspect conntrack -o json|yaml`.

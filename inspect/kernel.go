@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 	"golang.org/x/sys/unix"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/rules"
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 // ParsePacket reads `trace SRC DST:PORT[/PROTO]` (PROTO tcp, udp or sctp;

@@ -18,7 +18,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nldump"
 )
 
 // Entries added and deleted in batches. AddEntry and DeleteEntry send one

@@ -11,10 +11,10 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nldump"
 )
 
-// The reads of the sets stream through internal/nldump and parse each entry
+// The reads of the sets stream through internal/kernel/nldump and parse each entry
 // straight into an Entry. vishvananda/netlink (still used for the writes)
 // lists every set with every entry to name the sets, and parses an entry
 // into a struct of pointers and byte slices: at 10,000 Services a full read

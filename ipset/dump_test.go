@@ -7,7 +7,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nldump"
 )
 
 // One entry of hash:ip,port,ip as the kernel lists it.

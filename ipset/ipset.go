@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/stdlog"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/stdlog"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/ipvsproxy/ipvsproxy/listeners"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/listeners"
 	v1 "k8s.io/api/core/v1"
 )
 

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/listeners"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/listeners"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )

@@ -5,8 +5,8 @@ import (
 	"maps"
 	"net/netip"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"k8s.io/apimachinery/pkg/types"
 )
 

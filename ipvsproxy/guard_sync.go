@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/ipvsproxy/ipvsproxy/listeners"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/listeners"
 	"k8s.io/apimachinery/pkg/types"
 )
 

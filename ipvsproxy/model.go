@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/listeners"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/listeners"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"

@@ -34,11 +34,11 @@ var (
 // constructor, a Fake), except the pure functions and read-only variables
 // listed.
 var valueTypePackages = map[string][]string{
-	"ipvs":      {"ParseSchedulerFlags", "StockSchedulers"},
-	"ipset":     {"NewEntryMap", "EntriesNotIn"},
-	"iptables":  {"SavedRules"},
-	"conntrack": nil,
-	"listeners": nil,
+	"internal/kernel/ipvs":      {"ParseSchedulerFlags", "StockSchedulers"},
+	"ipset":                     {"NewEntryMap", "EntriesNotIn"},
+	"internal/kernel/iptables":  {"SavedRules"},
+	"conntrack":                 nil,
+	"internal/kernel/listeners": nil,
 }
 
 // allowedExternal are the modules outside the standard library the model may
@@ -81,7 +81,7 @@ func kernelReach(t *testing.T, dir string) []string {
 				if adapters[rel] == nil {
 					adapters[rel] = valueNames(t, filepath.Join(dir, moduleRoot(t, dir), rel), valueTypePackages[rel])
 				}
-				as := rel
+				as := rel[strings.LastIndex(rel, "/")+1:]
 				if imp.Name != nil {
 					as = imp.Name.Name
 				}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 // A Service chooses its own IPVS scheduler and the scheduler's flags, the

@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 // StaleUDPFlows returns conntrack filters for the UDP flows a Service change

@@ -1,6 +1,6 @@
 package ipvsproxy
 
-import "github.com/ipvsproxy/ipvsproxy/ipvs"
+import "github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 
 // VirtualServerChange is one attribute in which the kernel's virtual server
 // differs from the desired one of the same key.

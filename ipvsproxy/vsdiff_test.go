@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 // A field added to ipvs.VirtualServer must be compared, or the reconciler

@@ -1,7 +1,7 @@
 package servicestats
 
 import (
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"

@@ -5,8 +5,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 	"k8s.io/klog/v2"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/cleanup"
-	"github.com/ipvsproxy/ipvsproxy/nftables"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nftables"
 	"github.com/urfave/cli/v2"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"

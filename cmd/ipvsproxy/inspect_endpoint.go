@@ -10,8 +10,8 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/servicestats"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"

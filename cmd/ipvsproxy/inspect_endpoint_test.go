@@ -14,9 +14,9 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 )

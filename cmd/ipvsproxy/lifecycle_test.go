@@ -11,13 +11,13 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/doctable"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/ipvsproxy/ipvsproxy/servicestats"
 	"github.com/prometheus/client_golang/prometheus"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 func series(kv map[string]float64) metrics {

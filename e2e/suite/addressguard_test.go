@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 

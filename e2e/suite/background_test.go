@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/netif"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/vishvananda/netns"
 )
 

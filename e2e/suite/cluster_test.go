@@ -13,8 +13,8 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/vishvananda/netns"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

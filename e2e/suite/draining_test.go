@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 // Established TCP connections across endpoint and Service removal, measured

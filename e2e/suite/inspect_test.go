@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 // scenarioInspect: `ipvsproxy inspect` on a node running the seeds' kind of

@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
 

@@ -19,10 +19,10 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
 // The protocols besides TCP: a UDP flow that outlives its endpoint, SCTP

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/e2e/controlplane/cluster"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"

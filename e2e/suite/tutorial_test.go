@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
 

@@ -4,7 +4,7 @@
 #
 #   e2e/vm/test-in-vm.sh [--smoke] [--run REGEX] [PKG...]
 #
-#   PKG          Go packages of the product, e.g. ./ipvs ./netif (compiled with `go test -c`)
+#   PKG          Go packages of the product, e.g. ./internal/kernel/ipvs ./internal/kernel/netif (compiled with `go test -c`)
 #   --smoke      also run e2e/vm/smoke.sh: IPVS twos and a dummy interface work in the guest
 #   --run REGEX  passed to every binary as -test.run
 #   --bench REGEX  passed as -test.bench (with -test.benchmem); add --run '^$' for benchmarks only

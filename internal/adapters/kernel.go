@@ -8,13 +8,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/listeners"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/sysctl"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/listeners"
-	"github.com/ipvsproxy/ipvsproxy/netif"
-	"github.com/ipvsproxy/ipvsproxy/sysctl"
 )
 
 // Kernel bundles the adapters the proxier writes through. Tests pass the

@@ -7,10 +7,10 @@ import (
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nftables"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/nftables"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )

@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters/adapterstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nftables"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
-	"github.com/ipvsproxy/ipvsproxy/nftables"
 	v1 "k8s.io/api/core/v1"
 )
 

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
 )
 

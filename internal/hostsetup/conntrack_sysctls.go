@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/sysctl"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	"k8s.io/klog/v2"
 )
 

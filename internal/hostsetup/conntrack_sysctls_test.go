@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/sysctl"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/netif"
-	"github.com/ipvsproxy/ipvsproxy/sysctl"
 )
 
 // kube-proxy's getConntrackMax: max(maxPerCore × CPUs, min), capped.

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 // SchedulerSources are where the kernel's IPVS schedulers are read without

@@ -8,11 +8,11 @@ import (
 	"strings"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/sysctl"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/netif"
-	"github.com/ipvsproxy/ipvsproxy/sysctl"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )

@@ -1,7 +1,7 @@
 package owned
 
 import (
-	"github.com/ipvsproxy/ipvsproxy/iptables"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
 )
 
 // The chains the proxier owns. Their content depends only on the

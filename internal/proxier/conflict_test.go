@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 
 	v1 "k8s.io/api/core/v1"
 )

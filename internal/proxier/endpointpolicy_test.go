@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

@@ -6,8 +6,8 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
 )
 

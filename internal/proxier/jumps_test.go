@@ -9,12 +9,12 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	v1 "k8s.io/api/core/v1"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/netif"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	v1 "k8s.io/api/core/v1"
 )
 

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/listeners"
 	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/listeners"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )

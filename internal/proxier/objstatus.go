@@ -10,8 +10,8 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"

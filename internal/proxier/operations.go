@@ -8,10 +8,10 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 	"k8s.io/klog/v2"
 )
 

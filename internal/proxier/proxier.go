@@ -15,7 +15,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/events"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
 // batchingIPVS is the fake as the kernel's adapter looks to the reconciler:

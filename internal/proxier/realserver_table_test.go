@@ -12,9 +12,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
 // tableIPVS is the fake as the kernel's adapter looks to the full read: a

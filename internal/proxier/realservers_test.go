@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 )
 
 func rsAt(addr string, port uint16, weight int32) ipvs.RealServer {

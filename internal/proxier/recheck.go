@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"k8s.io/klog/v2"
 )

@@ -3,7 +3,7 @@ package proxier
 import (
 	"net/netip"
 
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"k8s.io/klog/v2"
 )

@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 )
 
 // Service CIDRs are made local with one `local` route each on kube-ipvs0

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/hostsetup"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"

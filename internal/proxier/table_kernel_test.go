@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters/adapterstest"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 	v1 "k8s.io/api/core/v1"
 )
 

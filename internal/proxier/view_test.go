@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
 // A virtual server whose real servers the kernel holds exactly keeps the

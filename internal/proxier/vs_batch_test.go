@@ -10,8 +10,8 @@ import (
 
 	"k8s.io/client-go/tools/record"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
-	"github.com/ipvsproxy/ipvsproxy/ipvs"
 )
 
 // creatingIPVS is the fake as the kernel's adapter looks to the reconciler:

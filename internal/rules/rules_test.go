@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 )

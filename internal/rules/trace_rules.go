@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/ipset"
-	"github.com/ipvsproxy/ipvsproxy/iptables"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 )

@@ -19,8 +19,8 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/harness/netns"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
-	"github.com/ipvsproxy/ipvsproxy/netif"
 	vnetns "github.com/vishvananda/netns"
 	"k8s.io/klog/v2"
 )

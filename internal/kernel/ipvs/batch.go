@@ -8,7 +8,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nldump"
 )
 
 // IPVS commands and real-server attributes the batched writes send

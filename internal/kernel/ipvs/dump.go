@@ -10,10 +10,10 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nldump"
 )
 
-// The reads of the IPVS table stream through internal/nldump and parse
+// The reads of the IPVS table stream through internal/kernel/nldump and parse
 // each answer straight into VirtualServer and RealServer. moby/ipvs (still
 // used for the writes but those of real servers in batches, batch.go)
 // gathers a whole dump, copies it, and parses every

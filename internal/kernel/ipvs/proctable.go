@@ -12,7 +12,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nsthread"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nsthread"
 )
 
 // Every virtual server's real servers in one read. IPVS's netlink interface

@@ -9,7 +9,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nldump"
 )
 
 // Addresses read in one streamed dump. The netlink library's AddrList

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nsthread"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nsthread"
 	"github.com/vishvananda/netns"
 )
 

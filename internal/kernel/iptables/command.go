@@ -11,7 +11,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nsthread"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nsthread"
 )
 
 // commandTimeout bounds one iptables command. The xtables lock wait is

@@ -9,8 +9,8 @@ import (
 
 	mobyipvs "github.com/moby/ipvs"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/nldump"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
-	"github.com/ipvsproxy/ipvsproxy/internal/nldump"
 	"golang.org/x/sys/unix"
 )
 

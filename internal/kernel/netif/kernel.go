@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/stdlog"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/stdlog"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
