@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
-	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 	"k8s.io/klog/v2"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nodelock"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/nodelock"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"

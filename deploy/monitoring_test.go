@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 
-	"github.com/ipvsproxy/ipvsproxy/metrics"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/metrics"
 )
 
 // The monitoring shipped with a release (deploy/monitoring) is checked with

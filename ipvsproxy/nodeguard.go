@@ -42,7 +42,7 @@ func APIServerAddresses(slices_ []*EndpointSlice) []netip.Addr {
 
 // ClusterNodes tracks the addresses of every Node of the cluster, for the
 // address guard: from an informer on all Nodes (Set, Delete), or from the
-// EndpointSlices that publish them (SetPublished; internal/nodeaddresses),
+// EndpointSlices that publish them (SetPublished; internal/daemon/nodeaddresses),
 // which change only when an address does. Only names and addresses are kept.
 type ClusterNodes struct {
 	mu     sync.Mutex

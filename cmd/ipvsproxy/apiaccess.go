@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/events"
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"k8s.io/klog/v2"
 )

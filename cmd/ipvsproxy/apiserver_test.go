@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi/kubeapitest"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeproxyconfig"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeproxyconfig"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"
@@ -14,7 +14,7 @@ import (
 )
 
 // --config: a KubeProxyConfiguration read into the flags of `run`
-// (internal/kubeproxyconfig translates it), unless a flag was given
+// (internal/daemon/kubeproxyconfig translates it), unless a flag was given
 // explicitly (on the command line or as IPVSPROXY_*).
 
 // configFileResult is what applying a file did, for the start-up log.

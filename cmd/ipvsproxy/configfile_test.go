@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeproxyconfig"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeproxyconfig"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
 )

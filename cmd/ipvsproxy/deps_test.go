@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The daemon's binary reaches the API through internal/kubeapi alone: linking
+// The daemon's binary reaches the API through internal/daemon/kubeapi alone: linking
 // client-go's clientset, its informer factory or the all-groups scheme puts
 // every API group's code back in every node's memory (about 17 MiB of the
 // daemon's start, docs/performance.md); client-go's generic typed client

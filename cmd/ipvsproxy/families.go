@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/iptables"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/sysctl"
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi/kubeapitest"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/sysctl"
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
 	v1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeproxyconfig"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeproxyconfig"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
-	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/nodeaddresses"
 	"github.com/ipvsproxy/ipvsproxy/internal/sharedslices"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"

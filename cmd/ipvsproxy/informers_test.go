@@ -13,8 +13,8 @@ import (
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
-	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi/kubeapitest"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/nodeaddresses"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"

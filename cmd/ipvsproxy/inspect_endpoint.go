@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/ipvsproxy/ipvsproxy/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/inspectserver"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/servicestats"

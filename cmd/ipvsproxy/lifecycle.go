@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/nodelock"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/nodelock"
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"
 )

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/nodelock"
 	"github.com/ipvsproxy/ipvsproxy/internal/kerneltest"
 	"github.com/ipvsproxy/ipvsproxy/internal/netnstest"
-	"github.com/ipvsproxy/ipvsproxy/internal/nodelock"
 )
 
 // holdNodeLock is this test binary run as a first ipvsproxy

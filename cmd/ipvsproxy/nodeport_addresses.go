@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 )

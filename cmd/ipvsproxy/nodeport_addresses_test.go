@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi/kubeapitest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"

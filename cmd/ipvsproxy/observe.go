@@ -1,8 +1,8 @@
 package main
 
 import (
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/metrics"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
-	"github.com/ipvsproxy/ipvsproxy/metrics"
 )
 
 // observeSyncKind feeds kube-proxy's full/partial sync histograms.

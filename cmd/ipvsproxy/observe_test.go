@@ -18,9 +18,9 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/ipset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/metrics"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"

@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/healthcheck"
-	"github.com/ipvsproxy/ipvsproxy/metrics"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/rest"

@@ -8,7 +8,7 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"github.com/ipvsproxy/ipvsproxy/metrics"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/metrics"
 	"github.com/urfave/cli/v2"
 	"k8s.io/client-go/rest"
 )

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
-	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/nodeaddresses"
 	"github.com/urfave/cli/v2"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -21,7 +21,7 @@ import (
 // their addresses in EndpointSlices of its namespace, which change only
 // when an address does; the daemons, run with
 // --node-addresses-from=endpointslices, read those instead of each
-// watching every Node (internal/nodeaddresses).
+// watching every Node (internal/daemon/nodeaddresses).
 func publishCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "publish-node-addresses",

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	networking "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/healthcheck"
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi/kubeapitest"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi/kubeapitest"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"

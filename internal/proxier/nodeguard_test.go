@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/nodeaddresses"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/listeners"
-	"github.com/ipvsproxy/ipvsproxy/internal/nodeaddresses"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 	v1 "k8s.io/api/core/v1"

@@ -6,8 +6,8 @@ package kubeapitest
 import (
 	"context"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/internal/events"
-	"github.com/ipvsproxy/ipvsproxy/internal/kubeapi"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	networking "k8s.io/api/networking/v1"

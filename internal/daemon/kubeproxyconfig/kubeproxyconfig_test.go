@@ -104,7 +104,7 @@ func walkFields(t reflect.Type, prefix string, out *[]string) {
 // docs/kube-proxy-config.md lists every field, so the operator's table and
 // the code's cannot drift apart.
 func TestKubeProxyConfigDocListsEveryField(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/kube-proxy-config.md")
+	doc, err := os.ReadFile("../../../docs/kube-proxy-config.md")
 	if err != nil {
 		t.Fatal(err)
 	}

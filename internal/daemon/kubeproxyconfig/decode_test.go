@@ -8,7 +8,7 @@ import (
 )
 
 func kubeadmFile(t *testing.T) string {
-	b, err := os.ReadFile("../../cmd/ipvsproxy/testdata/kubeadm-config.conf")
+	b, err := os.ReadFile("../../../cmd/ipvsproxy/testdata/kubeadm-config.conf")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,7 +228,7 @@ func (s eventSink) Patch(e *v1.Event, data []byte) (*v1.Event, error) {
 }
 
 // SliceWriter reads and writes EndpointSlices namespace by namespace: the
-// Node address publisher's (internal/nodeaddresses), never the daemon's.
+// Node address publisher's (internal/daemon/nodeaddresses), never the daemon's.
 type SliceWriter struct{ client rest.Interface }
 
 // NewSliceWriter is the EndpointSlice writer for a REST configuration.

@@ -11,7 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 )
 
 // startStatus runs ServeStatus on a fresh loopback port until the test ends.

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/ipvsproxy/ipvsproxy/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 )
 
 // ProxyMode is what /proxyMode answers: kube-proxy's name for this data plane.
