@@ -28,7 +28,7 @@ BIN       := bin/ipvsproxy
 export CGO_ENABLED := 0
 export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 # Packages whose real-kernel half needs IPVS, the dummy driver or SCTP: they run in the VM.
-VM_PKGS   := ./internal/kernel/ipvs ./internal/kernel/netif ./ipvsproxy ./internal/proxier ./inspect ./internal/kernel/listeners
+VM_PKGS   := ./internal/kernel/ipvs ./internal/kernel/netif ./ipvsproxy ./internal/proxier ./internal/inspect ./internal/kernel/listeners
 
 .PHONY: all build test unit vm-test e2e demo deps fuzz bench clean fresh-check
 

@@ -14,7 +14,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 
 	"github.com/ipvsproxy/ipvsproxy/conntrack"
-	"github.com/ipvsproxy/ipvsproxy/inspect"
+	"github.com/ipvsproxy/ipvsproxy/internal/inspect"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
