@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
-	"github.com/ipvsproxy/ipvsproxy/inspectserver"
 	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/inspect"
 	"k8s.io/klog/v2"
 )
 
@@ -22,7 +22,7 @@ import (
 // a sync every 100 ms (ten times the daemon's --ipvs-min-sync-period), in a
 // cluster of 10,000 Services while HTTP clients GET the inspect snapshot
 // without pause over loopback, each reading every answer whole, from the
-// endpoint as the daemon serves it (inspectserver.Handler with its default
+// endpoint as the daemon serves it (inspect.Handler with its default
 // limits, on healthcheck.Serve). Reported: the syncs' p50 and p99, and per
 // sync the snapshots answered (200) and the GETs refused while 4 answers
 // were in flight (503). Every sync is a new generation, so the endpoint
@@ -42,9 +42,9 @@ func BenchmarkEndpointChangeUnderInspectClients(b *testing.B) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			served := make(chan error, 1)
-			handler := inspectserver.Handler(inspectserver.Source{Generation: p.SnapshotGeneration, Snapshot: p.Snapshot}, inspectserver.DefaultLimits)
+			handler := inspect.Handler(inspect.Source{Generation: p.SnapshotGeneration, Snapshot: p.Snapshot}, inspect.DefaultLimits)
 			go func() { served <- healthcheck.Serve(ctx, ln, handler) }()
-			url := "http://" + ln.Addr().String() + inspectserver.SnapshotPath
+			url := "http://" + ln.Addr().String() + inspect.SnapshotPath
 
 			var wg sync.WaitGroup
 			var answered, refused, failed atomic.Int64

@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/ipvsproxy/ipvsproxy/inspectserver"
 	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/inspect"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/servicestats"
@@ -50,24 +50,24 @@ func statusAndInspectServers(c *cli.Context, reg *prometheus.Registry, p *proxie
 		}
 	}
 	profiling := c.Bool("profiling")
-	var metrics, inspect http.Handler
+	var metricsHTTP, inspectHTTP http.Handler
 	if metricsAddr != "" {
-		metrics = metricsHandler(reg, profiling)
+		metricsHTTP = metricsHandler(reg, profiling)
 	}
 	inspectAddr := ""
 	if c.Bool("inspect-endpoint") {
 		inspectAddr = inspectBindAddress(c.String("inspect-bind-address"), metricsAddr)
-		inspect = inspectserver.Handler(inspectserver.Source{Generation: p.SnapshotGeneration, Snapshot: p.Snapshot}, inspectserver.DefaultLimits)
+		inspectHTTP = inspect.Handler(inspect.Source{Generation: p.SnapshotGeneration, Snapshot: p.Snapshot}, inspect.DefaultLimits)
 	}
 	opts := metricsServerOptions(profiling)
 	var servers []statusServer
 	for _, l := range planStatusListeners(metricsAddr, inspectAddr) {
 		mux := http.NewServeMux()
 		if l.inspect {
-			mux.Handle(inspectserver.Prefix, onlyDialledAt(l.inspectGate, inspect))
+			mux.Handle(inspect.Prefix, onlyDialledAt(l.inspectGate, inspectHTTP))
 		}
 		if l.metrics {
-			mux.Handle("/", onlyDialledAt(l.metricsGate, metrics))
+			mux.Handle("/", onlyDialledAt(l.metricsGate, metricsHTTP))
 		}
 		addr, what := l.addr, l.what()
 		servers = append(servers, statusServer{what: what, addr: addr, serve: func(ctx context.Context) error {

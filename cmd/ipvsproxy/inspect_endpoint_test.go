@@ -13,7 +13,7 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
-	"github.com/ipvsproxy/ipvsproxy/inspectserver"
+	"github.com/ipvsproxy/ipvsproxy/internal/inspect"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
@@ -130,12 +130,12 @@ func TestInspectEndpointIsOnLoopbackUnlessAskedFor(t *testing.T) {
 			startStatusServers(t, ctx, p, append(args, "--metrics-bind-address="+net.JoinHostPort(c.metrics, port))...)
 			url := func(host, path string) string { return "http://" + net.JoinHostPort(host, port) + path }
 			for _, h := range c.inspectHere {
-				if got := statusOf(url(h, inspectserver.SnapshotPath)); got != http.StatusOK {
+				if got := statusOf(url(h, inspect.SnapshotPath)); got != http.StatusOK {
 					t.Errorf("inspect on %s: %d, want 200", h, got)
 				}
 			}
 			for _, h := range c.inspectNotHere {
-				if got := statusOf(url(h, inspectserver.SnapshotPath)); got != http.StatusNotFound {
+				if got := statusOf(url(h, inspect.SnapshotPath)); got != http.StatusNotFound {
 					t.Errorf("inspect on %s: %d, want 404 (not served there)", h, got)
 				}
 			}

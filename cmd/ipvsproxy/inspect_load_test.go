@@ -20,8 +20,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/ours"
 	"github.com/ipvsproxy/ipvsproxy/benchmarks/shape"
-	"github.com/ipvsproxy/ipvsproxy/inspectserver"
 	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/inspect"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
@@ -165,7 +165,7 @@ func (l inspectLoad) run(t testing.TB) inspectLoadResult {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	metricsAddr, healthAddr := daemonStatusServers(t, ctx, p)
-	snapshotURL := "http://" + metricsAddr + inspectserver.SnapshotPath
+	snapshotURL := "http://" + metricsAddr + inspect.SnapshotPath
 
 	var res inspectLoadResult
 	resp, err := http.Get(snapshotURL)
@@ -183,13 +183,13 @@ func (l inspectLoad) run(t testing.TB) inspectLoadResult {
 	res.baseHeap = heapObjects()
 	// What the design allows above the base: the Snapshot being encoded
 	// (about as large as its JSON), the compressed encodings that answers
-	// in flight hold (inspectserver.DefaultLimits.MaxInFlight of them, the
+	// in flight hold (inspect.DefaultLimits.MaxInFlight of them, the
 	// current one and the one being made; a quarter of the JSON each at
 	// most, a tenth in fact), and 64 MiB for every connection's buffers and
 	// goroutine, the clients' included; all times the collector's 1.25.
 	// Encoding per request, the endpoint held a copy of the JSON per answer
 	// in flight (two while it was made).
-	allowed := uint64(res.snapshotBytes) + uint64(inspectserver.DefaultLimits.MaxInFlight+2)*uint64(res.snapshotBytes)/4 + 64<<20
+	allowed := uint64(res.snapshotBytes) + uint64(inspect.DefaultLimits.MaxInFlight+2)*uint64(res.snapshotBytes)/4 + 64<<20
 	res.heapBound = res.baseHeap + allowed*5/4
 
 	loadCtx, stopLoad := context.WithTimeout(ctx, l.duration)
@@ -307,7 +307,7 @@ func slowSnapshotReader(ctx context.Context, addr string) {
 			continue
 		}
 		stop := context.AfterFunc(ctx, func() { c.Close() })
-		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", inspectserver.SnapshotPath)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", inspect.SnapshotPath)
 		for ctx.Err() == nil {
 			c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			if _, err := c.Read(buf); err != nil {
@@ -365,7 +365,7 @@ func steadyRequests(ctx context.Context, addr string, perSecond int, requests, r
 		default:
 			continue // as many outstanding as the client keeps
 		}
-		method, path := http.MethodGet, inspectserver.SnapshotPath
+		method, path := http.MethodGet, inspect.SnapshotPath
 		switch i % 3 {
 		case 1:
 			method = http.MethodHead

@@ -3,8 +3,13 @@
 // on kube-ipvs0, the KUBE-* ipsets, conntrack flow counts) through the
 // read side of the kernel adapters, names each object by the Kubernetes
 // Service it serves from the proxier's Snapshot (fetched from the daemon's
-// read-only endpoint, package inspectserver, or built from the API server),
-// compares the two (--check), and renders a table, JSON or YAML.
+// read-only endpoint, or built from the API server), compares the two
+// (--check), and renders a table, JSON or YAML.
+//
+// It also holds that endpoint (endpoint.go): the daemon serves the
+// proxier's Snapshot (desired state, Kubernetes names, sync status) as JSON
+// under /inspect/v1/ on the metrics address. The endpoint answers GET and
+// HEAD only: there is no write path.
 //
 // It never writes to the kernel: it calls no adapter method that changes
 // anything. The packet tracer is internal/rules' TracePacket over the

@@ -12,7 +12,6 @@ import (
 
 	"github.com/ipvsproxy/ipvsproxy/internal/snapshot"
 
-	"github.com/ipvsproxy/ipvsproxy/inspectserver"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
@@ -32,7 +31,7 @@ func FetchSnapshot(ctx context.Context, addr string) (snapshot.Snapshot, string,
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	url := strings.TrimSuffix(base, "/") + inspectserver.SnapshotPath
+	url := strings.TrimSuffix(base, "/") + SnapshotPath
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

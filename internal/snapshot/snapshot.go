@@ -15,8 +15,8 @@ import (
 
 // Snapshot is a read-only copy of what the proxier wants from this node's
 // kernel, with the Kubernetes names of every object and the sync status.
-// The daemon serves it as JSON to `ipvsproxy inspect` (package
-// inspectserver); inspect names the kernel's objects with it, compares the
+// The daemon serves it as JSON to `ipvsproxy inspect` (inspect.Handler);
+// inspect names the kernel's objects with it, compares the
 // kernel against it (--check) and traces packets through it (Trace). It is
 // the same desired state the reconciler writes, never a second computation.
 type Snapshot struct {

@@ -1,4 +1,4 @@
-package inspectserver
+package inspect
 
 import (
 	"bytes"
