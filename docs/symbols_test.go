@@ -78,7 +78,7 @@ func declared(t *testing.T, root string) (map[string]map[string]bool, []*ast.Fil
 
 // ourPackage matches a reference in prose to an exported name of one of the
 // product's packages: ipvs.RealServerTable, healthcheck.ProxyHealth.CountResponses.
-var ourPackage = regexp.MustCompile(`\b(ipvsproxy|ipvs|ipset|netif|iptables|conntrack|nftables|sysctl|listeners|inspect|servicestats|metrics|healthcheck|proxier|rules|snapshot|owned|adapters|hostsetup|kubeproxyconfig|events|kubeapi|nldump|nodelock|doctable)\.([A-Z][A-Za-z0-9_]*)(?:\.([A-Z][A-Za-z0-9_]*))?`)
+var ourPackage = regexp.MustCompile(`\b(ipvsproxy|ipvs|ipset|netif|iptables|conntrack|nftables|sysctl|listeners|inspect|metrics|healthcheck|proxier|rules|snapshot|owned|adapters|hostsetup|kubeproxyconfig|events|kubeapi|nldump|nodelock|doctable)\.([A-Z][A-Za-z0-9_]*)(?:\.([A-Z][A-Za-z0-9_]*))?`)
 
 // TestCommentsNameExistingDeclarations fails on a comment of the main
 // module that names a package's declaration the package does not have: a

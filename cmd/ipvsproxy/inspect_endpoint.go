@@ -9,10 +9,10 @@ import (
 	"strconv"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/metrics"
 	"github.com/ipvsproxy/ipvsproxy/internal/inspect"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
-	"github.com/ipvsproxy/ipvsproxy/servicestats"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 	"k8s.io/klog/v2"
@@ -45,7 +45,7 @@ func statusAndInspectServers(c *cli.Context, reg *prometheus.Registry, p *proxie
 		if !ok {
 			return nil, fmt.Errorf("--metrics-per-service: the IPVS adapter cannot read counters")
 		}
-		if err := reg.Register(servicestats.New(p.VirtualServerNames, stats)); err != nil {
+		if err := reg.Register(metrics.NewServiceStats(p.VirtualServerNames, stats)); err != nil {
 			return nil, fmt.Errorf("--metrics-per-service: %w", err)
 		}
 	}

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/metrics"
 	"github.com/ipvsproxy/ipvsproxy/internal/doctable"
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/servicestats"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	clientmetrics "k8s.io/client-go/tools/metrics"
@@ -55,7 +55,7 @@ func servedMetrics(t *testing.T) map[string]servedMetric {
 	// client-go's hooks, as a request through the REST client calls them.
 	clientmetrics.RequestResult.Increment(context.Background(), "200", "GET", "api")
 	clientmetrics.RequestLatency.Observe(context.Background(), "GET", url.URL{Host: "api"}, time.Millisecond)
-	// --metrics-per-service registers servicestats' collector on the same
+	// --metrics-per-service registers metrics.ServiceStats on the same
 	// registry (statusAndInspectServer); one named virtual server with
 	// counters.
 	key := ipvs.VirtualServerKey{Address: netip.MustParseAddr("10.96.0.10"), Port: 53, Protocol: ipvs.UDP}
@@ -66,7 +66,7 @@ func servedMetrics(t *testing.T) map[string]servedMetric {
 	names := func() map[ipvs.VirtualServerKey]ipvsproxy.ServicePortName {
 		return map[ipvs.VirtualServerKey]ipvsproxy.ServicePortName{key: {NamespacedName: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, Port: "dns", Protocol: "UDP"}}
 	}
-	m.Registry.MustRegister(servicestats.New(names, fake))
+	m.Registry.MustRegister(metrics.NewServiceStats(names, fake))
 
 	families, err := m.Registry.Gather()
 	if err != nil {

@@ -317,7 +317,7 @@ func allowedSchedulers(cfg *ipvsproxy.Config, src hostsetup.SchedulerSources) {
 }
 
 // newDaemonMetrics is the registry the daemon serves on /metrics (with
-// --metrics-per-service, statusAndInspectServer adds servicestats' collector);
+// --metrics-per-service, statusAndInspectServer adds metrics.ServiceStats);
 // docs/metrics.md lists every metric and label in it, and a test holds the two
 // equal.
 func newDaemonMetrics() *metrics.Metrics {

@@ -12,5 +12,7 @@
 // creates one with New and hands it to the proxier, and each test gets a
 // fresh one.
 //
-// It never touches the kernel; it only counts what the proxier reports.
+// It never writes to the kernel. It counts what the proxier reports, and
+// the per-Service collector (ServiceStats, off by default) reads the IPVS
+// counters at each scrape.
 package metrics

@@ -1,4 +1,4 @@
-package servicestats
+package metrics
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func TestCountersAreSummedPerServicePort(t *testing.T) {
 		return map[ipvs.VirtualServerKey]ipvsproxy.ServicePortName{cluster: web, nodePort: web}
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(New(names, f))
+	reg.MustRegister(NewServiceStats(names, f))
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
