@@ -13,7 +13,7 @@ import (
 )
 
 // SchedulerSources are where the kernel's IPVS schedulers are read without
-// loading any: asking IPVS itself (ProbeScheduler) makes the kernel load
+// loading any: asking IPVS itself (probeScheduler) makes the kernel load
 // ip_vs_<name> for the question.
 type SchedulerSources struct {
 	// ProcModules lists the loaded modules (/proc/modules, the host's in a

@@ -85,7 +85,7 @@ func Prepare(cfg ipvsproxy.Config, k adapters.Kernel, kernelRelease string) (Pre
 // was not named and the kernel lacks it (fellBack); an error when a named
 // scheduler is missing.
 func ChooseScheduler(h ipvs.Interface, cfg ipvsproxy.Config) (_ ipvsproxy.Config, fellBack bool, _ error) {
-	ok, err := ProbeScheduler(h, cfg.Scheduler)
+	ok, err := probeScheduler(h, cfg.Scheduler)
 	switch {
 	case err != nil:
 		return cfg, false, err
@@ -98,7 +98,7 @@ func ChooseScheduler(h ipvs.Interface, cfg ipvsproxy.Config) (_ ipvsproxy.Config
 		return cfg, false, fmt.Errorf("--ipvs-scheduler=%s: the kernel has no such IPVS scheduler (module ip_vs_%s missing or not built): %w",
 			cfg.Scheduler, cfg.Scheduler, ipvs.ErrNoScheduler)
 	}
-	if ok, err := ProbeScheduler(h, FallbackScheduler); err != nil || !ok {
+	if ok, err := probeScheduler(h, FallbackScheduler); err != nil || !ok {
 		return cfg, false, fmt.Errorf("the kernel has neither the default IPVS scheduler %s nor the fallback %s: %w",
 			cfg.Scheduler, FallbackScheduler, errors.Join(err, ipvs.ErrNoScheduler))
 	}
@@ -111,11 +111,11 @@ func ChooseScheduler(h ipvs.Interface, cfg ipvsproxy.Config) (_ ipvsproxy.Config
 	return cfg, true, nil
 }
 
-// ProbeScheduler reports whether the kernel has the IPVS scheduler: it
+// probeScheduler reports whether the kernel has the IPVS scheduler: it
 // creates and deletes a throw-away virtual server on a documentation
 // address, the only reliable test, since schedulers are modules the kernel
 // loads on first use.
-func ProbeScheduler(h ipvs.Interface, scheduler string) (bool, error) {
+func probeScheduler(h ipvs.Interface, scheduler string) (bool, error) {
 	for port := uint16(1); port <= 3; port++ {
 		vs := ipvs.VirtualServer{VirtualServerKey: ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("192.0.2.254"), Port: port}, Scheduler: scheduler}
 		err := h.AddVirtualServer(vs)

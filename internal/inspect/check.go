@@ -25,17 +25,17 @@ const (
 
 // Kinds of Difference.
 const (
-	DiffMissing = "missing"
-	DiffExtra   = "extra"
+	diffMissing = "missing"
+	diffExtra   = "extra"
 	// wrong- and an attribute of ipvsproxy.VirtualServerChange: what the
 	// reconciler rewrites.
-	DiffScheduler      = "wrong-scheduler"
-	DiffSchedulerFlags = "wrong-scheduler-flags"
-	DiffPersistence    = "wrong-persistence"
-	DiffWeight         = "wrong-weight"
-	// DiffForeign is not a difference: a virtual server the proxier does
+	diffScheduler      = "wrong-scheduler"
+	diffSchedulerFlags = "wrong-scheduler-flags"
+	diffPersistence    = "wrong-persistence"
+	diffWeight         = "wrong-weight"
+	// diffForeign is not a difference: a virtual server the proxier does
 	// not own and will never touch, listed so a person knows it is there.
-	DiffForeign = "foreign"
+	diffForeign = "foreign"
 )
 
 // Difference is one way the kernel differs from the desired state.
@@ -120,9 +120,9 @@ func Check(k KernelState, snap snapshot.Snapshot) CheckResult {
 				continue
 			}
 			if owner(key) == "foreign" {
-				res.Foreign = append(res.Foreign, Difference{Kind: DiffForeign, Object: object, Have: kvs.Scheduler})
+				res.Foreign = append(res.Foreign, Difference{Kind: diffForeign, Object: object, Have: kvs.Scheduler})
 			} else {
-				diff(DiffExtra, object, "", "", kvs.Scheduler)
+				diff(diffExtra, object, "", "", kvs.Scheduler)
 			}
 			continue
 		}
@@ -143,18 +143,18 @@ func Check(k KernelState, snap snapshot.Snapshot) CheckResult {
 			case !ok && draining[key][krs.RealServerKey] && krs.Weight == 0:
 				// Draining at weight 0 until its connections end: expected.
 			case !ok:
-				diff(DiffExtra, rsObject, svc, "", fmt.Sprintf("weight %d", krs.Weight))
+				diff(diffExtra, rsObject, svc, "", fmt.Sprintf("weight %d", krs.Weight))
 			case w != krs.Weight:
-				diff(DiffWeight, rsObject, svc, fmt.Sprintf("weight %d", w), fmt.Sprintf("weight %d", krs.Weight))
+				diff(diffWeight, rsObject, svc, fmt.Sprintf("weight %d", w), fmt.Sprintf("weight %d", krs.Weight))
 			}
 		}
 		for _, rk := range slices.SortedFunc(maps.Keys(wantRS), compareRealKeys) {
-			diff(DiffMissing, fmt.Sprintf("real server %s of %s", rk, key), svc, fmt.Sprintf("weight %d", wantRS[rk]), "")
+			diff(diffMissing, fmt.Sprintf("real server %s of %s", rk, key), svc, fmt.Sprintf("weight %d", wantRS[rk]), "")
 		}
 	}
 	for _, d := range snap.VirtualServers {
 		if !inKernel[d.VirtualServerKey] {
-			diff(DiffMissing, "virtual server "+d.VirtualServerKey.String(), d.ServicePort(), d.Scheduler, "")
+			diff(diffMissing, "virtual server "+d.VirtualServerKey.String(), d.ServicePort(), d.Scheduler, "")
 		}
 	}
 	// Addresses on kube-ipvs0 (nothing inside --ipvs-exclude-cidrs is ours).
@@ -166,12 +166,12 @@ func Check(k KernelState, snap snapshot.Snapshot) CheckResult {
 	}
 	for _, a := range snap.Addresses {
 		if !bound[a] {
-			diff(DiffMissing, "address "+a.String()+" on "+owned.DummyInterface, "", "bound", "")
+			diff(diffMissing, "address "+a.String()+" on "+owned.DummyInterface, "", "bound", "")
 		}
 		delete(bound, a)
 	}
 	for _, a := range slices.SortedFunc(maps.Keys(bound), netip.Addr.Compare) {
-		diff(DiffExtra, "address "+a.String()+" on "+owned.DummyInterface, "", "", "bound")
+		diff(diffExtra, "address "+a.String()+" on "+owned.DummyInterface, "", "", "bound")
 	}
 	// Service CIDR routes on kube-ipvs0 (only ours are listed: proto 233).
 	routed := map[netip.Prefix]bool{}
@@ -180,12 +180,12 @@ func Check(k KernelState, snap snapshot.Snapshot) CheckResult {
 	}
 	for _, p := range snap.Routes {
 		if !routed[p] {
-			diff(DiffMissing, "local route "+p.String()+" on "+owned.DummyInterface, "", "routed", "")
+			diff(diffMissing, "local route "+p.String()+" on "+owned.DummyInterface, "", "routed", "")
 		}
 		delete(routed, p)
 	}
 	for _, p := range slices.SortedFunc(maps.Keys(routed), func(a, b netip.Prefix) int { return comparePrefixes(a, b) }) {
-		diff(DiffExtra, "local route "+p.String()+" on "+owned.DummyInterface, "", "", "routed")
+		diff(diffExtra, "local route "+p.String()+" on "+owned.DummyInterface, "", "", "routed")
 	}
 	// Members of the owned sets.
 	wantSets := map[string]map[ipset.Entry]bool{}
@@ -217,7 +217,7 @@ func Check(k KernelState, snap snapshot.Snapshot) CheckResult {
 	for _, name := range proxier.OwnedSetNames(snap.Config.Families) {
 		ks, ok := k.Sets[name]
 		if !ok {
-			diff(DiffMissing, "ipset "+name, "", "present", "")
+			diff(diffMissing, "ipset "+name, "", "present", "")
 			continue
 		}
 		want := wantSets[name]
@@ -225,7 +225,7 @@ func Check(k KernelState, snap snapshot.Snapshot) CheckResult {
 		for _, e := range ks.Entries {
 			have[e] = true
 			if !want[e] {
-				diff(DiffExtra, "member "+e.String(ks.Type)+" of ipset "+name, "", "", "present")
+				diff(diffExtra, "member "+e.String(ks.Type)+" of ipset "+name, "", "", "present")
 			}
 		}
 		var missing []string
@@ -236,7 +236,7 @@ func Check(k KernelState, snap snapshot.Snapshot) CheckResult {
 		}
 		slices.Sort(missing)
 		for _, m := range missing {
-			diff(DiffMissing, m, "", "present", "")
+			diff(diffMissing, m, "", "present", "")
 		}
 	}
 	slices.SortStableFunc(res.Differences, func(a, b Difference) int { return strings.Compare(a.Object, b.Object) })

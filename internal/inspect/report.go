@@ -23,7 +23,7 @@ import (
 // fields may appear.
 const (
 	APIVersion = "ipvsproxy.io/inspect/v1"
-	KindReport = "InspectReport"
+	kindReport = "InspectReport"
 )
 
 // Report is what `ipvsproxy inspect` shows.
@@ -133,7 +133,7 @@ type Set struct {
 
 // NewReport joins the kernel view with the snapshot (nil: unnamed).
 func NewReport(k KernelState, snap *snapshot.Snapshot, namesFrom string, now time.Time) Report {
-	r := Report{APIVersion: APIVersion, Kind: KindReport, Time: now, NamesFrom: namesFrom,
+	r := Report{APIVersion: APIVersion, Kind: kindReport, Time: now, NamesFrom: namesFrom,
 		Warnings: append([]string{}, k.Warnings...), VirtualServers: []VirtualServer{}, Addresses: []Address{}, Routes: []Route{}, Sets: []Set{}}
 	if k.DummyMissing {
 		r.Warnings = append(r.Warnings, owned.DummyInterface+" does not exist: the proxier has not run here, or was cleaned up")

@@ -81,8 +81,8 @@ func IPTables(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalDet
 	// rules decide (kube-proxy's RETURN): a host firewall may restrict the
 	// node ports and addresses tenants open. --accept-service-traffic
 	// accepts it here instead, ahead of any rule of the host's.
-	w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainIPVSFilter, set(owned.SetIPVSServices), ServiceVerdict(cfg))
-	w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainIPVSFilter, set(owned.SetNodePorts), ServiceVerdict(cfg))
+	w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainIPVSFilter, set(owned.SetIPVSServices), serviceVerdict(cfg))
+	w("-A %s -m set --match-set %s dst,dst -j %s", owned.ChainIPVSFilter, set(owned.SetNodePorts), serviceVerdict(cfg))
 	// Load balancer probes to LB-IP:healthCheckNodePort (kubernetes#117723),
 	// accepted whatever the host's rules, as kube-proxy's KUBE-NODE-PORT
 	// filter chain does: a load balancer must see a node's answer.
@@ -113,10 +113,10 @@ func IPTables(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalDet
 	return b.String()
 }
 
-// ServiceVerdict is what KUBE-IPVS-FILTER does with traffic to a virtual
+// serviceVerdict is what KUBE-IPVS-FILTER does with traffic to a virtual
 // server: RETURN to the host's INPUT rules, or ACCEPT ahead of them with
 // --accept-service-traffic.
-func ServiceVerdict(cfg ipvsproxy.Config) string {
+func serviceVerdict(cfg ipvsproxy.Config) string {
 	if cfg.AcceptServiceTraffic {
 		return "ACCEPT"
 	}

@@ -213,7 +213,7 @@ func traceRules(cfg ipvsproxy.Config, family v1.IPFamily, local ipvsproxy.LocalD
 			return fmt.Sprintf("%s has traffic policy Local and no endpoint on this node, and %s is not in-cluster traffic (pods are %s): dropped silently, as the Kubernetes docs say", st.dst, st.pkt.Source, local)
 		},
 	})
-	verdict := ServiceVerdict(cfg)
+	verdict := serviceVerdict(cfg)
 	hostRules := "returned to INPUT: the host's own rules decide next, as under kube-proxy (the trace assumes they let it through)"
 	if verdict == "ACCEPT" {
 		hostRules = "accepted, whatever the host firewall says later (--accept-service-traffic)"

@@ -2,12 +2,12 @@ package healthcheck
 
 import "time"
 
-// ListFailureStale is how long a failed list of a required resource counts
+// listFailureStale is how long a failed list of a required resource counts
 // without a newer failure. While a list keeps failing client-go's reflector
 // retries at least every minute (30 s backoff cap, doubled by its jitter),
 // so an older failure is one the reflector has since got past, even when
 // nothing told us of the success.
-const ListFailureStale = 90 * time.Second
+const listFailureStale = 90 * time.Second
 
 // listFailure is the last failure of one resource's list or watch.
 type listFailure struct {
@@ -17,7 +17,7 @@ type listFailure struct {
 
 // ListFailing records that the informer on resource (as the API names it:
 // "services", "endpointslices.discovery.k8s.io", "nodes") could not list or
-// watch, for reason. Until ListRecovered, or for ListFailureStale after the
+// watch, for reason. Until ListRecovered, or for listFailureStale after the
 // last call, every body of /healthz, /livez and /readyz names it under
 // "listFailures"; /readyz answers 503, and so does /healthz while no full
 // sync has programmed the node (it then serves no Service at all).
@@ -42,7 +42,7 @@ func (h *ProxyHealth) ListRecovered(resource string) {
 func (h *ProxyHealth) currentListFailures(now time.Time) map[string]string {
 	var out map[string]string
 	for resource, f := range h.listFailures {
-		if now.Sub(f.at) >= ListFailureStale {
+		if now.Sub(f.at) >= listFailureStale {
 			continue
 		}
 		if out == nil {

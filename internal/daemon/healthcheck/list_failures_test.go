@@ -36,9 +36,9 @@ func TestProxyHealthNamesFailingLists(t *testing.T) {
 	}
 	checkProxyAnswer(t, base+"/readyz", http.StatusServiceUnavailable, "")
 
-	// A failure not repeated for ListFailureStale is one the reflector got
+	// A failure not repeated for listFailureStale is one the reflector got
 	// past; ListRecovered clears at once.
-	clock.Step(ListFailureStale)
+	clock.Step(listFailureStale)
 	checkProxyAnswer(t, base+"/readyz", http.StatusOK, "")
 	h.ListFailing("nodes", "connection refused")
 	checkProxyAnswer(t, base+"/readyz", http.StatusServiceUnavailable, "")

@@ -13,10 +13,10 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ToBeDeletedTaint is the taint the Cluster Autoscaler puts on a node it is
+// toBeDeletedTaint is the taint the Cluster Autoscaler puts on a node it is
 // about to delete; a node carrying it answers 503 on /healthz so load
 // balancers drain it first (kube-proxy KEP-3836).
-const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+const toBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 
 // ProxyHealth tracks whether the proxier keeps up with the changes it is
 // given, with kube-proxy's ProxyHealthServer semantics:
@@ -29,7 +29,7 @@ const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 //     queued change is: kube-proxy (v1.36, v1.37) only judges IP families that have
 //     synced at least once, so a slow first sync never fails the probe.
 //   - /healthz additionally requires the node to be eligible (not being
-//     deleted, no ToBeDeletedTaint); /livez ignores the node.
+//     deleted, no toBeDeletedTaint); /livez ignores the node.
 //
 // One proxier here programs every IP family in the same sync, so QueuedUpdate
 // and Updated apply to all families given to SetIPFamilies.
@@ -117,13 +117,13 @@ func (h *ProxyHealth) Programmed() {
 }
 
 // SyncNode records whether this node may receive load-balanced traffic: not
-// when it is being deleted or carries ToBeDeletedTaint. A nil node means the
+// when it is being deleted or carries toBeDeletedTaint. A nil node means the
 // Node object is gone, which kube-proxy also treats as not eligible.
 func (h *ProxyHealth) SyncNode(node *v1.Node) {
 	eligible := node != nil && node.DeletionTimestamp.IsZero()
 	if eligible {
 		for _, taint := range node.Spec.Taints {
-			if taint.Key == ToBeDeletedTaint {
+			if taint.Key == toBeDeletedTaint {
 				eligible = false
 				break
 			}

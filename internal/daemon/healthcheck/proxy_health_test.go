@@ -106,7 +106,7 @@ func TestProxyHealthNodeEligibility(t *testing.T) {
 	}{
 		{"plain node", &v1.Node{}, true},
 		{"other taint", &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: "example.com/other", Effect: v1.TaintEffectNoSchedule}}}}, true},
-		{"autoscaler taint", &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: ToBeDeletedTaint, Effect: v1.TaintEffectNoSchedule}}}}, false},
+		{"autoscaler taint", &v1.Node{Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: toBeDeletedTaint, Effect: v1.TaintEffectNoSchedule}}}}, false},
 		{"back to plain", &v1.Node{}, true},
 		{"being deleted", &v1.Node{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &deleted}}, false},
 		{"node object gone", nil, false},

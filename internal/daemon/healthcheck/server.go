@@ -75,11 +75,11 @@ func WithNodeName(name string) Option {
 	return func(s *settings) { s.nodeName = name }
 }
 
-// WithHostAddresses replaces the source of the node's own addresses that
+// withHostAddresses replaces the source of the node's own addresses that
 // ServiceHealthServer matches against its node address prefixes (by default
 // every interface address except the ones on kube-ipvs0, which are Service
 // addresses, not node addresses).
-func WithHostAddresses(list func() ([]netip.Addr, error)) Option {
+func withHostAddresses(list func() ([]netip.Addr, error)) Option {
 	return func(s *settings) { s.hostAddresses = list }
 }
 

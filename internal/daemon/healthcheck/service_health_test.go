@@ -19,7 +19,7 @@ var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 
 // onlyAddresses stands in for the node's interface addresses.
 func onlyAddresses(addrs ...string) Option {
-	return WithHostAddresses(func() ([]netip.Addr, error) {
+	return withHostAddresses(func() ([]netip.Addr, error) {
 		var out []netip.Addr
 		for _, a := range addrs {
 			out = append(out, netip.MustParseAddr(a))

@@ -14,20 +14,20 @@ const (
 // Label values of KernelWriteFailuresTotal's "object" label: the kernel
 // object kinds the proxier writes.
 const (
-	ObjectIPVS      = "ipvs"
-	ObjectAddress   = "address"
-	ObjectIPSet     = "ipset"
-	ObjectIPTables  = "iptables"
-	ObjectConntrack = "conntrack"
-	ObjectSysctl    = "sysctl"
+	objectIPVS      = "ipvs"
+	objectAddress   = "address"
+	objectIPSet     = "ipset"
+	objectIPTables  = "iptables"
+	objectConntrack = "conntrack"
+	objectSysctl    = "sysctl"
 )
 
 // Label values of NoLocalEndpoints's "traffic_policy" label, as kube-proxy
 // sets them: internal for internalTrafficPolicy Local, external for
 // externalTrafficPolicy Local.
 const (
-	TrafficPolicyInternal = "internal"
-	TrafficPolicyExternal = "external"
+	trafficPolicyInternal = "internal"
+	trafficPolicyExternal = "external"
 )
 
 // Metrics are the proxier's metrics. Fields are exported for the proxier to
@@ -35,7 +35,7 @@ const (
 // string(v1.IPv6Protocol), as kube-proxy's do.
 type Metrics struct {
 	// Registry holds every metric below plus the Go runtime and process
-	// collectors kube-proxy also exposes. ServeStatus serves it.
+	// collectors kube-proxy also exposes. serveStatus serves it.
 	Registry *prometheus.Registry
 
 	// kube-proxy's metrics (names, buckets and labels as in v1.36 and v1.37).
@@ -310,7 +310,7 @@ func New() *Metrics {
 	)
 	m.FullReadVirtualServersTotal.WithLabelValues(ReadFromTable)
 	m.FullReadVirtualServersTotal.WithLabelValues(ReadDumped)
-	for _, object := range []string{ObjectIPVS, ObjectAddress, ObjectIPSet, ObjectIPTables, ObjectConntrack, ObjectSysctl} {
+	for _, object := range []string{objectIPVS, objectAddress, objectIPSet, objectIPTables, objectConntrack, objectSysctl} {
 		m.KernelWriteFailuresTotal.WithLabelValues(object)
 		m.KernelObjectsFailing.WithLabelValues(object)
 	}
@@ -330,14 +330,14 @@ func (m *Metrics) SetSchedulerFallback(configured string, fellBack bool) {
 // SetNoLocalEndpoints records, after a sync, how many Services of family have
 // a Local internal or external traffic policy and no local endpoint.
 func (m *Metrics) SetNoLocalEndpoints(family v1.IPFamily, internal, external int) {
-	m.NoLocalEndpoints.WithLabelValues(TrafficPolicyInternal, string(family)).Set(float64(internal))
-	m.NoLocalEndpoints.WithLabelValues(TrafficPolicyExternal, string(family)).Set(float64(external))
+	m.NoLocalEndpoints.WithLabelValues(trafficPolicyInternal, string(family)).Set(float64(internal))
+	m.NoLocalEndpoints.WithLabelValues(trafficPolicyExternal, string(family)).Set(float64(external))
 }
 
 // SetKernelObjectsFailing records, after a sync, how many objects of each
 // kind are failing; kinds not in failing are 0.
 func (m *Metrics) SetKernelObjectsFailing(failing map[string]int) {
-	for _, object := range []string{ObjectIPVS, ObjectAddress, ObjectIPSet, ObjectIPTables, ObjectConntrack, ObjectSysctl} {
+	for _, object := range []string{objectIPVS, objectAddress, objectIPSet, objectIPTables, objectConntrack, objectSysctl} {
 		m.KernelObjectsFailing.WithLabelValues(object).Set(float64(failing[object]))
 	}
 	for object, n := range failing {

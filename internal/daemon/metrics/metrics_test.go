@@ -91,7 +91,7 @@ func TestMetricsHaveKubeProxyNamesTypesAndLabels(t *testing.T) {
 
 func TestKernelWriteFailuresStartAtZeroForEveryObject(t *testing.T) {
 	m := New()
-	m.KernelWriteFailuresTotal.WithLabelValues(ObjectIPSet).Inc()
+	m.KernelWriteFailuresTotal.WithLabelValues(objectIPSet).Inc()
 	got := map[string]float64{}
 	for _, sample := range families(t, m)["ipvsproxy_kernel_write_failures_total"].Metric {
 		got[sample.Label[0].GetValue()] = sample.GetCounter().GetValue()

@@ -11,8 +11,8 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 )
 
-// ProxyMode is what /proxyMode answers: kube-proxy's name for this data plane.
-const ProxyMode = "ipvs"
+// proxyMode is what /proxyMode answers: kube-proxy's name for this data plane.
+const proxyMode = "ipvs"
 
 // StatusHandler serves kube-proxy's status endpoints:
 //
@@ -26,7 +26,7 @@ func StatusHandler(reg *prometheus.Registry) http.Handler {
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		fmt.Fprint(w, ProxyMode)
+		fmt.Fprint(w, proxyMode)
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		// One failing collector must not hide the others.
@@ -42,9 +42,9 @@ func StatusHandler(reg *prometheus.Registry) http.Handler {
 	return mux
 }
 
-// ServeStatus serves StatusHandler(reg) on addr (--metrics-bind-address,
+// serveStatus serves StatusHandler(reg) on addr (--metrics-bind-address,
 // 127.0.0.1:10249 by default) with the hardened limits of package
 // healthcheck, until ctx is done.
-func ServeStatus(ctx context.Context, addr string, reg *prometheus.Registry, opts ...healthcheck.Option) error {
+func serveStatus(ctx context.Context, addr string, reg *prometheus.Registry, opts ...healthcheck.Option) error {
 	return healthcheck.ListenAndServe(ctx, addr, StatusHandler(reg), opts...)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 )
 
-// startStatus runs ServeStatus on a fresh loopback port until the test ends.
+// startStatus runs serveStatus on a fresh loopback port until the test ends.
 func startStatus(t *testing.T, m *Metrics, opts ...healthcheck.Option) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -26,11 +26,11 @@ func startStatus(t *testing.T, m *Metrics, opts ...healthcheck.Option) string {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeStatus(ctx, addr, m.Registry, opts...) }()
+	go func() { done <- serveStatus(ctx, addr, m.Registry, opts...) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("ServeStatus returned %v after cancel, want nil", err)
+			t.Errorf("serveStatus returned %v after cancel, want nil", err)
 		}
 	})
 	for i := 0; i < 300; i++ {
@@ -143,8 +143,8 @@ func TestServeStatusReportsBusyAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer squatter.Close()
-	err = ServeStatus(context.Background(), squatter.Addr().String(), New().Registry)
+	err = serveStatus(context.Background(), squatter.Addr().String(), New().Registry)
 	if err == nil || !strings.Contains(err.Error(), squatter.Addr().String()) {
-		t.Errorf("ServeStatus on a busy address = %v, want an error naming it", err)
+		t.Errorf("serveStatus on a busy address = %v, want an error naming it", err)
 	}
 }

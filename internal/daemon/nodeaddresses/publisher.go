@@ -47,7 +47,7 @@ func New(namespace string, w SliceWriter) *Publisher {
 
 // ownSelector selects the published slices and nothing else.
 func ownSelector() string {
-	return labels.SelectorFromSet(labels.Set{discovery.LabelServiceName: ServiceName, discovery.LabelManagedBy: ManagedBy}).String()
+	return labels.SelectorFromSet(labels.Set{discovery.LabelServiceName: ServiceName, discovery.LabelManagedBy: managedBy}).String()
 }
 
 // SetNode records node's addresses; a Node whose addresses did not change

@@ -117,7 +117,7 @@ func TestSlicesPublishEveryAddressOfEveryNode(t *testing.T) {
 	}
 	got := map[string][]netip.Addr{}
 	for name, s := range Slices("kube-system", nodes) {
-		if s.Namespace != "kube-system" || s.Labels[discovery.LabelServiceName] != ServiceName || s.Labels[discovery.LabelManagedBy] != ManagedBy {
+		if s.Namespace != "kube-system" || s.Labels[discovery.LabelServiceName] != ServiceName || s.Labels[discovery.LabelManagedBy] != managedBy {
 			t.Errorf("slice %s: namespace %q labels %v", name, s.Namespace, s.Labels)
 		}
 		for _, e := range s.Endpoints {
@@ -125,7 +125,7 @@ func TestSlicesPublishEveryAddressOfEveryNode(t *testing.T) {
 			if a.Is4() != (s.AddressType == discovery.AddressTypeIPv4) {
 				t.Errorf("slice %s of %s holds %s", name, s.AddressType, a)
 			}
-			if name != SliceName(s.AddressType, shardOf(*e.NodeName)) {
+			if name != sliceName(s.AddressType, shardOf(*e.NodeName)) {
 				t.Errorf("%s's address %s in slice %s", *e.NodeName, a, name)
 			}
 			got[*e.NodeName] = append(got[*e.NodeName], a)
@@ -181,13 +181,13 @@ func TestPublisherWritesOnlyWhatChanged(t *testing.T) {
 	}
 	m.writes = nil
 	p.SetNode(node("node-07", "198.51.100.107"))
-	if writes, err := p.Publish(ctx); err != nil || writes != 1 || len(m.writes) != 1 || m.writes[0] != "update "+SliceName(discovery.AddressTypeIPv4, shardOf("node-07")) {
+	if writes, err := p.Publish(ctx); err != nil || writes != 1 || len(m.writes) != 1 || m.writes[0] != "update "+sliceName(discovery.AddressTypeIPv4, shardOf("node-07")) {
 		t.Fatalf("one address changed: %d writes %v, %v", writes, m.writes, err)
 	}
 	// Someone deletes a published slice and edits another.
-	victim := SliceName(discovery.AddressTypeIPv4, shardOf("node-03"))
+	victim := sliceName(discovery.AddressTypeIPv4, shardOf("node-03"))
 	m.Delete(ctx, "kube-system", victim)
-	edited := m.objects["kube-system/"+SliceName(discovery.AddressTypeIPv4, shardOf("node-09"))]
+	edited := m.objects["kube-system/"+sliceName(discovery.AddressTypeIPv4, shardOf("node-09"))]
 	edited.Endpoints[0].Addresses = []string{"192.0.2.66"}
 	if _, err := p.Publish(ctx); err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func TestPublisherWritesOnlyWhatChanged(t *testing.T) {
 	if _, err := p.Publish(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m.objects["kube-system/"+SliceName(discovery.AddressTypeIPv4, shard)] != nil {
+	if m.objects["kube-system/"+sliceName(discovery.AddressTypeIPv4, shard)] != nil {
 		t.Errorf("the slice of an empty shard was left")
 	}
 	if m.objects["kube-system/kube-dns-abcde"] == nil || len(m.objects["kube-system/kube-dns-abcde"].Endpoints) != 0 {

@@ -16,13 +16,13 @@ const (
 	// ServiceName is the kubernetes.io/service-name label of the published
 	// slices; no Service has it.
 	ServiceName = "ipvsproxy-node-addresses"
-	// ManagedBy is their endpointslice.kubernetes.io/managed-by label.
-	ManagedBy = "node-addresses.ipvsproxy.io"
-	// Shards is how many slices per family hold the Nodes, each Node in
+	// managedBy is their endpointslice.kubernetes.io/managed-by label.
+	managedBy = "node-addresses.ipvsproxy.io"
+	// shards is how many slices per family hold the Nodes, each Node in
 	// the one its name hashes to: an address change rewrites one slice
 	// (about 80 endpoints at 5,000 Nodes), and a slice stays far below the
 	// 1,000 endpoints the API allows up to 60,000 Nodes.
-	Shards = 64
+	shards = 64
 )
 
 // Addresses are the addresses of a Node the guard keeps off Services: its
@@ -45,11 +45,11 @@ func Addresses(node *v1.Node) []netip.Addr {
 func shardOf(node string) int {
 	h := fnv.New32a()
 	h.Write([]byte(node))
-	return int(h.Sum32() % Shards)
+	return int(h.Sum32() % shards)
 }
 
-// SliceName is the name of the slice of family holding shard.
-func SliceName(family discovery.AddressType, shard int) string {
+// sliceName is the name of the slice of family holding shard.
+func sliceName(family discovery.AddressType, shard int) string {
 	return fmt.Sprintf("%s-%s-%02d", ServiceName, strings.ToLower(string(family)), shard)
 }
 
@@ -70,12 +70,12 @@ func Slices(namespace string, nodes map[string][]netip.Addr) map[string]*discove
 			if !a.Is4() {
 				family = discovery.AddressTypeIPv6
 			}
-			name := SliceName(family, shardOf(node))
+			name := sliceName(family, shardOf(node))
 			s := out[name]
 			if s == nil {
 				s = &discovery.EndpointSlice{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
-						discovery.LabelServiceName: ServiceName, discovery.LabelManagedBy: ManagedBy,
+						discovery.LabelServiceName: ServiceName, discovery.LabelManagedBy: managedBy,
 					}},
 					AddressType: family,
 				}
@@ -95,7 +95,7 @@ func Slices(namespace string, nodes map[string][]netip.Addr) map[string]*discove
 // labelled as want.
 func sameEndpoints(have, want *discovery.EndpointSlice) bool {
 	if have.AddressType != want.AddressType || len(have.Endpoints) != len(want.Endpoints) ||
-		have.Labels[discovery.LabelServiceName] != ServiceName || have.Labels[discovery.LabelManagedBy] != ManagedBy {
+		have.Labels[discovery.LabelServiceName] != ServiceName || have.Labels[discovery.LabelManagedBy] != managedBy {
 		return false
 	}
 	for i := range want.Endpoints {

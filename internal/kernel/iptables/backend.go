@@ -22,7 +22,7 @@ const (
 // mangle table so that other components can tell which back end it chose.
 var kubeletHintChains = []string{"KUBE-IPTABLES-HINT", "KUBE-KUBELET-CANARY"}
 
-// ChooseBackend decides between the back ends from what iptables-legacy-save
+// chooseBackend decides between the back ends from what iptables-legacy-save
 // and iptables-nft-save printed (IPv4 and IPv6 output concatenated; empty if
 // the command failed), the way kube-proxy's iptables-wrapper does
 // (kubernetes-sigs/iptables-wrappers):
@@ -32,7 +32,7 @@ var kubeletHintChains = []string{"KUBE-IPTABLES-HINT", "KUBE-KUBELET-CANARY"}
 //  2. otherwise the side with more rules ("-A" lines) wins;
 //  3. a tie, including a host with no rules at all, means nft, the default
 //     of every current distribution.
-func ChooseBackend(legacySave, nftSave []byte) Backend {
+func chooseBackend(legacySave, nftSave []byte) Backend {
 	if hasKubeletHint(nftSave) {
 		return BackendNFT
 	}

@@ -41,8 +41,8 @@ func TestChooseBackend(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := ChooseBackend(c.legacy, c.nft); got != c.want {
-				t.Errorf("ChooseBackend = %s, want %s", got, c.want)
+			if got := chooseBackend(c.legacy, c.nft); got != c.want {
+				t.Errorf("chooseBackend = %s, want %s", got, c.want)
 			}
 		})
 	}

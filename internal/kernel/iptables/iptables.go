@@ -100,7 +100,7 @@ func New(family Family, opts ...Option) (Interface, error) {
 }
 
 // Detect returns the back end the host (or the InNetNS namespace) uses:
-// ChooseBackend over what iptables-legacy-save and iptables-nft-save print
+// chooseBackend over what iptables-legacy-save and iptables-nft-save print
 // for both families. If only one back end is installed it is the answer.
 func Detect(opts ...Option) (Backend, error) {
 	var o options
@@ -136,7 +136,7 @@ func Detect(opts ...Option) (Backend, error) {
 	}
 	legacy := saveAll("iptables-legacy-save", "ip6tables-legacy-save")
 	nft := saveAll("iptables-nft-save", "ip6tables-nft-save")
-	return ChooseBackend(legacy, nft), nil
+	return chooseBackend(legacy, nft), nil
 }
 
 // lookBinary finds an iptables command in PATH or, since a daemon's PATH

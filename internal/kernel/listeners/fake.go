@@ -12,14 +12,14 @@ var _ Interface = (*Fake)(nil)
 
 // NewFake returns a host listening on ls.
 func NewFake(ls ...Listener) *Fake {
-	return &Fake{listeners: Normalize(append([]Listener(nil), ls...))}
+	return &Fake{listeners: normalize(append([]Listener(nil), ls...))}
 }
 
 // Set replaces the listening sockets.
 func (f *Fake) Set(ls ...Listener) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.listeners = Normalize(append([]Listener(nil), ls...))
+	f.listeners = normalize(append([]Listener(nil), ls...))
 }
 
 func (f *Fake) Listening() ([]Listener, error) {

@@ -107,7 +107,7 @@ func (t Table) Listening() ([]Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Normalize(append(out, sctp...)), nil
+	return normalize(append(out, sctp...)), nil
 }
 
 // dump asks for the sockets of one family and protocol in the states of
@@ -141,8 +141,8 @@ func dump(conn *netlink.Conn, family, proto uint8, states uint32) ([]netip.AddrP
 	return out, nil
 }
 
-// Normalize sorts listeners and drops duplicates.
-func Normalize(in []Listener) []Listener {
+// normalize sorts listeners and drops duplicates.
+func normalize(in []Listener) []Listener {
 	slices.SortFunc(in, func(a, b Listener) int {
 		if a.Protocol != b.Protocol {
 			if a.Protocol < b.Protocol {

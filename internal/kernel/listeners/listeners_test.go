@@ -45,8 +45,8 @@ func TestListening(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fmt.Sprint(got) != fmt.Sprint(Normalize(append([]Listener(nil), want...))) {
-				t.Errorf("listening:\n got %v\nwant %v", got, Normalize(append([]Listener(nil), want...)))
+			if fmt.Sprint(got) != fmt.Sprint(normalize(append([]Listener(nil), want...))) {
+				t.Errorf("listening:\n got %v\nwant %v", got, normalize(append([]Listener(nil), want...)))
 			}
 		})
 	}
@@ -144,8 +144,8 @@ func TestParseSCTPEndpoints(t *testing.T) {
 		{SCTP, netip.MustParseAddr("2001:db8::1"), 3868},
 		{SCTP, netip.MustParseAddr("::"), 2905},
 	}
-	if fmt.Sprint(Normalize(got)) != fmt.Sprint(Normalize(wantSCTP)) {
-		t.Errorf("got %v\nwant %v", Normalize(got), Normalize(wantSCTP))
+	if fmt.Sprint(normalize(got)) != fmt.Sprint(normalize(wantSCTP)) {
+		t.Errorf("got %v\nwant %v", normalize(got), normalize(wantSCTP))
 	}
 	for _, bad := range []string{"00000000 00000000 1 10 31 9999 0\n", "00000000 00000000 1 x 31 9999 0 1 0.0.0.0\n", "00000000 00000000 1 10 31 9999 0 1 not-an-address\n"} {
 		if _, err := parseSCTPEndpoints(strings.NewReader(bad)); err == nil {
@@ -216,7 +216,7 @@ func TestListeningSCTP(t *testing.T) {
 			sctp = append(sctp, l)
 		}
 	}
-	if fmt.Sprint(sctp) != fmt.Sprint(Normalize(wantSCTP)) {
-		t.Errorf("SCTP listeners %v, want %v", sctp, Normalize(wantSCTP))
+	if fmt.Sprint(sctp) != fmt.Sprint(normalize(wantSCTP)) {
+		t.Errorf("SCTP listeners %v, want %v", sctp, normalize(wantSCTP))
 	}
 }

@@ -20,10 +20,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// BufferSize holds one dump batch: the kernel fills at most 32 KiB per
+// bufferSize holds one dump batch: the kernel fills at most 32 KiB per
 // multi-part message (netlink_dump caps the allocation at
 // SKB_WITH_OVERHEAD(32768)); twice that leaves room.
-const BufferSize = 64 << 10
+const bufferSize = 64 << 10
 
 // receiveTimeout bounds one receive: a kernel that stops answering must not
 // hang the sync. The deadline is per receive, so a long dump is fine.
@@ -43,7 +43,7 @@ func NewReader(conn *netlink.Conn) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{conn: conn, raw: raw, buf: make([]byte, BufferSize)}, nil
+	return &Reader{conn: conn, raw: raw, buf: make([]byte, bufferSize)}, nil
 }
 
 // ErrDumpInterrupted is DumpConsistent's answer when the kernel marked the

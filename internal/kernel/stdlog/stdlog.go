@@ -13,17 +13,17 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// LibraryVerbosity is the klog level of netlink's parse notices: they say
+// libraryVerbosity is the klog level of netlink's parse notices: they say
 // the kernel is newer than the library (a hash set's IPSET_ATTR_BUCKETSIZE
 // and IPSET_ATTR_INITVAL, two per set and listing), never that something
 // went wrong for ipvsproxy, and a node with kube-proxy's sets printed
 // thousands of them.
-const LibraryVerbosity = 4
+const libraryVerbosity = 4
 
 var once sync.Once
 
 // ToKlog routes the standard logger to klog, once per process: netlink's
-// parse notices at LibraryVerbosity, any other line (a library we do not
+// parse notices at libraryVerbosity, any other line (a library we do not
 // know of) as an info line, so it is not lost.
 func ToKlog() {
 	once.Do(func() {
@@ -39,7 +39,7 @@ func (klogWriter) Write(p []byte) (int, error) {
 	for _, line := range bytes.Split(bytes.TrimRight(p, "\n"), []byte("\n")) {
 		msg := string(line)
 		if isNetlinkParseNotice(msg) {
-			klog.V(LibraryVerbosity).InfoS(msg, "library", "github.com/vishvananda/netlink")
+			klog.V(libraryVerbosity).InfoS(msg, "library", "github.com/vishvananda/netlink")
 		} else {
 			klog.InfoS(msg, "logger", "standard library log")
 		}

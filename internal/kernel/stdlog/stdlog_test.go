@@ -10,7 +10,7 @@ import (
 )
 
 // After ToKlog, netlink's parse notices are klog lines at
-// LibraryVerbosity (dropped at the default verbosity), and any other
+// libraryVerbosity (dropped at the default verbosity), and any other
 // standard-logger line is an info line of klog's, not lost.
 func TestToKlogRoutesTheStandardLogger(t *testing.T) {
 	var buf bytes.Buffer
