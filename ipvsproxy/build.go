@@ -82,7 +82,7 @@ type VirtualServerState struct {
 	// sorted. One member may exist for several (a node port's port, a
 	// hairpin endpoint, an address's KUBE-IPVS-IPS member); the desired
 	// state holds a member while the Service wins one of them.
-	SetEntries SetEntries
+	SetEntries setEntries
 	// InClusterOnly is set on a LocalOnly external address (LB, external
 	// IP, node port) that has no endpoint on this node: its real servers
 	// are the cluster endpoints, for in-cluster sources only; the rules

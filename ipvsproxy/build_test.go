@@ -171,16 +171,16 @@ func TestBuildServiceGolden(t *testing.T) {
 			if c.node != nil {
 				n = *c.node
 			}
-			st := BuildService(c.svc, CompactEndpointSlices(c.slices(c.svc)), n, cfg)
+			st := BuildService(c.svc, compactEndpointSlices(c.slices(c.svc)), n, cfg)
 			if st.Name != (types.NamespacedName{Namespace: "default", Name: c.svc.Name}) {
 				t.Fatalf("name %v", st.Name)
 			}
-			again := BuildService(c.svc, CompactEndpointSlices(c.slices(c.svc)), n, cfg)
+			again := BuildService(c.svc, compactEndpointSlices(c.slices(c.svc)), n, cfg)
 			if dumpService(st) != dumpService(again) {
 				t.Fatal("BuildService is not deterministic")
 			}
 			// The proxier builds what the compact Service gives back.
-			compact := BuildService(CompactService(c.svc).ToService(), CompactEndpointSlices(c.slices(c.svc)), n, cfg)
+			compact := BuildService(CompactService(c.svc).ToService(), compactEndpointSlices(c.slices(c.svc)), n, cfg)
 			if diff := cmp.Diff(st, compact, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
 				t.Errorf("BuildService (-API object +compact Service):\n%s", diff)
 			}

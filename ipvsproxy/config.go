@@ -120,9 +120,9 @@ type Config struct {
 	Conntrack ConntrackSettings
 }
 
-// DefaultDrainTimeout and MaxDrainTimeout bound Config.DrainTimeout.
+// defaultDrainTimeout and MaxDrainTimeout bound Config.DrainTimeout.
 const (
-	DefaultDrainTimeout = 15 * time.Minute
+	defaultDrainTimeout = 15 * time.Minute
 	MaxDrainTimeout     = 24 * time.Hour
 )
 
@@ -141,11 +141,11 @@ func DefaultConfig() Config {
 		SyncPeriod:     30 * time.Second,
 		MinSyncPeriod:  time.Second,
 		ResyncShares:   1,
-		DrainTimeout:   DefaultDrainTimeout,
+		DrainTimeout:   defaultDrainTimeout,
 		Conntrack:      DefaultConntrack(),
 
 		IPSetMaxElements: ipset.DefaultMaxElem,
-		Limits:           DefaultLimits(),
+		Limits:           defaultLimits(),
 	}
 }
 

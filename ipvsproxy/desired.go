@@ -102,7 +102,7 @@ type Touched struct {
 	// change overrides). Recording every key of a cold sync at 10,000
 	// Services held 5 MB for the sync's length, which the collector's heap
 	// goal multiplies into the daemon's peak.
-	Only TouchFilter
+	Only touchFilter
 	// Released are the keys whose last claim went away, recorded whatever
 	// Only says: a full sync's view knows which keys were unclaimed when it
 	// was read, and these are the ones unclaimed since.
@@ -114,8 +114,8 @@ type Touched struct {
 	Rewon map[ipvs.VirtualServerKey]bool
 }
 
-// TouchFilter says which keys a Touched records (Touched.Only).
-type TouchFilter interface {
+// touchFilter says which keys a Touched records (Touched.Only).
+type touchFilter interface {
 	KeepVirtualServer(ipvs.VirtualServerKey) bool
 	KeepAddress(netip.Addr) bool
 	KeepEntry(SetEntryKey) bool

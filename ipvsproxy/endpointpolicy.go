@@ -35,21 +35,21 @@ import (
 // not be a real server.
 const ReasonEndpointRefused = "EndpointRefused"
 
-// EndpointPolicy decides which endpoint addresses of one Service's slices
+// endpointPolicy decides which endpoint addresses of one Service's slices
 // may be real servers. The zero value applies the default refusals only.
-type EndpointPolicy struct {
+type endpointPolicy struct {
 	Service types.NamespacedName
 	cfg     *Config
 	node    *NodeInfo
 }
 
 // NewEndpointPolicy is the policy of cfg for the slices of service on node.
-func NewEndpointPolicy(service types.NamespacedName, cfg *Config, node *NodeInfo) EndpointPolicy {
-	return EndpointPolicy{Service: service, cfg: cfg, node: node}
+func NewEndpointPolicy(service types.NamespacedName, cfg *Config, node *NodeInfo) endpointPolicy {
+	return endpointPolicy{Service: service, cfg: cfg, node: node}
 }
 
 // refusal says why endpoint address a may not be a real server, or "".
-func (p EndpointPolicy) refusal(a netip.Addr) string {
+func (p endpointPolicy) refusal(a netip.Addr) string {
 	switch {
 	case a.IsUnspecified():
 		return "is the unspecified address"

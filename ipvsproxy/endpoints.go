@@ -24,7 +24,7 @@ func (e Endpoint) String() string { return netip.AddrPortFrom(e.Addr, e.Port).St
 // EndpointsByPort collects the valid endpoints of each port of the slices
 // (all of one Service), keyed by port name and protocol, for one family.
 // Bad endpoints, and those policy refuses, are skipped and reported.
-func EndpointsByPort(slices_ []*EndpointSlice, family v1.IPFamily, policy EndpointPolicy) (map[PortKey][]Endpoint, []Problem) {
+func EndpointsByPort(slices_ []*EndpointSlice, family v1.IPFamily, policy endpointPolicy) (map[PortKey][]Endpoint, []Problem) {
 	lists := map[PortKey]*endpointList{}
 	var problems []Problem
 	for _, slice := range slices_ {

@@ -22,7 +22,7 @@ func TestRepeatedEndpointsAreUsedOnce(t *testing.T) {
 				second = append(second, fmt.Sprintf("10.244.%d.%d@node2", i/200, i%200+1))
 			}
 		}
-		eps, problems := EndpointsByPort(CompactEndpointSlices([]*discovery.EndpointSlice{servicetest.Slice(svc, "web-a", 8080, first...), servicetest.Slice(svc, "web-b", 8080, second...)}), v1.IPv4Protocol, EndpointPolicy{})
+		eps, problems := EndpointsByPort(compactEndpointSlices([]*discovery.EndpointSlice{servicetest.Slice(svc, "web-a", 8080, first...), servicetest.Slice(svc, "web-b", 8080, second...)}), v1.IPv4Protocol, endpointPolicy{})
 		if len(eps) != 1 {
 			t.Fatalf("%d endpoints: ports %v, want one", n, eps)
 		}

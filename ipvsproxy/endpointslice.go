@@ -39,7 +39,7 @@ type EndpointSlice struct {
 	hasTrigger  bool
 	AddressType discovery.AddressType
 	Ports       []SlicePort
-	Endpoints   []SliceEndpoint
+	Endpoints   []sliceEndpoint
 	// rare holds what few slices have, nil when the slice has none of it:
 	// one pointer instead of three lists in every slice.
 	rare *rareParts
@@ -79,10 +79,10 @@ type SlicePort struct {
 	HasPort bool
 }
 
-// SliceEndpoint is one endpoint of an EndpointSlice: its first address, its
+// sliceEndpoint is one endpoint of an EndpointSlice: its first address, its
 // conditions (each set or not), its node name (shared with every endpoint
 // naming the same node) and its hints. 32 bytes.
-type SliceEndpoint struct {
+type sliceEndpoint struct {
 	// addr is the address's 16 bytes (an IPv4 one mapped), or for
 	// addrText the index of its text in the slice's texts.
 	addr [16]byte
@@ -152,7 +152,7 @@ func CompactEndpointSlice(s *discovery.EndpointSlice) *EndpointSlice {
 		}
 	}
 	if len(s.Endpoints) > 0 {
-		out.Endpoints = make([]SliceEndpoint, len(s.Endpoints))
+		out.Endpoints = make([]sliceEndpoint, len(s.Endpoints))
 	}
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
@@ -172,8 +172,8 @@ func CompactEndpointSlice(s *discovery.EndpointSlice) *EndpointSlice {
 	return out
 }
 
-// CompactEndpointSlices converts each slice (tests build API objects).
-func CompactEndpointSlices(list []*discovery.EndpointSlice) []*EndpointSlice {
+// compactEndpointSlices converts each slice (tests build API objects).
+func compactEndpointSlices(list []*discovery.EndpointSlice) []*EndpointSlice {
 	out := make([]*EndpointSlice, len(list))
 	for i, s := range list {
 		out[i] = CompactEndpointSlice(s)
@@ -193,7 +193,7 @@ func tri(p *bool) uint8 {
 
 // setAddress keeps text as 16 bytes when it is an IP address without a
 // zone (unmapped, as every reader takes it), else as written.
-func (s *EndpointSlice) setAddress(e *SliceEndpoint, text string) {
+func (s *EndpointSlice) setAddress(e *sliceEndpoint, text string) {
 	a, err := netip.ParseAddr(text)
 	if err != nil || a.Zone() != "" {
 		r := s.rareParts()
@@ -258,7 +258,7 @@ func (s *EndpointSlice) Address(i int) (addr netip.Addr, text string, ok bool) {
 }
 
 // HasAddress is false for an endpoint that lists no address.
-func (e *SliceEndpoint) HasAddress() bool { return e.flags&addrMask != addrNone }
+func (e *sliceEndpoint) HasAddress() bool { return e.flags&addrMask != addrNone }
 
 // addressText is the endpoint's first address as the API object had it
 // (up to the form of an IPv6 address: it is printed canonically), "" when none.
@@ -271,7 +271,7 @@ func (s *EndpointSlice) addressText(i int) string {
 }
 
 // condition is the endpoint's condition at shift: set, and its value.
-func (e *SliceEndpoint) condition(shift uint8) (value, set bool) {
+func (e *sliceEndpoint) condition(shift uint8) (value, set bool) {
 	switch e.flags >> shift & 3 {
 	case condTrue:
 		return true, true
@@ -284,11 +284,11 @@ func (e *SliceEndpoint) condition(shift uint8) (value, set bool) {
 // Ready, Serving and Terminating are the endpoint's conditions with the
 // EndpointSlice API's defaults for unset: ready and serving default to
 // true, terminating to false.
-func (e *SliceEndpoint) Ready() bool       { return e.conditionOr(readyShift, true) }
-func (e *SliceEndpoint) Serving() bool     { return e.conditionOr(servingShift, true) }
-func (e *SliceEndpoint) Terminating() bool { return e.conditionOr(terminatingShift, false) }
+func (e *sliceEndpoint) Ready() bool       { return e.conditionOr(readyShift, true) }
+func (e *sliceEndpoint) Serving() bool     { return e.conditionOr(servingShift, true) }
+func (e *sliceEndpoint) Terminating() bool { return e.conditionOr(terminatingShift, false) }
 
-func (e *SliceEndpoint) conditionOr(shift uint8, def bool) bool {
+func (e *sliceEndpoint) conditionOr(shift uint8, def bool) bool {
 	if v, set := e.condition(shift); set {
 		return v
 	}
@@ -296,7 +296,7 @@ func (e *SliceEndpoint) conditionOr(shift uint8, def bool) bool {
 }
 
 // NodeName is the endpoint's node, "" when unset.
-func (e *SliceEndpoint) NodeName() string { return deref(e.node, "") }
+func (e *sliceEndpoint) NodeName() string { return deref(e.node, "") }
 
 // Hints are the endpoint's zone and node hints (nil when none). The lists
 // are shared: callers only read them.
@@ -409,7 +409,7 @@ func (s *EndpointSlice) ToDiscovery() *discovery.EndpointSlice {
 	return out
 }
 
-func (e *SliceEndpoint) conditionPtr(shift uint8) *bool {
+func (e *sliceEndpoint) conditionPtr(shift uint8) *bool {
 	if v, set := e.condition(shift); set {
 		return ptrTo(v)
 	}

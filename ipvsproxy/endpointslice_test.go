@@ -85,8 +85,8 @@ func TestCompactSliceKeepsWhatTheProxierReads(t *testing.T) {
 // An endpoint is 32 bytes: a field more would take 8 more for each of the
 // cluster's endpoints on every node.
 func TestSliceEndpointIs32Bytes(t *testing.T) {
-	if size := reflect.TypeFor[SliceEndpoint]().Size(); size != 32 {
-		t.Errorf("SliceEndpoint is %d bytes", size)
+	if size := reflect.TypeFor[sliceEndpoint]().Size(); size != 32 {
+		t.Errorf("sliceEndpoint is %d bytes", size)
 	}
 }
 
@@ -138,10 +138,10 @@ func FuzzCompactSliceReadsAsTheAPIObject(f *testing.F) {
 
 func checkReadsAsAPIObjects(t *testing.T, list []*discovery.EndpointSlice) {
 	t.Helper()
-	compact := CompactEndpointSlices(list)
+	compact := compactEndpointSlices(list)
 	for _, family := range []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol} {
 		wantEps, wantProblems := endpointsByPortOfAPIObjects(list, family)
-		gotEps, gotProblems := EndpointsByPort(compact, family, EndpointPolicy{})
+		gotEps, gotProblems := EndpointsByPort(compact, family, endpointPolicy{})
 		if diff := cmp.Diff(wantEps, gotEps, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
 			t.Errorf("%s endpoints (-API object +compact):\n%s", family, diff)
 		}
@@ -310,7 +310,7 @@ func TestSetEntriesKeepWhatTheyWereGiven(t *testing.T) {
 		{Set: "KUBE-CLUSTER-IP", Entry: ipset.Entry{IP: netip.MustParseAddr("fe80::1%eth0"), Protocol: "tcp", Port: 80}},
 		{Set: "KUBE-CLUSTER-IP", Entry: ipset.Entry{IP: netip.MustParseAddr("10.96.0.10"), Protocol: "tcp", Port: 80}},
 	}
-	var es SetEntries
+	var es setEntries
 	for _, e := range in {
 		es.Add(e)
 	}

@@ -63,7 +63,7 @@ func FuzzBuildService(f *testing.F) {
 		cfg := testConfig()
 		cfg.Families = []v1.IPFamily{v1.IPv4Protocol, v1.IPv6Protocol}
 		info := NodeInfo{Name: servicetest.ThisNode, Addresses: []netip.Addr{servicetest.Node1IP, servicetest.Node1IP6}}
-		st := BuildService(svc, CompactEndpointSlices(endpointSlices), info, cfg)
+		st := BuildService(svc, compactEndpointSlices(endpointSlices), info, cfg)
 		applyToFakes(t, st, cfg)
 	})
 }

@@ -41,12 +41,12 @@ type Limits struct {
 	RealServersPerNamespace int
 }
 
-// DefaultLimits: a Service may take a quarter of a default set and a
+// defaultLimits: a Service may take a quarter of a default set and a
 // namespace half before it yields; 100,000 real servers a Service (5,000
 // endpoints on 5 ports with a node port on 3 addresses is 60,000), a
 // million a node (50,000 Services of 10 endpoints with a node port in four
 // are 625,000), a quarter of them a namespace before it yields.
-func DefaultLimits() Limits {
+func defaultLimits() Limits {
 	return Limits{
 		MaxSetEntriesPerService:  ipset.DefaultMaxElem / 4,
 		SetEntriesPerNamespace:   ipset.DefaultMaxElem / 2,

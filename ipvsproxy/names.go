@@ -31,16 +31,16 @@ type Problem struct {
 	Reason  string
 	Message string
 	// Scope says who posts the Event (report.go).
-	Scope ProblemScope
+	Scope problemScope
 }
 
-// ProblemScope says which nodes post a problem's Event.
-type ProblemScope int
+// problemScope says which nodes post a problem's Event.
+type problemScope int
 
 const (
 	// ScopeCluster: every node finds the problem in the same objects; a few
 	// designated nodes post its Event, not all of them.
-	ScopeCluster ProblemScope = iota
+	ScopeCluster problemScope = iota
 	// ScopeNode: the problem is a fact of this node (a port it listens on,
 	// a virtual server someone created on it); this node posts it.
 	ScopeNode

@@ -46,15 +46,15 @@ type Service struct {
 	// clusterIPs are spec.clusterIPs (spec.clusterIP when the list is
 	// empty), unless one is not kept as an address: then rare's texts.
 	clusterIPs []netip.Addr
-	Ports      []ServicePort
+	Ports      []servicePort
 	// rare holds what few Services have, nil when the Service has none of
 	// it: one pointer instead of six fields in every Service.
 	rare *rareService
 }
 
-// ServicePort is one port of a Service as written (no default applied: the
+// servicePort is one port of a Service as written (no default applied: the
 // builder reports a port without a protocol).
-type ServicePort struct {
+type servicePort struct {
 	Name           string
 	Protocol       v1.Protocol
 	Port, NodePort int32
@@ -207,9 +207,9 @@ func CompactService(svc *v1.Service) *Service {
 		out.clusterIPs = l.addrs
 	}
 	if len(spec.Ports) > 0 {
-		out.Ports = make([]ServicePort, len(spec.Ports))
+		out.Ports = make([]servicePort, len(spec.Ports))
 		for i, p := range spec.Ports {
-			out.Ports[i] = ServicePort{Name: portNames.internString(p.Name), Protocol: v1.Protocol(knownString(string(p.Protocol), protocols...)), Port: p.Port, NodePort: p.NodePort}
+			out.Ports[i] = servicePort{Name: portNames.internString(p.Name), Protocol: v1.Protocol(knownString(string(p.Protocol), protocols...)), Port: p.Port, NodePort: p.NodePort}
 		}
 	}
 	if len(spec.ExternalIPs) > 0 {

@@ -373,7 +373,7 @@ func checkServiceReadsAsAPIObject(t *testing.T, svc *v1.Service) {
 		owner = servicetest.Service(svc.Name, "")
 		owner.Namespace = svc.Namespace
 	}
-	slices := CompactEndpointSlices([]*discovery.EndpointSlice{
+	slices := compactEndpointSlices([]*discovery.EndpointSlice{
 		servicetest.Slice(owner, svc.Name+"-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2/terminating"),
 		servicetest.Slice(owner, svc.Name+"-b", 8080, "fd00:244::5@node1", "fd00:244::7@node2"),
 	})

@@ -26,7 +26,7 @@ type SetEntryKey struct {
 	Entry ipset.Entry
 }
 
-// SetEntries are the members one virtual server wants, sorted (normalize),
+// setEntries are the members one virtual server wants, sorted (normalize),
 // kept packed: a SetEntry is 120 bytes (a set name and an ipset.Entry with
 // two addresses, a prefix and a protocol string), and every virtual server
 // has one or two (a cluster IP's KUBE-CLUSTER-IP and KUBE-IPVS-SERVICES
@@ -34,7 +34,7 @@ type SetEntryKey struct {
 // its address, protocol and port in 24 bytes; one that does not pack (a
 // second address or a prefix, a set the proxier does not own, a zone) is
 // kept whole beside.
-type SetEntries []packedSetEntry
+type setEntries []packedSetEntry
 
 type packedSetEntry struct {
 	ip    [16]byte
@@ -69,13 +69,13 @@ func init() {
 }
 
 // Add adds e (normalize sorts and drops repeats).
-func (es *SetEntries) Add(e SetEntry) { *es = append(*es, pack(e)) }
+func (es *setEntries) Add(e SetEntry) { *es = append(*es, pack(e)) }
 
 // Len is how many members there are.
-func (es SetEntries) Len() int { return len(es) }
+func (es setEntries) Len() int { return len(es) }
 
 // All yields every member, unpacked.
-func (es SetEntries) All() iter.Seq[SetEntry] {
+func (es setEntries) All() iter.Seq[SetEntry] {
 	return func(yield func(SetEntry) bool) {
 		for i := range es {
 			if !yield(es[i].unpack()) {
@@ -86,7 +86,7 @@ func (es SetEntries) All() iter.Seq[SetEntry] {
 }
 
 // normalize sorts the members as CompareSetEntries does, without repeats.
-func (es *SetEntries) normalize() {
+func (es *setEntries) normalize() {
 	slices.SortFunc(*es, func(a, b packedSetEntry) int { return CompareSetEntries(a.unpack(), b.unpack()) })
 	*es = slices.CompactFunc(*es, func(a, b packedSetEntry) bool { return a.unpack() == b.unpack() })
 }
@@ -124,6 +124,6 @@ func (p packedSetEntry) unpack() SetEntry {
 
 // Equal says whether both hold the same members in the same order (go-cmp
 // compares with it).
-func (es SetEntries) Equal(o SetEntries) bool {
+func (es setEntries) Equal(o setEntries) bool {
 	return slices.EqualFunc(es, o, func(a, b packedSetEntry) bool { return a.unpack() == b.unpack() })
 }

@@ -27,7 +27,7 @@ const (
 const (
 	diffMissing = "missing"
 	diffExtra   = "extra"
-	// wrong- and an attribute of ipvsproxy.VirtualServerChange: what the
+	// wrong- and an attribute ipvsproxy.VirtualServerChanges names: what the
 	// reconciler rewrites.
 	diffScheduler      = "wrong-scheduler"
 	diffSchedulerFlags = "wrong-scheduler-flags"
