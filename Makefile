@@ -151,6 +151,18 @@ bench-daemon-churn: deps build
 		IPVSPROXY_BENCH_SERIES="$${IPVSPROXY_BENCH_SERIES:-0}" IPVSPROXY_BENCH_BIG="$${IPVSPROXY_BENCH_BIG:-0}" \
 		IPVSPROXY_VM_TIMEOUT="$${IPVSPROXY_VM_TIMEOUT:-7200}" e2e/vm/bench-daemon.sh --churn $(CHURN_SIZES)
 
+# The daemon's live heap by owner after its first full sync and its first periodic re-check, on
+# its own informers, tracker and sync loop over the Fakes, in this process (no VM; slow: every
+# allocation is recorded). HEAP_SIZES lists the Services × 10 endpoints; the heap profiles go to
+# HEAP_PROFILES (`go tool pprof -top -sample_index=inuse_space <file>`).
+HEAP_SIZES ?= 10000,20000,50000
+HEAP_PROFILES ?= /tmp/ipvsproxy-heap
+.PHONY: bench-daemon-heap
+bench-daemon-heap:
+	mkdir -p $(HEAP_PROFILES)
+	cd cmd/ipvsproxy && IPVSPROXY_HEAP_SERVICES=$(HEAP_SIZES) IPVSPROXY_HEAP_PROFILES=$(HEAP_PROFILES) \
+		$(GO) test -run '^$$' -bench '^BenchmarkDaemonHeap$$' -benchtime 1x -timeout 3h .
+
 # The inspect endpoint under hostile clients, long form: 10,000 Services for a minute of slow
 # readers, a connection flood and 1,000 requests/s; fails unless the heap stays within its bound
 # and every /healthz probe is answered (the short form runs in `go test ./cmd/ipvsproxy`).
