@@ -2,6 +2,7 @@ package ipvsproxy
 
 import (
 	"encoding/binary"
+	"math"
 	"net/netip"
 	"slices"
 	"strings"
@@ -18,8 +19,8 @@ import (
 // daemon's informer cache and the tracker hold these, not the API objects.
 // Every node caches every slice of the cluster, and a decoded
 // discovery.Endpoint cost about 280 bytes after trimming (a pointer and an
-// allocation per field); an endpoint here is 32 bytes in one array per
-// slice (BenchmarkCachedSliceMemory). Nothing is lost that a reader uses:
+// allocation per field); an endpoint here is 16 bytes in one array per
+// slice, an IPv6 address 16 more beside it (BenchmarkCachedSliceMemory). Nothing is lost that a reader uses:
 // an address that does not parse is kept as written, so it is reported as
 // before, and ToDiscovery gives back the API object's kept fields.
 //
@@ -33,13 +34,16 @@ type EndpointSlice struct {
 	// ServiceName is the kubernetes.io/service-name label, "" when unset.
 	ServiceName string
 	// trigger is the endpoints.kubernetes.io/last-change-trigger-time
-	// annotation in Unix nanoseconds, when hasTrigger: an annotation that
-	// does not parse counts as none, as for network programming latency.
+	// annotation in Unix nanoseconds, noTrigger when none: an annotation
+	// that does not parse counts as none, as for network programming
+	// latency.
 	trigger     int64
-	hasTrigger  bool
 	AddressType discovery.AddressType
 	Ports       []SlicePort
 	Endpoints   []sliceEndpoint
+	// addrs6 are the endpoints' IPv6 addresses, which an endpoint names by
+	// index: an IPv4 one is kept in the endpoint itself, in 4 bytes.
+	addrs6 [][16]byte
 	// rare holds what few slices have, nil when the slice has none of it:
 	// one pointer instead of three lists in every slice.
 	rare *rareParts
@@ -81,18 +85,32 @@ type SlicePort struct {
 
 // sliceEndpoint is one endpoint of an EndpointSlice: its first address, its
 // conditions (each set or not), its node name (shared with every endpoint
-// naming the same node) and its hints. 32 bytes.
+// naming the same node) and its hints. 16 bytes: every node caches every
+// endpoint of the cluster, and at 32 they were 16 MB at 50,000 Services
+// of 10.
 type sliceEndpoint struct {
-	// addr is the address's 16 bytes (an IPv4 one mapped), or for
-	// addrText the index of its text in the slice's texts.
-	addr [16]byte
 	node *string
-	// hints is 1 + the index of the endpoint's hints in the slice's, 0 when
-	// it has none.
-	hints uint32
-	// flags packs the address kind and the three conditions.
-	flags uint8
+	// addr is an IPv4 address's 4 bytes, or the index of an IPv6 one in
+	// the slice's addrs6, or of a text in its texts (the kind is in bits).
+	addr [4]byte
+	// bits packs the address kind and the three conditions in the low 8
+	// bits (flags), and above them 1 + the index of the endpoint's hints
+	// in the slice's, 0 when it has none.
+	bits uint32
 }
+
+// noTrigger is EndpointSlice.trigger when the slice has no trigger time:
+// the earliest time a trigger could name, long before any tracker began,
+// so one equal to it is not observed either way.
+const noTrigger = math.MinInt64
+
+const hintsShift = 8
+
+// flags are the address kind and the conditions.
+func (e *sliceEndpoint) flags() uint8 { return uint8(e.bits) }
+
+// hints is 1 + the index of the endpoint's hints in the slice's, 0 for none.
+func (e *sliceEndpoint) hints() uint32 { return e.bits >> hintsShift }
 
 type moreAddresses struct {
 	endpoint  int
@@ -103,6 +121,10 @@ type moreAddresses struct {
 type sliceHints struct {
 	zones, nodes []string
 }
+
+// maxSliceHints is how many distinct hints a slice keeps apart: the index
+// has the 24 bits above the flags.
+const maxSliceHints = 1<<(32-hintsShift) - 1
 
 // The address kinds of an endpoint (flags' low two bits).
 const (
@@ -134,13 +156,14 @@ func CompactEndpointSlice(s *discovery.EndpointSlice) *EndpointSlice {
 		Namespace:   namespaces.internString(s.Namespace),
 		Name:        s.Name,
 		identity:    newIdentity(s.UID, s.ResourceVersion),
-		ServiceName: s.Labels[discovery.LabelServiceName],
+		ServiceName: sharedPrefix(s.Labels[discovery.LabelServiceName], s.Name),
+		trigger:     noTrigger,
 		AddressType: discovery.AddressType(knownString(string(s.AddressType), string(discovery.AddressTypeIPv4), string(discovery.AddressTypeIPv6), string(discovery.AddressTypeFQDN))),
 	}
 	// Kept as the metric reads it (a slice changed before the tracker began
 	// is the tracker's to leave out: ChangeTracker.triggerTime).
 	if t, ok, _ := networkProgrammingTrigger(s, false, time.Time{}); ok {
-		out.trigger, out.hasTrigger = t.UnixNano(), true
+		out.trigger = t.UnixNano()
 	}
 	if len(s.Ports) > 0 {
 		out.Ports = make([]SlicePort, len(s.Ports))
@@ -157,7 +180,7 @@ func CompactEndpointSlice(s *discovery.EndpointSlice) *EndpointSlice {
 	for i := range s.Endpoints {
 		ep := &s.Endpoints[i]
 		e := &out.Endpoints[i]
-		e.flags = tri(ep.Conditions.Ready)<<readyShift | tri(ep.Conditions.Serving)<<servingShift | tri(ep.Conditions.Terminating)<<terminatingShift
+		e.bits = uint32(tri(ep.Conditions.Ready)<<readyShift | tri(ep.Conditions.Serving)<<servingShift | tri(ep.Conditions.Terminating)<<terminatingShift)
 		e.node = nodeNames.intern(ep.NodeName)
 		if len(ep.Addresses) > 0 {
 			out.setAddress(e, ep.Addresses[0])
@@ -166,7 +189,7 @@ func CompactEndpointSlice(s *discovery.EndpointSlice) *EndpointSlice {
 			}
 		}
 		if ep.Hints != nil {
-			e.hints = out.hintsIndex(ep.Hints)
+			e.bits |= out.hintsIndex(ep.Hints) << hintsShift
 		}
 	}
 	return out
@@ -195,19 +218,35 @@ func tri(p *bool) uint8 {
 // zone (unmapped, as every reader takes it), else as written.
 func (s *EndpointSlice) setAddress(e *sliceEndpoint, text string) {
 	a, err := netip.ParseAddr(text)
-	if err != nil || a.Zone() != "" {
+	switch {
+	case err != nil || a.Zone() != "":
 		r := s.rareParts()
-		binary.LittleEndian.PutUint32(e.addr[:4], uint32(len(r.texts)))
+		binary.LittleEndian.PutUint32(e.addr[:], uint32(len(r.texts)))
 		r.texts = append(r.texts, text)
-		e.flags |= addrText
-		return
+		e.bits |= addrText
+	case a.Unmap().Is4():
+		e.addr = a.Unmap().As4()
+		e.bits |= addrIPv4
+	default:
+		if s.addrs6 == nil {
+			// An IPv6 slice's addresses are all IPv6: room for each.
+			s.addrs6 = make([][16]byte, 0, len(s.Endpoints))
+		}
+		binary.LittleEndian.PutUint32(e.addr[:], uint32(len(s.addrs6)))
+		s.addrs6 = append(s.addrs6, a.As16())
+		e.bits |= addrIPv6
 	}
-	e.addr = a.As16()
-	if a.Unmap().Is4() {
-		e.flags |= addrIPv4
-	} else {
-		e.flags |= addrIPv6
+}
+
+// sharedPrefix is label, sharing the memory of name when name begins with
+// it: the EndpointSlice controller names a Service's slices after it
+// ("<service>-<random>"), so the service-name label costs no copy of its
+// own.
+func sharedPrefix(label, name string) string {
+	if strings.HasPrefix(name, label) {
+		return name[:len(label)]
 	}
+	return label
 }
 
 // hintsIndex is 1 + the index of h among the slice's distinct hints, which
@@ -225,6 +264,12 @@ func (s *EndpointSlice) hintsIndex(h *discovery.EndpointHints) uint32 {
 		if slices.Equal(o.zones, kept.zones) && slices.Equal(o.nodes, kept.nodes) {
 			return uint32(i) + 1
 		}
+	}
+	if len(r.hints) >= maxSliceHints {
+		// Past 2^24 distinct hints (no slice the API server takes has
+		// 1,001 endpoints) one more is not kept apart: the last one kept
+		// stands for it.
+		return uint32(len(r.hints))
 	}
 	r.hints = append(r.hints, kept)
 	return uint32(len(r.hints))
@@ -246,19 +291,19 @@ func knownString(s string, known ...string) string {
 // text set), or neither when the endpoint lists none.
 func (s *EndpointSlice) Address(i int) (addr netip.Addr, text string, ok bool) {
 	e := &s.Endpoints[i]
-	switch e.flags & addrMask {
+	switch e.flags() & addrMask {
 	case addrIPv4:
-		return netip.AddrFrom16(e.addr).Unmap(), "", true
+		return netip.AddrFrom4(e.addr), "", true
 	case addrIPv6:
-		return netip.AddrFrom16(e.addr), "", true
+		return netip.AddrFrom16(s.addrs6[binary.LittleEndian.Uint32(e.addr[:])]), "", true
 	case addrText:
-		return netip.Addr{}, s.rare.texts[binary.LittleEndian.Uint32(e.addr[:4])], false
+		return netip.Addr{}, s.rare.texts[binary.LittleEndian.Uint32(e.addr[:])], false
 	}
 	return netip.Addr{}, "", false
 }
 
 // HasAddress is false for an endpoint that lists no address.
-func (e *sliceEndpoint) HasAddress() bool { return e.flags&addrMask != addrNone }
+func (e *sliceEndpoint) HasAddress() bool { return e.flags()&addrMask != addrNone }
 
 // addressText is the endpoint's first address as the API object had it
 // (up to the form of an IPv6 address: it is printed canonically), "" when none.
@@ -272,7 +317,7 @@ func (s *EndpointSlice) addressText(i int) string {
 
 // condition is the endpoint's condition at shift: set, and its value.
 func (e *sliceEndpoint) condition(shift uint8) (value, set bool) {
-	switch e.flags >> shift & 3 {
+	switch e.flags() >> shift & 3 {
 	case condTrue:
 		return true, true
 	case condFalse:
@@ -301,7 +346,7 @@ func (e *sliceEndpoint) NodeName() string { return deref(e.node, "") }
 // Hints are the endpoint's zone and node hints (nil when none). The lists
 // are shared: callers only read them.
 func (s *EndpointSlice) Hints(i int) (zones, nodes []string) {
-	if h := s.Endpoints[i].hints; h != 0 {
+	if h := s.Endpoints[i].hints(); h != 0 {
 		return s.rare.hints[h-1].zones, s.rare.hints[h-1].nodes
 	}
 	return nil, nil
@@ -348,7 +393,7 @@ func (s *EndpointSlice) UID() types.UID { return s.identity.UID() }
 // TriggerTime is the slice's endpoints.kubernetes.io/last-change-trigger-time,
 // false when it has none that parses.
 func (s *EndpointSlice) TriggerTime() (time.Time, bool) {
-	if !s.hasTrigger {
+	if s.trigger == noTrigger {
 		return time.Time{}, false
 	}
 	return time.Unix(0, s.trigger).UTC(), true
@@ -394,8 +439,8 @@ func (s *EndpointSlice) ToDiscovery() *discovery.EndpointSlice {
 			more = more[1:]
 		}
 		ep.Conditions.Ready, ep.Conditions.Serving, ep.Conditions.Terminating = e.conditionPtr(readyShift), e.conditionPtr(servingShift), e.conditionPtr(terminatingShift)
-		if e.hints != 0 {
-			h := s.rare.hints[e.hints-1]
+		if e.hints() != 0 {
+			h := s.rare.hints[e.hints()-1]
 			ep.Hints = &discovery.EndpointHints{}
 			for _, z := range h.zones {
 				ep.Hints.ForZones = append(ep.Hints.ForZones, discovery.ForZone{Name: z})

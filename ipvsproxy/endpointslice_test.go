@@ -82,11 +82,15 @@ func TestCompactSliceKeepsWhatTheProxierReads(t *testing.T) {
 	}
 }
 
-// An endpoint is 32 bytes: a field more would take 8 more for each of the
-// cluster's endpoints on every node.
-func TestSliceEndpointIs32Bytes(t *testing.T) {
-	if size := reflect.TypeFor[sliceEndpoint]().Size(); size != 32 {
+// An endpoint is 16 bytes, and a slice at most 192 (a size class): a field more
+// would take 8 more for each of the cluster's endpoints on every node, or
+// 16 more for each slice.
+func TestSliceEndpointIs16Bytes(t *testing.T) {
+	if size := reflect.TypeFor[sliceEndpoint]().Size(); size != 16 {
 		t.Errorf("sliceEndpoint is %d bytes", size)
+	}
+	if size := reflect.TypeFor[EndpointSlice]().Size(); size > 192 {
+		t.Errorf("EndpointSlice is %d bytes", size)
 	}
 }
 
