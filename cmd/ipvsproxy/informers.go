@@ -109,11 +109,12 @@ func newInformer[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher
 // An EndpointSlice becomes an ipvsproxy.EndpointSlice, which keeps only what
 // the proxier reads (names, the service-name label, the trigger-time
 // annotation, the address type, the ports, and per endpoint its first
-// address, conditions, node name and hints) in one array of 32-byte
-// endpoints: at 10 endpoints a slice, a cached endpoint held 284 bytes as a
-// trimmed discovery.Endpoint (the pod reference, zone and hostname dropped,
-// node names and conditions shared) and holds 52.8 now, 91.3 with the
-// tracker's files of it (BenchmarkCachedSliceMemory).
+// address, conditions, node name and hints) in one array of 16-byte
+// endpoints (an IPv6 address 16 bytes more): at 10 endpoints a slice, a
+// cached endpoint held 284 bytes as a trimmed discovery.Endpoint (the pod
+// reference, zone and hostname dropped, node names and conditions shared);
+// see BenchmarkCachedSliceMemory for what it holds now, alone and with the
+// tracker's files of it.
 //
 // A Service becomes an ipvsproxy.Service, which keeps only what the
 // proxier reads (names, creation time, the scheduler annotations, type,
