@@ -18,6 +18,11 @@
 # BENCH_IPVSPROXY_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
 # GOMEMLIMIT=64MiB),
 # IPVSPROXY_BASELINE (the binary of the side ipvsproxy-baseline: ipvsproxy before a change).
+# BENCH_IPVSPROXY_VARIANTS ("NAME=ENV WORDS;NAME=..."): the side ipvsproxy-NAME runs
+# ipvsproxy with those words in its environment (every flag has its IPVSPROXY_ variable), e.g.
+# "rr=IPVSPROXY_IPVS_SCHEDULER=rr;again=" for the side ipvsproxy-rr and the side ipvsproxy-again,
+# the defaults once more: variants, and one side twice, measured in the same boot. The side
+# ipvsproxy-again needs no variant: the defaults once more, later in the boot.
 # BENCH_WATCHLIST=false turns client-go's streaming watch-list off in both (LIST then WATCH).
 # BENCH_CPU=1 takes ipvsproxy's CPU profile, 30 s at a time, from its start until it is ready
 # (cpu-SIDE-N-K.pprof in BENCH_LOGS; pprof -proto merges them): where a slow start goes.
@@ -107,6 +112,26 @@ if [[ ${BENCH_DATAPLANE:-} == 1 ]]; then
 	# for a guest of this size is 65,536); the hash table keeps the kernel's size.
 	sysctl -qw net.netfilter.nf_conntrack_max=262144
 fi
+
+# variant_env NAME: the environment words of BENCH_IPVSPROXY_VARIANTS' variant NAME; fails
+# when there is none.
+variant_env() {
+	local v vs
+	IFS=';' read -r -a vs <<<"${BENCH_IPVSPROXY_VARIANTS:-}"
+	for v in "${vs[@]}"; do
+		v=${v#"${v%%[![:space:]]*}"}
+		[[ $v == *=* && ${v%%=*} == "$1" ]] && { echo "${v#*=}"; return 0; }
+	done
+	return 1
+}
+for side in ${BENCH_SIDES:-}; do
+	case $side in
+	ipvsproxy | ipvsproxy-again | ipvsproxy-baseline | ipvsproxy-env | kube-proxy | kube-proxy-nftables | kube-proxy-iptables | kube-proxy-ipvs) ;;
+	ipvsproxy-*) variant_env "${side#ipvsproxy-}" >/dev/null || { echo "side $side: no variant ${side#ipvsproxy-} in BENCH_IPVSPROXY_VARIANTS" >&2; exit 2; } ;;
+	*) echo "unknown side $side" >&2; exit 2 ;;
+	esac
+done
+side=
 
 # timeout_of SIDE: BENCH_TIMEOUTS' word for the side, else BENCH_TIMEOUT.
 timeout_of() {
@@ -241,10 +266,14 @@ start_side() {
 	local periods=(--ipvs-sync-period "$sync_period" --ipvs-min-sync-period "$min_sync_period")
 	[[ -n ${BENCH_CHURN:-} ]] && periods=()
 	case $side in
-	ipvsproxy | ipvsproxy-baseline | ipvsproxy-env)
+	ipvsproxy*)
 		local bin=$IPVSPROXY env= profiling=${BENCH_HEAP:-}${BENCH_CPU:-}
-		[[ $side == ipvsproxy-baseline ]] && bin=$IPVSPROXY_BASELINE
-		[[ $side == ipvsproxy-env ]] && env=${BENCH_IPVSPROXY_ENV:-}
+		case $side in
+		ipvsproxy | ipvsproxy-again) ;;
+		ipvsproxy-baseline) bin=$IPVSPROXY_BASELINE ;;
+		ipvsproxy-env) env=${BENCH_IPVSPROXY_ENV:-} ;;
+		*) env=$(variant_env "${side#ipvsproxy-}") ;;
+		esac
 		# Profiling (pprof, and the heap sampling it needs) only when a profile is asked for: the
 		# DaemonSet runs without it, and so is measured.
 		# --ipvs-resync-shares is left at its default, 1 (everything re-checked every period, as
