@@ -43,6 +43,11 @@
 # IPVSPROXY_BENCH_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
 # "GOMEMLIMIT=64MiB"), IPVSPROXY_BENCH_BASELINE (the binary of the side ipvsproxy-baseline, to
 # measure a change: IPVSPROXY_BENCH_SIDES="ipvsproxy-baseline ipvsproxy kube-proxy"),
+# IPVSPROXY_BENCH_VARIANTS ("NAME=ENV WORDS;..."; the side ipvsproxy-NAME runs with them, e.g.
+# "rr=IPVSPROXY_IPVS_SCHEDULER=rr;again=" and IPVSPROXY_BENCH_SIDES="ipvsproxy ipvsproxy-rr
+# kube-proxy-ipvs ipvsproxy-again": a flag's effect and the order's, in one boot),
+# the data plane's DP_CONNECTS, DP_HOLD, DP_RATE_S, DP_IPERF_S, DP_UDP_S, DP_REPEAT, DP_PERF and
+# DP_PERF_S (bench-dataplane-guest.sh; each given replaces the smoke form's value too),
 # IPVSPROXY_BENCH_WATCHLIST=false (client-go's streaming watch-list off in both proxies),
 # IPVSPROXY_BENCH_PREPARE_ONLY=1 (start the control plane and create the largest N's objects,
 # then leave it running and print how to reuse it; no VM),
@@ -126,6 +131,8 @@ make -s -C "$repo" build >&2
 # The harness's guest tools: the traffic, the nftables reader, the histogram reader.
 (cd "$repo/benchmarks/harness" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/" ./cmd/loadgen ./cmd/nftservice ./cmd/promhist)
 if [[ -n $dataplane ]]; then command -v iperf3 >/dev/null || die "iperf3 missing: run e2e/install-deps.sh"; fi
+# The guest runs this machine's perf (it mounts this root) and it reports here.
+[[ ${DP_PERF:-} != 1 ]] || command -v perf >/dev/null || die "DP_PERF=1 needs perf: apt-get install linux-perf"
 [[ -z $churn ]] || (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/endpointchurn" ./e2e/endpointchurn)
 "$here/prepare.sh" >/dev/null
 
@@ -181,6 +188,17 @@ for n in "${sizes[@]}"; do
 	# The data plane's figures in the smoke are short runs of each measurement.
 	dp_env=()
 	[[ -n $smoke ]] && dp_env=(-e DP_CONNECTS=200 -e DP_HOLD=2000 -e DP_RATE_S=2 -e DP_IPERF_S=2 -e DP_UDP_S=2)
+	for v in DP_CONNECTS DP_HOLD DP_RATE_S DP_IPERF_S DP_UDP_S DP_REPEAT DP_PERF DP_PERF_S; do
+		[[ -n ${!v:-} ]] && dp_env+=(-e "$v=${!v}")
+	done
+	# The host's load beside the guest's figures (each data-plane line has its time, "at"): under
+	# emulation the guest's one vCPU is a host thread, slowed by whatever else runs here.
+	mkdir -p "$work/results-$n"
+	while :; do
+		printf '%s\t%s\n' "$EPOCHSECONDS" "$(</proc/loadavg)"
+		sleep 5
+	done >"$work/results-$n/host-load.tsv" 2>/dev/null &
+	load_sampler=$!
 	n_big=0
 	for b in $big_at; do ((b == n)) && n_big=$big; done
 	IPVSPROXY_VM_PREPARED=1 "$here/run.sh" --mem "${IPVSPROXY_VM_MEM:-$([[ -n $dataplane ]] && echo 4096 || echo 3072)}" \
@@ -195,21 +213,38 @@ for n in "${sizes[@]}"; do
 		-e "BENCH_TIMEOUTS=${IPVSPROXY_BENCH_TIMEOUTS:-}" \
 		-e "BENCH_ROUND=$round" -e "BENCH_HEAP=${IPVSPROXY_BENCH_HEAP:-}" -e "BENCH_CPU=${IPVSPROXY_BENCH_CPU:-}" -e "BENCH_TIMEOUT=${IPVSPROXY_BENCH_TIMEOUT:-1800}" -e "BENCH_CHANGES=${IPVSPROXY_BENCH_CHANGES:-0}" \
 		-e "BENCH_WATCHLIST=${IPVSPROXY_BENCH_WATCHLIST:-}" -e "BENCH_IPVSPROXY_ENV=${IPVSPROXY_BENCH_ENV:-}" -e "IPVSPROXY_BASELINE=${IPVSPROXY_BENCH_BASELINE:-}" \
+		-e "BENCH_IPVSPROXY_VARIANTS=${IPVSPROXY_BENCH_VARIANTS:-}" \
 		-e "BENCH_CHURN=$churn" -e "BENCH_CHURN_SMOKE=$smoke" -e "ENDPOINTCHURN=$work/endpointchurn" \
 		-- "$here/bench-daemon-guest.sh" >&2
 	vm_rc=$?
+	kill "$load_sampler" 2>/dev/null
+	wait "$load_sampler" 2>/dev/null
 	set -e
 	round=$((round + 2))
 	say "N=$n: VM run $((SECONDS - t))s, exit $vm_rc"
 	((vm_rc == 0)) || rc=1
 	if [[ -n $control && -f $work/results-$n/figures.json ]]; then cat "$work/results-$n/figures.json" >>"$out"; fi
 	if [[ -n $dataplane && -f $work/results-$n/dataplane.json ]]; then cat "$work/results-$n/dataplane.json" >>"$dp_out"; fi
+	# The guest's kernel profiles (DP_PERF=1), reported here with the guest's symbols: each
+	# function's own share of the samples, and its share with what it called.
+	for f in "$work/results-$n"/perf-*.data; do
+		[[ -f $f && -f $work/results-$n/kallsyms ]] || continue
+		perf report -i "$f" --kallsyms "$work/results-$n/kallsyms" --stdio --no-children --sort dso,sym -g none --percent-limit 0.2 >"${f%.data}-self.txt" 2>/dev/null
+		perf report -i "$f" --kallsyms "$work/results-$n/kallsyms" --stdio --children --sort sym -g none --percent-limit 1 >"${f%.data}-children.txt" 2>/dev/null
+	done
 	# Each side's memory over its run (bench-daemon-guest.sh's sample_rss) and its churn's raw
 	# samples beside the figures.
 	if [[ -z $smoke ]]; then
 		for f in "$work/results-$n"/rss-*.tsv "$work/results-$n"/churn-*.tsv; do
 			[[ -f $f ]] && cp "$f" "${out%.json}-${f##*/}"
 		done
+		# The data plane's kernel profiles and the host's load beside its figures.
+		if [[ -n $dataplane ]]; then
+			for f in "$work/results-$n"/perf-*.txt; do
+				[[ -f $f ]] && cp "$f" "${dp_out%.json}-${f##*/}"
+			done
+			[[ -f $work/results-$n/host-load.tsv ]] && cp "$work/results-$n/host-load.tsv" "${dp_out%.json}-host-load-$n.tsv"
+		fi
 	fi
 done
 say "whole run $((SECONDS - t_all))s; figures in $([[ -n $control ]] && echo "$out ")$([[ -n $dataplane ]] && echo "$dp_out")"

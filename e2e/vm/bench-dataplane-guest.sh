@@ -29,7 +29,15 @@
 #   udp          UDP request/response rate pod -> udp's IP, a new source port each (DP_UDP_S s).
 # dp_baseline measures the same with no proxy at all, pod -> pod, before the first side.
 # Environment: LOADGEN, DP_CONNECTS (2000), DP_HOLD (100000; 0: no held state), DP_RATE_S (10),
-# DP_IPERF_S (5), DP_UDP_S (5), DP_OUT (a JSON line per side, N and table state).
+# DP_IPERF_S (5), DP_UDP_S (5), DP_OUT (a JSON line per side, N and table state),
+# DP_REPEAT (1): rate, iperf and udp each measured that many times, in turns (rate, iperf, udp,
+# rate, ...), the figure the median sample, every sample's rate in *_samples: under emulation a
+# 2-s sample moves by a third from one to the next, with the host's load;
+# DP_PERF=1: after the figures of the empty tables, a kernel profile of the whole guest
+# (perf record -a -g, the cpu-clock event: the emulated CPU has no counters) over one more rate,
+# iperf and udp run each (perf-SIDE-N-empty-{rate,iperf,udp}.data in BENCH_LOGS, with the
+# guest's kallsyms; bench-daemon.sh reports them by symbol, self and with children): what each
+# figure's CPU went to, the proxy's rules and IPVS among the rest of the stack.
 
 readonly dp_client=bench-client dp_client_addrs=(10.245.0.10 10.245.0.11 10.245.0.12 10.245.0.13)
 readonly dp_link_gw=169.254.1.1
@@ -151,22 +159,76 @@ dp_lookup_services() {
 	}
 }
 
+# dp_rate TO [SECONDS], dp_iperf TO [SECONDS], dp_udp TO [SECONDS]: one sample each from the
+# client pod (loadgen's JSON; iperf3's received bits per second), null when it failed.
+dp_rate() { ip netns exec "$dp_client" "$LOADGEN" rate -to "$1" -duration "${2:-${DP_RATE_S:-10}}s" -workers 4 || echo null; }
+dp_udp() { ip netns exec "$dp_client" "$LOADGEN" udp -to "$1" -duration "${2:-${DP_UDP_S:-5}}s" -timeout 1s || echo null; }
+dp_iperf() {
+	local out bps
+	out=$(ip netns exec "$dp_client" iperf3 -c "${1%:*}" -p "${1##*:}" -t "${2:-${DP_IPERF_S:-5}}" -J 2>>"$BENCH_LOGS/iperf3-client.log")
+	bps=$(jq -r '.end.sum_received.bits_per_second // empty' <<<"$out" 2>/dev/null)
+	[[ -n $bps ]] || { echo "$out" >>"$BENCH_LOGS/iperf3-client.log"; bps=null; }
+	echo "$bps"
+}
+
+# dp_median FIELD SAMPLE...: the sample whose FIELD is the median (the lower one of an even
+# count), null without one; dp_samples FIELD SAMPLE...: every sample's FIELD as a JSON list.
+dp_median() {
+	local f=$1
+	shift
+	printf '%s\n' "$@" | jq -sc --arg f "$f" 'map(select(type == "object" and .[$f] != null)) | sort_by(.[$f]) | if length == 0 then null else .[(length - 1) / 2 | floor] end'
+}
+dp_samples() {
+	local f=$1
+	shift
+	printf '%s\n' "$@" | jq -sc --arg f "$f" 'map(if type == "object" then .[$f] else . end)'
+}
+
 # dp_round WHO TABLE CIP_FIRST CIP_LAST NP_FIRST NP_LAST IPERF UDP EXTRA_JSON: one table state's
 # measurements; prints the JSON line.
 dp_round() {
 	local who=$1 table=$2 cf=$3 cl=$4 nf=$5 nl=$6 iperf_to=$7 udp_to=$8 extra=$9
-	local c_cf c_cl c_nf c_nl rate iperf udp bps
+	local c_cf c_cl c_nf c_nl rate iperf udp k rates=() iperfs=() udps=() at
+	at=$(now)
 	c_cf=$(ip netns exec "$dp_client" "$LOADGEN" connect -to "$cf" -n "${DP_CONNECTS:-2000}") || c_cf=null
 	c_cl=$(ip netns exec "$dp_client" "$LOADGEN" connect -to "$cl" -n "${DP_CONNECTS:-2000}") || c_cl=null
 	c_nf=$("$LOADGEN" connect -to "$nf" -n "${DP_CONNECTS:-2000}") || c_nf=null
 	c_nl=$("$LOADGEN" connect -to "$nl" -n "${DP_CONNECTS:-2000}") || c_nl=null
-	rate=$(ip netns exec "$dp_client" "$LOADGEN" rate -to "$cl" -duration "${DP_RATE_S:-10}s" -workers 4) || rate=null
-	iperf=$(ip netns exec "$dp_client" iperf3 -c "${iperf_to%:*}" -p "${iperf_to##*:}" -t "${DP_IPERF_S:-5}" -J 2>>"$BENCH_LOGS/iperf3-client.log")
-	bps=$(jq -r '.end.sum_received.bits_per_second // empty' <<<"$iperf" 2>/dev/null)
-	[[ -n $bps ]] || { echo "$iperf" >>"$BENCH_LOGS/iperf3-client.log"; bps=null; }
-	udp=$(ip netns exec "$dp_client" "$LOADGEN" udp -to "$udp_to" -duration "${DP_UDP_S:-5}s" -timeout 1s) || udp=null
-	printf '{"side":"%s","services":%d,"table":"%s"%s,"connect":{"pod_clusterip_first":%s,"pod_clusterip_last":%s,"outside_nodeport_first":%s,"outside_nodeport_last":%s},"rate":%s,"iperf_bits_per_s":%s,"udp":%s}\n' \
-		"$who" "$BENCH_N" "$table" "$extra" "${c_cf:-null}" "${c_cl:-null}" "${c_nf:-null}" "${c_nl:-null}" "${rate:-null}" "$bps" "${udp:-null}"
+	for ((k = 0; k < ${DP_REPEAT:-1}; k++)); do
+		rates+=("$(dp_rate "$cl")")
+		iperfs+=("$(dp_iperf "$iperf_to")")
+		udps+=("$(dp_udp "$udp_to")")
+	done
+	rate=$(dp_median per_s "${rates[@]}")
+	udp=$(dp_median per_s "${udps[@]}")
+	iperf=$(printf '%s\n' "${iperfs[@]}" | jq -s 'map(select(type == "number")) | sort | if length == 0 then null else .[(length - 1) / 2 | floor] end')
+	if ((${DP_REPEAT:-1} > 1)); then
+		extra+=",\"repeat\":${DP_REPEAT},\"rate_samples_per_s\":$(dp_samples per_s "${rates[@]}"),\"iperf_samples_bits_per_s\":$(printf '%s\n' "${iperfs[@]}" | jq -sc .),\"udp_samples_per_s\":$(dp_samples per_s "${udps[@]}")"
+	fi
+	printf '{"side":"%s","services":%d,"table":"%s","at":%.0f%s,"connect":{"pod_clusterip_first":%s,"pod_clusterip_last":%s,"outside_nodeport_first":%s,"outside_nodeport_last":%s},"rate":%s,"iperf_bits_per_s":%s,"udp":%s}\n' \
+		"$who" "$BENCH_N" "$table" "$at" "$extra" "${c_cf:-null}" "${c_cl:-null}" "${c_nf:-null}" "${c_nl:-null}" "${rate:-null}" "${iperf:-null}" "${udp:-null}"
+}
+
+# dp_profile WHO TABLE CIP IPERF UDP: with DP_PERF=1, the guest's kernel profile over one more
+# rate, iperf and udp run each (see the header). A missing perf is said, not fatal.
+dp_profile() {
+	[[ ${DP_PERF:-} == 1 ]] || return 0
+	local who=$1 table=$2 cip=$3 iperf_to=$4 udp_to=$5 what base
+	command -v perf >/dev/null || { log "no perf in the guest: no profile"; return 0; }
+	for what in rate iperf udp; do
+		base=$BENCH_LOGS/perf-$who-$BENCH_N-$table-$what
+		local run=()
+		case $what in
+		rate) run=("$LOADGEN" rate -to "$cip" -duration "${DP_PERF_S:-3}s" -workers 4) ;;
+		iperf) run=(iperf3 -c "${iperf_to%:*}" -p "${iperf_to##*:}" -t "${DP_PERF_S:-3}" -J) ;;
+		udp) run=("$LOADGEN" udp -to "$udp_to" -duration "${DP_PERF_S:-3}s" -timeout 1s) ;;
+		esac
+		perf record -q -e cpu-clock -F 499 -a -g -o "$base.data" -- ip netns exec "$dp_client" "${run[@]}" >"$base.json" 2>"$base.log"
+	done
+	# Reported on the host after the run (bench-daemon.sh), with this kernel's symbols: perf
+	# report takes the emulated CPU for minutes.
+	[[ -f $BENCH_LOGS/kallsyms ]] || cat /proc/kallsyms >"$BENCH_LOGS/kallsyms"
+	log "kernel profiles: $BENCH_LOGS/perf-$who-$BENCH_N-$table-*.data"
 }
 
 # dp_baseline: the same paths with no proxy: pod -> pod and outside -> pod, in a node
@@ -179,6 +241,7 @@ dp_baseline() {
 	log "pod to pod, no proxy"
 	dp_round no-proxy empty "10.244.0.1:8080" "10.244.39.15:8080" "10.244.0.1:8080" "10.244.39.15:8080" "$pod_addr:5201" "$pod_addr:8081" \
 		',"path":"pod to pod and outside to pod, no Service"' | tee -a "$DP_OUT" >&2
+	dp_profile no-proxy empty "10.244.39.15:8080" "$pod_addr:5201" "$pod_addr:8081"
 	dp_topology_down
 	node_down
 }
@@ -196,6 +259,7 @@ dp_side() {
 	settle
 	log "data plane, empty tables: $CIP_FIRST_SVC $CIP_LAST_SVC $NP_FIRST_SVC $NP_LAST_SVC"
 	dp_round "$side" empty "$CIP_FIRST" "$CIP_LAST" "$NP_FIRST" "$NP_LAST" "$dp_iperf_ip:5201" "$dp_udp_ip:53" "$extra" | tee -a "$DP_OUT" >&2
+	dp_profile "$side" empty "$CIP_LAST" "$dp_iperf_ip:5201" "$dp_udp_ip:53"
 	if ((${DP_HOLD:-100000} > 0)); then
 		rm -f /run/bench-hold.ready
 		t=$(now)
