@@ -29,7 +29,8 @@
 # N) and, with the data plane, <date>-vm-dataplane.json (one per side, N and table state), a
 # Markdown table and PNG plots beside each, and, with the logs, under $IPVSPROXY_E2E_CACHE/runs.
 # Env: IPVSPROXY_BENCH_SIDES (default "ipvsproxy kube-proxy-nftables kube-proxy-ipvs", with the
-# data plane also kube-proxy-iptables before kube-proxy-ipvs), IPVSPROXY_BENCH_DATAPLANE=1 (the
+# data plane also kube-proxy-iptables before kube-proxy-ipvs and ipvsproxy-again, the defaults once
+# more, last), IPVSPROXY_BENCH_DATAPLANE=1 (the
 # data plane in the same boots as the control plane: one cold sync of each side serves both),
 # IPVSPROXY_BENCH_SERIES (endpoint changes read from each side's histogram, default 50; 0 with
 # --dataplane), IPVSPROXY_BENCH_BIG (endpoints of bench/big, default 100000; 0 with --dataplane)
@@ -77,7 +78,9 @@ done
 if [[ -n $smoke ]]; then sizes=(100); else sizes=("${@:-1000 10000 30000}"); fi
 read -r -a sizes <<<"${sizes[*]}"
 if [[ -n $dataplane ]]; then
-	sides=${IPVSPROXY_BENCH_SIDES:-ipvsproxy kube-proxy-nftables kube-proxy-iptables kube-proxy-ipvs}
+	# ipvsproxy first and once more last: its two passes bracket the others in time, so that a
+	# drift of the host's load over the boot moves ipvsproxy's mean as it moves theirs.
+	sides=${IPVSPROXY_BENCH_SIDES:-ipvsproxy kube-proxy-nftables kube-proxy-iptables kube-proxy-ipvs ipvsproxy-again}
 else
 	sides=${IPVSPROXY_BENCH_SIDES:-ipvsproxy kube-proxy-nftables kube-proxy-ipvs}
 fi

@@ -30,7 +30,7 @@
 # dp_baseline measures the same with no proxy at all, pod -> pod, before the first side.
 # Environment: LOADGEN, DP_CONNECTS (2000), DP_HOLD (100000; 0: no held state), DP_RATE_S (10),
 # DP_IPERF_S (5), DP_UDP_S (5), DP_OUT (a JSON line per side, N and table state),
-# DP_REPEAT (1): rate, iperf and udp each measured that many times, in turns (rate, iperf, udp,
+# DP_REPEAT (3): rate, iperf and udp each measured that many times, in turns (rate, iperf, udp,
 # rate, ...), the figure the median sample, every sample's rate in *_samples: under emulation a
 # 2-s sample moves by a third from one to the next, with the host's load;
 # DP_PERF=1: after the figures of the empty tables, a kernel profile of the whole guest
@@ -194,7 +194,7 @@ dp_round() {
 	c_cl=$(ip netns exec "$dp_client" "$LOADGEN" connect -to "$cl" -n "${DP_CONNECTS:-2000}") || c_cl=null
 	c_nf=$("$LOADGEN" connect -to "$nf" -n "${DP_CONNECTS:-2000}") || c_nf=null
 	c_nl=$("$LOADGEN" connect -to "$nl" -n "${DP_CONNECTS:-2000}") || c_nl=null
-	for ((k = 0; k < ${DP_REPEAT:-1}; k++)); do
+	for ((k = 0; k < ${DP_REPEAT:-3}; k++)); do
 		rates+=("$(dp_rate "$cl")")
 		iperfs+=("$(dp_iperf "$iperf_to")")
 		udps+=("$(dp_udp "$udp_to")")
@@ -202,7 +202,7 @@ dp_round() {
 	rate=$(dp_median per_s "${rates[@]}")
 	udp=$(dp_median per_s "${udps[@]}")
 	iperf=$(printf '%s\n' "${iperfs[@]}" | jq -s 'map(select(type == "number")) | sort | if length == 0 then null else .[(length - 1) / 2 | floor] end')
-	if ((${DP_REPEAT:-1} > 1)); then
+	if ((${DP_REPEAT:-3} > 1)); then
 		extra+=",\"repeat\":${DP_REPEAT},\"rate_samples_per_s\":$(dp_samples per_s "${rates[@]}"),\"iperf_samples_bits_per_s\":$(printf '%s\n' "${iperfs[@]}" | jq -sc .),\"udp_samples_per_s\":$(dp_samples per_s "${udps[@]}")"
 	fi
 	printf '{"side":"%s","services":%d,"table":"%s","at":%.0f%s,"connect":{"pod_clusterip_first":%s,"pod_clusterip_last":%s,"outside_nodeport_first":%s,"outside_nodeport_last":%s},"rate":%s,"iperf_bits_per_s":%s,"udp":%s}\n' \
