@@ -177,7 +177,8 @@ bench-dataplane: deps build
 	e2e/vm/bench-daemon.sh --dataplane $(BENCH_SIZES)
 
 # bench-dataplane-smoke: its smoke form: 100 Services, every side and the baseline, every
-# measurement short, 2,000 held connections; fails unless each produced every figure.
+# measurement short (three samples of each rate, ipvsproxy first and again last), 2,000 held
+# connections; fails unless each produced every figure.
 bench-dataplane-smoke: deps build
 	e2e/vm/bench-daemon.sh --dataplane-smoke
 
