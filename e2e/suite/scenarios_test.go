@@ -72,6 +72,7 @@ var scenarios = []scenario{
 	{"servicelb-node-addresses", []string{"servicelb-node-addresses"}, scenarioServiceLBNodeAddresses},
 	{"api-vip-claim-refused", []string{"api-vip-claim-refused"}, scenarioAPIVIPClaim},
 	{"upgrade-downgrade", []string{"upgrade-downgrade", "upgrade-downgrade-ipv6"}, scenarioUpgradeDowngrade},
+	{"hostile-service", []string{"hostile-service"}, scenarioHostileService},
 	{"restart-under-load", []string{"restart-under-load"}, scenarioRestart},
 	{"cleanup-leaves-nothing", []string{"cleanup-leaves-nothing"}, scenarioCleanup},
 }
@@ -84,5 +85,4 @@ var byName = []scenario{
 	{"migrate-from-kube-proxy-nftables", []string{"migrate-from-kube-proxy-nftables"}, scenarioMigrateKubeProxyMode("nftables")},
 	{"rollback-to-kube-proxy-iptables", []string{"rollback-to-kube-proxy-iptables"}, scenarioRollbackKubeProxyMode("iptables")},
 	{"rollback-to-kube-proxy-nftables", []string{"rollback-to-kube-proxy-nftables"}, scenarioRollbackKubeProxyMode("nftables")},
-	{"hostile-service", []string{"hostile-service"}, scenarioHostileService},
 }
