@@ -51,8 +51,9 @@ unit: deps
 	# The image builder, the SBOM, the release bundle, and two image builds of this commit (one digest).
 	cd release && $(GO) vet ./... && $(GO) test -count=1 ./...
 	# The Go end-to-end scenarios run only in the VM (make e2e); here they are vetted, which compiles them,
-	# and their helpers without the e2e tag (the silence of a stream, gap.go) are tested.
-	cd e2e/suite && $(GO) vet -tags e2e ./... && $(GO) test -count=1 .
+	# their helpers without the e2e tag (the silence of a stream, gap.go) are tested, and so is their
+	# table (each step a verdict of its scenario, every name in docs/testing.md's table).
+	cd e2e/suite && $(GO) vet -tags e2e ./... && $(GO) test -count=1 . && $(GO) test -count=1 -tags e2e -run '^TestScenarioTable' .
 
 # The adapters' and the proxier's kernel halves inside the VM (IPVS, dummy), then a boot that
 # checks the start-up on a kernel without ip_vs, without the dummy driver and without twos.
@@ -85,13 +86,12 @@ k8s-matrix: deps build
 kernel-matrix: deps build
 	e2e/matrix.sh kernels $(KERNELS)
 
-# e2e-migrate: the migration from the real kube-proxy (44, also in `make e2e`); the rollbacks
-# (44rollback to its IPVS mode, 44rbiptables, 44rbnftables) and the migration from its iptables and
-# nftables modes are left out of `make e2e` for time (e2e/suite/kubeproxy_migrate_test.go: its
-# scenarios run by name only).
+# e2e-migrate: the migration from the real kube-proxy's IPVS mode (also in `make e2e`); the
+# rollbacks to its IPVS, iptables and nftables modes and the migrations from its iptables and
+# nftables modes are left out of `make e2e` for time (e2e/suite/scenarios_test.go: run by name only).
 .PHONY: e2e-migrate
 e2e-migrate: deps build
-	IPVSPROXY_E2E_SCENARIOS="44 44rollback 44iptables 44nftables 44rbiptables 44rbnftables" e2e/run.sh
+	IPVSPROXY_E2E_SCENARIOS="migrate-from-kube-proxy-ipvs rollback-to-kube-proxy-ipvs migrate-from-kube-proxy-iptables migrate-from-kube-proxy-nftables rollback-to-kube-proxy-iptables rollback-to-kube-proxy-nftables" e2e/run.sh
 
 # conformance-smoke: the DaemonSet started by a real kubelet becomes Ready and one Services
 # [Conformance] test passes; the full pass is `make conformance`. prebuild starts the

@@ -57,7 +57,7 @@ func TestREADMEInstallCommandsRender(t *testing.T) {
 }
 
 // TestMigrationGuideCommandsNameWhatExists: the migration guide's command
-// blocks, which e2e scenario 43 runs as written, name files and
+// blocks, which e2e `migrate-node-by-node` runs as written, name files and
 // kustomizations that exist and render, so a renamed overlay fails here on
 // the host before the VM runs it.
 func TestMigrationGuideCommandsNameWhatExists(t *testing.T) {

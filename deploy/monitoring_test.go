@@ -23,7 +23,7 @@ import (
 
 // The monitoring shipped with a release (deploy/monitoring) is checked with
 // Prometheus' own promtool, and against what a running daemon serves:
-// testdata/metrics.prom is node1's /metrics page as e2e scenario 42 kept it
+// testdata/metrics.prom is node1's /metrics page as e2e kube-proxy-metrics kept it
 // (results/logs/metrics-node1.prom of an end-to-end run).
 const (
 	monitoringDir = "monitoring"

@@ -43,9 +43,16 @@ var rawResults = []*regexp.Regexp{
 var lineLead = regexp.MustCompile(`^\s*(?://+|#+|\*+|--|;+)?\s*`)
 
 // processHits returns each line of text with a process word, as
-// "line: text". Lines are read as one run of prose, comment markers left
-// out, so that a phrase broken over two lines is found too.
+// "line: text".
 func processHits(text string) []string {
+	return linesMatching(text, processWords, allowedAround)
+}
+
+// linesMatching returns each line of text that one of patterns matches
+// outside what allowed matches, as "line: text". Lines are read as one run
+// of prose, comment markers left out, so that a phrase broken over two lines
+// is found too.
+func linesMatching(text string, patterns []*regexp.Regexp, allowed *regexp.Regexp) []string {
 	lines := strings.Split(text, "\n")
 	starts := make([]int, len(lines))
 	var b strings.Builder
@@ -55,11 +62,11 @@ func processHits(text string) []string {
 		b.WriteByte(' ')
 	}
 	joined := b.String()
-	allowed := allowedAround.FindAllStringIndex(joined, -1)
+	spans := allowed.FindAllStringIndex(joined, -1)
 	hit := map[int]bool{}
-	for _, re := range processWords {
+	for _, re := range patterns {
 		for _, m := range re.FindAllStringIndex(joined, -1) {
-			if !inside(m, allowed) {
+			if !inside(m, spans) {
 				hit[sort.SearchInts(starts, m[0]+1)-1] = true
 			}
 		}
@@ -119,6 +126,17 @@ func TestProcessWordsMatcher(t *testing.T) {
 // manifests, CHANGELOG, Makefile, scripts, code, test names) that names the
 // process that made the code. Say the reason or the behaviour instead.
 func TestTrackedFilesSpeakOfTheProduct(t *testing.T) {
+	for name, text := range trackedTextFiles(t) {
+		for _, hit := range processHits(text) {
+			t.Errorf("%s:%s", name, hit)
+		}
+	}
+}
+
+// trackedTextFiles maps each tracked text file of the repository (but the
+// raw results) to its content.
+func trackedTextFiles(t *testing.T) map[string]string {
+	t.Helper()
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +147,7 @@ func TestTrackedFilesSpeakOfTheProduct(t *testing.T) {
 	if err != nil {
 		t.Fatalf("git ls-files in %s: %v (the check reads the tracked files of a git checkout)", root, err)
 	}
-	var files int
+	files := map[string]string{}
 	for _, name := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
 		if skipped(name) {
 			continue
@@ -141,17 +159,14 @@ func TestTrackedFilesSpeakOfTheProduct(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if isBinary(data) {
-			continue
-		}
-		files++
-		for _, hit := range processHits(string(data)) {
-			t.Errorf("%s:%s", name, hit)
+		if !isBinary(data) {
+			files[name] = string(data)
 		}
 	}
-	if files < 100 {
-		t.Fatalf("read only %d tracked text files under %s", files, root)
+	if len(files) < 100 {
+		t.Fatalf("read only %d tracked text files under %s", len(files), root)
 	}
+	return files
 }
 
 func skipped(name string) bool {

@@ -8,7 +8,7 @@ packages=(
 	iptables ipset conntrack ipvsadm iproute2 kmod # the kernel tools the tests cross-check with
 	nftables                                        # nft: kube-proxy's nftables-mode tables in the clean-up tests
 	qemu-system-x86 busybox-static cpio xz-utils zstd # the end-to-end VM
-	socat curl                                      # the VM's API server forward; probes; SCTP (scenario 38)
+	socat curl                                      # the VM's API server forward; probes; SCTP (sctp)
 	qemu-user-static                                # check-rootfs.sh runs the arm64 image's tools
 	prometheus                                      # promtool: the shipped alerts and dashboard (deploy/monitoring)
 	iperf3 jq                                       # the data-plane benchmark's established flow; the benchmarks' JSON

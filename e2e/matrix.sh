@@ -20,14 +20,12 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 
-# The core scenarios (e2e/scenarios/README.md): each kind of Service in both families, UDP in
-# both, the Service CIDR, and the clean-up.
-#   1 ClusterIP, 50 RequireDualStack ClusterIP, 51 IPv6-first and IPv6-only ClusterIP,
-#   2 3 NodePort Cluster and Local, 52 dual-stack NodePort,
-#   4 5 LoadBalancer Cluster and Local with its healthCheckNodePort, 53 IPv6 LoadBalancer Local,
-#   12 external IP, 55 IPv6 external IP, 18 internalTrafficPolicy Local (IPv4 and IPv6),
-#   8 UDP, 56 UDP over IPv6, 45 the Service CIDR's routes, 10 clean-up (last).
-core="1 50 51 2 3 52 4 5 53 12 55 18 8 56 45 10"
+# The core scenarios (docs/testing.md): each kind of Service in both families, UDP in both, the
+# Service CIDR, and the clean-up (last).
+core="tutorial-clusterip ipv6-dual-stack-clusterip ipv6-prefer-dual-stack
+	tutorial-nodeport ipv6-nodeport tutorial-loadbalancer ipv6-loadbalancer-local
+	external-ip-held-by-node ipv6-external-ip internal-traffic-local
+	udp-endpoint-removed ipv6-udp-endpoint-removed service-cidr-route cleanup-leaves-nothing"
 
 matrix=${1:-}
 shift || true

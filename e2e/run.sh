@@ -4,7 +4,8 @@
 # namespaces, one `ipvsproxy run` per node, and the scenarios: bash ones in
 # e2e/scenarios/, Go ones in e2e/suite/ (built here as a test binary), run in one boot.
 #
-#   e2e/run.sh            PASS/FAIL per scenario, last line `N passed, N failed`; exit 1 on failure
+#   e2e/run.sh            `PASS name: ...`/`FAIL name: ...` per verdict, last line `N passed, N failed`;
+#                         exit 1 on failure
 #   e2e/run.sh --demo     the tutorial's scenarios only (demo_scenarios below), printed for a person:
 #                         seed by seed, each command and its answer
 #
@@ -18,10 +19,12 @@
 #                          binaries, and this run's work dir (the guest mounts its own /tmp, so
 #                          everything it reads lives under the cache, not /tmp)
 #   IPVSPROXY_E2E_KEEP=1   keep the work dir (control-plane logs, proxier logs) after the run
-#   IPVSPROXY_VM_TIMEOUT   hard limit for the VM (default 2400 s: the suite has grown to about 40 scenarios)
+#   IPVSPROXY_VM_TIMEOUT   hard limit for the VM (default 2400 s: the suite has grown to about 60 scenarios)
 #   IPVSPROXY_E2E_PROXIER_ARGS  extra `ipvsproxy run` flags (e.g. --ipvs-scheduler=rr, which
-#                          scenario 6 must then reject: a way to see the suite fail)
-#   IPVSPROXY_E2E_SCENARIOS    run only these scenarios, e.g. "11 12" (default: all)
+#                          tutorial-proxy-mode must then reject: a way to see the suite fail)
+#   IPVSPROXY_E2E_SCENARIOS    run only these scenarios, by name (docs/testing.md), e.g.
+#                          "local-policy-no-endpoints sctp" (default: all but those run by name
+#                          only); a verdict's name runs its scenario; checked before the VM boots
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -36,10 +39,10 @@ case ${1:-} in
 esac
 
 # The demo (`make demo`) is a first look, not the suite: the seeds' tutorial on two nodes —
-# a ClusterIP Service (1), a NodePort one made Local (2, with 3), a LoadBalancer one made Local
-# with its health-check node port (4, with 5), /proxyMode (6) — and `ipvsproxy inspect`,
-# `inspect --check` and `inspect trace` (30, with 31 and 32). IPVSPROXY_E2E_SCENARIOS overrides it.
-demo_scenarios="1 2 4 6 30"
+# a ClusterIP Service, a NodePort one made Local, a LoadBalancer one made Local with its
+# health-check node port, /proxyMode — and `ipvsproxy inspect`, `inspect --check` and
+# `inspect trace` (the scenario inspect). IPVSPROXY_E2E_SCENARIOS overrides it.
+demo_scenarios="tutorial-clusterip tutorial-nodeport tutorial-loadbalancer tutorial-proxy-mode inspect"
 if ((demo)) && [[ -z ${IPVSPROXY_E2E_SCENARIOS:-} ]]; then
 	IPVSPROXY_E2E_SCENARIOS=$demo_scenarios
 fi
@@ -101,6 +104,13 @@ fi
 (cd "$repo" && CGO_ENABLED=0 "$go" build -trimpath -o "$work/echoserver" ./e2e/echoserver)
 # The Go scenarios (e2e/suite, a module of its own), one test binary the guest runs after its setup.
 (cd "$repo/e2e/suite" && CGO_ENABLED=0 "$go" test -c -tags e2e -trimpath -o "$work/e2e-suite.test" .)
+# A selection becomes the scenarios it runs, in its order, before anything boots: a name no
+# verdict has ends the run here, a former name is taken with a note.
+if [[ -n ${IPVSPROXY_E2E_SCENARIOS:-} ]]; then
+	resolved=$("$work/e2e-suite.test" -resolve "$IPVSPROXY_E2E_SCENARIOS") ||
+		die "IPVSPROXY_E2E_SCENARIOS=\"$IPVSPROXY_E2E_SCENARIOS\": docs/testing.md names every scenario"
+	IPVSPROXY_E2E_SCENARIOS=$resolved
+fi
 # What carries out the migration guide's `kubectl apply -k` in its scenario (no kubectl here); the
 # deploy check below compiles the same package, so this is a link. The demo runs no such scenario.
 deploy_apply=
@@ -118,9 +128,9 @@ for f in "$cp_bin"/*; do
 done
 (cd "$repo/e2e/controlplane" && CGO_ENABLED=0 "$go" build -trimpath -buildvcs=false -o "$run_bin/e2ectl" ./cmd/e2ectl)
 cp_bin=$run_bin
-# The previous release's build, for the upgrade scenario (70) when it runs.
+# The previous release's build, for upgrade-downgrade when it runs.
 previous=
-if [[ -z ${IPVSPROXY_E2E_SCENARIOS:-} || " $IPVSPROXY_E2E_SCENARIOS " == *" 70 "* ]]; then
+if [[ -z ${IPVSPROXY_E2E_SCENARIOS:-} || " $IPVSPROXY_E2E_SCENARIOS " == *" upgrade-downgrade "* ]]; then
 	t=$SECONDS
 	previous=$("$repo/e2e/previous-build.sh") || die "the previous release's build failed (e2e/previous-build.sh)"
 	say "previous release's build $previous ($((SECONDS - t))s)"

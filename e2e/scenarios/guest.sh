@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # guest.sh — the end-to-end scenarios (the Go tests of e2e/suite), run as root inside the VM by
 # e2e/run.sh (never on a host: it builds network namespaces and starts daemons). Sets up the
-# cluster, then runs the scenarios in order: one PASS/FAIL line per verdict with the commands it
-# ran and what they answered, then `N passed, N failed`; exits 1 on any failure. With E2E_DEMO=1
-# it prints the seeds' transcript instead: each command, then its answer.
+# cluster, then runs the scenarios in order: one line per verdict, `PASS name: what` or
+# `FAIL name: what: why`, with the commands it ran and what they answered, then
+# `N passed, N failed`; exits 1 on any failure. With E2E_DEMO=1 it prints the seeds' transcript
+# instead: each command, then its answer.
 #
 # Environment (set by run.sh): E2E_BIN (e2ectl), ECHOSERVER, ADMIN_KUBECONFIG, PROXIER_KUBECONFIG,
 # E2E_PKI, E2E_LOGS (a writable directory the host keeps), E2E_HOST_ADDR (the API server's
-# address as the guest sees it), E2E_API_VIP (the VIP the proxiers dial it at), E2E_DEMO, E2E_SCENARIOS (optional: which scenarios, in order),
+# address as the guest sees it), E2E_API_VIP (the VIP the proxiers dial it at), E2E_DEMO,
+# E2E_SCENARIOS (optional: which scenarios, by name, in order; run.sh resolves the selection),
 # E2E_SUITE (the Go scenarios of e2e/suite, a `go test -c -tags e2e` binary).
 set -uo pipefail
 
@@ -18,15 +20,19 @@ export ECHOSERVER PATH=$repo/bin:$PATH
 
 . "$here/lib.sh"
 . "$here/setup.sh"
-# The Go scenarios: go_scenario[VERDICT]=SCENARIO (scenario 2 prints verdicts 2 and 3); those
-# listed "by-name" (44rollback ...) run only when E2E_SCENARIOS names them, for time.
-declare -A go_scenario=() go_by_name=()
-[[ -x ${E2E_SUITE:-} ]] || { echo "FAIL 0 setup: E2E_SUITE (the e2e/suite test binary) is not set or not executable"; echo "0 passed, 1 failed"; exit 1; }
+# The Go scenarios: go_scenario[VERDICT]=SCENARIO (tutorial-nodeport prints the verdicts
+# tutorial-nodeport and tutorial-nodeport-local), and the default order: every scenario in the
+# order of the suite's -list but those it marks by-name (rollback-to-kube-proxy-ipvs ...), which
+# run only when E2E_SCENARIOS names them, for time. The list ends with restart-under-load and
+# cleanup-leaves-nothing: they stop the proxiers.
+declare -A go_scenario=()
+order=()
+[[ -x ${E2E_SUITE:-} ]] || { echo "FAIL setup: E2E_SUITE (the e2e/suite test binary) is not set or not executable"; echo "0 passed, 1 failed"; exit 1; }
 while read -r v n how; do
 	go_scenario[$v]=$n
-	[[ $how != by-name ]] || go_by_name[$n]=1
+	[[ $v != "$n" || $how == by-name ]] || order+=("$n")
 done < <("$E2E_SUITE" -list)
-((${#go_scenario[@]})) || { echo "FAIL 0 setup: $E2E_SUITE -list named no Go scenario"; echo "0 passed, 1 failed"; exit 1; }
+((${#order[@]})) || { echo "FAIL setup: $E2E_SUITE -list named no Go scenario"; echo "0 passed, 1 failed"; exit 1; }
 
 finish() {
 	if [[ -n ${setup_failed:-} ]]; then
@@ -45,7 +51,7 @@ trap finish EXIT
 t0=$SECONDS
 if ! why=$(setup_cluster 2>&1); then
 	setup_failed=1
-	echo "FAIL 0 setup: $why"
+	echo "FAIL setup: $why"
 	echo "0 passed, 1 failed"
 	exit 1
 fi
@@ -57,21 +63,16 @@ if ((demo)); then
 	note "client $client_addr is outside the cluster; the load balancer's VIP is $vip"
 fi
 
-# Every Go scenario (e2e/suite) by its first verdict's number, in number order, except that 9
-# (restart) and 10 (cleanup) end the run: they stop the proxiers. E2E_SCENARIOS="11 12" runs only
-# those, for a quick loop while writing one (each scenario sets up the Services it uses itself).
-mapfile -t order < <({
-	for v in "${!go_scenario[@]}"; do [[ ${go_scenario[$v]} != "$v" || -n ${go_by_name[$v]:-} ]] || echo "$v"; done
-} | sort -n |
-	awk '$1 == 9 || $1 == 10 { last = last " " $1; next } { print } END { n = split(last, a, " "); for (i = 1; i <= n; i++) print a[i] }')
+# E2E_SCENARIOS="local-policy-no-endpoints external-ip-held-by-node" runs only those, for a quick
+# loop while writing one (each scenario sets up the Services it uses itself).
 if [[ -n ${E2E_SCENARIOS:-} ]]; then
 	read -r -a order <<<"$E2E_SCENARIOS"
 	echo "scenarios selected by E2E_SCENARIOS: ${order[*]}"
 fi
 
-# run_go N...: the Go scenarios N in one run of the suite binary; its PASS/FAIL lines are counted
-# like the bash verdicts'. A run that exits non-zero without a FAIL line (a panic, a failed
-# clean-up) counts as one failure.
+# run_go SCENARIO...: the Go scenarios in one run of the suite binary; its PASS/FAIL lines are
+# counted. A run that exits non-zero without a FAIL line (a panic, a failed clean-up) counts as
+# one failure.
 run_go() {
 	local line rc= fails=0
 	while IFS= read -r line; do
@@ -88,11 +89,13 @@ run_go() {
 	)
 	if [[ $rc != 0 ]] && ((fails == 0)); then
 		failed=$((failed + 1))
-		echo "FAIL $1 Go scenarios $*: e2e/suite exited ${rc:-?} without a failed verdict (output above)"
+		echo "FAIL $1: e2e/suite exited ${rc:-?} without a failed verdict (output above)"
 	fi
 }
 
 declare -A go_ran=()
+# Each scenario's time follows its verdicts, `    (NAME: Ns)`: run-parallel.sh records them in
+# e2e/scenarios/durations.tsv to balance its halves.
 for n in "${order[@]}"; do
 	t=$SECONDS
 	if [[ -n ${go_scenario[$n]:-} ]]; then

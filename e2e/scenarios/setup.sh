@@ -13,7 +13,7 @@ readonly topo=$repo/e2e/topology/topology.sh
 readonly ipvsproxy=$repo/bin/ipvsproxy
 readonly node1_addr=198.51.100.1 node2_addr=198.51.100.2 client_addr=198.51.100.79 vip=203.0.113.140
 readonly cluster_cidrs=10.244.0.0/16,2001:db8:244::/48
-# Two periodic syncs bound how long stale state may survive (scenario 8). e2e/suite/proxier_test.go
+# Two periodic syncs bound how long stale state may survive (udp-endpoint-removed). e2e/suite/proxier_test.go
 # has these three as constants of its own.
 readonly sync_period=10s min_sync_period=100ms
 

@@ -96,7 +96,7 @@ func scenarioServiceLBNodeAddresses(s *S) {
 	const port = 8080
 	nodes := []string{"node1", "node2"}
 	other := map[string]string{"node1": "node2", "node2": "node1"}
-	s.Step("64", "ServiceLB-shaped LoadBalancer (ingress = both nodes' IPv4 and IPv6 addresses, :8080): each node serves its own addresses unbound and refuses the other's with an Event; node1 and node2 still reach each other's sshd and the API through its VIP; the client is answered through every node address, both families", func(v *V) {
+	s.Step("servicelb-node-addresses", "ServiceLB-shaped LoadBalancer (ingress = both nodes' IPv4 and IPv6 addresses, :8080): each node serves its own addresses unbound and refuses the other's with an Event; node1 and node2 still reach each other's sshd and the API through its VIP; the client is answered through every node address, both families", func(v *V) {
 		v.Heading("A ServiceLB-shaped LoadBalancer: each node serves its own address, none takes another's")
 		for _, n := range nodes {
 			v.Background(n, "socat TCP-LISTEN:22,fork,reuseaddr SYSTEM:'echo sshd-"+n+"'")
@@ -162,7 +162,7 @@ func scenarioServiceLBNodeAddresses(s *S) {
 // nodes after two full syncs of each, and a Service created afterwards is
 // programmed on both nodes and answers.
 func scenarioAPIVIPClaim(s *S) {
-	s.Step("65", "a tenant Service claiming the API server's VIP (externalIPs and a load balancer ingress, :6443) is refused with Events; neither node binds or serves it; both nodes reach /readyz through the VIP; a Service created afterwards reaches both kernels and answers", func(v *V) {
+	s.Step("api-vip-claim-refused", "a tenant Service claiming the API server's VIP (externalIPs and a load balancer ingress, :6443) is refused with Events; neither node binds or serves it; both nodes reach /readyz through the VIP; a Service created afterwards reaches both kernels and answers", func(v *V) {
 		v.Heading("The API server's VIP, which the nodes dial, cannot be claimed by a Service")
 		vip := apiVIP()
 		if vip == "" {

@@ -101,7 +101,7 @@ func procAddrPort(s string) (netip.AddrPort, bool) {
 // through the daemon's full sync.
 func scenarioExcludeCIDRs(s *S) {
 	const foreign, excludedIP, nodePort = "203.0.113.201", "10.96.200.20", 30200
-	s.Step("20", "exclude-cidrs: a Service whose cluster IP is excluded is served on its NodePort and cluster IP; a foreign virtual server there is untouched", func(v *V) {
+	s.Step("exclude-cidrs", "exclude-cidrs: a Service whose cluster IP is excluded is served on its NodePort and cluster IP; a foreign virtual server there is untouched", func(v *V) {
 		v.Heading("--ipvs-exclude-cidrs limits clean-up only (kube-proxy's meaning)")
 		v.StopProxier("node1", syscall.SIGTERM)
 		// Someone else's virtual server in an excluded range, its address on kube-ipvs0.
@@ -160,7 +160,7 @@ func scenarioExcludeCIDRs(s *S) {
 // daemon runs at most two full syncs (one every period with the default of
 // 1 share).
 func scenarioResyncShares(s *S) {
-	s.Step("46", "resync shares: deleted virtual server back, removed real server back, answered again, at most 2 full syncs in 4 periods", func(v *V) {
+	s.Step("resync-shares", "resync shares: deleted virtual server back, removed real server back, answered again, at most 2 full syncs in 4 periods", func(v *V) {
 		v.Heading("--ipvs-resync-shares 3: a deleted virtual server back within a period, a removed real server within three")
 		var ips []string
 		var svcs []*v1.Service
@@ -200,10 +200,10 @@ func scenarioResyncShares(s *S) {
 		}
 		v.Show("node2", "curl 127.0.0.1:10249/metrics | grep ipvsproxy_sync_full_total  # four periods after the deletion", fmt.Sprintf("%v, was %v", full, full0))
 		v.Note("virtual server back after %.1fs, real server after %.1fs; %v full syncs in four periods of %s", tookVS.Seconds(), tookRS.Seconds(), fulls, syncPeriod)
-		v.name = fmt.Sprintf("resync shares: deleted virtual server back in %.1fs, removed real server in %.1fs, answered again, at most 2 full syncs in 4 periods", tookVS.Seconds(), tookRS.Seconds())
+		v.about = fmt.Sprintf("resync shares: deleted virtual server back in %.1fs, removed real server in %.1fs, answered again, at most 2 full syncs in 4 periods", tookVS.Seconds(), tookRS.Seconds())
 
 		v.RestoreProxierWithin("node2", 60*time.Second)
-		// Scenario 9 compares the kernel across a restart: leave it settled.
+		// restart-under-load compares the kernel across a restart: leave it settled.
 		for _, svc := range svcs {
 			v.DeleteService(svc)
 		}
@@ -319,7 +319,7 @@ func nodeEvents(node, reason string) ([]string, error) {
 // node.) With the second, /readyz and /healthz must name the failing list
 // within seconds. node2 then returns to the suite's role.
 func scenarioOlderClusterRole(s *S) {
-	s.Step("49", "older ClusterRole: without servicecidrs node2 synced and served the cluster IP, bound on kube-ipvs0, with a metric, an Event and a log line; without endpointslices /readyz and /healthz named it", func(v *V) {
+	s.Step("older-clusterrole", "older ClusterRole: without servicecidrs node2 synced and served the cluster IP, bound on kube-ipvs0, with a metric, an Event and a log line; without endpointslices /readyz and /healthz named it", func(v *V) {
 		v.Heading("An older ClusterRole: an optional list forbidden is served around; a required one is named on the health endpoints")
 		noCIDRs := v.olderRole("ipvsproxy-older", "servicecidrs")
 		noSlices := v.olderRole("ipvsproxy-no-slices", "endpointslices")
@@ -393,7 +393,7 @@ func scenarioOlderClusterRole(s *S) {
 		}
 
 		v.RestoreProxier("node2")
-		v.name = fmt.Sprintf("older ClusterRole: without servicecidrs node2 synced (%s) and served %s, bound on kube-ipvs0, with a metric, an Event and a log line; without endpointslices /readyz and /healthz named it (%s)", synced, ip, named)
+		v.about = fmt.Sprintf("older ClusterRole: without servicecidrs node2 synced (%s) and served %s, bound on kube-ipvs0, with a metric, an Event and a log line; without endpointslices /readyz and /healthz named it (%s)", synced, ip, named)
 	})
 }
 
@@ -476,7 +476,7 @@ func scheduler(node, addr string, port uint16) string {
 // place (same pid, exec) with the new scheduler and a warning naming those
 // fields. node2 gets its usual daemon back at the end.
 func scenarioConfigFile(s *S) {
-	s.Step("40", "--config kubeadm's config.conf: refused for mode iptables; rr and conntrack timeouts applied; unhonoured field named; typo waited out; change with a newer release's fields restarts in place, naming them", func(v *V) {
+	s.Step("kubeadm-config-file", "--config kubeadm's config.conf: refused for mode iptables; rr and conntrack timeouts applied; unhonoured field named; typo waited out; change with a newer release's fields restarts in place, naming them", func(v *V) {
 		v.Heading("kube-proxy's config.conf drives the daemon; a change restarts it")
 		dir := "/run/e2e-config40"
 		v.Must(os.MkdirAll(dir, 0o755))
@@ -593,7 +593,7 @@ func scenarioConfigFile(s *S) {
 	})
 }
 
-// The load balancer of scenario 39a: a proxy (socat in namespace lb) on a
+// The load balancer of ipmode-proxy: a proxy (socat in namespace lb) on a
 // VIP of each family, to node1's node port of that family.
 const (
 	proxyVIP      = "203.0.113.141"
@@ -696,7 +696,7 @@ func (v *V) HTTPAsk(where, url string) string {
 // connection is served by node1 with c1's address, the very difference the
 // first half measures.
 func scenarioIPModeProxy(s *S) {
-	s.DualStep("39a", "ipMode Proxy (Local): "+proxyVIP+" neither bound nor a virtual server on either node; the client and pod c1 both reach web through the lb's proxy and node1's node port; in VIP mode node1 serves c1 itself",
+	s.DualStep("ipmode-proxy", "ipMode Proxy (Local): "+proxyVIP+" neither bound nor a virtual server on either node; the client and pod c1 both reach web through the lb's proxy and node1's node port; in VIP mode node1 serves c1 itself",
 		"ipMode Proxy (Local) over IPv6: "+proxyVIP6+" neither bound nor a virtual server on either node; the client and pod c1 both reach web through the lb's proxy (web sees "+lbAddr6+") and node1's IPv6 node port; in VIP mode node1 serves c1 itself (web sees "+ipFamily(6).pod("c1")+")",
 		func(v *V, d *dual) {
 			v.Heading("ipMode Proxy: the load balancer's IPs are not local on the nodes; traffic comes through its node port")
@@ -823,7 +823,7 @@ func (d *dual) waitGone(addr string, limit time.Duration) {
 // back to the suite's flags and c2's address is kept again. On both
 // families of a RequireDualStack Service.
 func scenarioMasqueradeAll(s *S) {
-	s.DualStep("39b", "masquerade-all on node2: web sees "+node2Addr+" for c2's cluster-IP connection (c2's own address before and after); c1 through node1 keeps its address",
+	s.DualStep("masquerade-all", "masquerade-all on node2: web sees "+node2Addr+" for c2's cluster-IP connection (c2's own address before and after); c1 through node1 keeps its address",
 		"masquerade-all on node2 over IPv6: web sees "+ipFamily(6).node("node2")+" for c2's connection to the IPv6 cluster IP (c2's own IPv6 address before and after); c1 through node1 keeps its IPv6 address",
 		func(v *V, d *dual) {
 			v.Heading("--masquerade-all: a pod's connection to a cluster IP is source-NATed, on both families")

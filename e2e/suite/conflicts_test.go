@@ -24,7 +24,7 @@ import (
 // through node1 (a /32 route, as an upstream router would have).
 func scenarioConflictLoser(s *S) {
 	const ip = "203.0.113.25"
-	s.Step("25", "conflict loser: winner25's Local externalIP keeps "+clientAddr+", loser25 has no member for it and a PortConflict Event", func(v *V) {
+	s.Step("port-conflict-older-wins", "conflict loser: winner25's Local externalIP keeps "+clientAddr+", loser25 has no member for it and a PortConflict Event", func(v *V) {
 		v.Heading("A conflict's loser programs nothing for the key it lost")
 		winner := v.ApplyService(service("{name: winner25}", "type: ClusterIP", "externalIPs: ["+ip+"]", "externalTrafficPolicy: Local", httpPort))
 		v.SetEndpoints(winner, "web@node1")
@@ -74,7 +74,7 @@ func (v *V) routeVia(addr, node string) {
 func scenarioForeignVirtualServer(s *S) {
 	const ip = "203.0.113.26"
 	key := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr(ip), Port: 80}
-	s.Step("26", "foreign virtual server: "+ip+":80 (rr, s3) unchanged across two full syncs and answering, foreign26 gets a PortConflict Event", func(v *V) {
+	s.Step("foreign-virtual-server-kept", "foreign virtual server: "+ip+":80 (rr, s3) unchanged across two full syncs and answering, foreign26 gets a PortConflict Event", func(v *V) {
 		v.Heading("A foreign virtual server is never adopted")
 		if a := run("node1", "ip addr add "+ip+"/32 dev lo"); a.Status != 0 {
 			v.Fatalf("node1: ip addr add %s/32 dev lo: %s", ip, a.Out)
@@ -162,7 +162,7 @@ func vsShape(node string, key ipvs.VirtualServerKey) (string, error) {
 // over 25 s (more than two sync periods) syncs are not all full and /healthz
 // stays 200.
 func scenarioFailingObject(s *S) {
-	s.Step("27", "failing object: bad27's refused real server is one failing object with a SyncFailed Event; good27 programmed by a partial sync; /healthz 200; no extra full sync", func(v *V) {
+	s.Step("failing-object-isolated", "failing object: bad27's refused real server is one failing object with a SyncFailed Event; good27 programmed by a partial sync; /healthz 200; no extra full sync", func(v *V) {
 		v.Heading("One failing object costs nothing else")
 		bad := v.ApplyService(service("{name: bad27}", "type: ClusterIP", httpPort))
 		v.SetEndpoints(bad, "198.51.100.255@node2")

@@ -120,7 +120,7 @@ func (v *V) corner(name, manifest string) *v1.Service {
 // primary address: node1 would bind that one and answer ARP for it.
 func scenarioNodeAddress(s *S) {
 	const nodeVIP = "203.0.113.152"
-	s.Step("12", "external IP "+nodeVIP+" held by node2's eth0: the Service answers, node2's :10256 on it answers 200, the address is not on kube-ipvs0 nor in KUBE-IPVS-IPS", func(v *V) {
+	s.Step("external-ip-held-by-node", "external IP "+nodeVIP+" held by node2's eth0: the Service answers, node2's :10256 on it answers 200, the address is not on kube-ipvs0 nor in KUBE-IPVS-IPS", func(v *V) {
 		v.Heading("An external IP that node2 already holds: served, and node2's own ports on it still answer")
 		full, _ := metric("node2", "ipvsproxy_sync_full_total")
 		if a := run("-", "ip -n node2 addr add "+nodeVIP+"/32 dev eth0 && ip -n client route replace "+nodeVIP+"/32 via "+node2Addr); a.Status != 0 {
@@ -192,7 +192,7 @@ func boundOrListed(node, addr string) (bound, listed bool, err error) {
 // KUBE-LOAD-BALANCER-SRC-CIDR; when that was written, every sync failed and
 // KUBE-IPVS-FILTER dropped all traffic to the LB.)
 func scenarioSourceRangesAll(s *S) {
-	s.Step("13", "loadBalancerSourceRanges [0.0.0.0/0]: the client reaches "+vip+":8013 through both nodes; no failed kernel write", func(v *V) {
+	s.Step("source-ranges-open", "loadBalancerSourceRanges [0.0.0.0/0]: the client reaches "+vip+":8013 through both nodes; no failed kernel write", func(v *V) {
 		v.Heading("loadBalancerSourceRanges 0.0.0.0/0: everyone reaches the LB, syncs do not fail")
 		f1, _ := metric("node1", "ipvsproxy_kernel_write_failures_total")
 		f2, _ := metric("node2", "ipvsproxy_kernel_write_failures_total")
@@ -225,7 +225,7 @@ func scenarioSourceRangesAll(s *S) {
 // Service's own node port: the host's INPUT rules decide Service traffic,
 // as under kube-proxy (--accept-service-traffic would accept it).
 func scenarioHealthCheckLBIP(s *S) {
-	s.Step("14", "healthCheckNodePort: through "+vip+" node1 200 and node2 503; node1 under INPUT DROP answers the probe and drops :10256 and the Service's node port", func(v *V) {
+	s.Step("health-check-via-lb-ip", "healthCheckNodePort: through "+vip+" node1 200 and node2 503; node1 under INPUT DROP answers the probe and drops :10256 and the Service's node port", func(v *V) {
 		v.Heading("healthCheckNodePort through the LB IP, and under an INPUT policy of DROP")
 		svc := v.corner("corner-hc", service("{name: corner-hc}", "type: LoadBalancer", "externalTrafficPolicy: Local",
 			"ports: [{port: 8014, targetPort: 8080, nodePort: 30114, protocol: TCP}]"))
@@ -272,7 +272,7 @@ func scenarioHealthCheckLBIP(s *S) {
 // own curl to the LB IP is refused locally, a pod is dropped. With node1's
 // range added, node1 is served.
 func scenarioNodeSourceRanges(s *S) {
-	s.Step("15", "loadBalancerSourceRanges ["+clientAddr+"/32]: client served, node1 refused, pod c1 dropped; with 198.51.100.0/24 added node1 is served", func(v *V) {
+	s.Step("source-ranges-node-traffic", "loadBalancerSourceRanges ["+clientAddr+"/32]: client served, node1 refused, pod c1 dropped; with 198.51.100.0/24 added node1 is served", func(v *V) {
 		v.Heading("Source ranges apply to the node's own traffic to the LB IP")
 		manifest := func(ranges string) string {
 			return service("{name: corner-ranges}", "type: LoadBalancer",
@@ -313,7 +313,7 @@ func scenarioNodeSourceRanges(s *S) {
 // exit 28, instead of being refused, exit 7).
 func scenarioLocalNoEndpoints(s *S) {
 	const extIP = "203.0.113.151"
-	s.Step("11", "Local policy, node2 without endpoints: c2 and node2 reach web through node2's NodePort and external IP; the outside client times out (no RST, no ICMP); node1 keeps "+clientAddr, func(v *V) {
+	s.Step("local-policy-no-endpoints", "Local policy, node2 without endpoints: c2 and node2 reach web through node2's NodePort and external IP; the outside client times out (no RST, no ICMP); node1 keeps "+clientAddr, func(v *V) {
 		v.Heading("Local policy, no endpoint on node2: in-cluster sources served, outsiders silently dropped")
 		v.corner("corner-local", service("{name: corner-local}", "type: NodePort", "externalTrafficPolicy: Local", "externalIPs: ["+extIP+"]",
 			"ports: [{port: 8011, targetPort: 8080, nodePort: 30111, protocol: TCP}]"))

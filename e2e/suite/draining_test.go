@@ -61,7 +61,7 @@ func vsGone(node, addr string, port uint16) bool {
 // go to the other endpoint; once the stream is closed (RST) the real server
 // goes.
 func scenarioTerminatingEndpoint(s *S) {
-	s.Step("60", "terminating endpoint", func(v *V) {
+	s.Step("terminating-endpoint", "terminating endpoint", func(v *V) {
 		v.Heading("A live connection to an endpoint that turns terminating, then goes: it keeps flowing at weight 0")
 		svc := v.ApplyService(service("{name: life}", "ports: [{port: 8060, targetPort: 8080, protocol: TCP}]"))
 		ip := svc.Spec.ClusterIP
@@ -82,7 +82,7 @@ func scenarioTerminatingEndpoint(s *S) {
 			survivor, vnode, snode = "web", "node2", "node1"
 		default:
 			st.Close()
-			v.name = "terminating endpoint: the stream names its endpoint"
+			v.about = "terminating endpoint: the stream names its endpoint"
 			v.Fatalf("stream from %q", victim)
 		}
 		vrs := podIP(victim) + ":8080"
@@ -168,7 +168,7 @@ func scenarioTerminatingEndpoint(s *S) {
 				v.Errorf("node1's real servers at the end: %s", strings.Join(got, " "))
 			}
 		}
-		v.name = fmt.Sprintf("a stream to %s kept flowing while it turned terminating (serving, then not) and was removed (largest gap %s), at weight 0, 8 new connections to %s; its real server gone %ss after the stream closed",
+		v.about = fmt.Sprintf("a stream to %s kept flowing while it turned terminating (serving, then not) and was removed (largest gap %s), at weight 0, 8 new connections to %s; its real server gone %ss after the stream closed",
 			victim, gapText, survivor, took)
 	})
 }
@@ -183,7 +183,7 @@ func scenarioTerminatingEndpoint(s *S) {
 // back to the suite's flags.
 func scenarioServiceDeletionDrains(s *S) {
 	const limit = 45 * time.Second
-	s.Step("61", "Service deletion drains", func(v *V) {
+	s.Step("service-deletion-drains", "Service deletion drains", func(v *V) {
 		v.Heading("Deleting a Service drains its established connections (kubernetes#71894), up to --ipvs-drain-timeout")
 		v.RestartProxier("node1", proxierRun{extra: []string{"--ipvs-drain-timeout", limit.String()}, syncWithin: 60 * time.Second})
 		svc := v.ApplyService(service("{name: drain}", "type: NodePort",
@@ -301,7 +301,7 @@ func scenarioServiceDeletionDrains(s *S) {
 		}
 
 		v.RestoreProxierWithin("node1", 60*time.Second)
-		v.name = fmt.Sprintf("Service deleted: streams through its cluster IP and NodePort kept flowing at weight 0 (gaps %.2f/%.2f s); cluster IP's virtual server gone %ss after its stream closed; the NodePort's stream cut %ss after the weights went 0 (limit %s)",
+		v.about = fmt.Sprintf("Service deleted: streams through its cluster IP and NodePort kept flowing at weight 0 (gaps %.2f/%.2f s); cluster IP's virtual server gone %ss after its stream closed; the NodePort's stream cut %ss after the weights went 0 (limit %s)",
 			gapC.Seconds(), gapN.Seconds(), tookC, seconds(lastN), limit)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,93 +22,10 @@ import (
 )
 
 var (
-	scenariosFlag = flag.String("scenarios", "", "run these scenarios in this order, space-separated (a verdict's number selects its scenario); empty: all")
-	listFlag      = flag.Bool("list", false, "print `VERDICT SCENARIO` for every verdict, `VERDICT SCENARIO by-name` for those of the scenarios run by name only, and exit (no VM needed)")
+	scenariosFlag = flag.String("scenarios", "", "run these scenarios in this order, space-separated (a verdict's name selects its scenario); empty: all but those run by name only")
+	listFlag      = flag.Bool("list", false, "print `VERDICT SCENARIO` for every verdict in the default order, then `VERDICT SCENARIO by-name` for those of the scenarios run by name only, and exit (no VM needed)")
+	resolveFlag   = flag.String("resolve", "", "print the scenarios this selection runs, in its order, each once, and exit: 1 when a word names no verdict (no VM needed)")
 )
-
-// A scenario is one t.Run: it writes its own Services and prints one verdict
-// line per step (scenario 2 has steps 2 and 3, on one Service).
-type scenario struct {
-	num      string   // what IPVSPROXY_E2E_SCENARIOS names; also its first verdict
-	verdicts []string // every verdict it prints, num first
-	name     string
-	run      func(s *S)
-}
-
-// scenarios in their default order. Their numbers follow the bash files they
-// replaced, so a selection reads the same.
-var scenarios = []scenario{
-	{"1", []string{"1"}, "clusterip", scenarioClusterIP},
-	{"2", []string{"2", "3"}, "nodeport", scenarioNodePort},
-	{"4", []string{"4", "5"}, "loadbalancer", scenarioLoadBalancer},
-	{"6", []string{"6"}, "proxymode", scenarioProxyMode},
-	{"7", []string{"7"}, "spread", scenarioSpread},
-	{"8", []string{"8"}, "udp", scenarioUDP},
-	{"9", []string{"9"}, "restart", scenarioRestart},
-	{"10", []string{"10"}, "cleanup", scenarioCleanup},
-	{"11", []string{"11"}, "local_no_endpoints", scenarioLocalNoEndpoints},
-	{"12", []string{"12"}, "node_address", scenarioNodeAddress},
-	{"13", []string{"13"}, "source_ranges_all", scenarioSourceRangesAll},
-	{"14", []string{"14"}, "health_check_lb_ip", scenarioHealthCheckLBIP},
-	{"15", []string{"15"}, "node_source_ranges", scenarioNodeSourceRanges},
-	{"16", []string{"16"}, "host_firewall", scenarioHostFirewall},
-	{"17", []string{"17"}, "local_detect", scenarioLocalDetect},
-	{"18", []string{"18", "18v6"}, "internal_traffic_local", scenarioInternalTrafficLocal},
-	{"19", []string{"19", "19v6"}, "traffic_distribution", scenarioTrafficDistribution},
-	{"20", []string{"20"}, "exclude_cidrs", scenarioExcludeCIDRs},
-	{"21", []string{"21"}, "external_ip_guard", scenarioExternalIPGuard},
-	{"22", []string{"22"}, "scheduler_flag", scenarioSchedulerFlag},
-	{"23", []string{"23", "23v6"}, "affinity_timeout", scenarioAffinityTimeout},
-	{"25", []string{"25"}, "conflict_loser", scenarioConflictLoser},
-	{"26", []string{"26"}, "foreign_virtual_server", scenarioForeignVirtualServer},
-	{"27", []string{"27"}, "failing_object", scenarioFailingObject},
-	{"30", []string{"30", "31", "32"}, "inspect", scenarioInspect},
-	{"33", []string{"33"}, "inspect_local_nodeport", scenarioInspectLocalNodePort},
-	{"34", []string{"34"}, "inspect_source_ranges", scenarioInspectSourceRanges},
-	{"35", []string{"35"}, "conntrack_reconcile", scenarioConntrackReconcile},
-	{"36", []string{"36", "36v6"}, "health_starvation", scenarioHealthStarvation},
-	{"37", []string{"37"}, "conntrack_periodic", scenarioConntrackPeriodic},
-	{"38", []string{"38", "38v6"}, "sctp", scenarioSCTP},
-	{"39a", []string{"39a", "39av6"}, "ipmode_proxy", scenarioIPModeProxy},
-	{"39b", []string{"39b", "39bv6"}, "masquerade_all", scenarioMasqueradeAll},
-	{"40", []string{"40"}, "config_file", scenarioConfigFile},
-	{"41", []string{"41"}, "scheduler_annotation", scenarioSchedulerAnnotation},
-	{"42", []string{"42"}, "kube_proxy_metrics", scenarioKubeProxyMetrics},
-	{"43", []string{"43"}, "migrate", scenarioMigrate},
-	{"44", []string{"44", "44v6"}, "migrate_kube_proxy", scenarioMigrateKubeProxy},
-	{"45", []string{"45"}, "service_cidr_route", scenarioServiceCIDRRoute},
-	{"46", []string{"46"}, "resync_shares", scenarioResyncShares},
-	{"47", []string{"47"}, "node_guard", scenarioNodeGuard},
-	{"48", []string{"48"}, "ownership_record", scenarioOwnershipRecord},
-	{"49", []string{"49"}, "older_clusterrole", scenarioOlderClusterRole},
-	{"50", []string{"50"}, "ipv6_dual_stack_clusterip", scenarioDualStackClusterIP},
-	{"51", []string{"51"}, "ipv6_prefer_dual_stack", scenarioPreferDualStack},
-	{"52", []string{"52"}, "ipv6_nodeport", scenarioIPv6NodePort},
-	{"53", []string{"53"}, "ipv6_loadbalancer", scenarioIPv6LoadBalancer},
-	{"54", []string{"54"}, "ipv6_source_ranges", scenarioIPv6SourceRanges},
-	{"55", []string{"55"}, "ipv6_external_ip", scenarioIPv6ExternalIP},
-	{"56", []string{"56"}, "ipv6_udp", scenarioIPv6UDP},
-	{"57", []string{"57"}, "ipv6_inspect", scenarioIPv6Inspect},
-	{"58", []string{"58"}, "ipv6_table_read", scenarioIPv6TableRead},
-	{"60", []string{"60"}, "terminating_endpoint", scenarioTerminatingEndpoint},
-	{"61", []string{"61"}, "service_deletion_drains", scenarioServiceDeletionDrains},
-	{"62", []string{"62", "62v6"}, "api_outage", scenarioAPIOutage},
-	{"63", []string{"63"}, "second_service_cidr", scenarioSecondServiceCIDR},
-	{"64", []string{"64"}, "servicelb_node_addresses", scenarioServiceLBNodeAddresses},
-	{"65", []string{"65"}, "api_vip_claim", scenarioAPIVIPClaim},
-	{"70", []string{"70", "70v6"}, "upgrade_downgrade", scenarioUpgradeDowngrade},
-}
-
-// byName are the scenarios left out of the default order, for time: a
-// selection runs them when it names them (`make e2e-migrate`).
-var byName = []scenario{
-	{"44rollback", []string{"44rollback"}, "rollback_kube_proxy_ipvs", scenarioRollbackKubeProxyIPVS},
-	{"44iptables", []string{"44iptables"}, "migrate_kube_proxy_iptables", scenarioMigrateKubeProxyMode("iptables")},
-	{"44nftables", []string{"44nftables"}, "migrate_kube_proxy_nftables", scenarioMigrateKubeProxyMode("nftables")},
-	{"44rbiptables", []string{"44rbiptables"}, "rollback_kube_proxy_iptables", scenarioRollbackKubeProxyMode("iptables")},
-	{"44rbnftables", []string{"44rbnftables"}, "rollback_kube_proxy_nftables", scenarioRollbackKubeProxyMode("nftables")},
-	{"hostile", []string{"hostile"}, "hostile_service", scenarioHostileService},
-}
 
 // guest is what guest.sh passes in the environment.
 var guest struct {
@@ -119,65 +37,93 @@ var guest struct {
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if *listFlag {
+	switch {
+	case *listFlag:
 		for _, sc := range scenarios {
 			for _, v := range sc.verdicts {
-				fmt.Println(v, sc.num)
+				fmt.Println(v, sc.name)
 			}
 		}
 		for _, sc := range byName {
 			for _, v := range sc.verdicts {
-				fmt.Println(v, sc.num, "by-name")
+				fmt.Println(v, sc.name, "by-name")
 			}
 		}
+		os.Exit(0)
+	case *resolveFlag != "":
+		selected, err := selectScenarios(*resolveFlag, os.Stderr)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		names := make([]string, len(selected))
+		for i, sc := range selected {
+			names[i] = sc.name
+		}
+		fmt.Println(strings.Join(names, " "))
 		os.Exit(0)
 	}
 	guest.repo, guest.logs = os.Getenv("E2E_REPO"), os.Getenv("E2E_LOGS")
 	guest.demo = os.Getenv("E2E_DEMO") == "1"
 	kubeconfig := os.Getenv("ADMIN_KUBECONFIG")
-	if guest.repo == "" || guest.logs == "" || kubeconfig == "" || os.Getuid() != 0 {
-		fmt.Fprintln(os.Stderr, "the e2e suite runs as root inside the VM, from e2e/scenarios/guest.sh (E2E_REPO, E2E_LOGS, ADMIN_KUBECONFIG)")
-		os.Exit(2)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "admin kubeconfig:", err)
-		os.Exit(2)
-	}
-	if guest.client, err = kubernetes.NewForConfig(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "admin client:", err)
-		os.Exit(2)
+	// Without any of them this is a host: only the tests of the scenario
+	// table run (TestScenarios fails, saying where it runs).
+	if guest.repo != "" || guest.logs != "" || kubeconfig != "" {
+		if guest.repo == "" || guest.logs == "" || kubeconfig == "" || os.Getuid() != 0 {
+			fmt.Fprintln(os.Stderr, inGuestOnly)
+			os.Exit(2)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "admin kubeconfig:", err)
+			os.Exit(2)
+		}
+		if guest.client, err = kubernetes.NewForConfig(cfg); err != nil {
+			fmt.Fprintln(os.Stderr, "admin client:", err)
+			os.Exit(2)
+		}
 	}
 	os.Exit(m.Run())
 }
 
+const inGuestOnly = "the e2e scenarios run as root inside the VM, from e2e/scenarios/guest.sh (E2E_REPO, E2E_LOGS, ADMIN_KUBECONFIG)"
+
 // TestScenarios runs the selected scenarios one after the other.
 func TestScenarios(t *testing.T) {
-	selected, err := selectScenarios(*scenariosFlag)
+	if guest.client == nil {
+		t.Fatal(inGuestOnly)
+	}
+	selected, err := selectScenarios(*scenariosFlag, os.Stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, sc := range selected {
-		t.Run(sc.num+"_"+sc.name, func(t *testing.T) {
+		t.Run(sc.name, func(t *testing.T) {
 			sc.run(&S{t: t, sc: sc})
 		})
 	}
 }
 
-// selectScenarios maps the numbers of a selection to scenarios, each once;
-// an empty one is the default order (without byName).
-func selectScenarios(list string) ([]scenario, error) {
+// selectScenarios maps the verdicts a selection names to their scenarios,
+// each once; an empty one is the default order (without byName). A former
+// name is taken for its name now, which is written to notes.
+func selectScenarios(list string, notes io.Writer) ([]scenario, error) {
 	if strings.TrimSpace(list) == "" {
 		return scenarios, nil
 	}
 	all := slices.Concat(scenarios, byName)
 	var out []scenario
-	for _, n := range strings.Fields(list) {
-		i := slices.IndexFunc(all, func(sc scenario) bool { return slices.Contains(sc.verdicts, n) })
-		if i < 0 {
-			return nil, fmt.Errorf("no Go scenario has verdict %q", n)
+	for _, word := range strings.Fields(list) {
+		name := word
+		if now, ok := formerNames[word]; ok {
+			name = now
+			fmt.Fprintf(notes, "e2e: %s is named %s now (0.2.0 drops the former names)\n", word, now)
 		}
-		if !slices.ContainsFunc(out, func(sc scenario) bool { return sc.num == all[i].num }) {
+		i := slices.IndexFunc(all, func(sc scenario) bool { return slices.Contains(sc.verdicts, name) })
+		if i < 0 {
+			return nil, fmt.Errorf("no e2e scenario has a verdict %q (e2e/suite/scenarios_test.go; docs/testing.md lists them)", word)
+		}
+		if !slices.ContainsFunc(out, func(sc scenario) bool { return sc.name == all[i].name }) {
 			out = append(out, all[i])
 		}
 	}
@@ -190,7 +136,7 @@ func selectScenarios(list string) ([]scenario, error) {
 type S struct {
 	t      *testing.T
 	sc     scenario
-	failed string                             // the first failed step's number
+	failed string                             // the first failed step's verdict
 	owned  map[cluster.ServiceRef]*v1.Service // what each ApplyService stored; nil once deleted
 }
 
@@ -199,14 +145,18 @@ func (s *S) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
-// Step runs one verdict: fn's commands are recorded, its Errorf and Fatalf
-// fail it, and the PASS/FAIL line is printed when it returns.
-func (s *S) Step(num, name string, fn func(v *V)) {
-	s.t.Run(num, func(t *testing.T) {
-		v := &V{t: t, s: s, num: num, name: name}
+// Step runs the verdict name (one of the scenario's verdicts in the table),
+// saying about what it checks: fn's commands are recorded, its Errorf and
+// Fatalf fail it, and the PASS/FAIL line is printed when it returns.
+func (s *S) Step(name, about string, fn func(v *V)) {
+	s.t.Run(name, func(t *testing.T) {
+		v := &V{t: t, s: s, name: name, about: about}
 		defer v.report()
+		if !slices.Contains(s.sc.verdicts, name) {
+			v.Fatalf("%s is no verdict of scenario %s in e2e/suite/scenarios_test.go (%s)", name, s.sc.name, strings.Join(s.sc.verdicts, ", "))
+		}
 		if s.failed != "" {
-			v.Fatalf("not run: step %s of this scenario failed", s.failed)
+			v.Fatalf("not run: %s failed before it", s.failed)
 		}
 		fn(v)
 	})
@@ -214,11 +164,12 @@ func (s *S) Step(num, name string, fn func(v *V)) {
 
 // V is one step: a verdict being made.
 type V struct {
-	t         *testing.T
-	s         *S
-	num, name string
-	asked     []string // "where $ command => answer", printed after the verdict in test mode
-	why       []string
+	t     *testing.T
+	s     *S
+	name  string   // the verdict, named by the behaviour it checks
+	about string   // what it checked, printed after the name; a step may add what it measured
+	asked []string // "where $ command => answer", printed after the verdict in test mode
+	why   []string
 }
 
 // Errorf fails the verdict with a reason and goes on.
@@ -240,15 +191,16 @@ func (v *V) Must(err error) {
 	}
 }
 
-// report prints the verdict line as lib.sh's verdict does.
+// report prints the verdict line guest.sh counts, `PASS name: about` or
+// `FAIL name: about: why`, with the commands the step ran.
 func (v *V) report() {
 	dump := ""
 	if v.t.Failed() {
 		if v.s.failed == "" {
-			v.s.failed = v.num
+			v.s.failed = v.name
 		}
-		fmt.Printf("FAIL %s %s: %s\n", v.num, v.name, oneline(strings.Join(v.why, "; ")))
-		dump = filepath.Join(guest.logs, "scenario-"+v.num+"-failure.txt")
+		fmt.Printf("FAIL %s: %s: %s\n", v.name, v.about, oneline(strings.Join(v.why, "; ")))
+		dump = filepath.Join(guest.logs, "scenario-"+v.name+"-failure.txt")
 		// Every reason (the line above keeps 400 characters of them), then the nodes' state
 		// now, before the clean-up and later scenarios change it.
 		reasons := "----- every reason\n" + strings.Join(v.why, "\n") + "\n"
@@ -257,7 +209,7 @@ func (v *V) report() {
 			dump = ""
 		}
 	} else {
-		fmt.Printf("PASS %s %s\n", v.num, v.name)
+		fmt.Printf("PASS %s: %s\n", v.name, v.about)
 	}
 	if !guest.demo {
 		for _, a := range v.asked {

@@ -59,7 +59,7 @@ import (
 // connection caps allow above its memory before the load.
 func scenarioHealthStarvation(s *S) {
 	const hostile = 2000
-	s.DualStep("36", fmt.Sprintf("health starvation: /livez, /healthz, /readyz and the health check node port answer 200 within 1s behind %d held connections each; under a connection flood and slow readers every probe answered, RSS bounded", hostile),
+	s.DualStep("health-not-starved", fmt.Sprintf("health starvation: /livez, /healthz, /readyz and the health check node port answer 200 within 1s behind %d held connections each; under a connection flood and slow readers every probe answered, RSS bounded", hostile),
 		"health starvation over IPv6: every probe of /livez, /healthz, /readyz and the health check node port answered under a connection flood and slow readers",
 		func(v *V, d *dual) {
 			v.Heading(fmt.Sprintf("Probes are answered within 1 s while %d idle or slow clients hold connections", hostile))
@@ -81,7 +81,7 @@ func scenarioHealthStarvation(s *S) {
 		})
 }
 
-// heldConnections is the first half of scenario 36: hostile connections
+// heldConnections is the first half of health-not-starved: hostile connections
 // held open, then one probe of each.
 func heldConnections(v *V, hostile, hc int) {
 	// From the client namespace: open the connections and keep them; "opened N" once done.
@@ -237,7 +237,7 @@ type slowTally struct {
 	conns, cut, dialFailed, bytes atomic.Int64
 }
 
-// healthLoad is the second half of scenario 36: a connection flood, slow
+// healthLoad is the second half of health-not-starved: a connection flood, slow
 // readers and probes at once on both families, node1's daemon's memory
 // sampled throughout.
 func healthLoad(v *V, d *dual, hc int) {
@@ -413,10 +413,10 @@ func healthLoad(v *V, d *dual, hc int) {
 			d.Errorf(f, "IPv%d: the flood opened only %d connections in %s", f, n, seconds(elapsed))
 		}
 		if f == 4 {
-			v.name = fmt.Sprintf("health starvation: probes answered 200 within 1s behind %d held connections each; under a flood of %d connections and %d slow readers %d of %d probes answered within %s, peak RSS %d KiB within %d",
+			v.about = fmt.Sprintf("health starvation: probes answered 200 within 1s behind %d held connections each; under a flood of %d connections and %d slow readers %d of %d probes answered within %s, peak RSS %d KiB within %d",
 				2000, opened[f].Load(), readers, total-failedOf(tallies[f]), total, healthProbeTimeout, peak, bound)
 		} else {
-			d.name6 = fmt.Sprintf("health starvation over IPv6: under a flood of %d connections and the slow readers %d of %d probes answered within %s",
+			d.about6 = fmt.Sprintf("health starvation over IPv6: under a flood of %d connections and the slow readers %d of %d probes answered within %s",
 				opened[f].Load(), total-failedOf(tallies[f]), total, healthProbeTimeout)
 		}
 	}

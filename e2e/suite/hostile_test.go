@@ -28,7 +28,7 @@ import (
 // before it and one made after it answer c1 and c2 on both families; node1's
 // daemon's peak RSS stays within the DaemonSet's memory limit.
 func scenarioHostileService(s *S) {
-	s.Step("hostile", "a hostile Service (3,000 ports, 30 slices of 100 ports x 1,000 endpoints, a 250 KiB annotation) is refused naming its cap; Services before and after it answer on both families; the daemon stays within its memory limit", func(v *V) {
+	s.Step("hostile-service", "a hostile Service (3,000 ports, 30 slices of 100 ports x 1,000 endpoints, a 250 KiB annotation) is refused naming its cap; Services before and after it answer on both families; the daemon stays within its memory limit", func(v *V) {
 		v.Heading("A hostile Service takes nothing from the others")
 		before := v.v6Service("before-hostile", service("{name: before-hostile}", "ipFamilyPolicy: RequireDualStack", httpPort), podIP("web")+"@node1", v6.pod("web")+"@node1")
 		for _, f := range families {

@@ -14,10 +14,11 @@ import (
 )
 
 // scenarioInspect: `ipvsproxy inspect` on a node running the seeds' kind of
-// Services. 30: the table names each Service and its endpoints, with a
-// non-zero flow count after traffic; 31: --check exits 1 after a real server
-// is deleted by hand with ipvsadm, 0 after the next sync; 32: `inspect
-// trace` of a ClusterIP from a pod, confirmed by real traffic (33 and 34,
+// Services. inspect: the table names each Service and its endpoints, with a
+// non-zero flow count after traffic; inspect-check: --check exits 1 after a
+// real server is deleted by hand with ipvsadm, 0 after the next sync;
+// inspect-trace: `inspect trace` of a ClusterIP from a pod, confirmed by real
+// traffic (inspect-trace-local-nodeport and inspect-trace-source-ranges,
 // scenarios of their own, trace a Local NodePort and a source-ranged LB).
 // Every Service here and there is the scenario's own (ports 81/30085/30086
 // clash with nothing else). The daemon's own binary runs in the node as an
@@ -25,7 +26,7 @@ import (
 func scenarioInspect(s *S) {
 	inspect := ipvsproxyBin() + " inspect"
 	var ip string // inspect-web's cluster IP, for 31 and 32
-	s.Step("30", "inspect on node1 names default/inspect-web:http, both endpoints with their nodes, flows > 0 after 6 requests", func(v *V) {
+	s.Step("inspect", "inspect on node1 names default/inspect-web:http, both endpoints with their nodes, flows > 0 after 6 requests", func(v *V) {
 		v.Heading("inspect: the kernel's virtual servers named by Service, with flows after traffic")
 		svc := v.ApplyService(service("{name: inspect-web}", "type: ClusterIP", "ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]"))
 		ip = svc.Spec.ClusterIP
@@ -67,7 +68,7 @@ func scenarioInspect(s *S) {
 		}
 	})
 
-	s.Step("31", "inspect --check: exit 0 before, 1 after ipvsadm -d (missing real server), 0 after the next sync, 2 without the daemon", func(v *V) {
+	s.Step("inspect-check", "inspect --check: exit 0 before, 1 after ipvsadm -d (missing real server), 0 after the next sync, 2 without the daemon", func(v *V) {
 		v.Heading("inspect --check: 0 when the kernel agrees, 1 after ipvsadm -d, 0 again after the next sync")
 		before := v.Ask("node1", inspect+" --check").Status
 		// The daemon's periodic full sync may repair the real server between the deletion and the
@@ -85,7 +86,7 @@ func scenarioInspect(s *S) {
 		repaired := v.Ask("node1", inspect+" --check").Status
 		took := seconds(time.Since(t0))
 		unreachable := v.Ask("node1", inspect+" --check --daemon 127.0.0.1:1").Status
-		v.name = fmt.Sprintf("inspect --check: exit %d before, %d after ipvsadm -d (missing real server), %d after the next sync (%ss), %d without the daemon", before, deleted.Status, repaired, took, unreachable)
+		v.about = fmt.Sprintf("inspect --check: exit %d before, %d after ipvsadm -d (missing real server), %d after the next sync (%ss), %d without the daemon", before, deleted.Status, repaired, took, unreachable)
 		if before != 0 {
 			v.Errorf("--check before the deletion exited %d, want 0", before)
 		}
@@ -103,12 +104,12 @@ func scenarioInspect(s *S) {
 		}
 	})
 
-	s.Step("32", "trace c1 -> the cluster IP :80: load-balanced to both endpoints, not masqueraded; c1 is seen as itself", func(v *V) {
+	s.Step("inspect-trace", "trace c1 -> the cluster IP :80: load-balanced to both endpoints, not masqueraded; c1 is seen as itself", func(v *V) {
 		v.Heading("inspect trace: a ClusterIP from a pod is load-balanced, not masqueraded")
 		trace := v.Ask("node1", fmt.Sprintf("%s trace %s %s:80/tcp", inspect, podIP("c1"), ip)).Out
 		os.WriteFile(filepath.Join(guest.logs, "inspect-trace-clusterip.txt"), []byte(trace+"\n"), 0o644)
 		seen := v.Ask("c1", "curl -s --max-time 5 "+ip+" | grep client_address").Out
-		v.name = fmt.Sprintf("trace c1 -> %s:80: load-balanced to both endpoints, not masqueraded; c1 is seen as itself", ip)
+		v.about = fmt.Sprintf("trace c1 -> %s:80: load-balanced to both endpoints, not masqueraded; c1 is seen as itself", ip)
 		if !strings.Contains(trace, "verdict: load-balanced") {
 			v.Errorf("want verdict load-balanced")
 		}
@@ -131,7 +132,7 @@ func scenarioInspect(s *S) {
 func scenarioInspectLocalNodePort(s *S) {
 	const npLocal = 30085
 	inspect := ipvsproxyBin() + " inspect"
-	s.Step("33", fmt.Sprintf("trace client -> node2:%d dropped silently (Local, no endpoint on node2); -> node1 load-balanced with the client's address; real traffic agrees", npLocal), func(v *V) {
+	s.Step("inspect-trace-local-nodeport", fmt.Sprintf("trace client -> node2:%d dropped silently (Local, no endpoint on node2); -> node1 load-balanced with the client's address; real traffic agrees", npLocal), func(v *V) {
 		v.Heading("inspect trace: a Local NodePort from outside on the node without endpoints is dropped")
 		svc := v.ApplyService(service("{name: inspect-local}", "type: NodePort", "externalTrafficPolicy: Local",
 			fmt.Sprintf("ports: [{name: http, port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", npLocal)))
@@ -168,7 +169,7 @@ func scenarioInspectLocalNodePort(s *S) {
 func scenarioInspectSourceRanges(s *S) {
 	const lbNodePort = 30086
 	inspect := ipvsproxyBin() + " inspect"
-	s.Step("34", "trace c1 (10.244.1.20, outside 10.244.2.0/24) -> "+vip+":81 dropped by KUBE-IPVS-FILTER; c2 allowed; real traffic agrees", func(v *V) {
+	s.Step("inspect-trace-source-ranges", "trace c1 (10.244.1.20, outside 10.244.2.0/24) -> "+vip+":81 dropped by KUBE-IPVS-FILTER; c2 allowed; real traffic agrees", func(v *V) {
 		v.Heading("inspect trace: a load balancer with source ranges drops a forbidden client")
 		svc := v.ApplyService(service("{name: inspect-ranged}", "type: LoadBalancer", "loadBalancerSourceRanges: [10.244.2.0/24]",
 			fmt.Sprintf("ports: [{name: http, port: 81, targetPort: 8080, nodePort: %d, protocol: TCP}]", lbNodePort)))

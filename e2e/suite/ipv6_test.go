@@ -49,14 +49,14 @@ func httpURL(ip string, port int) string { return "http://" + hostPort(ip, port)
 // cluster IPs, and web sees c1 and c2 (its own node and the other) as their
 // own IPv4 and IPv6 addresses: no SNAT on either family.
 func scenarioDualStackClusterIP(s *S) {
-	s.Step("50", "RequireDualStack ClusterIP: c1 and c2 (same and other node) answered on both cluster IPs, seen as their own IPv4 and IPv6 address", func(v *V) {
+	s.Step("ipv6-dual-stack-clusterip", "RequireDualStack ClusterIP: c1 and c2 (same and other node) answered on both cluster IPs, seen as their own IPv4 and IPv6 address", func(v *V) {
 		v.Heading("Dual-stack ClusterIP (RequireDualStack): both cluster IPs answer, pods keep their address")
 		svc := v.v6Service("v6-dual", service("{name: v6-dual}", "ipFamilyPolicy: RequireDualStack", httpPort), podIP("web")+"@node1", v6.pod("web")+"@node1")
 		ip4, ip6 := ipFamily(4).clusterIP(svc), v6.clusterIP(svc)
 		if ip4 == "" || ip6 == "" {
 			v.Fatalf("CLUSTER_IPS %v: want one of each family", svc.Spec.ClusterIPs)
 		}
-		v.name = fmt.Sprintf("RequireDualStack ClusterIP %s and [%s]: c1 and c2 (same and other node) answered on both, seen as their own IPv4 and IPv6 address", ip4, ip6)
+		v.about = fmt.Sprintf("RequireDualStack ClusterIP %s and [%s]: c1 and c2 (same and other node) answered on both, seen as their own IPv4 and IPv6 address", ip4, ip6)
 		v.WaitRealServers("node1", ipvs.TCP, ip4, 80, hostPort(podIP("web"), 8080))
 		v.WaitRealServers("node1", ipvs.TCP, ip6, 80, hostPort(v6.pod("web"), 8080))
 		v.WaitRealServers("node2", ipvs.TCP, ip6, 80, hostPort(v6.pod("web"), 8080))
@@ -75,7 +75,7 @@ func scenarioDualStackClusterIP(s *S) {
 // of their family's KUBE-CLUSTER-IP set (KUBE-6-CLUSTER-IP for IPv6; read
 // with the ipset package), the IPv6-only one with one virtual server.
 func scenarioPreferDualStack(s *S) {
-	s.Step("51", "PreferDualStack (IPv6 primary) and IPv6-only: served from the other node, c1/c2 seen as their own addresses, the IPv6 cluster IPs in KUBE-6-CLUSTER-IP", func(v *V) {
+	s.Step("ipv6-prefer-dual-stack", "PreferDualStack (IPv6 primary) and IPv6-only: served from the other node, c1/c2 seen as their own addresses, the IPv6 cluster IPs in KUBE-6-CLUSTER-IP", func(v *V) {
 		v.Heading("PreferDualStack (IPv6 first) and IPv6-only Services")
 		prefer := v.v6Service("v6-prefer", service("{name: v6-prefer}", "ipFamilyPolicy: PreferDualStack", "ipFamilies: [IPv6, IPv4]", httpPort),
 			podIP("s2")+"@node2", v6.pod("s2")+"@node2")
@@ -88,7 +88,7 @@ func scenarioPreferDualStack(s *S) {
 			v.Fatalf("v6-only CLUSTER_IPS %v: want one IPv6 address", only.Spec.ClusterIPs)
 		}
 		o6 := only.Spec.ClusterIPs[0]
-		v.name = fmt.Sprintf("PreferDualStack [%s] (primary) and %s, IPv6-only [%s]: served from the other node, c1/c2 seen as their own addresses, in KUBE-6-CLUSTER-IP", p6, p4, o6)
+		v.about = fmt.Sprintf("PreferDualStack [%s] (primary) and %s, IPv6-only [%s]: served from the other node, c1/c2 seen as their own addresses, in KUBE-6-CLUSTER-IP", p6, p4, o6)
 		v.WaitRealServers("node1", ipvs.TCP, p6, 80, hostPort(v6.pod("s2"), 8080))
 		v.WaitRealServers("node1", ipvs.TCP, p4, 80, hostPort(podIP("s2"), 8080))
 		v.WaitRealServers("node2", ipvs.TCP, o6, 80, hostPort(v6.pod("s3"), 8080))
@@ -134,7 +134,7 @@ func scenarioPreferDualStack(s *S) {
 func scenarioIPv6NodePort(s *S) {
 	const nodePort = 30601
 	node1, node2 := v6.node("node1"), v6.node("node2")
-	s.Step("52", fmt.Sprintf("IPv6 NodePort %d: Cluster seen as %s via node1 and %s via node2 (SNAT), IPv4 too; Local via node1 keeps %s, node2 without endpoint drops (curl 28)", nodePort, node1, node2, clientAddr6), func(v *V) {
+	s.Step("ipv6-nodeport", fmt.Sprintf("IPv6 NodePort %d: Cluster seen as %s via node1 and %s via node2 (SNAT), IPv4 too; Local via node1 keeps %s, node2 without endpoint drops (curl 28)", nodePort, node1, node2, clientAddr6), func(v *V) {
 		v.Heading("NodePort on the nodes' IPv6 addresses: Cluster SNATs, Local keeps the client")
 		svc := v.v6Service("v6-nodeport", service("{name: v6-nodeport}", "type: NodePort", "ipFamilyPolicy: RequireDualStack",
 			fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", nodePort)),
@@ -170,14 +170,14 @@ func scenarioIPv6NodePort(s *S) {
 // package in lb), and through it the pod sees the client's IPv6 address.
 func scenarioIPv6LoadBalancer(s *S) {
 	const nodePort = 30602
-	s.Step("53", "IPv6 LoadBalancer ["+vip6+"]:80 Local: healthCheckNodePort over IPv6 200/localEndpoints 1 on node1, 503/0 on node2; through the LB the pod sees "+clientAddr6, func(v *V) {
+	s.Step("ipv6-loadbalancer-local", "IPv6 LoadBalancer ["+vip6+"]:80 Local: healthCheckNodePort over IPv6 200/localEndpoints 1 on node1, 503/0 on node2; through the LB the pod sees "+clientAddr6, func(v *V) {
 		v.Heading("LoadBalancer with an IPv6 ingress IP, Local: healthCheckNodePort over IPv6")
 		svc := v.v6Service("v6-lb", service("{name: v6-lb}", "type: LoadBalancer", "externalTrafficPolicy: Local", "ipFamilyPolicy: SingleStack", "ipFamilies: [IPv6]",
 			fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", nodePort)), v6.pod("web")+"@node1")
 		hc := strconv.Itoa(int(svc.Spec.HealthCheckNodePort))
 		v.SetLoadBalancerIngress(svc, vip6)
 		v.Show("-", `curl -X PATCH .../services/v6-lb/status -d '{"status":{"loadBalancer":{"ingress":[{"ip":"`+vip6+`"}]}}}'`, "")
-		v.name = fmt.Sprintf("IPv6 LoadBalancer [%s]:80 Local: healthCheckNodePort %s over IPv6 200/localEndpoints 1 on node1, 503/0 on node2; through the LB the pod sees %s", vip6, hc, clientAddr6)
+		v.about = fmt.Sprintf("IPv6 LoadBalancer [%s]:80 Local: healthCheckNodePort %s over IPv6 200/localEndpoints 1 on node1, 503/0 on node2; through the LB the pod sees %s", vip6, hc, clientAddr6)
 		v.WaitRealServers("node1", ipvs.TCP, vip6, 80, hostPort(v6.pod("web"), 8080))
 		var bound []netip.Addr
 		ok, last := waitUntil(30*time.Second, func() (bool, string) {
@@ -239,7 +239,7 @@ func scenarioIPv6LoadBalancer(s *S) {
 // node, where the VIP is local.
 func scenarioIPv6SourceRanges(s *S) {
 	const nodePort = 30603
-	s.Step("54", "IPv6 loadBalancerSourceRanges "+clientAddr6+"/128 on ["+vip6+"]:81: the client is served through both nodes, c1 and c2 are dropped (curl 28)", func(v *V) {
+	s.Step("ipv6-source-ranges", "IPv6 loadBalancerSourceRanges "+clientAddr6+"/128 on ["+vip6+"]:81: the client is served through both nodes, c1 and c2 are dropped (curl 28)", func(v *V) {
 		v.Heading("loadBalancerSourceRanges with an IPv6 range")
 		svc := v.v6Service("v6-ranged", service("{name: v6-ranged}", "type: LoadBalancer", "ipFamilyPolicy: SingleStack", "ipFamilies: [IPv6]",
 			"loadBalancerSourceRanges: ["+clientAddr6+"/128]", fmt.Sprintf("ports: [{port: 81, targetPort: 8080, nodePort: %d, protocol: TCP}]", nodePort)),
@@ -264,7 +264,7 @@ func scenarioIPv6SourceRanges(s *S) {
 // external IP) it is served too.
 func scenarioIPv6ExternalIP(s *S) {
 	const eip = "2001:db8:114::10"
-	s.Step("55", "IPv6 externalIP ["+eip+"]:80 (Local) through node1: the pod sees "+clientAddr6+"; c2 is served", func(v *V) {
+	s.Step("ipv6-external-ip", "IPv6 externalIP ["+eip+"]:80 (Local) through node1: the pod sees "+clientAddr6+"; c2 is served", func(v *V) {
 		v.Heading("externalIPs over IPv6")
 		v.v6Service("v6-external", service("{name: v6-external}", "ipFamilyPolicy: SingleStack", "ipFamilies: [IPv6]", "externalTrafficPolicy: Local",
 			"externalIPs: ["+eip+"]", httpPort), v6.pod("web")+"@node1")
@@ -276,7 +276,7 @@ func scenarioIPv6ExternalIP(s *S) {
 	})
 }
 
-// scenarioIPv6UDP: UDP over IPv6 and stale conntrack, as scenario 8 for
+// scenarioIPv6UDP: UDP over IPv6 and stale conntrack, as udp-endpoint-removed for
 // IPv4. Two UDP echo pods of the scenario's own (u61 on node1, u62 on
 // node2); c1 sends a datagram every 0.3 s from one source port, so all
 // belong to one flow and reach one endpoint. That endpoint's pod and
@@ -288,7 +288,7 @@ func scenarioIPv6UDP(s *S) {
 	const sourcePort = 40063
 	udpPods := []struct{ node, name, ip4 string }{{"node1", "u61", "10.244.1.61"}, {"node2", "u62", "10.244.2.62"}}
 	addr6 := map[string]string{"u61": "2001:db8:244:1::61", "u62": "2001:db8:244:2::62"}
-	s.Step("56", "UDP over IPv6: after deleting the endpoint a flow reaches, replies from the other within two sync periods, no flow to it left", func(v *V) {
+	s.Step("ipv6-udp-endpoint-removed", "UDP over IPv6: after deleting the endpoint a flow reaches, replies from the other within two sync periods, no flow to it left", func(v *V) {
 		v.Heading("UDP over IPv6: the flow of a deleted endpoint is cleaned up")
 		for _, p := range udpPods {
 			s.t.Cleanup(func() { topology("del-pod", p.name) })
@@ -389,7 +389,7 @@ func scenarioIPv6UDP(s *S) {
 		if len(stale) > 0 {
 			v.Errorf("node1 still has a flow to %s: %s", victimIP, strings.Join(stale, "; "))
 		}
-		v.name = fmt.Sprintf("UDP over IPv6 [%s]:53 from c1 port %d (seen as %s): after deleting %s, replies from %s after %s (limit %ss), no flow to it left",
+		v.about = fmt.Sprintf("UDP over IPv6 [%s]:53 from c1 port %d (seen as %s): after deleting %s, replies from %s after %s (limit %ss), no flow to it left",
 			ip, sourcePort, strings.Join(seen, ","), victim, survivor, when, seconds(limit))
 		v.DeleteService(svc)
 	})
@@ -403,7 +403,7 @@ func scenarioIPv6UDP(s *S) {
 // the kernel agrees; `inspect --check` exits 0.
 func scenarioIPv6Inspect(s *S) {
 	inspect := ipvsproxyBin() + " inspect"
-	s.Step("57", "inspect names default/v6-inspect with both IPv6 endpoints and connections >= 4; trace c1 -> the IPv6 cluster IP load-balanced, not masqueraded, kernel agrees; --check 0", func(v *V) {
+	s.Step("ipv6-inspect", "inspect names default/v6-inspect with both IPv6 endpoints and connections >= 4; trace c1 -> the IPv6 cluster IP load-balanced, not masqueraded, kernel agrees; --check 0", func(v *V) {
 		v.Heading("inspect and inspect trace for an IPv6 Service")
 		svc := v.v6Service("v6-inspect", service("{name: v6-inspect}", "ipFamilyPolicy: SingleStack", "ipFamilies: [IPv6]",
 			"ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]"), v6.pod("web")+"@node1", v6.pod("s2")+"@node2")
@@ -447,7 +447,7 @@ func scenarioIPv6Inspect(s *S) {
 		if a := v.Ask("node1", inspect+" --check"); a.Status != 0 {
 			v.Errorf("inspect --check exit %d with IPv6 Services, want 0", a.Status)
 		}
-		v.name = fmt.Sprintf("inspect names default/v6-inspect [%s]:80 with both IPv6 endpoints and connections >= 4; trace c1 [%s] -> [%s]:80 load-balanced, not masqueraded, kernel agrees; --check 0", ip, v6.pod("c1"), ip)
+		v.about = fmt.Sprintf("inspect names default/v6-inspect [%s]:80 with both IPv6 endpoints and connections >= 4; trace c1 [%s] -> [%s]:80 load-balanced, not masqueraded, kernel agrees; --check 0", ip, v6.pod("c1"), ip)
 		v.DeleteService(svc)
 	})
 }
@@ -460,7 +460,7 @@ func scenarioIPv6Inspect(s *S) {
 // inspect's last full read says the same, and c1 reaches the restored pod
 // again over IPv6.
 func scenarioIPv6TableRead(s *S) {
-	s.Step("58", "IPv6 real server deleted behind node1's daemon: back at the next full re-check, read from /proc/net/ip_vs (table count grew, no dump); c1 reaches it again over IPv6", func(v *V) {
+	s.Step("ipv6-full-recheck", "IPv6 real server deleted behind node1's daemon: back at the next full re-check, read from /proc/net/ip_vs (table count grew, no dump); c1 reaches it again over IPv6", func(v *V) {
 		v.Heading("the full re-check reads IPv6 real servers from /proc/net/ip_vs")
 		svc := v.v6Service("v6-table", service("{name: v6-table}", "ipFamilyPolicy: SingleStack", "ipFamilies: [IPv6]",
 			"ports: [{name: http, port: 80, targetPort: 8080, protocol: TCP}]"), v6.pod("web")+"@node1", v6.pod("s2")+"@node2")
@@ -505,7 +505,7 @@ func scenarioIPv6TableRead(s *S) {
 		if reached == 0 {
 			v.Errorf("c1 did not reach s2 through [%s]:80 in 12 connections after the repair", ip)
 		}
-		v.name = fmt.Sprintf("IPv6 real server %s deleted behind node1's daemon: back after %.1fs, read from /proc/net/ip_vs (table count %v -> %v, dumps %v -> %v); c1 reached s2 over IPv6 at connection %d", s2, took.Seconds(), table0, table, dump0, dump, reached)
+		v.about = fmt.Sprintf("IPv6 real server %s deleted behind node1's daemon: back after %.1fs, read from /proc/net/ip_vs (table count %v -> %v, dumps %v -> %v); c1 reached s2 over IPv6 at connection %d", s2, took.Seconds(), table0, table, dump0, dump, reached)
 		v.DeleteService(svc)
 	})
 }

@@ -39,7 +39,7 @@ func scenarioServiceCIDRRoute(s *S) {
 	const unusedClusterIP, hostPortNum = "10.96.255.250", 9099
 	serviceRange := netip.MustParsePrefix("10.96.0.0/16")
 	serviceRange6 := netip.MustParsePrefix("2001:db8:96::/112")
-	s.Step("45", "Service CIDR route: one local route per node, cluster IPs unbound, pods/node/hairpin served, host port refused on cluster IPs", func(v *V) {
+	s.Step("service-cidr-route", "Service CIDR route: one local route per node, cluster IPs unbound, pods/node/hairpin served, host port refused on cluster IPs", func(v *V) {
 		v.Heading("Service CIDR routed local on kube-ipvs0: one route, no address per cluster IP")
 		svc := v.ApplyService(service("{name: routed, labels: {app: source-ip-app}}", "type: ClusterIP", httpPort))
 		ip := svc.Spec.ClusterIP
@@ -123,7 +123,7 @@ func errText(err error) string {
 // user wants, and each refusal is an ExternalIPRefused Event.
 func scenarioNodeGuard(s *S) {
 	pki := os.Getenv("E2E_PKI")
-	s.Step("47", "external IPs on node1's :22 (a listener), node2's address and the API server's (default/kubernetes's endpoint) are refused with Events; node1 and c1 still reach node1's sshd, node2's kubelet and the API; node1's :80 is served", func(v *V) {
+	s.Step("node-address-guard", "external IPs on node1's :22 (a listener), node2's address and the API server's (default/kubernetes's endpoint) are refused with Events; node1 and c1 still reach node1's sshd, node2's kubelet and the API; node1's :80 is served", func(v *V) {
 		v.Heading("External IPs cannot take the node's own ports, another Node or the API server")
 		api := v.apiEndpoint()
 		for _, node := range []string{"node1", "node2"} {
@@ -183,7 +183,7 @@ func scenarioNodeGuard(s *S) {
 
 // scenarioConntrackPeriodic: the periodic conntrack reconcile
 // (kubernetes#112604) deletes a stale UDP flow that no event will ever
-// touch. Scenario 35's stale flow is also healed by IPVS itself (an expired
+// touch. udp-stale-flow-after-restart's stale flow is also healed by IPVS itself (an expired
 // connection whose real server is gone takes its conntrack entry with it);
 // this one is not: the flow is written into node1's conntrack table directly
 // (conntrack -I), its reply source an address that is no endpoint, so no
@@ -196,7 +196,7 @@ func scenarioNodeGuard(s *S) {
 func scenarioConntrackPeriodic(s *S) {
 	const sourcePort, port = 40037, 5354
 	const podA, podB, dead = "10.244.1.37", "10.244.2.37", "10.244.9.99"
-	s.Step("37", "UDP periodic reconcile: the injected stale flow was deleted and replies came within two sync periods", func(v *V) {
+	s.Step("udp-stale-flow-periodic", "UDP periodic reconcile: the injected stale flow was deleted and replies came within two sync periods", func(v *V) {
 		v.Heading("UDP flows are reconciled periodically: a stale flow no event deletes is gone within a sync period")
 		for _, p := range []struct{ node, name, ip string }{{"node1", "u37a", podA}, {"node2", "u37b", podB}} {
 			s.t.Cleanup(func() { topology("del-pod", p.name) })
@@ -237,7 +237,7 @@ func scenarioConntrackPeriodic(s *S) {
 		if ok {
 			when = "after " + seconds(resumed) + "s"
 		}
-		v.name = fmt.Sprintf("UDP periodic reconcile: the injected stale flow was deleted and replies came within %ss (%s)", seconds(limit), when)
+		v.about = fmt.Sprintf("UDP periodic reconcile: the injected stale flow was deleted and replies came within %ss (%s)", seconds(limit), when)
 		if !ok || resumed > limit {
 			v.Errorf("no reply within %ss: the stale flow stayed", seconds(limit))
 		}
@@ -251,7 +251,7 @@ func scenarioConntrackPeriodic(s *S) {
 // external IPs lie below .64 or above .127).
 //
 // The proxiers watch ServiceCIDR objects and make each range local with one
-// route on kube-ipvs0 (scenario 45, ipvsproxy/routes.go): the new range must
+// route on kube-ipvs0 (service-cidr-route, ipvsproxy/routes.go): the new range must
 // get its route, its anchor address and its KUBE-SERVICE-CIDRS member on
 // both nodes without a restart; a dual-stack Service whose cluster IPs the
 // API allocates from it (given explicitly: before the ServiceCIDR exists the
@@ -289,7 +289,7 @@ func scenarioSecondServiceCIDR(s *S) {
 		}
 		return strings.Join(have, " ")
 	}
-	s.Step("63", "second ServiceCIDR "+cidr4.String()+","+cidr6.String()+" at runtime: routed on both nodes without a restart, a Service from it answered a pod and the node on both families, unbound, a host port refused in the range; gone after its deletion", func(v *V) {
+	s.Step("second-service-cidr", "second ServiceCIDR "+cidr4.String()+","+cidr6.String()+" at runtime: routed on both nodes without a restart, a Service from it answered a pod and the node on both families, unbound, a host port refused in the range; gone after its deletion", func(v *V) {
 		v.Heading("A second ServiceCIDR at runtime: its range routed local on kube-ipvs0 without a restart, and removed with it")
 		cidrs := guest.client.NetworkingV1().ServiceCIDRs()
 		deleteCIDR := func() error {
@@ -433,7 +433,7 @@ func scenarioSecondServiceCIDR(s *S) {
 				}
 			}
 		}
-		v.name = fmt.Sprintf("second ServiceCIDR %s,%s at runtime: routed on both nodes without a restart (%s), svc63 from it answered a pod and the node on both families, unbound, a host port refused in the range; gone after its deletion (%s)",
+		v.about = fmt.Sprintf("second ServiceCIDR %s,%s at runtime: routed on both nodes without a restart (%s), svc63 from it answered a pod and the node on both families, unbound, a host port refused in the range; gone after its deletion (%s)",
 			cidr4, cidr6, orNever(tookAdd), orNever(tookDel))
 	})
 }

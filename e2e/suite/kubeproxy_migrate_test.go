@@ -28,8 +28,9 @@ import (
 // control stream between two pods, crossing no proxy, tells the loaded VM's
 // stalls (every stream pauses at once) from the switch's.
 //
-// 44 (and 44v6) is in the default order; 44rollback, 44iptables, 44nftables,
-// 44rbiptables and 44rbnftables are run by name only, for time (`make
+// migrate-from-kube-proxy-ipvs (and its IPv6 half) is in the default order;
+// rollback-to-kube-proxy-ipvs and the migrations from and rollbacks to the
+// iptables and nftables modes are run by name only, for time (`make
 // e2e-migrate`).
 
 const (
@@ -511,7 +512,7 @@ func (v *V) kpmHandToKubeProxy() {
 	v.Ask("node1", "ipvsproxy cleanup  # node1 handed to kube-proxy")
 }
 
-// scenarioMigrateKubeProxy (44, 44v6): node1's ipvsproxy is stopped and
+// scenarioMigrateKubeProxy (migrate-from-kube-proxy-ipvs and its IPv6 half): node1's ipvsproxy is stopped and
 // cleaned up as the rollback pod would; kube-proxy runs in IPVS mode, run
 // dual-stack, and programs the two Services with its scheduler, rr. Then
 // the streams run over each family and the switch is the documented one:
@@ -521,7 +522,7 @@ func (v *V) kpmHandToKubeProxy() {
 // connection counters kept, the scheduler rewritten to twos), new
 // connections served under both proxies; kube-proxy's own sets gone.
 func scenarioMigrateKubeProxy(s *S) {
-	s.DualStep("44", "migration from the real kube-proxy in IPVS mode with live connections",
+	s.DualStep("migrate-from-kube-proxy-ipvs", "migration from the real kube-proxy in IPVS mode with live connections",
 		"the same switch over IPv6", func(v *V, d *dual) {
 			v.Heading("Migration from the real kube-proxy in IPVS mode with live connections")
 			svcs := v.kpmApply()
@@ -573,8 +574,8 @@ func scenarioMigrateKubeProxy(s *S) {
 			if left != 0 {
 				v.Errorf("%d of kube-proxy's own sets left", left)
 			}
-			v.name = "migration from the real kube-proxy in IPVS mode with live connections (gaps: " + gaps4 + "; switch " + switched + " s): TCP from a pod, TCP to a NodePort from outside, UDP from one port: none broke, no pause of its own (beyond the control stream's) >= 1 s, virtual servers adopted (counters kept, scheduler rewritten), the clean-up exits 0 twice, kube-proxy's own sets gone, new connections served"
-			d.name6 = "the same switch over IPv6 (gaps: " + gaps6 + "): TCP from a pod to the IPv6 cluster IP, TCP to node1's IPv6 NodePort from outside, UDP from one port to the IPv6 cluster IP: none broke, no pause of its own >= 1 s, the IPv6 virtual servers adopted (counters kept, scheduler rewritten), new IPv6 connections served under both proxies"
+			v.about = "migration from the real kube-proxy in IPVS mode with live connections (gaps: " + gaps4 + "; switch " + switched + " s): TCP from a pod, TCP to a NodePort from outside, UDP from one port: none broke, no pause of its own (beyond the control stream's) >= 1 s, virtual servers adopted (counters kept, scheduler rewritten), the clean-up exits 0 twice, kube-proxy's own sets gone, new connections served"
+			d.about6 = "the same switch over IPv6 (gaps: " + gaps6 + "): TCP from a pod to the IPv6 cluster IP, TCP to node1's IPv6 NodePort from outside, UDP from one port to the IPv6 cluster IP: none broke, no pause of its own >= 1 s, the IPv6 virtual servers adopted (counters kept, scheduler rewritten), new IPv6 connections served under both proxies"
 			// node1 is on ipvsproxy now, as the other scenarios expect it.
 		})
 }
@@ -627,7 +628,7 @@ func kpmAfterKubeProxyLeft(node string) (string, error) {
 	return fmt.Sprintf("sets %v, routes %v, mangle %v", sets, routes, filter), nil
 }
 
-// scenarioRollbackKubeProxyIPVS (44rollback): the rollback to kube-proxy's
+// scenarioRollbackKubeProxyIPVS (rollback-to-kube-proxy-ipvs): the rollback to kube-proxy's
 // IPVS mode, measured the same way: ipvsproxy stopped, kube-proxy started
 // on the state it left (no `ipvsproxy cleanup`: that deletes the virtual
 // servers, and IPVS resets the connections they carried; see the docs),
@@ -635,7 +636,7 @@ func kpmAfterKubeProxyLeft(node string) (string, error) {
 // plain `ipvsproxy cleanup`, which must leave kube-proxy's state and
 // traffic.
 func scenarioRollbackKubeProxyIPVS(s *S) {
-	s.Step("44rollback", "rollback to the real kube-proxy in IPVS mode", func(v *V) {
+	s.Step("rollback-to-kube-proxy-ipvs", "rollback to the real kube-proxy in IPVS mode", func(v *V) {
 		v.Heading("Rollback from ipvsproxy to the real kube-proxy in IPVS mode with live connections")
 		svcs := v.kpmApply()
 		vss := append(svcs.virtualServers(4), svcs.virtualServers(6)...)
@@ -724,7 +725,7 @@ func scenarioRollbackKubeProxyIPVS(s *S) {
 		gaps4, gaps6 := streams.end(v, nil, "across the rollback and the later cleanup")
 
 		v.kpmBackToIPVSProxy(kp)
-		v.name = "rollback to the real kube-proxy in IPVS mode (gaps: " + gaps4 + "; IPv6: " + gaps6 + "; switch " + switched + " s): the three streams over each family kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing; a later plain ipvsproxy cleanup leaves kube-proxy's virtual servers, kube-ipvs0 and traffic over both families"
+		v.about = "rollback to the real kube-proxy in IPVS mode (gaps: " + gaps4 + "; IPv6: " + gaps6 + "; switch " + switched + " s): the three streams over each family kept across the switch and cleanup --after-kube-proxy-ipvs, no pause of their own >= 1 s, counters kept, new connections served; ipvsproxy's own sets, routes and mangle filter gone, a second run removes nothing; a later plain ipvsproxy cleanup leaves kube-proxy's virtual servers, kube-ipvs0 and traffic over both families"
 	})
 }
 
@@ -776,13 +777,13 @@ func (v *V) kpmServedByKubeProxy(svcs kpmServices) {
 	}
 }
 
-// scenarioMigrateKubeProxyMode (44iptables, 44nftables): the migration from
+// scenarioMigrateKubeProxyMode (migrate-from-kube-proxy-iptables, -nftables): the migration from
 // kube-proxy's iptables or nftables mode with one TCP stream (c1 to the
 // cluster IP) and the control: the clean-up removes the mode's rules or
 // tables, exits 0 twice, the stream survives, ipvsproxy serves.
 func scenarioMigrateKubeProxyMode(mode string) func(*S) {
 	return func(s *S) {
-		s.Step("44"+mode, "migration from kube-proxy "+mode+" mode", func(v *V) {
+		s.Step("migrate-from-kube-proxy-"+mode, "migration from kube-proxy "+mode+" mode", func(v *V) {
 			v.Heading("Migration from the real kube-proxy in " + mode + " mode")
 			svcs := v.kpmApply()
 			v.kpmHandToKubeProxy()
@@ -812,13 +813,13 @@ func scenarioMigrateKubeProxyMode(mode string) func(*S) {
 			if why := reports[1].problem("c1-tcp", reports[0]); why != "" {
 				v.Errorf("%s", why)
 			}
-			v.name = fmt.Sprintf("migration from the real kube-proxy in %s mode (gap c1-tcp %s s, own %.3f s, control %s s; switch %s s): its rules removed, the clean-up exits 0 twice, the TCP stream kept, ipvsproxy serves",
+			v.about = fmt.Sprintf("migration from the real kube-proxy in %s mode (gap c1-tcp %s s, own %.3f s, control %s s; switch %s s): its rules removed, the clean-up exits 0 twice, the TCP stream kept, ipvsproxy serves",
 				mode, reports[1].gap(), reports[1].ownGap(reports[0]), reports[0].gap(), switched)
 		})
 	}
 }
 
-// scenarioRollbackKubeProxyMode (44rbiptables, 44rbnftables): the rollback
+// scenarioRollbackKubeProxyMode (rollback-to-kube-proxy-iptables, -nftables): the rollback
 // to kube-proxy's iptables or nftables mode, as the migration guide gives it
 // (ipvsproxy stopped, `ipvsproxy cleanup`, kube-proxy started), under a TCP
 // stream and a UDP stream through node1 and the control. Those modes do not
@@ -829,7 +830,7 @@ func scenarioMigrateKubeProxyMode(mode string) func(*S) {
 // ipvsproxy's is left.
 func scenarioRollbackKubeProxyMode(mode string) func(*S) {
 	return func(s *S) {
-		s.Step("44rb"+mode, "rollback to kube-proxy "+mode+" mode", func(v *V) {
+		s.Step("rollback-to-kube-proxy-"+mode, "rollback to kube-proxy "+mode+" mode", func(v *V) {
 			v.Heading("Rollback from ipvsproxy to the real kube-proxy in " + mode + " mode")
 			svcs := v.kpmApply()
 			vs4 := svcs.virtualServers(4)
@@ -872,7 +873,7 @@ func scenarioRollbackKubeProxyMode(mode string) func(*S) {
 				v.Errorf("the control stream broke: %s", reports[0])
 			}
 			v.kpmBackToIPVSProxy(kp)
-			v.name = fmt.Sprintf("rollback to the real kube-proxy in %s mode (new connections served again after %s s; TCP stream: error=%s gap %s s; UDP stream: error=%s gap %s s; control gap %s s): the clean-up exits 0, kube-proxy serves TCP and UDP, its rules are there, no virtual server, kube-ipvs0 or KUBE- set of ipvsproxy's left",
+			v.about = fmt.Sprintf("rollback to the real kube-proxy in %s mode (new connections served again after %s s; TCP stream: error=%s gap %s s; UDP stream: error=%s gap %s s; control gap %s s): the clean-up exits 0, kube-proxy serves TCP and UDP, its rules are there, no virtual server, kube-ipvs0 or KUBE- set of ipvsproxy's left",
 				mode, outage, reports[1].field("error"), reports[1].gap(), reports[2].field("error"), reports[2].gap(), reports[0].gap())
 		})
 	}

@@ -41,9 +41,9 @@ import (
 // server and delete it, so replies resume from the live endpoint.
 func scenarioConntrackReconcile(s *S) {
 	const srcPort, addrA, addrB = 40035, "10.244.1.35", "10.244.2.35"
-	s.Step("35", "UDP reconcile: SIGTERM kept the real servers; after a restart over a stale flow, replies from the other endpoint", func(v *V) {
+	s.Step("udp-stale-flow-after-restart", "UDP reconcile: SIGTERM kept the real servers; after a restart over a stale flow, replies from the other endpoint", func(v *V) {
 		v.Heading("UDP flows are reconciled: a flow left stale by a crash is deleted by the restarted daemon")
-		// Pods of its own, so that this runs after scenario 8 (which deletes one) or alone.
+		// Pods of its own, so that this runs after udp-endpoint-removed (which deletes one) or alone.
 		for _, p := range []struct{ node, name, ip string }{{"node1", "u35a", addrA}, {"node2", "u35b", addrB}} {
 			v.Must(topology("add-pod", p.node, p.name, p.ip))
 			name := p.name
@@ -79,7 +79,7 @@ func scenarioConntrackReconcile(s *S) {
 			victim, survivor, victimIP = "u35b", "u35a", addrB
 		default:
 			sender.stop()
-			v.name = "UDP reconcile: one flow reaches one endpoint"
+			v.about = "UDP reconcile: one flow reaches one endpoint"
 			v.Fatalf("replies from: %v", from)
 		}
 		v.Note("the flow from source port %d reaches %s; stop node1's daemon, then remove %s as it would have", srcPort, victim, victim)
@@ -133,7 +133,7 @@ func scenarioConntrackReconcile(s *S) {
 		} else {
 			v.Errorf("the flow stayed stale: no reply from %s", survivor)
 		}
-		v.name = fmt.Sprintf("UDP reconcile: SIGTERM kept the real servers; after a restart over a stale flow to %s, replies from %s within %.0fs of the start (%s)", victim, survivor, limit.Seconds(), when)
+		v.about = fmt.Sprintf("UDP reconcile: SIGTERM kept the real servers; after a restart over a stale flow to %s, replies from %s within %.0fs of the start (%s)", victim, survivor, limit.Seconds(), when)
 		// The next scenario finds node1 synced.
 		v.Must(waitProxierSynced("node1", pid, 120*time.Second))
 	})
@@ -382,7 +382,7 @@ func ruleCounters(node string) ([]ruleCounter, error) {
 // `xtables-monitor -e` in the node report no change at all while the new
 // daemon starts and syncs.
 func scenarioRestart(s *S) {
-	s.Step("9", "restart under load: no request failed, IPVS, iptables and ipsets not rewritten", func(v *V) {
+	s.Step("restart-under-load", "restart under load: no request failed, IPVS, iptables and ipsets not rewritten", func(v *V) {
 		v.Heading("Restart the daemon under load")
 		svc := v.ApplyService(service("{name: restart9}", httpPort))
 		ip := svc.Spec.ClusterIP
@@ -494,7 +494,7 @@ func readFile(path string) string {
 // kube-ipvs0 (checked present first, so that their absence afterwards means
 // something). It ends the run: the daemons stay stopped.
 func scenarioCleanup(s *S) {
-	s.Step("10", "ipvsproxy cleanup leaves no IPVS service, KUBE-* or KUBE-6-* ipset, iptables or ip6tables chain, IPv6 route or address, or kube-ipvs0", func(v *V) {
+	s.Step("cleanup-leaves-nothing", "ipvsproxy cleanup leaves no IPVS service, KUBE-* or KUBE-6-* ipset, iptables or ip6tables chain, IPv6 route or address, or kube-ipvs0", func(v *V) {
 		v.Heading("ipvsproxy cleanup")
 		for _, n := range []string{"node1", "node2"} {
 			// Not StopProxier: nothing restarts the daemons after this scenario.

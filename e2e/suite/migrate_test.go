@@ -28,7 +28,7 @@ import (
 // guide_test.go); kubectl's place is taken by the cluster package and
 // deploy/test/apply.
 
-// migratePort is scenario 43's node port.
+// migratePort is migrate-node-by-node's node port.
 const migratePort = 30043
 
 // proxyLabel is the node label both proxies' DaemonSets select on.
@@ -58,7 +58,7 @@ var kubeProxyChains = regexp.MustCompile(`KUBE-(SVC|SEP|NODEPORTS|EXTERNAL-SERVI
 // and a node that joins then is on ipvsproxy. The DaemonSets, the Nodes and
 // their labels are as they were when the scenario ends.
 func scenarioMigrate(s *S) {
-	s.Step("43", "migration node by node: label moves node1 between the DaemonSets; a node joining mid-migration is on kube-proxy, every node on exactly one proxy; kube-proxy's leftovers (which break the node's connection between proxies) removed by the init container's command, cluster IP and NodePort served; a second run changes nothing; rollback cleans and hands back; at the end a joining node is on ipvsproxy", func(v *V) {
+	s.Step("migrate-node-by-node", "migration node by node: label moves node1 between the DaemonSets; a node joining mid-migration is on kube-proxy, every node on exactly one proxy; kube-proxy's leftovers (which break the node's connection between proxies) removed by the init container's command, cluster IP and NodePort served; a second run changes nothing; rollback cleans and hands back; at the end a joining node is on ipvsproxy", func(v *V) {
 		v.Heading("node-by-node migration from kube-proxy: labels, a node joining, the init container's clean-up, rollback")
 		svc := v.ApplyService(service("{name: migrate43}", "type: NodePort",
 			fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", migratePort)))

@@ -22,7 +22,7 @@ import (
 // scheduler they use: twos, or on a kernel without it (Debian 12's 6.1) the
 // documented fallback wrr, with the line that says so.
 func scenarioSchedulerFlag(s *S) {
-	s.Step("22", "--ipvs-scheduler=no-such-scheduler exits with an error naming the flag; the running daemons log twos (wrr with the fallback's line where the kernel has no twos)", func(v *V) {
+	s.Step("scheduler-flag-unknown", "--ipvs-scheduler=no-such-scheduler exits with an error naming the flag; the running daemons log twos (wrr with the fallback's line where the kernel has no twos)", func(v *V) {
 		v.Heading("An explicit --ipvs-scheduler the kernel lacks stops the start-up")
 		ns := fmt.Sprintf("e2e-sched-%d", os.Getpid())
 		if a := run("-", "ip netns add "+ns+" && ip -n "+ns+" link set lo up"); a.Status != 0 {
@@ -90,7 +90,7 @@ func defaultScheduler() string {
 // keeps the default and gets a Warning Event naming the annotation, and
 // neither disturbs the other.
 func scenarioSchedulerAnnotation(s *S) {
-	s.Step("41", "scheduler annotation: a scheduler not allowed loads no module and gets an Event; with mh allowed, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps the default scheduler with an Event", func(v *V) {
+	s.Step("scheduler-annotation", "scheduler annotation: a scheduler not allowed loads no module and gets an Event; with mh allowed, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps the default scheduler with an Event", func(v *V) {
 		v.Heading("A scheduler a Service may not choose: no module loaded, an Event")
 		notLoaded := v.unloadedScheduler()
 		modulesBefore := v.Ask("-", "grep -o '^ip_vs[a-z_]*' /proc/modules | sort | tr '\\n' ' '  # the kernel's IPVS modules, before").Out
@@ -135,7 +135,7 @@ func scenarioSchedulerAnnotation(s *S) {
 			v.Errorf("the mh Service answered %q, want 200", code)
 		}
 		v.WaitEvent("typo41", "InvalidService", "ipvsproxy.io/scheduler", "mhh")
-		v.name = "scheduler annotation: " + notLoaded + " (on disk, not loaded) not allowed by default: " + defaultScheduler() + ", a SchedulerNotAllowed Event, no module loaded; with --ipvs-allowed-schedulers mh, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps " + defaultScheduler() + " with an Event"
+		v.about = "scheduler annotation: " + notLoaded + " (on disk, not loaded) not allowed by default: " + defaultScheduler() + ", a SchedulerNotAllowed Event, no module loaded; with --ipvs-allowed-schedulers mh, mh with mh-port,mh-fallback in the kernel; a misspelt one keeps " + defaultScheduler() + " with an Event"
 	})
 }
 
@@ -173,7 +173,7 @@ func virtualServer(node string, proto ipvs.Protocol, addr string, port uint16) (
 // scraper sees them on a node: the full and partial sync histograms,
 // kubernetes_build_info, client-go's rest_client_requests_total.
 func scenarioKubeProxyMetrics(s *S) {
-	s.Step("42", "kube-proxy's metrics: build info, full and partial sync histograms, rest_client_requests_total", func(v *V) {
+	s.Step("kube-proxy-metrics", "kube-proxy's metrics: build info, full and partial sync histograms, rest_client_requests_total", func(v *V) {
 		v.Heading("kube-proxy's metrics on /metrics")
 		// A change, so that a partial sync has happened whatever ran before.
 		svc := v.ApplyService(service("{name: metrics42}", httpPort))

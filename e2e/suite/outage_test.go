@@ -340,7 +340,7 @@ type recovery struct {
 //
 // The three Services are dual-stack (RequireDualStack, each endpoint's IPv4
 // and IPv6 address), so the outage is also measured over IPv6 (verdict
-// 62v6): a stream through the IPv6 cluster IP from c1 and one through node1's
+// api-outage-ipv6): a stream through the IPv6 cluster IP from c1 and one through node1's
 // IPv6 node port from the client, a new connection each round (from c2 to
 // the IPv6 cluster IP and from the client to node2's IPv6 node port in
 // turn), and after the return new62's IPv6 virtual server and moving62's
@@ -349,7 +349,7 @@ type recovery struct {
 // snapshots, verdict 62, hold both families' state.)
 func scenarioAPIOutage(s *S) {
 	nodes := []string{"node1", "node2"}
-	s.DualStep("62", fmt.Sprintf("API unreachable from the nodes for %.0fs", outageFor.Seconds()), "API outage over IPv6", func(v *V, d *dual) {
+	s.DualStep("api-outage", fmt.Sprintf("API unreachable from the nodes for %.0fs", outageFor.Seconds()), "API outage over IPv6", func(v *V, d *dual) {
 		v.Heading(fmt.Sprintf("The API server unreachable from the nodes for %.0fs: Services keep working, nothing is removed, changes follow its return", outageFor.Seconds()))
 		dualStack := "ipFamilyPolicy: RequireDualStack"
 		steady := v.ApplyService(service("{name: steady62}", "type: NodePort", dualStack,
@@ -685,9 +685,9 @@ func scenarioAPIOutage(s *S) {
 				}
 			}
 		}
-		v.name = fmt.Sprintf("API unreachable from the nodes for %.0fs: streams flowed (largest gaps %s s), %d/%d new connections answered, kernels %s, /livez and /healthz 200 (/readyz: %s); after the return: %s",
+		v.about = fmt.Sprintf("API unreachable from the nodes for %.0fs: streams flowed (largest gaps %s s), %d/%d new connections answered, kernels %s, /livez and /healthz 200 (/readyz: %s); after the return: %s",
 			outage.Seconds(), strings.Join(gaps[4], "/"), answered4, 3*tries, kernels, health.readyzCounts(), strings.Join(times[4], ", "))
-		d.name6 = fmt.Sprintf("API outage over IPv6: streams through %s and %s flowed (largest gaps %s s), %d/%d new IPv6 connections answered; after the return: %s",
+		d.about6 = fmt.Sprintf("API outage over IPv6: streams through %s and %s flowed (largest gaps %s s), %d/%d new IPv6 connections answered; after the return: %s",
 			streams[6][0].target, streams[6][1].target, strings.Join(gaps[6], "/"), answered6, tries, strings.Join(times[6], ", "))
 	})
 }

@@ -27,7 +27,7 @@ import (
 // EndpointSlice update. The deleted pod is put back when the scenario ends.
 func scenarioUDP(s *S) {
 	const sourcePort = 40053
-	s.Step("8", "UDP: after deleting the endpoint a flow reaches, replies from the other endpoint within two sync periods", func(v *V) {
+	s.Step("udp-endpoint-removed", "UDP: after deleting the endpoint a flow reaches, replies from the other endpoint within two sync periods", func(v *V) {
 		v.Heading("UDP: replies resume from a live endpoint after the endpoint is deleted")
 		svc := v.ApplyService(service("{name: udp}", "ports: [{port: 53, targetPort: 8081, protocol: UDP}]"))
 		ip := svc.Spec.ClusterIP
@@ -119,7 +119,7 @@ func scenarioUDP(s *S) {
 		if ok {
 			when = seconds(after) + "s"
 		}
-		v.name = fmt.Sprintf("UDP: after deleting %s, replies from %s within %ss (after %s; e2ectl took %ss)", victim, survivor, seconds(limit), when, seconds(t0.Sub(tDel)))
+		v.about = fmt.Sprintf("UDP: after deleting %s, replies from %s within %ss (after %s; e2ectl took %ss)", victim, survivor, seconds(limit), when, seconds(t0.Sub(tDel)))
 		if !ok || after > limit {
 			v.Errorf("no reply from %s within %ss of the update", survivor, seconds(limit))
 		}
@@ -146,7 +146,7 @@ func replyRuns(replies []timedLine, t0 time.Time) string {
 // a listener that answers each association with `hostname=web` and
 // `client_address=<the peer it accepted>` and closes. One NodePort Service
 // (Cluster policy) gives both paths: its cluster IP from c1 (web's node) and
-// c2 (the other node) keeps the pod's address, as for TCP (scenario 1); its
+// c2 (the other node) keeps the pod's address, as for TCP (tutorial-clusterip); its
 // node port from the outside client is source-NATed to a node address on
 // both nodes. As kube-proxy does, the SCTP node port's masquerade goes
 // through the hash:ip,port set KUBE-NODE-PORT-SCTP-HASH (TCP and UDP use
@@ -159,12 +159,12 @@ func replyRuns(replies []timedLine, t0 time.Time) string {
 // the same checks run on the IPv6 cluster IP from c1 and c2 (their IPv6
 // addresses seen) and on the node port at both nodes' IPv6 addresses from
 // the client (SNATed to the node's IPv6 address; node2's entry in
-// KUBE-6-NODE-PORT-SCTP-HASH): verdict 38v6. socat names an IPv6 peer in
+// KUBE-6-NODE-PORT-SCTP-HASH): verdict sctp-ipv6. socat names an IPv6 peer in
 // full, in brackets ([2001:0db8:...]); the checks expand the address they
 // expect the same way.
 func scenarioSCTP(s *S) {
 	const port, nodePort = 9132, 30132
-	s.DualStep("38", "SCTP: cluster IP from c1 and c2 keeps the pod's address; node port from the client on both nodes is SNATed to that node",
+	s.DualStep("sctp", "SCTP: cluster IP from c1 and c2 keeps the pod's address; node port from the client on both nodes is SNATed to that node",
 		"SCTP over IPv6: the IPv6 cluster IP from c1 and c2 keeps the pod's IPv6 address; node port on both nodes' IPv6 addresses from the client is SNATed to that node's IPv6 address; node2's entry in KUBE-6-NODE-PORT-SCTP-HASH",
 		func(v *V, d *dual) {
 			v.Heading("SCTP: a ClusterIP keeps the pod's address, a Cluster-policy NodePort source-NATs, on both families")

@@ -116,7 +116,7 @@ func hostFirewall(op string) string {
 // host's rules and every Service answers. The host rules are removed and
 // node2's daemon is back on the suite's flags at the end.
 func scenarioHostFirewall(s *S) {
-	s.Step("16", "host firewall before the daemon (RHEL REJECTs, DOCKER and CNI DNATs): the kube jumps are first and the DNATs take nothing; by default the host's REJECT decides c2's and the client's Service traffic, both families, node2's own is answered; with --accept-service-traffic all answer", func(v *V) {
+	s.Step("host-firewall", "host firewall before the daemon (RHEL REJECTs, DOCKER and CNI DNATs): the kube jumps are first and the DNATs take nothing; by default the host's REJECT decides c2's and the client's Service traffic, both families, node2's own is answered; with --accept-service-traffic all answer", func(v *V) {
 		v.Heading("A host firewall installed before the daemon: its rules decide Service traffic unless --accept-service-traffic")
 		svc := v.ApplyService(service("{name: corner-fw}", "type: NodePort", "ipFamilyPolicy: RequireDualStack",
 			"ports: [{port: 8016, targetPort: 8080, nodePort: 30116, protocol: TCP}]"))
@@ -193,7 +193,7 @@ func scenarioHostFirewall(s *S) {
 //
 // In each, c2 keeps its address to the cluster IP and node2 is answered.
 func scenarioLocalDetect(s *S) {
-	s.Step("17", "local-traffic detection on node2: without --cluster-cidr, with NodeCIDR (rules follow spec.podCIDRs, no restart) and InterfaceNamePrefix v-: c2 keeps its address, node2 is answered", func(v *V) {
+	s.Step("local-traffic-detection", "local-traffic detection on node2: without --cluster-cidr, with NodeCIDR (rules follow spec.podCIDRs, no restart) and InterfaceNamePrefix v-: c2 keeps its address, node2 is answered", func(v *V) {
 		v.Heading("Local-traffic detection: fallback without --cluster-cidr, NodeCIDR, InterfaceNamePrefix")
 		svc := v.corner("corner-detect", service("{name: corner-detect}", "type: ClusterIP",
 			"ports: [{port: 8017, targetPort: 8080, protocol: TCP}]"))
@@ -282,7 +282,7 @@ func masqRules(lines []string) []string {
 // server's Service range (its ServiceCIDR), which no external IP may use.
 func scenarioExternalIPGuard(s *S) {
 	const taken, outside, fine, pod = "10.96.210.10", "203.0.113.210", "203.0.113.30", "10.244.2.10"
-	s.Step("21", "external IP guard: another Service's cluster IP, a pod IP and an address outside --external-ip-cidrs are refused with Events; an allowed one is served; after victim's deletion its address stays refused (in the Service range)", func(v *V) {
+	s.Step("external-ip-guard", "external IP guard: another Service's cluster IP, a pod IP and an address outside --external-ip-cidrs are refused with Events; an allowed one is served; after victim's deletion its address stays refused (in the Service range)", func(v *V) {
 		v.Heading("External IPs that would intercept someone else's traffic are refused (CVE-2020-8554)")
 		v.RestartProxier("node1", proxierRun{extra: []string{"--external-ip-cidrs", "203.0.113.0/25,10.96.210.0/24"}})
 		squat := v.ApplyService(service("{name: squat}", "ports: [{port: 8080, targetPort: 8080, protocol: TCP}]",
@@ -364,7 +364,7 @@ func refusedEvents(name string) []string {
 // KUBE-SERVICE-CIDRS' REJECT. Now no request fails, the record holds the
 // cluster IP again, and the record set has the new maxelem.
 func scenarioOwnershipRecord(s *S) {
-	s.Step("48", "ipset flush KUBE-IPVS-OWNED and a restart with a larger --ipset-max-elements: no request to the cluster IP failed, the record is written again", func(v *V) {
+	s.Step("ownership-record-rewritten", "ipset flush KUBE-IPVS-OWNED and a restart with a larger --ipset-max-elements: no request to the cluster IP failed, the record is written again", func(v *V) {
 		v.Heading("The ownership record flushed or replaced: cluster IP traffic goes on")
 		svc := v.ApplyService(service("{name: record48}", httpPort))
 		ip := svc.Spec.ClusterIP

@@ -24,7 +24,7 @@ import (
 // trafficDistribution's topology hints, ClientIP affinity. Each scenario's
 // Service is dual-stack, and every check runs on both of its cluster IPs,
 // interleaved: the IPv4 half is the step's verdict, the IPv6 half a second
-// verdict, NUMv6, with the same commands (as the bash scenarios printed them).
+// verdict, NAME-ipv6, with the same commands.
 
 // ipFamily is an IP family of the dual-stack cluster: 4 or 6.
 type ipFamily int
@@ -71,13 +71,13 @@ func hostPort(ip string, port int) string {
 }
 
 // dual is one step run on both families at once: an IPv4 failure fails the
-// step's own verdict, an IPv6 one the verdict NUMv6 that DualStep prints after it.
+// step's own verdict, an IPv6 one the verdict NAME-ipv6 that DualStep prints after it.
 type dual struct {
 	v    *V
 	why6 []string
-	// name6, when fn sets it, replaces the IPv6 verdict's name (one that
-	// carries what the step measured).
-	name6 string
+	// about6, when fn sets it, replaces what the IPv6 verdict says it
+	// checked (one that carries what the step measured).
+	about6 string
 }
 
 // Errorf fails the verdict of that family and goes on.
@@ -89,14 +89,15 @@ func (d *dual) Errorf(f ipFamily, format string, args ...any) {
 	d.v.Errorf(format, args...)
 }
 
-// DualStep runs fn as step num and prints two verdicts: num for its IPv4
-// checks, num+"v6" for its IPv6 ones. A Fatalf in fn (a set-up both families
-// need) fails num and leaves num+"v6" not run; otherwise each verdict stands
-// on its own family's checks. The commands are listed under num.
-func (s *S) DualStep(num, name, name6 string, fn func(v *V, d *dual)) {
+// DualStep runs fn as step name and prints two verdicts: name for its IPv4
+// checks, name+"-ipv6" for its IPv6 ones. A Fatalf in fn (a set-up both
+// families need) fails name and leaves name+"-ipv6" not run; otherwise each
+// verdict stands on its own family's checks. The commands are listed under
+// name.
+func (s *S) DualStep(name, about, about6 string, fn func(v *V, d *dual)) {
 	d := &dual{}
 	finished := false
-	s.Step(num, name, func(v *V) {
+	s.Step(name, about, func(v *V) {
 		d.v = v
 		fn(v, d)
 		finished = true
@@ -106,9 +107,9 @@ func (s *S) DualStep(num, name, name6 string, fn func(v *V, d *dual)) {
 		// An IPv4 failure is not one of the IPv6 half's steps.
 		s.failed = ""
 	}
-	s.Step(num+"v6", name6, func(v *V) {
-		if d.name6 != "" {
-			v.name = d.name6
+	s.Step(name+"-ipv6", about6, func(v *V) {
+		if d.about6 != "" {
+			v.about = d.about6
 		}
 		for _, why := range d.why6 {
 			v.Errorf("%s", why)
@@ -315,7 +316,7 @@ func scenarioInternalTrafficLocal(s *S) {
 	manifest := func(spec ...string) string {
 		return service("{name: itp-local}", append([]string{"internalTrafficPolicy: Local", "ipFamilyPolicy: RequireDualStack"}, spec...)...)
 	}
-	s.DualStep("18", "internalTrafficPolicy Local: c1 and node1 reach only web and s3, c2 and node2 only s2; without an endpoint on node2 its empty virtual server refuses c2 and node2 (curl exit 7), also when the Service is a NodePort that serves "+clientAddr+" through node2",
+	s.DualStep("internal-traffic-local", "internalTrafficPolicy Local: c1 and node1 reach only web and s3, c2 and node2 only s2; without an endpoint on node2 its empty virtual server refuses c2 and node2 (curl exit 7), also when the Service is a NodePort that serves "+clientAddr+" through node2",
 		"internalTrafficPolicy Local over IPv6: c1 and node1 reach only web and s3, c2 and node2 only s2, web sees c1's IPv6 address; without an endpoint on node2 it refuses c2 and node2 (curl exit 7), also as a NodePort that serves 2001:db8:1::79 through [2001:db8:1::2]:30118",
 		func(v *V, d *dual) {
 			v.Heading("internalTrafficPolicy Local: pods and nodes reach only their node's endpoints, on both families")
@@ -402,7 +403,7 @@ func scenarioInternalTrafficLocal(s *S) {
 // node2's zone label is put back when the scenario ends.
 func scenarioTrafficDistribution(s *S) {
 	const port, n = 8019, 16
-	s.DualStep("19", "trafficDistribution and hints (kube-proxy's rules): A PreferClose c1 -> web, s3, c2 -> s2; B PreferSameZone without zone-b's endpoint c2 -> web, s3; C node2 relabelled zone-a followed; D PreferSameNode c1 -> web, s3, c2 -> s2; E one endpoint without hints: all three from both",
+	s.DualStep("traffic-distribution", "trafficDistribution and hints (kube-proxy's rules): A PreferClose c1 -> web, s3, c2 -> s2; B PreferSameZone without zone-b's endpoint c2 -> web, s3; C node2 relabelled zone-a followed; D PreferSameNode c1 -> web, s3, c2 -> s2; E one endpoint without hints: all three from both",
 		"trafficDistribution and hints over IPv6: the same five steps on the Service's IPv6 cluster IP",
 		func(v *V, d *dual) {
 			v.Heading("trafficDistribution: topology hints narrow each node's endpoints; incomplete hints are ignored")
@@ -482,7 +483,7 @@ func scenarioTrafficDistribution(s *S) {
 		})
 }
 
-// The ClientIP affinity timeout of scenario 23.
+// The ClientIP affinity timeout of client-ip-affinity.
 const affinityTimeout = 15
 
 // scenarioAffinityTimeout: sessionAffinity ClientIP with
@@ -516,7 +517,7 @@ const affinityTimeout = 15
 // address.
 func scenarioAffinityTimeout(s *S) {
 	const port = 8023
-	s.DualStep("23", fmt.Sprintf("ClientIP affinity, timeoutSeconds %d (rr): persistent %d; 6 connections (8 s pause) all to one endpoint; c1's template expires in at most %d s and goes 13-45 s after the last connection; then 3 to another endpoint", affinityTimeout, affinityTimeout, affinityTimeout),
+	s.DualStep("client-ip-affinity", fmt.Sprintf("ClientIP affinity, timeoutSeconds %d (rr): persistent %d; 6 connections (8 s pause) all to one endpoint; c1's template expires in at most %d s and goes 13-45 s after the last connection; then 3 to another endpoint", affinityTimeout, affinityTimeout, affinityTimeout),
 		"ClientIP affinity over IPv6: the same on the IPv6 cluster IP, c1's template keyed by its IPv6 address",
 		func(v *V, d *dual) {
 			v.Heading(fmt.Sprintf("ClientIP affinity with a %d s timeout: one endpoint within it, a fresh choice after it, on both families", affinityTimeout))

@@ -20,7 +20,7 @@ import (
 // never source-NATed: the pod sees the client pod's address, whether the
 // client runs on the endpoint's node or on the other one.
 func scenarioClusterIP(s *S) {
-	s.Step("1", "ClusterIP: client_address is the client pod's IP from the same node and from the other", func(v *V) {
+	s.Step("tutorial-clusterip", "ClusterIP: client_address is the client pod's IP from the same node and from the other", func(v *V) {
 		v.Heading("Type=ClusterIP: the pod sees the client pod's address")
 		svc := v.ApplyService(service("{name: clusterip, labels: {app: source-ip-app}}", "type: ClusterIP", httpPort))
 		ip := svc.Spec.ClusterIP
@@ -45,7 +45,7 @@ func scenarioClusterIP(s *S) {
 func scenarioNodePort(s *S) {
 	const nodePort = 30080
 	var svc *v1.Service
-	s.Step("2", "NodePort Cluster: both nodes answer, client_address is a node's address", func(v *V) {
+	s.Step("tutorial-nodeport", "NodePort Cluster: both nodes answer, client_address is a node's address", func(v *V) {
 		v.Heading("Type=NodePort, externalTrafficPolicy Cluster: every node answers, source NATed")
 		svc = v.ApplyService(service("{name: nodeport, labels: {app: source-ip-app}}", "type: NodePort",
 			fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", nodePort)))
@@ -62,7 +62,7 @@ func scenarioNodePort(s *S) {
 			}
 		}
 	})
-	s.Step("3", "NodePort Local: only node1 answers, client_address="+clientAddr+"; node2 gives nothing", func(v *V) {
+	s.Step("tutorial-nodeport-local", "NodePort Local: only node1 answers, client_address="+clientAddr+"; node2 gives nothing", func(v *V) {
 		v.Heading("Type=NodePort, externalTrafficPolicy Local: only the endpoint's node answers, with the client's address")
 		svc = v.SetExternalTrafficPolicy(svc, v1.ServiceExternalTrafficPolicyLocal)
 		v.Show("-", `e2ectl patch-etp nodeport Local  # kubectl patch svc nodeport -p '{"spec":{"externalTrafficPolicy":"Local"}}'`,
@@ -98,7 +98,7 @@ func scenarioLoadBalancer(s *S) {
 			}
 		}
 	})
-	s.Step("4", "LoadBalancer Cluster: "+vip+" answers, client_address is a node's address", func(v *V) {
+	s.Step("tutorial-loadbalancer", "LoadBalancer Cluster: "+vip+" answers, client_address is a node's address", func(v *V) {
 		v.Heading("Type=LoadBalancer, externalTrafficPolicy Cluster: answers, source NATed")
 		svc = v.ApplyService(service("{name: loadbalancer, labels: {app: source-ip-app}}", "type: LoadBalancer",
 			fmt.Sprintf("ports: [{port: 80, targetPort: 8080, nodePort: %d, protocol: TCP}]", nodePort)))
@@ -120,7 +120,7 @@ func scenarioLoadBalancer(s *S) {
 			}
 		}
 	})
-	s.Step("5", "LoadBalancer Local: healthCheckNodePort 200/localEndpoints 1 on node1, 503/0 on node2; LB keeps "+clientAddr, func(v *V) {
+	s.Step("tutorial-loadbalancer-local", "LoadBalancer Local: healthCheckNodePort 200/localEndpoints 1 on node1, 503/0 on node2; LB keeps "+clientAddr, func(v *V) {
 		v.Heading("Type=LoadBalancer, externalTrafficPolicy Local: health checks steer the load balancer")
 		svc = v.SetExternalTrafficPolicy(svc, v1.ServiceExternalTrafficPolicyLocal)
 		hc := strconv.Itoa(int(svc.Spec.HealthCheckNodePort))
@@ -172,7 +172,7 @@ func scenarioLoadBalancer(s *S) {
 // node. Their kube-proxy answered iptables; this one answers ipvs, and its
 // virtual servers use the twos scheduler (wrr on a kernel without it).
 func scenarioProxyMode(s *S) {
-	s.Step("6", "proxyMode answers ipvs on both nodes; every virtual server uses twos (wrr where the kernel has no twos)", func(v *V) {
+	s.Step("tutorial-proxy-mode", "proxyMode answers ipvs on both nodes; every virtual server uses twos (wrr where the kernel has no twos)", func(v *V) {
 		v.Heading("The proxy mode, asked on each node")
 		// A Service of its own, so each node has a virtual server to look at.
 		svc := v.ApplyService(service("{name: proxymode}", httpPort))
@@ -207,7 +207,7 @@ func scenarioProxyMode(s *S) {
 // (expected 200; a binomial standard deviation is about 12, so a failure
 // means a skew, not bad luck).
 func scenarioSpread(s *S) {
-	s.Step("7", "600 requests over three endpoints: each gets between 100 and 300", func(v *V) {
+	s.Step("spread-over-endpoints", "600 requests over three endpoints: each gets between 100 and 300", func(v *V) {
 		v.Heading("Three endpoints share the load")
 		svc := v.ApplyService(service("{name: spread}", httpPort))
 		ip := svc.Spec.ClusterIP

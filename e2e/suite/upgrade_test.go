@@ -19,7 +19,7 @@ const upgradePort = 30070
 // none.
 func previousBuild() string { return os.Getenv("E2E_PREVIOUS_IPVSPROXY") }
 
-// scenarioUpgradeDowngrade (70, 70v6): a rolling update of the DaemonSet on
+// scenarioUpgradeDowngrade (upgrade-downgrade and its IPv6 half): a rolling update of the DaemonSet on
 // a live node, both ways. node1 runs this build; streams run through it over
 // each family (TCP from a pod to a cluster IP, TCP from outside to the
 // NodePort, UDP from one source port to a cluster IP, and the control
@@ -35,7 +35,7 @@ func previousBuild() string { return os.Getenv("E2E_PREVIOUS_IPVSPROXY") }
 // this build had before the downgrade: nothing of the previous build's is
 // left over.
 func scenarioUpgradeDowngrade(s *S) {
-	s.DualStep("70", "downgrade to the previous release and upgrade back on a live node",
+	s.DualStep("upgrade-downgrade", "downgrade to the previous release and upgrade back on a live node",
 		"the same downgrade and upgrade over IPv6", func(v *V, d *dual) {
 			v.Heading("A rolling update to the previous release and back, under live connections")
 			previous := previousBuild()
@@ -96,9 +96,9 @@ func scenarioUpgradeDowngrade(s *S) {
 			if normalized(after.text) != normalized(before.text) {
 				v.Errorf("after the upgrade the kernel state is not this build's own: something of the previous build's is left over or missing:\n%s", lineDiff(normalized(before.text), normalized(after.text)))
 			}
-			v.name = fmt.Sprintf("downgrade to the previous release (%s s to its first sync) and upgrade back (%s s) on node1 under live connections (gaps: %s): TCP from a pod, TCP to a NodePort from outside, UDP from one port: none broke, no pause of its own (beyond the control stream's) >= 1 s, virtual servers adopted both ways (counters kept), the same IPVS table under both builds, new connections served, after the upgrade the kernel state exactly this build's",
+			v.about = fmt.Sprintf("downgrade to the previous release (%s s to its first sync) and upgrade back (%s s) on node1 under live connections (gaps: %s): TCP from a pod, TCP to a NodePort from outside, UDP from one port: none broke, no pause of its own (beyond the control stream's) >= 1 s, virtual servers adopted both ways (counters kept), the same IPVS table under both builds, new connections served, after the upgrade the kernel state exactly this build's",
 				down, up, gaps4)
-			d.name6 = "the same downgrade and upgrade over IPv6 (gaps: " + gaps6 + "): TCP from a pod to the IPv6 cluster IP, TCP to node1's IPv6 NodePort from outside, UDP from one port to the IPv6 cluster IP: none broke, no pause of its own >= 1 s, the IPv6 virtual servers adopted both ways, new IPv6 connections served under both builds"
+			d.about6 = "the same downgrade and upgrade over IPv6 (gaps: " + gaps6 + "): TCP from a pod to the IPv6 cluster IP, TCP to node1's IPv6 NodePort from outside, UDP from one port to the IPv6 cluster IP: none broke, no pause of its own >= 1 s, the IPv6 virtual servers adopted both ways, new IPv6 connections served under both builds"
 			// node1 runs this build on the suite's flags again.
 		})
 }

@@ -14,7 +14,7 @@ import (
 // The commands of a node-by-node migration (docs/migrate-from-kube-proxy.md),
 // standing in for kubectl in the VM: label a node, create and patch the
 // DaemonSets, and, since no DaemonSet controller runs, tell which DaemonSets
-// would run a pod on a node. e2e/suite's scenario 43 calls the cluster
+// would run a pod on a node. e2e/suite's migrate-node-by-node calls the cluster
 // package's functions these wrap.
 
 // runLabelNode is `kubectl label node NODE KEY=VALUE --overwrite`.

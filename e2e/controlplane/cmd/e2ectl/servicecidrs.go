@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The commands of scenario 63: a second Service range added and removed at
+// The commands of second-service-cidr: a second Service range added and removed at
 // runtime as networking.k8s.io/v1 ServiceCIDR objects (KEP-1880). No
 // controller manager runs here, so nothing sets the Ready condition or adds
 // the deletion finalizer: the API server's allocator counts a ServiceCIDR
