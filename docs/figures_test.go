@@ -14,7 +14,13 @@ import (
 // of figures is a row of performance.md's summary table, the same measure
 // with the same values and ratio.
 func TestREADMEFiguresAreThePerformanceTables(t *testing.T) {
-	cols := []string{"measure, Services × 10 endpoints", "ipvsproxy", "kube-proxy, IPVS mode", "ratio"}
+	for _, mode := range []string{"kube-proxy, nftables mode", "kube-proxy, IPVS mode"} {
+		t.Run(mode, func(t *testing.T) { checkREADMEFigures(t, mode) })
+	}
+}
+
+func checkREADMEFigures(t *testing.T, mode string) {
+	cols := []string{"measure, Services × 10 endpoints", "ipvsproxy", mode, "ratio"}
 	readme, err := doctable.Read("../README.md", cols...)
 	if err != nil {
 		t.Fatal(err)
