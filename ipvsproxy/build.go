@@ -65,7 +65,7 @@ const (
 type VirtualServerState struct {
 	ipvs.VirtualServer
 	// RealServers are sorted by address and port.
-	RealServers []ipvs.RealServer
+	RealServers RealServerList
 	Port        ServicePortName
 	Kind        string
 	// LocalOnly is true when only this node's endpoints may serve it
@@ -519,12 +519,12 @@ func (b *builder) addVirtualServer(vs ipvs.VirtualServer, port ServicePortName, 
 	b.vsSeen[vs.VirtualServerKey] = true
 	// At its size: appended, 10 real servers took room for 16, and the
 	// desired state holds every one of the node's for as long as it runs.
-	state := VirtualServerState{VirtualServer: vs, Port: port, Kind: kind, LocalOnly: localOnly, InClusterOnly: inClusterOnly, RealServers: make([]ipvs.RealServer, 0, len(eps))}
+	state := VirtualServerState{VirtualServer: vs, Port: port, Kind: kind, LocalOnly: localOnly, InClusterOnly: inClusterOnly, RealServers: make(RealServerList, 0, len(eps))}
 	for _, e := range eps {
-		state.RealServers = append(state.RealServers, ipvs.RealServer{
+		state.RealServers = append(state.RealServers, packRealServer(ipvs.RealServer{
 			RealServerKey: ipvs.RealServerKey{Address: e.Addr, Port: e.Port},
 			Weight:        1,
-		})
+		}))
 	}
 	b.st.VirtualServers = append(b.st.VirtualServers, state)
 	return true
@@ -603,9 +603,7 @@ func (st *ServiceState) normalize() {
 	slices.SortFunc(st.VirtualServers, func(a, b VirtualServerState) int { return CompareVSKey(a.VirtualServerKey, b.VirtualServerKey) })
 	for i := range st.VirtualServers {
 		// The view's order (kernel.go): sameRealServers and wants rely on it.
-		slices.SortFunc(st.VirtualServers[i].RealServers, func(a, b ipvs.RealServer) int {
-			return CompareRealServerKeys(a.RealServerKey, b.RealServerKey)
-		})
+		st.VirtualServers[i].RealServers.sort()
 	}
 	st.Addresses = nil
 	for i := range st.VirtualServers {

@@ -423,7 +423,7 @@ func writeVirtualServer(b *strings.Builder, vs *VirtualServerState) {
 		local += " (none here: cluster endpoints, in-cluster sources only)"
 	}
 	fmt.Fprintf(b, "  # %s %s%s\n", vs.Port, vs.Kind, local)
-	for _, rs := range vs.RealServers {
+	for _, rs := range vs.RealServers.All() {
 		fmt.Fprintf(b, "    -> %s weight %d\n", rs.RealServerKey, rs.Weight)
 	}
 }

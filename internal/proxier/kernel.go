@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -60,14 +61,17 @@ type kernelView struct {
 }
 
 type kernelVirtualServer struct {
-	vs          ipvs.VirtualServer
+	vs ipvs.VirtualServer
+	// realServers is the view's own list, unless shared.
 	realServers realServerList
-	// shared: realServers is the desired state's own list, taken when the
-	// kernel was found to hold exactly it (sameRealServers), so a view of
-	// 100,000 real servers in step costs no copy of them. A built state is
-	// never changed; the view copies the list before it changes it
-	// (putRealServer, removeRealServer). Its connection counts are zero:
-	// whoever needs them reads the kernel (removeRealServers, drain).
+	// shared: wanted, not realServers, is the list, the desired state's
+	// own, taken when the kernel was found to hold exactly it (holds), so
+	// a view of 100,000 real servers in step costs no copy of them. A
+	// built state is never changed; the view copies the list before it
+	// changes it (putRealServer, removeRealServer). Its connection counts
+	// are zero: whoever needs them reads the kernel (removeRealServers,
+	// drain).
+	wanted ipvsproxy.RealServerList
 	shared bool
 	// unread: a full read listed it and has not read its real servers yet.
 	unread bool
@@ -85,8 +89,57 @@ func (v *kernelView) put(k ipvs.VirtualServerKey, read kernelVirtualServer) {
 }
 
 // shareRealServers makes the view's list want's, which the kernel holds.
-func (kv *kernelVirtualServer) shareRealServers(want []ipvs.RealServer) {
-	kv.realServers, kv.shared = realServerList(want), true
+func (kv *kernelVirtualServer) shareRealServers(want ipvsproxy.RealServerList) {
+	kv.realServers, kv.wanted, kv.shared = nil, want, true
+}
+
+// realServer is the view's real server at k.
+func (kv *kernelVirtualServer) realServer(k ipvs.RealServerKey) (ipvs.RealServer, bool) {
+	if kv.shared {
+		return kv.wanted.Find(k)
+	}
+	return kv.realServers.get(k)
+}
+
+// realServerCount is how many real servers the view holds.
+func (kv *kernelVirtualServer) realServerCount() int {
+	if kv.shared {
+		return len(kv.wanted)
+	}
+	return len(kv.realServers)
+}
+
+// eachRealServer yields the view's real servers in order.
+func (kv *kernelVirtualServer) eachRealServer() iter.Seq[ipvs.RealServer] {
+	return func(yield func(ipvs.RealServer) bool) {
+		if kv.shared {
+			for _, rs := range kv.wanted.All() {
+				if !yield(rs) {
+					return
+				}
+			}
+			return
+		}
+		for _, rs := range kv.realServers {
+			if !yield(rs) {
+				return
+			}
+		}
+	}
+}
+
+// holds: the view holds exactly the desired real servers want, at their
+// weights (both are sorted the same way).
+func (kv *kernelVirtualServer) holds(want ipvsproxy.RealServerList) bool {
+	if !kv.shared {
+		return want.Equal(kv.realServers)
+	}
+	if len(kv.wanted) > 0 && len(want) == len(kv.wanted) && &kv.wanted[0] == &want[0] {
+		// The list the read already shared (readVirtualServer), compared
+		// again by the writer loop: the same elements.
+		return true
+	}
+	return slices.Equal(kv.wanted, want)
 }
 
 // putRealServer adds or replaces rs in the view, on a copy of a shared list.
@@ -103,7 +156,11 @@ func (kv *kernelVirtualServer) removeRealServer(k ipvs.RealServerKey) {
 
 func (kv *kernelVirtualServer) own() {
 	if kv.shared {
-		kv.realServers, kv.shared = slices.Clone(kv.realServers), false
+		l := make(realServerList, 0, len(kv.wanted))
+		for _, rs := range kv.wanted.All() {
+			l = append(l, rs)
+		}
+		kv.realServers, kv.wanted, kv.shared = l, nil, false
 	}
 }
 
@@ -161,7 +218,7 @@ func (l *realServerList) remove(k ipvs.RealServerKey) {
 // readVirtualServer is vs as the kernel holds it, its real servers listed.
 // When they are exactly the desired state's (want, possibly nil), the view
 // takes want's list, as the writer loop would on comparing them
-// (sameRealServers): a full read of 10,000 virtual servers otherwise held
+// (holds): a full read of 10,000 virtual servers otherwise held
 // every real server twice until the loop reached each, 6 MB at 10 a
 // virtual server, which the collector's heap goal multiplied into the
 // daemon's peak. The list is read into room (nil: none), which a caller
@@ -186,37 +243,12 @@ func readVirtualServer(k adapters.Kernel, vs ipvs.VirtualServer, want *ipvsproxy
 // the same and shared instead.
 func viewOfRead(vs ipvs.VirtualServer, rss []ipvs.RealServer, want *ipvsproxy.VirtualServerState, lent bool) kernelVirtualServer {
 	read := kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
-	if want != nil && sameRealServers(read.realServers, want.RealServers) {
+	if want != nil && read.holds(want.RealServers) {
 		read.shareRealServers(want.RealServers)
 	} else if lent {
 		read.realServers = slices.Clone(read.realServers)
 	}
 	return read
-}
-
-// sameRealServers: the view holds exactly the desired real servers, at
-// their weights (both are sorted the same way).
-func sameRealServers(have realServerList, want []ipvs.RealServer) bool {
-	if len(have) != len(want) {
-		return false
-	}
-	if len(have) > 0 && &have[0] == &want[0] {
-		// The list the read already shared (readVirtualServer), compared
-		// again by the writer loop: the same elements.
-		return true
-	}
-	for i := range have {
-		if have[i].RealServerKey != want[i].RealServerKey || have[i].Weight != want[i].Weight {
-			return false
-		}
-	}
-	return true
-}
-
-// wants reports whether the sorted desired real servers hold k.
-func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
-	_, ok := slices.BinarySearchFunc(desired, k, byRealServerKey)
-	return ok
 }
 
 // desiredAtRead is what a full read asks of the desired state: the sync

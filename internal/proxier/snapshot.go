@@ -176,7 +176,7 @@ func desiredVirtualServer(vs *ipvsproxy.VirtualServerState, c endpointConditions
 		TopologyHints: (!vs.LocalOnly || vs.InClusterOnly) && c.topology[pk],
 		RealServers:   []snapshot.DesiredRealServer{},
 	}
-	for _, rs := range vs.RealServers {
+	for _, rs := range vs.RealServers.All() {
 		d := snapshot.DesiredRealServer{RealServer: rs, Condition: snapshot.ConditionUnknown}
 		if e, ok := c.endpoints[pk][netip.AddrPortFrom(rs.Address, rs.Port)]; ok {
 			d.NodeName = e.NodeName

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 )
 
 // A virtual server whose real servers the kernel holds exactly keeps the
@@ -19,11 +19,11 @@ func TestViewSharesAgreeingRealServersAndCopiesBeforeWriting(t *testing.T) {
 	p.Tracker().SetService(svc)
 	p.Tracker().SetEndpointSlice(servicetest.Slice(svc, "web-a", 8080, "10.244.1.5@node1", "10.244.2.7@node2"))
 	mustSync(t, p)
-	sharing := func(when string) []ipvs.RealServer {
+	sharing := func(when string) ipvsproxy.RealServerList {
 		t.Helper()
 		kv, want := p.view.virtualServers[webVS], p.desired.VirtualServer(webVS).RealServers
-		if kv == nil || len(want) != 2 || !kv.shared || &kv.realServers[0] != &want[0] {
-			t.Fatalf("%s: the view does not share the desired real servers (view %v, shared %v; desired %v)", when, kv.realServers, kv.shared, want)
+		if kv == nil || len(want) != 2 || !kv.shared || &kv.wanted[0] != &want[0] {
+			t.Fatalf("%s: the view does not share the desired real servers (view %v, shared %v; desired %v)", when, kv.wanted, kv.shared, want)
 		}
 		return want
 	}
