@@ -31,9 +31,9 @@ type ChangeTracker struct {
 	// leave the Service it was filed under, which neither its new labels nor
 	// a tombstone's say. The slice, not the Service's name: a map of
 	// names held 24 bytes more per slice.
-	filed map[types.NamespacedName]*EndpointSlice
-	node       *v1.Node
-	pending    PendingChanges
+	filed   map[types.NamespacedName]*EndpointSlice
+	node    *v1.Node
+	pending PendingChanges
 	// start is when the tracker began: slices changed before it are not
 	// network programming latency (a restart would report every slice's age).
 	start time.Time
