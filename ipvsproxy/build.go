@@ -341,6 +341,12 @@ type builder struct {
 	st     *ServiceState
 	ref    v1.ObjectReference
 	vsSeen map[ipvs.VirtualServerKey]bool
+	// listedFrom and listed are the endpoints the last real-server list
+	// was made of, and the list: a port's cluster IP, node ports and
+	// external addresses mostly serve the same endpoints, and share one
+	// list (never changed once built) instead of one copy each.
+	listedFrom []Endpoint
+	listed     RealServerList
 }
 
 func (b *builder) problem(reason, format string, args ...any) {
@@ -517,17 +523,29 @@ func (b *builder) addVirtualServer(vs ipvs.VirtualServer, port ServicePortName, 
 		return false
 	}
 	b.vsSeen[vs.VirtualServerKey] = true
+	state := VirtualServerState{VirtualServer: vs, Port: port, Kind: kind, LocalOnly: localOnly, InClusterOnly: inClusterOnly, RealServers: b.realServers(eps)}
+	b.st.VirtualServers = append(b.st.VirtualServers, state)
+	return true
+}
+
+// realServers is the sorted list of eps, the last one made when it was made
+// of the same endpoints (realServers of the builder).
+func (b *builder) realServers(eps []Endpoint) RealServerList {
+	if len(eps) > 0 && len(eps) == len(b.listedFrom) && &eps[0] == &b.listedFrom[0] {
+		return b.listed
+	}
 	// At its size: appended, 10 real servers took room for 16, and the
 	// desired state holds every one of the node's for as long as it runs.
-	state := VirtualServerState{VirtualServer: vs, Port: port, Kind: kind, LocalOnly: localOnly, InClusterOnly: inClusterOnly, RealServers: make(RealServerList, 0, len(eps))}
+	l := make(RealServerList, 0, len(eps))
 	for _, e := range eps {
-		state.RealServers = append(state.RealServers, packRealServer(ipvs.RealServer{
+		l = append(l, packRealServer(ipvs.RealServer{
 			RealServerKey: ipvs.RealServerKey{Address: e.Addr, Port: e.Port},
 			Weight:        1,
 		}))
 	}
-	b.st.VirtualServers = append(b.st.VirtualServers, state)
-	return true
+	l.sort()
+	b.listedFrom, b.listed = eps, l
+	return l
 }
 
 // nodePortAddresses are the node's addresses of family that get NodePort
@@ -601,10 +619,6 @@ func union(a, b []Endpoint) []Endpoint {
 // normalize sorts and de-duplicates so that equal input gives equal output.
 func (st *ServiceState) normalize() {
 	slices.SortFunc(st.VirtualServers, func(a, b VirtualServerState) int { return CompareVSKey(a.VirtualServerKey, b.VirtualServerKey) })
-	for i := range st.VirtualServers {
-		// The view's order (kernel.go): sameRealServers and wants rely on it.
-		st.VirtualServers[i].RealServers.sort()
-	}
 	st.Addresses = nil
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]

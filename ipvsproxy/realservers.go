@@ -14,7 +14,9 @@ import (
 // as ipvs.RealServer (a netip.Addr's 24 bytes, the port, the weight and the
 // two connection counters the kernel reports, 48 bytes) 50,000 Services of
 // ten endpoints held 23 MiB of them, as this 10.7. A list is never changed
-// once built; the proxier's kernel view shares it.
+// once built: the virtual servers of a Service port that serve the same
+// endpoints share one (builder.realServers), and so does the proxier's
+// kernel view while the kernel holds it.
 type RealServerList []packedRealServer
 
 // packedRealServer is one wanted real server. Endpoint addresses carry no
@@ -55,6 +57,8 @@ func NewRealServerList(rss ...ipvs.RealServer) RealServerList {
 	return l
 }
 
+// sort puts l in the order the kernel view keeps (internal/proxier), which
+// Find, Equal and the writer's diff rely on.
 func (l RealServerList) sort() {
 	slices.SortFunc(l, func(a, b packedRealServer) int { return CompareRealServerKeys(a.Key(), b.Key()) })
 }

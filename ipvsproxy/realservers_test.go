@@ -6,6 +6,9 @@ import (
 	"unsafe"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 )
 
 // The desired state holds every real server of the node for as long as the
@@ -55,5 +58,44 @@ func TestRealServerListKeepsWhatItWasGiven(t *testing.T) {
 	}
 	if l.Equal(want[:4]) {
 		t.Error("a shorter list compares equal")
+	}
+}
+
+// The virtual servers of a port that serve the same endpoints (the cluster
+// IP, each node port, a load balancer IP under Cluster policy) share one
+// list; a port whose external policy is Local has a list of its own for
+// the external addresses.
+func TestVirtualServersOfOnePortShareTheirRealServers(t *testing.T) {
+	node := NodeInfo{Name: servicetest.ThisNode, Addresses: []netip.Addr{servicetest.Node1IP, netip.MustParseAddr("192.0.2.1")}}
+	build := func(svc *v1.Service) *ServiceState {
+		slices := compactEndpointSlices([]*discovery.EndpointSlice{servicetest.Slice(svc, svc.Name+"-a", 8080, "10.244.1.5@"+servicetest.ThisNode, "10.244.2.7@node2")})
+		return BuildService(svc, slices, node, testConfig())
+	}
+	backing := func(vs VirtualServerState) *packedRealServer { return &vs.RealServers[0] }
+
+	st := build(servicetest.Service("lb", "10.96.0.20", servicetest.LoadBalancer(30090, "203.0.113.140")))
+	if len(st.VirtualServers) != 4 {
+		t.Fatalf("want the cluster IP, two node ports and the load balancer IP, got %d virtual servers:\n%s", len(st.VirtualServers), dumpService(st))
+	}
+	for _, vs := range st.VirtualServers[1:] {
+		if len(vs.RealServers) != 2 || backing(vs) != backing(st.VirtualServers[0]) {
+			t.Errorf("%s %s does not share the cluster IP's list of real servers", vs.Kind, vs.VirtualServerKey)
+		}
+	}
+
+	st = build(servicetest.Service("lb", "10.96.0.20", servicetest.LoadBalancer(30090, "203.0.113.140"), servicetest.ExternalLocal(32122)))
+	var cluster *VirtualServerState
+	for i, vs := range st.VirtualServers {
+		if vs.Kind == KindClusterIP {
+			cluster = &st.VirtualServers[i]
+		}
+	}
+	if cluster == nil || len(cluster.RealServers) != 2 {
+		t.Fatalf("want a cluster IP with both endpoints:\n%s", dumpService(st))
+	}
+	for _, vs := range st.VirtualServers {
+		if vs.Kind != KindClusterIP && (len(vs.RealServers) != 1 || backing(vs) == backing(*cluster)) {
+			t.Errorf("%s %s under Local policy: want its own list of this node's endpoint, got %v", vs.Kind, vs.VirtualServerKey, unpacked(vs.RealServers))
+		}
 	}
 }
