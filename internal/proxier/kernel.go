@@ -60,22 +60,32 @@ type kernelView struct {
 	recordsWithVirtualServer, inStepWinners int
 }
 
+// Its real servers are one of two lists, and neither while a full read has
+// listed it but not read them yet (unread): 96 bytes in all, as many
+// as a view of 50,000 virtual servers holds.
 type kernelVirtualServer struct {
 	vs ipvs.VirtualServer
-	// realServers is the view's own list, unless shared.
-	realServers realServerList
-	// shared: wanted, not realServers, is the list, the desired state's
-	// own, taken when the kernel was found to hold exactly it (holds), so
-	// a view of 100,000 real servers in step costs no copy of them. A
-	// built state is never changed; the view copies the list before it
-	// changes it (putRealServer, removeRealServer). Its connection counts
-	// are zero: whoever needs them reads the kernel (removeRealServers,
-	// drain).
+	// wanted, when not nil, is the list (shared): the desired state's own,
+	// taken when the kernel was found to hold exactly it (holds), so a
+	// view of 100,000 real servers in step costs no copy of them. A built
+	// state is never changed; the view copies the list before it changes
+	// it (putRealServer, removeRealServer). Its connection counts are
+	// zero: whoever needs them reads the kernel (removeRealServers, drain).
 	wanted ipvsproxy.RealServerList
-	shared bool
-	// unread: a full read listed it and has not read its real servers yet.
-	unread bool
+	// realServers is the view's own list otherwise: behind a pointer, as
+	// few virtual servers keep one for long.
+	realServers *realServerList
 }
+
+// noRealServers is an empty list, not nil, that a virtual server wanted
+// without real servers shares.
+var noRealServers = ipvsproxy.RealServerList{}
+
+// shared: the view's list is the desired state's (wanted).
+func (kv *kernelVirtualServer) shared() bool { return kv.wanted != nil }
+
+// unread: a full read listed it and has not read its real servers yet.
+func (kv *kernelVirtualServer) unread() bool { return kv.wanted == nil && kv.realServers == nil }
 
 // put makes read the view's virtual server k, in the room of the one the
 // view held (a period's re-check reads a tenth of them again).
@@ -90,12 +100,27 @@ func (v *kernelView) put(k ipvs.VirtualServerKey, read kernelVirtualServer) {
 
 // shareRealServers makes the view's list want's, which the kernel holds.
 func (kv *kernelVirtualServer) shareRealServers(want ipvsproxy.RealServerList) {
-	kv.realServers, kv.wanted, kv.shared = nil, want, true
+	if want == nil {
+		want = noRealServers
+	}
+	kv.realServers, kv.wanted = nil, want
+}
+
+// newKernelVirtualServer is vs with rss, its own list.
+func newKernelVirtualServer(vs ipvs.VirtualServer, rss realServerList) *kernelVirtualServer {
+	kv := &kernelVirtualServer{vs: vs}
+	kv.ownRealServers(rss)
+	return kv
+}
+
+// ownRealServers makes l the view's own list.
+func (kv *kernelVirtualServer) ownRealServers(l realServerList) {
+	kv.realServers, kv.wanted = &l, nil
 }
 
 // realServer is the view's real server at k.
 func (kv *kernelVirtualServer) realServer(k ipvs.RealServerKey) (ipvs.RealServer, bool) {
-	if kv.shared {
+	if kv.shared() {
 		return kv.wanted.Find(k)
 	}
 	return kv.realServers.get(k)
@@ -103,16 +128,16 @@ func (kv *kernelVirtualServer) realServer(k ipvs.RealServerKey) (ipvs.RealServer
 
 // realServerCount is how many real servers the view holds.
 func (kv *kernelVirtualServer) realServerCount() int {
-	if kv.shared {
+	if kv.shared() {
 		return len(kv.wanted)
 	}
-	return len(kv.realServers)
+	return len(*kv.realServers)
 }
 
 // eachRealServer yields the view's real servers in order.
 func (kv *kernelVirtualServer) eachRealServer() iter.Seq[ipvs.RealServer] {
 	return func(yield func(ipvs.RealServer) bool) {
-		if kv.shared {
+		if kv.shared() {
 			for _, rs := range kv.wanted.All() {
 				if !yield(rs) {
 					return
@@ -120,7 +145,7 @@ func (kv *kernelVirtualServer) eachRealServer() iter.Seq[ipvs.RealServer] {
 			}
 			return
 		}
-		for _, rs := range kv.realServers {
+		for _, rs := range *kv.realServers {
 			if !yield(rs) {
 				return
 			}
@@ -131,8 +156,8 @@ func (kv *kernelVirtualServer) eachRealServer() iter.Seq[ipvs.RealServer] {
 // holds: the view holds exactly the desired real servers want, at their
 // weights (both are sorted the same way).
 func (kv *kernelVirtualServer) holds(want ipvsproxy.RealServerList) bool {
-	if !kv.shared {
-		return want.Equal(kv.realServers)
+	if !kv.shared() {
+		return want.Equal(*kv.realServers)
 	}
 	if len(kv.wanted) > 0 && len(want) == len(kv.wanted) && &kv.wanted[0] == &want[0] {
 		// The list the read already shared (readVirtualServer), compared
@@ -155,12 +180,12 @@ func (kv *kernelVirtualServer) removeRealServer(k ipvs.RealServerKey) {
 }
 
 func (kv *kernelVirtualServer) own() {
-	if kv.shared {
+	if kv.shared() {
 		l := make(realServerList, 0, len(kv.wanted))
 		for _, rs := range kv.wanted.All() {
 			l = append(l, rs)
 		}
-		kv.realServers, kv.wanted, kv.shared = l, nil, false
+		kv.ownRealServers(l)
 	}
 }
 
@@ -242,11 +267,15 @@ func readVirtualServer(k adapters.Kernel, vs ipvs.VirtualServer, want *ipvsproxy
 // place). lent: rss is the reader's room, copied out unless want's list is
 // the same and shared instead.
 func viewOfRead(vs ipvs.VirtualServer, rss []ipvs.RealServer, want *ipvsproxy.VirtualServerState, lent bool) kernelVirtualServer {
-	read := kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
-	if want != nil && read.holds(want.RealServers) {
+	read := kernelVirtualServer{vs: vs}
+	l := newRealServerList(rss)
+	switch {
+	case want != nil && want.RealServers.Equal(l):
 		read.shareRealServers(want.RealServers)
-	} else if lent {
-		read.realServers = slices.Clone(read.realServers)
+	case lent:
+		read.ownRealServers(slices.Clone(l))
+	default:
+		read.ownRealServers(l)
 	}
 	return read
 }
@@ -373,7 +402,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, 
 	view.virtualServers = recycled.virtualServersFor(ours)
 	for i := range all {
 		if key := all[i].VirtualServerKey; !view.foreign[key] {
-			kept = append(kept, kernelVirtualServer{vs: all[i], unread: true})
+			kept = append(kept, kernelVirtualServer{vs: all[i]})
 			view.virtualServers[key] = &kept[len(kept)-1]
 		}
 	}
@@ -404,7 +433,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, 
 	if table, ok := k.IPVS.(ipvs.RealServerTable); ok && unread > 0 {
 		err := table.EachRealServerList(func(key ipvs.VirtualServerKey, rss []ipvs.RealServer) error {
 			kv := view.virtualServers[key]
-			if kv == nil || !kv.unread {
+			if kv == nil || !kv.unread() {
 				return nil // someone else's, added since the list, or listed twice
 			}
 			want, claimed := desired.Lookup(key)
@@ -426,7 +455,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, 
 	var room []ipvs.RealServer
 	for i := 0; i < len(kept) && unread > 0; i++ {
 		kv := &kept[i]
-		if !kv.unread {
+		if !kv.unread() {
 			continue
 		}
 		key := kv.vs.VirtualServerKey
@@ -460,7 +489,7 @@ func (v *kernelView) completeAgainst(desired *ipvsproxy.DesiredState) {
 // and ownership record included; the writer loop would find nothing to
 // write.
 func inStep(read *kernelVirtualServer, want *ipvsproxy.VirtualServerState, recorded bool) bool {
-	return recorded && read.shared && len(ipvsproxy.VirtualServerChanges(read.vs, want.VirtualServer)) == 0
+	return recorded && read.shared() && len(ipvsproxy.VirtualServerChanges(read.vs, want.VirtualServer)) == 0
 }
 
 // addMissingWinners adds to outOfStepAtRead the keys a Service won at the

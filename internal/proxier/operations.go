@@ -546,7 +546,7 @@ func (r *reconciler) createAhead(keys []ipvs.VirtualServerKey) {
 	for i, err := range ipvs.AddVirtualServers(r.k.IPVS, vss) {
 		if err == nil {
 			want := r.desired.VirtualServer(vss[i].VirtualServerKey)
-			r.view.virtualServers[vss[i].VirtualServerKey] = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(realServerList, 0, len(want.RealServers))}
+			r.view.virtualServers[vss[i].VirtualServerKey] = newKernelVirtualServer(want.VirtualServer, make(realServerList, 0, len(want.RealServers)))
 		}
 	}
 }
@@ -648,7 +648,7 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 				if !recorded {
 					return r.foreignFound(k, nil)
 				}
-				have = &kernelVirtualServer{vs: ipvs.VirtualServer{VirtualServerKey: k}, realServers: newRealServerList(rss)}
+				have = newKernelVirtualServer(ipvs.VirtualServer{VirtualServerKey: k}, newRealServerList(rss))
 				r.view.virtualServers[k] = have
 			}
 		}
@@ -664,7 +664,7 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 			}
 			return err
 		}
-		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(realServerList, 0, len(want.RealServers))}
+		have = newKernelVirtualServer(want.VirtualServer, make(realServerList, 0, len(want.RealServers)))
 		r.view.virtualServers[k] = have
 	}
 	if !r.view.isRecorded(k) {

@@ -443,14 +443,14 @@ func adoptDraining(view *kernelView, desired *ipvsproxy.DesiredState, draining m
 		// A list the read found in step (shared) holds only wanted real
 		// servers. The scan of the others first: it is cheaper than the
 		// lookup of the desired state, and almost never finds one.
-		if kvs.shared || k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
+		if kvs.shared() || k.Protocol != ipvs.TCP || !hasWeightZero(*kvs.realServers) {
 			continue
 		}
 		want := desired.VirtualServer(k)
 		if want == nil {
 			continue
 		}
-		for _, rs := range kvs.realServers {
+		for _, rs := range *kvs.realServers {
 			key := rs.RealServerKey
 			if rs.Weight == 0 && !want.RealServers.Contains(key) {
 				if draining[k] == nil {
