@@ -328,7 +328,7 @@ var heapOwnerRules = []struct {
 	{ownerTracker, []string{"ipvsproxy.(*ChangeTracker)"}},
 	{ownerClusterIPs, []string{"ipvsproxy.(*ClusterIPIndex)"}},
 	{ownerDesired, []string{"ipvsproxy.BuildService", "ipvsproxy.(*builder)", "ipvsproxy.(*DesiredState)", "ipvsproxy.(*ServiceState)", "ipvsproxy.(*setEntries)", "ipvsproxy.(*Touched)"}},
-	{ownerView, []string{"proxier.(*kernelView)", "proxier.(*kernelVirtualServer)", "proxier.(*realServerList)", "proxier.readKernel", "proxier.recycledView", "proxier.readVirtualServer", "proxier.viewOfRead", "recheck",
+	{ownerView, []string{"proxier.(*kernelView)", "proxier.(*kernelVirtualServer)", "proxier.newKernelVirtualServer", "proxier.(*realServerList)", "proxier.readKernel", "proxier.recycledView", "proxier.readVirtualServer", "proxier.viewOfRead", "recheck",
 		"proxier.(*reconciler).createAhead", "proxier.(*reconciler).recordAhead", "proxier.(*reconciler).addEntries"}},
 	{ownerStatus, []string{"proxier.(*statusTable)", "proxier.newStatusTable"}},
 	{ownerProxierOther, []string{"internal/proxier."}},
