@@ -121,7 +121,7 @@ func (x *ClusterIPIndex) AppendUsers(out []types.NamespacedName, a netip.Addr) [
 // already parsed.
 func AddressesOf(svc *Service) serviceAddresses {
 	var out serviceAddresses
-	if svc.Type != v1.ServiceTypeExternalName {
+	if svc.Type() != v1.ServiceTypeExternalName {
 		out.ClusterIPs = svc.clusterIPList().parsed()
 	}
 	if svc.rare != nil {
