@@ -83,7 +83,7 @@ func (c claim) compare(o claim) int {
 // spec.externalIPs: a tenant listing a load balancer pool's addresses as
 // external IPs must not take a later LoadBalancer's traffic (and its source
 // ranges) by being older.
-func claimRank(kind string) uint8 {
+func claimRank(kind VirtualServerKind) uint8 {
 	if kind == KindExternalIP {
 		return 1
 	}
@@ -226,7 +226,7 @@ func (d *DesiredState) setRouted(r netip.Prefix, inPlace bool, t Touched) bool {
 		n = -1
 	}
 	for k := range d.claims {
-		if vs := d.Winner(k); vs != nil && vs.RoutedBy == r {
+		if vs := d.Winner(k); vs != nil && vs.RoutedBy() == r {
 			d.bindUnrouted(vs, n, t)
 		}
 	}
@@ -309,7 +309,7 @@ func (d *DesiredState) contribute(vs *VirtualServerState, n int, t Touched) {
 		}
 		t.address(a)
 	}
-	if vs.RoutedBy.IsValid() && d.unrouted[vs.RoutedBy] {
+	if r := vs.RoutedBy(); r.IsValid() && d.unrouted[r] {
 		d.bindUnrouted(vs, n, t)
 	}
 	for e := range vs.SetEntries.All() {

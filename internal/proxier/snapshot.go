@@ -171,7 +171,7 @@ func desiredVirtualServer(vs *ipvsproxy.VirtualServerState, c endpointConditions
 	pk := ipvsproxy.PortKey{Name: vs.Port.Port, Protocol: vs.Port.Protocol}
 	out := snapshot.DesiredVirtualServer{
 		VirtualServer: vs.VirtualServer, Service: vs.Port.NamespacedName.String(), PortName: vs.Port.Port,
-		Kind: vs.Kind, LocalOnly: vs.LocalOnly, InClusterOnly: vs.InClusterOnly,
+		Kind: vs.Kind.String(), LocalOnly: vs.LocalOnly, InClusterOnly: vs.InClusterOnly,
 		// Hints narrow cluster endpoints only; local ones are this node's anyway.
 		TopologyHints: (!vs.LocalOnly || vs.InClusterOnly) && c.topology[pk],
 		RealServers:   []snapshot.DesiredRealServer{},
