@@ -125,11 +125,14 @@ func (vs *VirtualServerState) RoutedBy() netip.Prefix {
 func (vs *VirtualServerState) setRoutedBy(r netip.Prefix) { vs.routedBits = uint8(r.Bits() + 1) }
 
 // ServiceState is everything one Service wants from the kernel of this node.
+//
+// The desired state holds one per Service: 128 bytes, the creation time in
+// 8 of them.
 type ServiceState struct {
 	Name types.NamespacedName
-	// Created orders Services when two want the same virtual server: the
-	// older keeps it.
-	Created        time.Time
+	// created orders Services when two want the same virtual server: the
+	// older keeps it (Created).
+	created        keptTime
 	VirtualServers []VirtualServerState
 	// Addresses (bound on kube-ipvs0) are the union of the virtual
 	// servers' own, sorted (normalize); their set members are not copied
@@ -144,6 +147,9 @@ type ServiceState struct {
 	Problems            []Problem
 }
 
+// Created is the Service's metadata.creationTimestamp.
+func (st *ServiceState) Created() time.Time { return st.created.time() }
+
 // defaultAffinityTimeout is Kubernetes' default ClientIP affinity (3 hours).
 const defaultAffinityTimeout = 10800 * time.Second
 
@@ -151,7 +157,7 @@ const defaultAffinityTimeout = 10800 * time.Second
 // Bad parts of the input are skipped and listed in Problems; the rest is
 // still built.
 func BuildService(svc *v1.Service, endpointSlices []*EndpointSlice, node NodeInfo, cfg Config) *ServiceState {
-	st := &ServiceState{Name: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, Created: svc.CreationTimestamp.Time}
+	st := &ServiceState{Name: types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, created: keepTime(svc.CreationTimestamp.Time)}
 	// ExternalName Services are DNS only; headless ones have no virtual IP.
 	if svc.Spec.Type == v1.ServiceTypeExternalName || svc.Spec.ClusterIP == v1.ClusterIPNone {
 		return st

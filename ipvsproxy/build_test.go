@@ -183,7 +183,7 @@ func TestBuildServiceGolden(t *testing.T) {
 			// The proxier builds what the compact Service gives back.
 			compact := BuildService(CompactService(c.svc).ToService(), compactEndpointSlices(c.slices(c.svc)), n, cfg)
 			if diff := cmp.Diff(st, compact, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
-				cmp.Transformer("unpacked", unpacked), cmp.AllowUnexported(VirtualServerState{})); diff != "" {
+				cmp.Transformer("unpacked", unpacked), cmp.AllowUnexported(VirtualServerState{}, ServiceState{})); diff != "" {
 				t.Errorf("BuildService (-API object +compact Service):\n%s", diff)
 			}
 			servicetest.CheckGolden(t, filepath.Join("testdata", "build", c.name+".golden"), dumpService(st))

@@ -180,7 +180,7 @@ func (d *DesiredState) set(name types.NamespacedName, st *ServiceState, t Touche
 	}
 	d.Services[name] = st
 	d.Summary.update(st, 1)
-	created := st.Created.UnixNano()
+	created := int64(st.created)
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]
 		k := vs.VirtualServerKey

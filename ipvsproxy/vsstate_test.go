@@ -3,6 +3,7 @@ package ipvsproxy
 import (
 	"net/netip"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
@@ -16,6 +17,26 @@ import (
 func TestVirtualServerStateStaysCompact(t *testing.T) {
 	if size := unsafe.Sizeof(VirtualServerState{}); size > 184 {
 		t.Errorf("VirtualServerState is %d bytes, want at most 184", size)
+	}
+}
+
+// So does one ServiceState per Service: 128 bytes, where the creation time
+// as a time.Time made it 144.
+func TestServiceStateStaysCompact(t *testing.T) {
+	if size := unsafe.Sizeof(ServiceState{}); size > 128 {
+		t.Errorf("ServiceState is %d bytes, want at most 128", size)
+	}
+}
+
+// The creation time orders Services when two want one virtual server;
+// the state gives it back as the Service had it, the zero time included.
+func TestServiceStateKeepsItsCreationTime(t *testing.T) {
+	node := NodeInfo{Name: servicetest.ThisNode, Addresses: []netip.Addr{servicetest.Node1IP}}
+	for _, created := range []time.Time{servicetest.Created, servicetest.Created.Add(-time.Hour + time.Nanosecond), {}} {
+		svc := servicetest.Service("web", "10.96.0.10", servicetest.CreatedAt(created))
+		if got := BuildService(svc, nil, node, testConfig()).Created(); !got.Equal(created) {
+			t.Errorf("created %v, kept %v", created, got)
+		}
 	}
 }
 
