@@ -64,3 +64,10 @@ func TestVirtualServerStateNamesItsRoutedRange(t *testing.T) {
 		}
 	}
 }
+
+// And one claim per virtual server: two pointers and the rank.
+func TestClaimStaysCompact(t *testing.T) {
+	if size := unsafe.Sizeof(claim{}); size > 24 {
+		t.Errorf("claim is %d bytes, want at most 24", size)
+	}
+}
