@@ -163,6 +163,14 @@ bench-daemon-heap:
 	cd cmd/ipvsproxy && IPVSPROXY_HEAP_SERVICES=$(HEAP_SIZES) IPVSPROXY_HEAP_PROFILES=$(HEAP_PROFILES) \
 		$(GO) test -run '^$$' -bench '^BenchmarkDaemonHeap$$' -benchtime 1x -timeout 3h .
 
+# How far the live heap rises above what stays live during the cold sync of COLD_PEAK_SIZES
+# Services × 10 endpoints (the transient the collector's heap goal multiplies), in process.
+COLD_PEAK_SIZES ?= 10000,50000
+.PHONY: bench-cold-peak
+bench-cold-peak:
+	cd benchmarks && IPVSPROXY_COLD_PEAK_SERVICES=$(COLD_PEAK_SIZES) \
+		$(GO) test -run '^$$' -bench '^BenchmarkColdSyncPeakLiveHeap$$' -benchtime 1x -timeout 1h .
+
 # The inspect endpoint under hostile clients, long form: 10,000 Services for a minute of slow
 # readers, a connection flood and 1,000 requests/s; fails unless the heap stays within its bound
 # and every /healthz probe is answered (the short form runs in `go test ./cmd/ipvsproxy`).

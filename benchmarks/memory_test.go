@@ -2,9 +2,12 @@ package benchmarks
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,9 +117,21 @@ func shapeObjects(s shape.Shape) []shapeObject {
 // end state, sets the daemon's peak RSS after its first sync. The collector
 // runs at GOGC=2 during the sync so that the live heap it measures at each
 // cycle's end follows the true one to within 2%.
+// IPVSPROXY_COLD_PEAK_SERVICES lists other sizes (make bench-cold-peak).
 func BenchmarkColdSyncPeakLiveHeap(b *testing.B) {
 	klog.SetLogger(discardLogger())
-	for _, n := range []int{1000, 10000} {
+	sizes := []int{1000, 10000}
+	if env := os.Getenv("IPVSPROXY_COLD_PEAK_SERVICES"); env != "" {
+		sizes = nil
+		for _, f := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				b.Fatalf("IPVSPROXY_COLD_PEAK_SERVICES=%q: want sizes like 10000,50000", env)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	for _, n := range sizes {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			var over, end float64
 			for i := 0; i < b.N; i++ {

@@ -154,7 +154,7 @@ func (a *Admission) Sort(cands []Candidate) {
 // olderFirst orders by creation, then by name.
 func olderFirst(x, y Candidate) int {
 	if x.State != nil && y.State != nil {
-		if c := x.State.Created.Compare(y.State.Created); c != 0 {
+		if c := cmp.Compare(x.State.created, y.State.created); c != 0 {
 			return c
 		}
 	}
@@ -213,7 +213,7 @@ func (a *Admission) Admit(d *DesiredState, name types.NamespacedName, st *Servic
 
 // refusedState is st with nothing to program and one more problem.
 func refusedState(st *ServiceState, message string) *ServiceState {
-	out := &ServiceState{Name: st.Name, Created: st.Created, Problems: append([]Problem(nil), st.Problems...)}
+	out := &ServiceState{Name: st.Name, created: st.created, Problems: append([]Problem(nil), st.Problems...)}
 	out.Problems = append(out.Problems, Problem{Object: st.ServiceRef(), Reason: ReasonServiceTooLarge, Message: message})
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -181,7 +182,8 @@ func TestBuildServiceGolden(t *testing.T) {
 			}
 			// The proxier builds what the compact Service gives back.
 			compact := BuildService(CompactService(c.svc).ToService(), compactEndpointSlices(c.slices(c.svc)), n, cfg)
-			if diff := cmp.Diff(st, compact, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b })); diff != "" {
+			if diff := cmp.Diff(st, compact, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }), cmp.Comparer(func(a, b netip.Prefix) bool { return a == b }),
+				cmp.Transformer("unpacked", unpacked), cmp.AllowUnexported(VirtualServerState{}, ServiceState{})); diff != "" {
 				t.Errorf("BuildService (-API object +compact Service):\n%s", diff)
 			}
 			servicetest.CheckGolden(t, filepath.Join("testdata", "build", c.name+".golden"), dumpService(st))
@@ -203,4 +205,13 @@ func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.ClusterCIDRs = []netip.Prefix{servicetest.PodCIDR}
 	return cfg
+}
+
+// unpacked is l as the IPVS adapter takes it, for cmp to compare and show.
+func unpacked(l RealServerList) []ipvs.RealServer {
+	out := make([]ipvs.RealServer, 0, len(l))
+	for _, rs := range l.All() {
+		out = append(out, rs)
+	}
+	return out
 }

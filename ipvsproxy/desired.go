@@ -57,24 +57,28 @@ type DesiredState struct {
 	Summary serviceSummary
 }
 
+// claim is a Service's claim to a virtual server: its state st (the name
+// and creation time that order the claims) and its virtual server there.
+// The desired state holds one per virtual server of the node: 24 bytes,
+// where a copy of the name and the time took 64.
 type claim struct {
-	Service types.NamespacedName
-	// rank (claimRank), created (the Service's creation time) and then the
-	// name order the claims of a key: a stable order, the first wins. Kept
-	// as numbers, not as one formatted string: at 50,000 Services the
-	// strings held 3 MB.
-	rank    uint8
-	created int64
-	vs      *VirtualServerState
+	st *ServiceState
+	vs *VirtualServerState
+	// rank (claimRank), the Service's creation time and then its name
+	// order the claims of a key: a stable order, the first wins.
+	rank uint8
 }
+
+// service is the name of the Service that claims.
+func (c claim) service() types.NamespacedName { return c.st.Name }
 
 // compare orders claims: who wrote the address, then creation time, then
 // the name as namespace/name.
 func (c claim) compare(o claim) int {
-	if n := cmp.Or(cmp.Compare(c.rank, o.rank), cmp.Compare(c.created, o.created)); n != 0 {
+	if n := cmp.Or(cmp.Compare(c.rank, o.rank), cmp.Compare(c.st.created, o.st.created)); n != 0 {
 		return n
 	}
-	return strings.Compare(c.Service.String(), o.Service.String())
+	return strings.Compare(c.service().String(), o.service().String())
 }
 
 // claimRank puts the addresses that the API server or a controller with
@@ -83,7 +87,7 @@ func (c claim) compare(o claim) int {
 // spec.externalIPs: a tenant listing a load balancer pool's addresses as
 // external IPs must not take a later LoadBalancer's traffic (and its source
 // ranges) by being older.
-func claimRank(kind string) uint8 {
+func claimRank(kind VirtualServerKind) uint8 {
 	if kind == KindExternalIP {
 		return 1
 	}
@@ -164,7 +168,7 @@ func (d *DesiredState) set(name types.NamespacedName, st *ServiceState, t Touche
 			k := old.VirtualServers[i].VirtualServerKey
 			before := d.Winner(k)
 			d.shared.Lock()
-			d.claims[k] = slices.DeleteFunc(d.claims[k], func(c claim) bool { return c.Service == name })
+			d.claims[k] = slices.DeleteFunc(d.claims[k], func(c claim) bool { return c.service() == name })
 			if len(d.claims[k]) == 0 {
 				delete(d.claims, k)
 				t.Released[k] = true
@@ -180,13 +184,12 @@ func (d *DesiredState) set(name types.NamespacedName, st *ServiceState, t Touche
 	}
 	d.Services[name] = st
 	d.Summary.update(st, 1)
-	created := st.Created.UnixNano()
 	for i := range st.VirtualServers {
 		vs := &st.VirtualServers[i]
 		k := vs.VirtualServerKey
 		before := d.Winner(k)
 		d.shared.Lock()
-		d.claims[k] = append(d.claims[k], claim{Service: name, rank: claimRank(vs.Kind), created: created, vs: vs})
+		d.claims[k] = append(d.claims[k], claim{st: st, rank: claimRank(vs.Kind), vs: vs})
 		slices.SortFunc(d.claims[k], claim.compare)
 		d.shared.Unlock()
 		d.rewin(k, before, t)
@@ -226,7 +229,7 @@ func (d *DesiredState) setRouted(r netip.Prefix, inPlace bool, t Touched) bool {
 		n = -1
 	}
 	for k := range d.claims {
-		if vs := d.Winner(k); vs != nil && vs.RoutedBy == r {
+		if vs := d.Winner(k); vs != nil && vs.RoutedBy() == r {
 			d.bindUnrouted(vs, n, t)
 		}
 	}
@@ -309,7 +312,7 @@ func (d *DesiredState) contribute(vs *VirtualServerState, n int, t Touched) {
 		}
 		t.address(a)
 	}
-	if vs.RoutedBy.IsValid() && d.unrouted[vs.RoutedBy] {
+	if r := vs.RoutedBy(); r.IsValid() && d.unrouted[r] {
 		d.bindUnrouted(vs, n, t)
 	}
 	for e := range vs.SetEntries.All() {
@@ -327,7 +330,7 @@ func (d *DesiredState) VirtualServer(k ipvs.VirtualServerKey) *VirtualServerStat
 // Owner is the Service that wins k, if any.
 func (d *DesiredState) Owner(k ipvs.VirtualServerKey) (types.NamespacedName, bool) {
 	if c := d.claims[k]; len(c) > 0 && !d.foreign[k] {
-		return c[0].Service, true
+		return c[0].service(), true
 	}
 	return types.NamespacedName{}, false
 }
@@ -348,14 +351,14 @@ func (d *DesiredState) Conflicts(keys iter.Seq[ipvs.VirtualServerKey]) map[types
 			// sync asks about every key).
 			continue
 		}
-		by, scope := "Service "+c[0].Service.String(), ScopeCluster
+		by, scope := "Service "+c[0].service().String(), ScopeCluster
 		if foreign {
 			by, scope = "a virtual server ipvsproxy did not create", ScopeNode
 		}
 		for _, loser := range losers {
-			st := d.Services[loser.Service]
+			st := d.Services[loser.service()]
 			ref := st.ServiceRef()
-			out[loser.Service] = append(out[loser.Service], Problem{Object: ref, Reason: ReasonPortConflict, Scope: scope,
+			out[loser.service()] = append(out[loser.service()], Problem{Object: ref, Reason: ReasonPortConflict, Scope: scope,
 				Message: fmt.Sprintf("%s %s is already used by %s; skipped", loser.vs.Kind, k, by)})
 		}
 	}
@@ -423,7 +426,7 @@ func writeVirtualServer(b *strings.Builder, vs *VirtualServerState) {
 		local += " (none here: cluster endpoints, in-cluster sources only)"
 	}
 	fmt.Fprintf(b, "  # %s %s%s\n", vs.Port, vs.Kind, local)
-	for _, rs := range vs.RealServers {
+	for _, rs := range vs.RealServers.All() {
 		fmt.Fprintf(b, "    -> %s weight %d\n", rs.RealServerKey, rs.Weight)
 	}
 }

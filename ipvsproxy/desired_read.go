@@ -74,7 +74,7 @@ func (d *DesiredState) Claimed(k ipvs.VirtualServerKey) bool { return len(d.clai
 // ClaimedOnlyBy says whether name is the one Service that claims k.
 func (d *DesiredState) ClaimedOnlyBy(k ipvs.VirtualServerKey, name types.NamespacedName) bool {
 	c := d.claims[k]
-	return len(c) == 1 && c[0].Service == name
+	return len(c) == 1 && c[0].service() == name
 }
 
 // Addresses are the addresses to bind on kube-ipvs0.

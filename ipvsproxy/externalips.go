@@ -33,11 +33,6 @@ func (n NodeInfo) clusterIPOwner(a netip.Addr, self types.NamespacedName) (types
 type ClusterIPIndex struct {
 	Owners map[netip.Addr][]types.NamespacedName // sorted
 	naming map[netip.Addr]map[types.NamespacedName]bool
-	// service is each Service as last recorded, to diff its addresses
-	// against the next: the compact Service the tracker holds anyway (a
-	// pointer, where a copy of its parsed addresses cost about 2 MB at
-	// 10,000 Services).
-	service map[types.NamespacedName]*Service
 }
 
 // serviceAddresses are the addresses a Service names: its cluster IPs, and
@@ -46,18 +41,18 @@ type serviceAddresses struct{ ClusterIPs, chosen []netip.Addr }
 
 func NewClusterIPIndex() *ClusterIPIndex {
 	return &ClusterIPIndex{
-		Owners:  map[netip.Addr][]types.NamespacedName{},
-		naming:  map[netip.Addr]map[types.NamespacedName]bool{},
-		service: map[types.NamespacedName]*Service{},
+		Owners: map[netip.Addr][]types.NamespacedName{},
+		naming: map[netip.Addr]map[types.NamespacedName]bool{},
 	}
 }
 
-// Update records svc (nil: deleted) and returns the other Services whose
-// external or ingress IPs must be checked again because a cluster IP came
-// or went.
-func (x *ClusterIPIndex) Update(name types.NamespacedName, svc *Service) []types.NamespacedName {
+// Update records svc (nil: deleted) in place of prev, what it recorded of
+// the Service last (nil: nothing; the tracker keeps it, indexService), and
+// returns the other Services whose external or ingress IPs must be checked
+// again because a cluster IP came or went.
+func (x *ClusterIPIndex) Update(name types.NamespacedName, prev, svc *Service) []types.NamespacedName {
 	var old, now serviceAddresses
-	if prev := x.service[name]; prev != nil {
+	if prev != nil {
 		old = AddressesOf(prev)
 	}
 	if svc != nil {
@@ -94,11 +89,6 @@ func (x *ClusterIPIndex) Update(name types.NamespacedName, svc *Service) []types
 		}
 		x.naming[a][name] = true
 	}
-	if svc == nil {
-		delete(x.service, name)
-	} else {
-		x.service[name] = svc
-	}
 	return dependents
 }
 
@@ -131,7 +121,7 @@ func (x *ClusterIPIndex) AppendUsers(out []types.NamespacedName, a netip.Addr) [
 // already parsed.
 func AddressesOf(svc *Service) serviceAddresses {
 	var out serviceAddresses
-	if svc.Type != v1.ServiceTypeExternalName {
+	if svc.Type() != v1.ServiceTypeExternalName {
 		out.ClusterIPs = svc.clusterIPList().parsed()
 	}
 	if svc.rare != nil {

@@ -76,7 +76,7 @@ func applyToFakes(t *testing.T, st *ServiceState, cfg Config) {
 		if err := h.AddVirtualServer(vs.VirtualServer); err != nil {
 			t.Fatalf("kernel would refuse: %v", err)
 		}
-		for _, rs := range vs.RealServers {
+		for _, rs := range vs.RealServers.All() {
 			if err := h.AddRealServer(vs.VirtualServerKey, rs); err != nil {
 				t.Fatalf("kernel would refuse: %v", err)
 			}

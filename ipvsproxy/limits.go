@@ -165,7 +165,7 @@ func (st *ServiceState) RealServerCount() int {
 // tooLargeState is st's identity and problems with nothing to program, and
 // the problem why.
 func tooLargeState(st *ServiceState, ref v1.ObjectReference, why string) *ServiceState {
-	out := &ServiceState{Name: st.Name, Created: st.Created, Problems: st.Problems}
+	out := &ServiceState{Name: st.Name, created: st.created, Problems: st.Problems}
 	out.Problems = append(out.Problems, Problem{Object: ref, Reason: ReasonServiceTooLarge, Message: why})
 	return out
 }

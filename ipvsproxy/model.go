@@ -50,7 +50,9 @@ type Model struct {
 
 // NewModel returns the model of the node nodeName, reading the Services and
 // EndpointSlices from tracker and the other Nodes' addresses from nodes; a
-// build of many Services may use up to workers goroutines.
+// build of many Services may use up to workers goroutines. The tracker
+// serves this model alone: it keeps what the model's cluster-IP index last
+// recorded of each Service.
 func NewModel(cfg Config, nodeName string, tracker *ChangeTracker, nodes *ClusterNodes, workers int) *Model {
 	return &Model{
 		cfg: cfg, nodeName: nodeName, tracker: tracker, nodes: nodes, workers: max(workers, 1),
@@ -159,7 +161,8 @@ func (m *Model) Update(in Input, t *Touched) Result {
 	// comes or goes, the Services naming it as an external IP are rebuilt.
 	var dependents []types.NamespacedName
 	for name := range names {
-		dependents = append(dependents, m.clusterIPs.Update(name, m.tracker.Service(name))...)
+		indexed, current := m.tracker.indexService(name)
+		dependents = append(dependents, m.clusterIPs.Update(name, indexed, current)...)
 	}
 	dependents = append(dependents, m.guardDependents(guardFacts{listening: node.Listening, otherNodes: node.OtherNodes, apiServers: node.APIServers}, node)...)
 	for _, name := range dependents {

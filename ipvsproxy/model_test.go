@@ -76,3 +76,41 @@ func TestModelTakesInWhatTheWriterFound(t *testing.T) {
 		t.Fatalf("after a read without it: winner %v, external IP bound %v", d.VirtualServer(theirs), d.WantsAddress(externalIP))
 	}
 }
+
+// The cluster-IP index compares each Service with what it recorded of it,
+// which the tracker keeps beside the current one: a cluster IP a Service
+// moves away from, or that goes with a deleted Service, leaves the index,
+// and the tracker forgets a deleted Service once the index has.
+func TestClusterIPIndexFollowsTheTrackersServices(t *testing.T) {
+	tracker := NewChangeTracker(servicetest.ThisNode, func() {})
+	m := NewModel(testConfig(), servicetest.ThisNode, tracker, NewClusterNodes(func() {}), 2)
+	update := func() {
+		t.Helper()
+		tk := NewTouched()
+		m.Update(Input{Changes: tracker.Drain(), Observed: Observed{HostAddresses: []netip.Addr{servicetest.Node1IP}}}, &tk)
+	}
+	web := types.NamespacedName{Namespace: "default", Name: "web"}
+	owners := func(addr string) []types.NamespacedName { return m.clusterIPs.Owners[netip.MustParseAddr(addr)] }
+
+	tracker.SetService(servicetest.Service("web", "10.96.0.10"))
+	update()
+	if got := owners("10.96.0.10"); !slices.Equal(got, []types.NamespacedName{web}) {
+		t.Fatalf("owners of 10.96.0.10: %v", got)
+	}
+	tracker.SetService(servicetest.Service("web", "10.96.0.11"))
+	update()
+	if got, moved := owners("10.96.0.10"), owners("10.96.0.11"); len(got) != 0 || !slices.Equal(moved, []types.NamespacedName{web}) {
+		t.Fatalf("after the move: owners of the old cluster IP %v, of the new one %v", got, moved)
+	}
+	tracker.DeleteService("default", "web")
+	if tracker.Service(web) != nil || len(tracker.ServiceNames()) != 0 || len(tracker.CurrentServices()) != 0 {
+		t.Fatal("a deleted Service is still the tracker's current one")
+	}
+	update()
+	if got := owners("10.96.0.11"); len(got) != 0 {
+		t.Fatalf("a deleted Service still owns its cluster IP: %v", got)
+	}
+	if len(tracker.services) != 0 {
+		t.Fatalf("the tracker still holds the deleted Service once indexed: %v", tracker.services)
+	}
+}

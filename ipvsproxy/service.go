@@ -1,6 +1,7 @@
 package ipvsproxy
 
 import (
+	"math"
 	"net/netip"
 	"slices"
 	"time"
@@ -29,20 +30,6 @@ type Service struct {
 	// identity holds the UID and the resource version the informer's store
 	// reads.
 	identity objectIdentity
-	Created  time.Time
-	Type     v1.ServiceType
-	// ExternalTrafficPolicy and SessionAffinity are as written, "" when
-	// unset.
-	ExternalTrafficPolicy v1.ServiceExternalTrafficPolicy
-	SessionAffinity       v1.ServiceAffinity
-	// internalTrafficPolicy is spec.internalTrafficPolicy when
-	// hasInternalTrafficPolicy.
-	internalTrafficPolicy    v1.ServiceInternalTrafficPolicy
-	HealthCheckNodePort      int32
-	hasInternalTrafficPolicy bool
-	// headless is spec.clusterIP "None"; noneListed says spec.clusterIPs
-	// was ["None"] (kept as no address).
-	headless, noneListed bool
 	// clusterIPs are spec.clusterIPs (spec.clusterIP when the list is
 	// empty), unless one is not kept as an address: then rare's texts.
 	clusterIPs []netip.Addr
@@ -50,6 +37,107 @@ type Service struct {
 	// rare holds what few Services have, nil when the Service has none of
 	// it: one pointer instead of six fields in every Service.
 	rare *rareService
+	// created is metadata.creationTimestamp (Created).
+	created             keptTime
+	HealthCheckNodePort int32
+	// The spec's fields of a few valid values, each as its index among
+	// them (Type, ExternalTrafficPolicy, SessionAffinity,
+	// internalTrafficPolicy): a byte where a string took 16.
+	serviceType, externalPolicy, affinity, internalPolicy keptEnum
+	// hasInternalTrafficPolicy says spec.internalTrafficPolicy is set.
+	hasInternalTrafficPolicy bool
+	// headless is spec.clusterIP "None"; noneListed says spec.clusterIPs
+	// was ["None"] (kept as no address).
+	headless, noneListed bool
+}
+
+// Type is spec.type as written, "" when unset.
+func (s *Service) Type() v1.ServiceType {
+	return v1.ServiceType(s.serviceType.text(serviceTypes, s.rare, enumServiceType))
+}
+
+// ExternalTrafficPolicy is spec.externalTrafficPolicy as written, "" when
+// unset.
+func (s *Service) ExternalTrafficPolicy() v1.ServiceExternalTrafficPolicy {
+	return v1.ServiceExternalTrafficPolicy(s.externalPolicy.text(trafficPolicies, s.rare, enumExternalPolicy))
+}
+
+// SessionAffinity is spec.sessionAffinity as written, "" when unset.
+func (s *Service) SessionAffinity() v1.ServiceAffinity {
+	return v1.ServiceAffinity(s.affinity.text(affinities, s.rare, enumAffinity))
+}
+
+// internalTrafficPolicy is spec.internalTrafficPolicy when
+// hasInternalTrafficPolicy.
+func (s *Service) internalTrafficPolicy() v1.ServiceInternalTrafficPolicy {
+	return v1.ServiceInternalTrafficPolicy(s.internalPolicy.text(trafficPolicies, s.rare, enumInternalPolicy))
+}
+
+// Created is metadata.creationTimestamp.
+func (s *Service) Created() time.Time { return s.created.time() }
+
+// keptEnum is a field of a few valid values: 0 for "", i+1 for the i-th
+// valid one, keptOther for any other value, which rare keeps as written
+// (rareService.otherEnums).
+type keptEnum uint8
+
+const keptOther keptEnum = 255
+
+// The fields whose other values rareService.otherEnums keeps.
+const (
+	enumServiceType = iota
+	enumExternalPolicy
+	enumAffinity
+	enumInternalPolicy
+	enumFields
+)
+
+// keepEnum keeps field (an enum… index) of s as written, valid being its
+// valid values.
+func (s *Service) keepEnum(field int, text string, valid []string) keptEnum {
+	if text == "" {
+		return 0
+	}
+	if i := slices.Index(valid, text); i >= 0 {
+		return keptEnum(i + 1)
+	}
+	r := s.rareParts()
+	if r.otherEnums == nil {
+		r.otherEnums = &[enumFields]string{}
+	}
+	r.otherEnums[field] = text
+	return keptOther
+}
+
+func (e keptEnum) text(valid []string, r *rareService, field int) string {
+	switch e {
+	case 0:
+		return ""
+	case keptOther:
+		return r.otherEnums[field]
+	}
+	return valid[e-1]
+}
+
+// keptTime is a time in Unix nanoseconds, in the local time zone as the
+// API machinery decodes one; keptZero for the zero time. 8 bytes where a
+// time.Time took 24.
+type keptTime int64
+
+const keptZero = keptTime(math.MinInt64)
+
+func keepTime(t time.Time) keptTime {
+	if t.IsZero() {
+		return keptZero
+	}
+	return keptTime(t.UnixNano())
+}
+
+func (k keptTime) time() time.Time {
+	if k == keptZero {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(k))
 }
 
 // servicePort is one port of a Service as written (no default applied: the
@@ -77,6 +165,9 @@ type rareService struct {
 	// The scheduler annotations (scheduler_annotation.go), each set or not.
 	scheduler, schedulerFlags       string
 	hasScheduler, hasSchedulerFlags bool
+	// otherEnums are the spec's fields of a few valid values that hold
+	// another (keptEnum), as written.
+	otherEnums *[enumFields]string
 }
 
 type lbIngress struct {
@@ -181,18 +272,18 @@ var portNames = &interner{max: 10_000}
 func CompactService(svc *v1.Service) *Service {
 	spec := &svc.Spec
 	out := &Service{
-		Namespace:             namespaces.internString(svc.Namespace),
-		Name:                  svc.Name,
-		identity:              newIdentity(svc.UID, svc.ResourceVersion),
-		Created:               svc.CreationTimestamp.Time,
-		Type:                  v1.ServiceType(knownString(string(spec.Type), serviceTypes...)),
-		ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicy(knownString(string(spec.ExternalTrafficPolicy), trafficPolicies...)),
-		SessionAffinity:       v1.ServiceAffinity(knownString(string(spec.SessionAffinity), affinities...)),
-		HealthCheckNodePort:   spec.HealthCheckNodePort,
-		headless:              spec.ClusterIP == v1.ClusterIPNone,
+		Namespace:           namespaces.internString(svc.Namespace),
+		Name:                svc.Name,
+		identity:            newIdentity(svc.UID, svc.ResourceVersion),
+		created:             keepTime(svc.CreationTimestamp.Time),
+		HealthCheckNodePort: spec.HealthCheckNodePort,
+		headless:            spec.ClusterIP == v1.ClusterIPNone,
 	}
+	out.serviceType = out.keepEnum(enumServiceType, string(spec.Type), serviceTypes)
+	out.externalPolicy = out.keepEnum(enumExternalPolicy, string(spec.ExternalTrafficPolicy), trafficPolicies)
+	out.affinity = out.keepEnum(enumAffinity, string(spec.SessionAffinity), affinities)
 	if p := spec.InternalTrafficPolicy; p != nil {
-		out.internalTrafficPolicy, out.hasInternalTrafficPolicy = v1.ServiceInternalTrafficPolicy(knownString(string(*p), trafficPolicies...)), true
+		out.internalPolicy, out.hasInternalTrafficPolicy = out.keepEnum(enumInternalPolicy, string(*p), trafficPolicies), true
 	}
 	ips := spec.ClusterIPs
 	if len(ips) == 0 && spec.ClusterIP != "" {
@@ -297,18 +388,18 @@ func (s *Service) UID() types.UID { return s.identity.UID() }
 func (s *Service) ToService() *v1.Service {
 	out := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: s.Name, UID: s.identity.UID(), ResourceVersion: s.identity.ResourceVersion(),
-			CreationTimestamp: metav1.Time{Time: s.Created}},
+			CreationTimestamp: metav1.Time{Time: s.Created()}},
 		Spec: v1.ServiceSpec{
-			Type:                  s.Type,
-			ExternalTrafficPolicy: s.ExternalTrafficPolicy,
-			SessionAffinity:       s.SessionAffinity,
+			Type:                  s.Type(),
+			ExternalTrafficPolicy: s.ExternalTrafficPolicy(),
+			SessionAffinity:       s.SessionAffinity(),
 			HealthCheckNodePort:   s.HealthCheckNodePort,
 			ClusterIPs:            s.clusterIPList().strings(),
 		},
 	}
 	spec := &out.Spec
 	if s.hasInternalTrafficPolicy {
-		spec.InternalTrafficPolicy = ptrTo(s.internalTrafficPolicy)
+		spec.InternalTrafficPolicy = ptrTo(s.internalTrafficPolicy())
 	}
 	switch {
 	case s.headless:

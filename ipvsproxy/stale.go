@@ -37,7 +37,7 @@ func StaleUDPFlows(old, new *ServiceState) []conntrack.Filter {
 				out[vs.Port] = ps
 			}
 			ps.addresses = append(ps.addresses, vs.VirtualServerKey)
-			for _, rs := range vs.RealServers {
+			for _, rs := range vs.RealServers.All() {
 				ps.endpoints[rs.RealServerKey] = true
 			}
 		}

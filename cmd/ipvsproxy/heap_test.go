@@ -15,14 +15,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/adapters"
+	"github.com/ipvsproxy/ipvsproxy/internal/daemon/healthcheck"
 	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi"
 	"github.com/ipvsproxy/ipvsproxy/internal/daemon/kubeapi/kubeapitest"
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	"github.com/ipvsproxy/ipvsproxy/internal/owned"
 	"github.com/ipvsproxy/ipvsproxy/internal/proxier"
 	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
-	"github.com/ipvsproxy/ipvsproxy/internal/kernel/netif"
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -328,7 +328,7 @@ var heapOwnerRules = []struct {
 	{ownerTracker, []string{"ipvsproxy.(*ChangeTracker)"}},
 	{ownerClusterIPs, []string{"ipvsproxy.(*ClusterIPIndex)"}},
 	{ownerDesired, []string{"ipvsproxy.BuildService", "ipvsproxy.(*builder)", "ipvsproxy.(*DesiredState)", "ipvsproxy.(*ServiceState)", "ipvsproxy.(*setEntries)", "ipvsproxy.(*Touched)"}},
-	{ownerView, []string{"proxier.(*kernelView)", "proxier.(*kernelVirtualServer)", "proxier.(*realServerList)", "proxier.readKernel", "proxier.recycledView", "proxier.readVirtualServer", "proxier.viewOfRead", "recheck",
+	{ownerView, []string{"proxier.(*kernelView)", "proxier.(*kernelVirtualServer)", "proxier.newKernelVirtualServer", "proxier.(*realServerList)", "proxier.readKernel", "proxier.recycledView", "proxier.readVirtualServer", "proxier.viewOfRead", "recheck",
 		"proxier.(*reconciler).createAhead", "proxier.(*reconciler).recordAhead", "proxier.(*reconciler).addEntries"}},
 	{ownerStatus, []string{"proxier.(*statusTable)", "proxier.newStatusTable"}},
 	{ownerProxierOther, []string{"internal/proxier."}},

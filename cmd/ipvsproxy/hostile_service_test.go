@@ -221,7 +221,7 @@ func runHostileServiceChild(limit int64) {
 	res := hostileResult{Bystanders: bystanders}
 	served := map[string]bool{}
 	for _, vs := range p.Snapshot().VirtualServers {
-		if vs.Kind == ipvsproxy.KindClusterIP {
+		if vs.Kind == ipvsproxy.KindClusterIP.String() {
 			served[vs.Service] = true
 		}
 	}

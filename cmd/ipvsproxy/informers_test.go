@@ -518,8 +518,8 @@ func TestCachedServicesShareNamespacesAndConstants(t *testing.T) {
 	a, b := decoded("a"), decoded("b")
 	for what, pair := range map[string][2]string{
 		"namespace":             {a.Namespace, b.Namespace},
-		"type":                  {string(a.Type), string(b.Type)},
-		"externalTrafficPolicy": {string(a.ExternalTrafficPolicy), string(b.ExternalTrafficPolicy)},
+		"type":                  {string(a.Type()), string(b.Type())},
+		"externalTrafficPolicy": {string(a.ExternalTrafficPolicy()), string(b.ExternalTrafficPolicy())},
 		"port name":             {a.Ports[0].Name, b.Ports[0].Name},
 		"protocol":              {string(a.Ports[0].Protocol), string(b.Ports[0].Protocol)},
 	} {

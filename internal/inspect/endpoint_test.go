@@ -27,7 +27,7 @@ func testSnapshot() snapshot.Snapshot {
 		Node: snapshot.Node{Name: "node1"},
 		VirtualServers: []snapshot.DesiredVirtualServer{{
 			VirtualServer: ipvs.VirtualServer{VirtualServerKey: ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80}, Scheduler: "twos"},
-			Service:       "default/web", PortName: "http", Kind: ipvsproxy.KindClusterIP,
+			Service:       "default/web", PortName: "http", Kind: ipvsproxy.KindClusterIP.String(),
 		}},
 	}
 }

@@ -214,7 +214,7 @@ func TestJSONSchema(t *testing.T) {
 func TestFilter(t *testing.T) {
 	n := newNode(t)
 	r := n.report(t)
-	if err := r.Filter("", "198.51.100.1:30080"); err != nil || len(r.VirtualServers) != 1 || r.VirtualServers[0].Type != ipvsproxy.KindNodePort {
+	if err := r.Filter("", "198.51.100.1:30080"); err != nil || len(r.VirtualServers) != 1 || r.VirtualServers[0].Type != ipvsproxy.KindNodePort.String() {
 		t.Fatalf("--vip 198.51.100.1:30080: %v %+v", err, r.VirtualServers)
 	}
 	r = n.report(t)

@@ -76,7 +76,7 @@ func udpServing(d *ipvsproxy.DesiredState) udpEndpoints {
 			continue
 		}
 		eps := make(map[netip.AddrPort]bool, len(vs.RealServers))
-		for _, rs := range vs.RealServers {
+		for _, rs := range vs.RealServers.All() {
 			eps[netip.AddrPortFrom(rs.Address, rs.Port)] = true
 		}
 		out[netip.AddrPortFrom(k.Address, k.Port)] = eps

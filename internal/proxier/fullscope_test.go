@@ -320,7 +320,7 @@ func TestFullReadSharesTheDesiredRealServersItFindsInStep(t *testing.T) {
 		}
 		return v
 	}
-	if kv := read().virtualServers[webVS]; kv == nil || !kv.shared {
+	if kv := read().virtualServers[webVS]; kv == nil || !kv.shared() {
 		t.Fatalf("%s in step: read as %+v, want the desired list shared", webVS, kv)
 	}
 	rss, err := fk.ipvs.RealServers(webVS)
@@ -330,7 +330,7 @@ func TestFullReadSharesTheDesiredRealServersItFindsInStep(t *testing.T) {
 	if err := fk.ipvs.DeleteRealServer(webVS, rss[0].RealServerKey); err != nil {
 		t.Fatal(err)
 	}
-	if kv := read().virtualServers[webVS]; kv == nil || kv.shared || len(kv.realServers) != len(rss)-1 {
+	if kv := read().virtualServers[webVS]; kv == nil || kv.shared() || kv.realServerCount() != len(rss)-1 {
 		t.Fatalf("%s with a real server removed behind its back: read as %+v, want its own list of %d", webVS, kv, len(rss)-1)
 	}
 }

@@ -3,6 +3,7 @@ package proxier
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -59,19 +60,32 @@ type kernelView struct {
 	recordsWithVirtualServer, inStepWinners int
 }
 
+// Its real servers are one of two lists, and neither while a full read has
+// listed it but not read them yet (unread): 96 bytes in all, as many
+// as a view of 50,000 virtual servers holds.
 type kernelVirtualServer struct {
-	vs          ipvs.VirtualServer
-	realServers realServerList
-	// shared: realServers is the desired state's own list, taken when the
-	// kernel was found to hold exactly it (sameRealServers), so a view of
-	// 100,000 real servers in step costs no copy of them. A built state is
-	// never changed; the view copies the list before it changes it
-	// (putRealServer, removeRealServer). Its connection counts are zero:
-	// whoever needs them reads the kernel (removeRealServers, drain).
-	shared bool
-	// unread: a full read listed it and has not read its real servers yet.
-	unread bool
+	vs ipvs.VirtualServer
+	// wanted, when not nil, is the list (shared): the desired state's own,
+	// taken when the kernel was found to hold exactly it (holds), so a
+	// view of 100,000 real servers in step costs no copy of them. A built
+	// state is never changed; the view copies the list before it changes
+	// it (putRealServer, removeRealServer). Its connection counts are
+	// zero: whoever needs them reads the kernel (removeRealServers, drain).
+	wanted ipvsproxy.RealServerList
+	// realServers is the view's own list otherwise: behind a pointer, as
+	// few virtual servers keep one for long.
+	realServers *realServerList
 }
+
+// noRealServers is an empty list, not nil, that a virtual server wanted
+// without real servers shares.
+var noRealServers = ipvsproxy.RealServerList{}
+
+// shared: the view's list is the desired state's (wanted).
+func (kv *kernelVirtualServer) shared() bool { return kv.wanted != nil }
+
+// unread: a full read listed it and has not read its real servers yet.
+func (kv *kernelVirtualServer) unread() bool { return kv.wanted == nil && kv.realServers == nil }
 
 // put makes read the view's virtual server k, in the room of the one the
 // view held (a period's re-check reads a tenth of them again).
@@ -85,8 +99,72 @@ func (v *kernelView) put(k ipvs.VirtualServerKey, read kernelVirtualServer) {
 }
 
 // shareRealServers makes the view's list want's, which the kernel holds.
-func (kv *kernelVirtualServer) shareRealServers(want []ipvs.RealServer) {
-	kv.realServers, kv.shared = realServerList(want), true
+func (kv *kernelVirtualServer) shareRealServers(want ipvsproxy.RealServerList) {
+	if want == nil {
+		want = noRealServers
+	}
+	kv.realServers, kv.wanted = nil, want
+}
+
+// newKernelVirtualServer is vs with rss, its own list.
+func newKernelVirtualServer(vs ipvs.VirtualServer, rss realServerList) *kernelVirtualServer {
+	kv := &kernelVirtualServer{vs: vs}
+	kv.ownRealServers(rss)
+	return kv
+}
+
+// ownRealServers makes l the view's own list.
+func (kv *kernelVirtualServer) ownRealServers(l realServerList) {
+	kv.realServers, kv.wanted = &l, nil
+}
+
+// realServer is the view's real server at k.
+func (kv *kernelVirtualServer) realServer(k ipvs.RealServerKey) (ipvs.RealServer, bool) {
+	if kv.shared() {
+		return kv.wanted.Find(k)
+	}
+	return kv.realServers.get(k)
+}
+
+// realServerCount is how many real servers the view holds.
+func (kv *kernelVirtualServer) realServerCount() int {
+	if kv.shared() {
+		return len(kv.wanted)
+	}
+	return len(*kv.realServers)
+}
+
+// eachRealServer yields the view's real servers in order.
+func (kv *kernelVirtualServer) eachRealServer() iter.Seq[ipvs.RealServer] {
+	return func(yield func(ipvs.RealServer) bool) {
+		if kv.shared() {
+			for _, rs := range kv.wanted.All() {
+				if !yield(rs) {
+					return
+				}
+			}
+			return
+		}
+		for _, rs := range *kv.realServers {
+			if !yield(rs) {
+				return
+			}
+		}
+	}
+}
+
+// holds: the view holds exactly the desired real servers want, at their
+// weights (both are sorted the same way).
+func (kv *kernelVirtualServer) holds(want ipvsproxy.RealServerList) bool {
+	if !kv.shared() {
+		return want.Equal(*kv.realServers)
+	}
+	if len(kv.wanted) > 0 && len(want) == len(kv.wanted) && &kv.wanted[0] == &want[0] {
+		// The list the read already shared (readVirtualServer), compared
+		// again by the writer loop: the same elements.
+		return true
+	}
+	return slices.Equal(kv.wanted, want)
 }
 
 // putRealServer adds or replaces rs in the view, on a copy of a shared list.
@@ -102,8 +180,12 @@ func (kv *kernelVirtualServer) removeRealServer(k ipvs.RealServerKey) {
 }
 
 func (kv *kernelVirtualServer) own() {
-	if kv.shared {
-		kv.realServers, kv.shared = slices.Clone(kv.realServers), false
+	if kv.shared() {
+		l := make(realServerList, 0, len(kv.wanted))
+		for _, rs := range kv.wanted.All() {
+			l = append(l, rs)
+		}
+		kv.ownRealServers(l)
 	}
 }
 
@@ -161,7 +243,7 @@ func (l *realServerList) remove(k ipvs.RealServerKey) {
 // readVirtualServer is vs as the kernel holds it, its real servers listed.
 // When they are exactly the desired state's (want, possibly nil), the view
 // takes want's list, as the writer loop would on comparing them
-// (sameRealServers): a full read of 10,000 virtual servers otherwise held
+// (holds): a full read of 10,000 virtual servers otherwise held
 // every real server twice until the loop reached each, 6 MB at 10 a
 // virtual server, which the collector's heap goal multiplied into the
 // daemon's peak. The list is read into room (nil: none), which a caller
@@ -185,38 +267,17 @@ func readVirtualServer(k adapters.Kernel, vs ipvs.VirtualServer, want *ipvsproxy
 // place). lent: rss is the reader's room, copied out unless want's list is
 // the same and shared instead.
 func viewOfRead(vs ipvs.VirtualServer, rss []ipvs.RealServer, want *ipvsproxy.VirtualServerState, lent bool) kernelVirtualServer {
-	read := kernelVirtualServer{vs: vs, realServers: newRealServerList(rss)}
-	if want != nil && sameRealServers(read.realServers, want.RealServers) {
+	read := kernelVirtualServer{vs: vs}
+	l := newRealServerList(rss)
+	switch {
+	case want != nil && want.RealServers.Equal(l):
 		read.shareRealServers(want.RealServers)
-	} else if lent {
-		read.realServers = slices.Clone(read.realServers)
+	case lent:
+		read.ownRealServers(slices.Clone(l))
+	default:
+		read.ownRealServers(l)
 	}
 	return read
-}
-
-// sameRealServers: the view holds exactly the desired real servers, at
-// their weights (both are sorted the same way).
-func sameRealServers(have realServerList, want []ipvs.RealServer) bool {
-	if len(have) != len(want) {
-		return false
-	}
-	if len(have) > 0 && &have[0] == &want[0] {
-		// The list the read already shared (readVirtualServer), compared
-		// again by the writer loop: the same elements.
-		return true
-	}
-	for i := range have {
-		if have[i].RealServerKey != want[i].RealServerKey || have[i].Weight != want[i].Weight {
-			return false
-		}
-	}
-	return true
-}
-
-// wants reports whether the sorted desired real servers hold k.
-func wants(desired []ipvs.RealServer, k ipvs.RealServerKey) bool {
-	_, ok := slices.BinarySearchFunc(desired, k, byRealServerKey)
-	return ok
 }
 
 // desiredAtRead is what a full read asks of the desired state: the sync
@@ -341,7 +402,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, 
 	view.virtualServers = recycled.virtualServersFor(ours)
 	for i := range all {
 		if key := all[i].VirtualServerKey; !view.foreign[key] {
-			kept = append(kept, kernelVirtualServer{vs: all[i], unread: true})
+			kept = append(kept, kernelVirtualServer{vs: all[i]})
 			view.virtualServers[key] = &kept[len(kept)-1]
 		}
 	}
@@ -372,7 +433,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, 
 	if table, ok := k.IPVS.(ipvs.RealServerTable); ok && unread > 0 {
 		err := table.EachRealServerList(func(key ipvs.VirtualServerKey, rss []ipvs.RealServer) error {
 			kv := view.virtualServers[key]
-			if kv == nil || !kv.unread {
+			if kv == nil || !kv.unread() {
 				return nil // someone else's, added since the list, or listed twice
 			}
 			want, claimed := desired.Lookup(key)
@@ -394,7 +455,7 @@ func readKernel(k adapters.Kernel, cfg ipvsproxy.Config, desired desiredAtRead, 
 	var room []ipvs.RealServer
 	for i := 0; i < len(kept) && unread > 0; i++ {
 		kv := &kept[i]
-		if !kv.unread {
+		if !kv.unread() {
 			continue
 		}
 		key := kv.vs.VirtualServerKey
@@ -428,7 +489,7 @@ func (v *kernelView) completeAgainst(desired *ipvsproxy.DesiredState) {
 // and ownership record included; the writer loop would find nothing to
 // write.
 func inStep(read *kernelVirtualServer, want *ipvsproxy.VirtualServerState, recorded bool) bool {
-	return recorded && read.shared && len(ipvsproxy.VirtualServerChanges(read.vs, want.VirtualServer)) == 0
+	return recorded && read.shared() && len(ipvsproxy.VirtualServerChanges(read.vs, want.VirtualServer)) == 0
 }
 
 // addMissingWinners adds to outOfStepAtRead the keys a Service won at the

@@ -546,7 +546,7 @@ func (r *reconciler) createAhead(keys []ipvs.VirtualServerKey) {
 	for i, err := range ipvs.AddVirtualServers(r.k.IPVS, vss) {
 		if err == nil {
 			want := r.desired.VirtualServer(vss[i].VirtualServerKey)
-			r.view.virtualServers[vss[i].VirtualServerKey] = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(realServerList, 0, len(want.RealServers))}
+			r.view.virtualServers[vss[i].VirtualServerKey] = newKernelVirtualServer(want.VirtualServer, make(realServerList, 0, len(want.RealServers)))
 		}
 	}
 }
@@ -648,7 +648,7 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 				if !recorded {
 					return r.foreignFound(k, nil)
 				}
-				have = &kernelVirtualServer{vs: ipvs.VirtualServer{VirtualServerKey: k}, realServers: newRealServerList(rss)}
+				have = newKernelVirtualServer(ipvs.VirtualServer{VirtualServerKey: k}, newRealServerList(rss))
 				r.view.virtualServers[k] = have
 			}
 		}
@@ -664,7 +664,7 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 			}
 			return err
 		}
-		have = &kernelVirtualServer{vs: want.VirtualServer, realServers: make(realServerList, 0, len(want.RealServers))}
+		have = newKernelVirtualServer(want.VirtualServer, make(realServerList, 0, len(want.RealServers)))
 		r.view.virtualServers[k] = have
 	}
 	if !r.view.isRecorded(k) {
@@ -683,12 +683,12 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 	// want.RealServers has no repeats: when have holds only wanted ones,
 	// nothing is to be removed and no set of them is needed (a full sync
 	// compares every virtual server).
-	if sameRealServers(have.realServers, want.RealServers) {
+	if have.holds(want.RealServers) {
 		// The common case of a full sync: nothing to write, and the view
 		// keeps the desired list instead of what it read.
 		have.shareRealServers(want.RealServers)
 		if d := r.draining[k]; d != nil {
-			for _, rs := range want.RealServers {
+			for _, rs := range want.RealServers.All() {
 				delete(d, rs.RealServerKey)
 			}
 		}
@@ -699,8 +699,8 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 	// servers per virtual server.
 	present := 0
 	ws := r.realServerWrites[:0]
-	for _, rs := range want.RealServers {
-		cur, ok := have.realServers.get(rs.RealServerKey)
+	for _, rs := range want.RealServers.All() {
+		cur, ok := have.realServer(rs.RealServerKey)
 		switch {
 		case !ok:
 			ws = append(ws, ipvs.RealServerWrite{Op: ipvs.AddReal, VirtualServer: k, RealServer: rs})
@@ -722,16 +722,16 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 		present++
 		r.keepRealServer(have, ws[i].RealServer)
 	}
-	if present != len(have.realServers) {
+	if present != have.realServerCount() {
 		var gone []ipvs.RealServerKey
-		for _, rs := range have.realServers {
-			if !wants(want.RealServers, rs.RealServerKey) {
+		for rs := range have.eachRealServer() {
+			if !want.RealServers.Contains(rs.RealServerKey) {
 				gone = append(gone, rs.RealServerKey)
 			}
 		}
 		errs = append(errs, r.removeRealServers(have, gone, false)...)
 	}
-	if len(errs) == 0 && sameRealServers(have.realServers, want.RealServers) {
+	if len(errs) == 0 && have.holds(want.RealServers) {
 		have.shareRealServers(want.RealServers)
 	}
 	return errors.Join(errs...)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
+	"github.com/ipvsproxy/ipvsproxy/ipvsproxy"
 )
 
 func rsAt(addr string, port uint16, weight int32) ipvs.RealServer {
@@ -31,14 +32,26 @@ func TestRealServerListKeepsTheDesiredOrder(t *testing.T) {
 	if _, ok := l.get(rsAt("10.244.2.9", 80, 0).RealServerKey); ok {
 		t.Error("a removed real server is still found")
 	}
-	// BuildService sorts by address and port the same way.
-	desired := []ipvs.RealServer{rsAt("10.244.1.5", 8080, 1), rsAt("10.244.1.5", 80, 1), rsAt("10.244.0.1", 9, 1)}
-	slices.SortFunc(desired, func(a, b ipvs.RealServer) int {
-		return netip.AddrPortFrom(a.Address, a.Port).Compare(netip.AddrPortFrom(b.Address, b.Port))
-	})
-	for _, rs := range desired {
-		if !wants(desired, rs.RealServerKey) {
-			t.Errorf("wants(%v) = false on BuildService's order", rs.RealServerKey)
+	// The desired state sorts by address and port the same way.
+	desired := ipvsproxy.NewRealServerList(rsAt("10.244.1.5", 8080, 1), rsAt("10.244.1.5", 80, 1), rsAt("10.244.0.1", 9, 1), rsAt("fd00::1", 80, 1))
+	byAddrPort := slices.Collect(func(yield func(ipvs.RealServer) bool) {
+		for _, rs := range desired.All() {
+			if !yield(rs) {
+				return
+			}
 		}
+	})
+	if !slices.IsSortedFunc(byAddrPort, func(a, b ipvs.RealServer) int {
+		return netip.AddrPortFrom(a.Address, a.Port).Compare(netip.AddrPortFrom(b.Address, b.Port))
+	}) {
+		t.Errorf("the desired list is not in address and port order: %v", byAddrPort)
+	}
+	for _, rs := range byAddrPort {
+		if !desired.Contains(rs.RealServerKey) {
+			t.Errorf("Contains(%v) = false on the desired state's order", rs.RealServerKey)
+		}
+	}
+	if !desired.Equal(newRealServerList(slices.Clone(byAddrPort))) {
+		t.Error("the desired list is not Equal to the same real servers as the view holds them")
 	}
 }

@@ -264,14 +264,14 @@ func (r *reconciler) removeRealServers(have *kernelVirtualServer, gone []ipvs.Re
 		// Fresh connection counts: the view's may be a sync old.
 		if current, err := r.k.IPVS.RealServers(k); err == nil {
 			for _, rs := range current {
-				if _, ok := have.realServers.get(rs.RealServerKey); ok {
+				if _, ok := have.realServer(rs.RealServerKey); ok {
 					have.putRealServer(rs)
 				}
 			}
 		}
 	}
 	for _, key := range gone {
-		rs, _ := have.realServers.get(key)
+		rs, _ := have.realServer(key)
 		if k.Protocol == ipvs.TCP && liveConnections(rs, activeOnly) > 0 {
 			if r.draining[k] == nil {
 				r.draining[k] = map[ipvs.RealServerKey]time.Time{}
@@ -306,8 +306,8 @@ func (r *reconciler) drainsVirtualServer(have *kernelVirtualServer, errs *[]erro
 		return false
 	}
 	k := have.vs.VirtualServerKey
-	gone := make([]ipvs.RealServerKey, 0, len(have.realServers))
-	for _, rs := range have.realServers {
+	gone := make([]ipvs.RealServerKey, 0, have.realServerCount())
+	for rs := range have.eachRealServer() {
 		gone = append(gone, rs.RealServerKey)
 	}
 	*errs = append(*errs, r.removeRealServers(have, gone, true)...)
@@ -443,16 +443,16 @@ func adoptDraining(view *kernelView, desired *ipvsproxy.DesiredState, draining m
 		// A list the read found in step (shared) holds only wanted real
 		// servers. The scan of the others first: it is cheaper than the
 		// lookup of the desired state, and almost never finds one.
-		if kvs.shared || k.Protocol != ipvs.TCP || !hasWeightZero(kvs.realServers) {
+		if kvs.shared() || k.Protocol != ipvs.TCP || !hasWeightZero(*kvs.realServers) {
 			continue
 		}
 		want := desired.VirtualServer(k)
 		if want == nil {
 			continue
 		}
-		for _, rs := range kvs.realServers {
+		for _, rs := range *kvs.realServers {
 			key := rs.RealServerKey
-			if rs.Weight == 0 && !wants(want.RealServers, key) {
+			if rs.Weight == 0 && !want.RealServers.Contains(key) {
 				if draining[k] == nil {
 					draining[k] = map[ipvs.RealServerKey]time.Time{}
 				}

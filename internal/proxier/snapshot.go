@@ -171,12 +171,12 @@ func desiredVirtualServer(vs *ipvsproxy.VirtualServerState, c endpointConditions
 	pk := ipvsproxy.PortKey{Name: vs.Port.Port, Protocol: vs.Port.Protocol}
 	out := snapshot.DesiredVirtualServer{
 		VirtualServer: vs.VirtualServer, Service: vs.Port.NamespacedName.String(), PortName: vs.Port.Port,
-		Kind: vs.Kind, LocalOnly: vs.LocalOnly, InClusterOnly: vs.InClusterOnly,
+		Kind: vs.Kind.String(), LocalOnly: vs.LocalOnly, InClusterOnly: vs.InClusterOnly,
 		// Hints narrow cluster endpoints only; local ones are this node's anyway.
 		TopologyHints: (!vs.LocalOnly || vs.InClusterOnly) && c.topology[pk],
 		RealServers:   []snapshot.DesiredRealServer{},
 	}
-	for _, rs := range vs.RealServers {
+	for _, rs := range vs.RealServers.All() {
 		d := snapshot.DesiredRealServer{RealServer: rs, Condition: snapshot.ConditionUnknown}
 		if e, ok := c.endpoints[pk][netip.AddrPortFrom(rs.Address, rs.Port)]; ok {
 			d.NodeName = e.NodeName
