@@ -10,7 +10,7 @@
 //
 // It reads kube-proxy's shapes: a `numgen random mod N map { i : addr . port }` DNAT, a single
 // `dnat to addr:port`, and the `numgen ... vmap { i : goto endpoint-…__ADDR/PORT }` jumps of a
-// Service with session affinity.
+// Service with `sessionAffinity: ClientIP`.
 package main
 
 import (

@@ -15,7 +15,7 @@ import (
 
 // kubeProxyTable is a table in the shapes kube-proxy's nftables mode writes (v1.36 and v1.37):
 // service-ips dispatching to a Service's chain, which DNATs through a numgen map, a single
-// dnat, or (with session affinity) jumps to endpoint chains through a numgen vmap.
+// dnat, or (with `sessionAffinity: ClientIP`) jumps to endpoint chains through a numgen vmap.
 const kubeProxyTable = `
 table ip kube-proxy {
 	chain endpoint-AAAA-bench/aff/tcp/http__10.244.0.21/8080 { meta l4proto tcp dnat to 10.244.0.21:8080 ; }
