@@ -45,9 +45,11 @@ import (
 // the server (a full CI run failed so, its probes at 1.007 s; the same
 // scenario alone answered in 0.1 s).
 //
-// Then, for healthLoadWindow, everything at once over both families: the
-// client floods the health port, the metrics port and the health-check node
-// port with new connections from its one address, as fast as it can; slow
+// Then, for healthLoadWindow (longer on a slow machine, until the flood has
+// opened floodEnough connections on each family), everything at once over
+// both families: the client floods the health port, the metrics port and
+// the health-check node port with new connections from its one address, as
+// fast as it can; slow
 // readers on node1 itself ask /metrics (127.0.0.1 and ::1) and the inspect
 // endpoint (127.0.0.1) for answers and take them a few bytes a second, so
 // the server's writes block and their requests stay in progress; and
@@ -158,8 +160,16 @@ func heldConnections(v *V, hostile, hc int) {
 
 const (
 	// healthLoadWindow is how long the flood, the slow readers and the
-	// probes run together.
+	// probes run together at least; they go on, up to healthLoadLongest,
+	// until the flood has opened floodEnough connections on each family.
 	healthLoadWindow = 40 * time.Second
+	// healthLoadLongest bounds the window on a slow machine.
+	healthLoadLongest = 120 * time.Second
+	// floodEnough connections per family make a flood: more than a server
+	// keeps (serverMaxConnections), so each server sheds. The VM's one CPU
+	// allows some 500-800 in 40 s beside the daemon on an idle host, and
+	// under 300 when the host runs the other half of the suite beside it.
+	floodEnough = 300
 	// healthProbeTimeout is the DaemonSet's probes' timeoutSeconds
 	// (deploy/base/daemonset.yaml), as long as load balancers' health
 	// checks commonly wait.
@@ -281,7 +291,7 @@ func healthLoad(v *V, d *dual, hc int) {
 	// being compressed, each about as large as the JSON.
 	bound := before + (rssBound+2*snapshotBytes*5/4)>>10
 
-	ctx, stop := context.WithTimeout(context.Background(), healthLoadWindow)
+	ctx, stop := context.WithTimeout(context.Background(), healthLoadLongest)
 	defer stop()
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -347,8 +357,8 @@ func healthLoad(v *V, d *dual, hc int) {
 		}
 	}
 
-	// node1's daemon's resident memory, every 100 ms; and, half-way, what
-	// its servers hold.
+	// node1's daemon's resident memory, every 100 ms; half-way, what its
+	// servers hold; and the window's end, once the flood is one.
 	var peak uint64
 	var held string
 	wg.Go(func() {
@@ -358,6 +368,9 @@ func healthLoad(v *V, d *dual, hc int) {
 			}
 			if held == "" && time.Since(start) > healthLoadWindow/2 {
 				held = serverConnections(hc)
+			}
+			if time.Since(start) >= healthLoadWindow && opened[4].Load() >= floodEnough && opened[6].Load() >= floodEnough {
+				stop()
 			}
 			sleepUntil(ctx, 100*time.Millisecond)
 		}
@@ -375,7 +388,7 @@ func healthLoad(v *V, d *dual, hc int) {
 	perSecond := func(n int64) string { return strconv.FormatFloat(float64(n)/elapsed.Seconds(), 'f', 0, 64) }
 	readers := 3 * slowReadersPerTarget
 	v.Show("client", fmt.Sprintf("# for %s: connect to node1's :10256, :10249 and :%d from %s and %s as fast as one thread each can; a third kept silent, a third kept after half a header, a third closed after half a header",
-		seconds(healthLoadWindow), hc, clientAddr, clientAddr6),
+		seconds(elapsed), hc, clientAddr, clientAddr6),
 		fmt.Sprintf("IPv4 %d connections (%s/s, %d dials failed), IPv6 %d (%s/s, %d dials failed)",
 			opened[4].Load(), perSecond(opened[4].Load()), dialFailed[4].Load(), opened[6].Load(), perSecond(opened[6].Load()), dialFailed[6].Load())+firstErrorText(&floodError))
 	v.Show("node1", fmt.Sprintf("# %d slow readers: %d each of 127.0.0.1:10249/metrics, [::1]:10249/metrics, 127.0.0.1:10249/inspect/v1/snapshot, %d requests pipelined, %d bytes read a second, 2 KiB receive buffer, MSS 536",
@@ -407,10 +420,9 @@ func healthLoad(v *V, d *dual, hc int) {
 				d.Errorf(f, "IPv%d: %d of %d %s probes failed; the first: %s", f, t.failed, t.n, t.what, t.first)
 			}
 		}
-		// Hundreds at least (the VM's one CPU allows no more beside the
-		// daemon: 478 to 765 per family in 40 s), or the flood was no flood.
-		if n := opened[f].Load(); n < 250 {
-			d.Errorf(f, "IPv%d: the flood opened only %d connections in %s", f, n, seconds(elapsed))
+		// Or the flood was no flood.
+		if n := opened[f].Load(); n < floodEnough {
+			d.Errorf(f, "IPv%d: the flood opened only %d connections in %s s, fewer than the %d that make a flood", f, n, seconds(elapsed), floodEnough)
 		}
 		if f == 4 {
 			v.about = fmt.Sprintf("health starvation: probes answered 200 within 1s behind %d held connections each; under a flood of %d connections and %d slow readers %d of %d probes answered within %s, peak RSS %d KiB within %d",
