@@ -68,6 +68,9 @@ func updateAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K])
 		batch = batch[:0]
 	}
 	for k := range keys {
+		if r.yielding() {
+			break
+		}
 		if !ops.wanted(k) {
 			continue
 		}
@@ -75,7 +78,7 @@ func updateAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K])
 			settle(k, ops.update(k))
 			continue
 		}
-		if batch = append(batch, k); len(batch) == writeBatch {
+		if batch = append(batch, k); len(batch) == r.batchSize() {
 			flush()
 		}
 	}
@@ -106,6 +109,9 @@ func deleteAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K])
 		batch = batch[:0]
 	}
 	for k := range keys {
+		if r.yielding() {
+			break
+		}
 		if ops.wanted(k) {
 			continue
 		}
@@ -113,7 +119,7 @@ func deleteAll[K comparable](r *reconciler, ops operations[K], keys iter.Seq[K])
 			settleKey(r, ops, k, ops.delete(k))
 			continue
 		}
-		if batch = append(batch, k); len(batch) == writeBatch {
+		if batch = append(batch, k); len(batch) == r.batchSize() {
 			flush()
 		}
 	}

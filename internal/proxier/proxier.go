@@ -74,6 +74,11 @@ type SyncResult struct {
 	// kernel objects whose deletion waits.
 	DeletionsHeld bool
 	HeldDeletions int
+	// Yielded is true when this partial sync stopped writing after
+	// writeSlice for newer changes; Carried counts the keys it hands to the
+	// next sync, which writes the newer changes first.
+	Yielded bool
+	Carried int
 }
 
 // ConntrackPass is one family's deletion of stale conntrack flows.
@@ -133,6 +138,9 @@ type Proxier struct {
 	pendingFlows []conntrack.Filter
 	// hold keeps deletions while default/kubernetes is absent.
 	hold deletionHold
+	// carried are the keys a partial sync that yielded to newer changes
+	// left for the next (reconciler.yield).
+	carried ipvsproxy.Touched
 	// recheck is the periodic re-check's read while it runs beside the
 	// sync loop (recheck.go); reader, when set, the adapters it reads
 	// through.
@@ -331,6 +339,16 @@ func (p *Proxier) sync(read *recheckRead) SyncResult {
 
 	// Apply.
 	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.model.SetSizes(), hold: &p.hold, appliedRules: p.appliedRules}
+	if !full {
+		w.carried = p.carried
+		w.yield = func() bool {
+			if p.now().Sub(now) < writeSlice {
+				return false
+			}
+			services, endpoints, _ := p.tracker.Pending()
+			return services+endpoints > 0
+		}
+	}
 	share := p.resync.due
 	p.resync.due = 0
 	var drained []ipvs.VirtualServerKey
@@ -341,6 +359,7 @@ func (p *Proxier) sync(read *recheckRead) SyncResult {
 	if p.recheck != nil && !full {
 		p.recheck.notePartialSync(w, drained)
 	}
+	p.carry(w, t, &res)
 	p.cleanConntrack(w, full, built.StaleFlows, &res)
 
 	// Report.
@@ -363,6 +382,29 @@ func (p *Proxier) apply(w *reconciler, t ipvsproxy.Touched, share int) int {
 		}
 		found = w.writeTakenIn(more)
 	}
+}
+
+// carry keeps, when w yielded to newer changes, every key it was to compare
+// (those it wrote compare equal next time, without a write) for the next
+// sync, and asks for it. A sync that ran through compared them all.
+func (p *Proxier) carry(w *reconciler, t ipvsproxy.Touched, res *SyncResult) {
+	if !w.interrupted {
+		p.carried = ipvsproxy.Touched{}
+		return
+	}
+	next := ipvsproxy.Touched{
+		VirtualServers: maps.Clone(t.VirtualServers),
+		Addresses:      maps.Clone(t.Addresses),
+		Entries:        maps.Clone(t.Entries),
+	}
+	maps.Copy(next.VirtualServers, p.carried.VirtualServers)
+	maps.Copy(next.Addresses, p.carried.Addresses)
+	maps.Copy(next.Entries, p.carried.Entries)
+	p.carried = next
+	res.Yielded = true
+	res.Carried = len(next.VirtualServers) + len(next.Addresses) + len(next.Entries)
+	klog.V(2).InfoS("Newer changes wait: they are written first, then the rest of this sync's", "carried", res.Carried)
+	p.requestSync()
 }
 
 // fullSyncDue decides whether this sync reads the whole kernel and compares

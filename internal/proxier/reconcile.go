@@ -82,6 +82,57 @@ type reconciler struct {
 	// found is what the writes found that the model decides with, until
 	// handed over (takeFound).
 	found ipvsproxy.Observed
+	// yield, when set (partial syncs), is asked between writes whether
+	// this sync has written for writeSlice while newer changes wait. Once
+	// it says so the writes stop (interrupted) and the rest is carried to
+	// the next sync, which writes the newer changes first: no Service's
+	// writes, however many, hold another's for longer than a slice.
+	yield       func() bool
+	interrupted bool
+	sinceAsked  int
+	// carried are the keys an interrupted sync left, compared once this
+	// sync's own are written.
+	carried ipvsproxy.Touched
+}
+
+// writeSlice is how long a partial sync writes before newer changes,
+// if any wait, are taken in first. A sync that starts the node (full)
+// writes through.
+const writeSlice = time.Second
+
+// askYieldEvery is how many keys the writer looks at between two
+// questions to yield; yieldingBatch how many it hands a batched write at
+// most when it may yield (writeBatch otherwise), so that a question comes
+// between batches.
+const (
+	askYieldEvery = 16
+	yieldingBatch = 64
+)
+
+// noKeys reports whether t holds no key to compare.
+func noKeys(t ipvsproxy.Touched) bool {
+	return len(t.VirtualServers) == 0 && len(t.Addresses) == 0 && len(t.Entries) == 0
+}
+
+// batchSize is how many keys a batched write takes.
+func (r *reconciler) batchSize() int {
+	if r.yield != nil {
+		return yieldingBatch
+	}
+	return writeBatch
+}
+
+// yielding reports whether the writes stop here for newer changes.
+func (r *reconciler) yielding() bool {
+	if r.interrupted || r.yield == nil {
+		return r.interrupted
+	}
+	if r.sinceAsked++; r.sinceAsked < askYieldEvery {
+		return false
+	}
+	r.sinceAsked = 0
+	r.interrupted = r.yield()
+	return r.interrupted
 }
 
 // rulesText is the iptables-restore input of family as this sync wants it.
@@ -148,10 +199,11 @@ func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int, found ip
 // and returns what these writes found in turn. The objects count as
 // compared by this sync (comparedContested, the re-check's notePartialSync).
 func (r *reconciler) writeTakenIn(t ipvsproxy.Touched) ipvsproxy.Observed {
-	scope := r.scope
-	r.scope = nil // these keys only, on a full sync too
+	scope, carried, yield, interrupted := r.scope, r.carried, r.yield, r.interrupted
+	// These keys only, on a full sync too, and all of them.
+	r.scope, r.carried, r.yield, r.interrupted = nil, ipvsproxy.Touched{}, nil, false
 	r.writeObjects(t)
-	r.scope = scope
+	r.scope, r.carried, r.yield, r.interrupted = scope, carried, yield, interrupted
 	for k := range t.VirtualServers {
 		r.touched.VirtualServers[k] = true
 	}
@@ -201,6 +253,14 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 		r.noteRoutes()
 	}
 	r.writeObjects(t)
+	if !r.interrupted && !noKeys(r.carried) {
+		// What a sync that yielded left, after this sync's own changes
+		// have all been written: every pass of those first.
+		r.writeObjects(r.carried)
+	}
+	if r.interrupted {
+		return
+	}
 	// A Service CIDR stops being local once its cluster IPs are bound.
 	deleteAll(r, routes, r.routesDue())
 }
@@ -209,13 +269,23 @@ func (r *reconciler) apply(t ipvsproxy.Touched) {
 // servers, in apply's order.
 func (r *reconciler) writeObjects(t ipvsproxy.Touched) {
 	addresses, entries, virtualServers := r.addressOps(), r.entryOps(), r.virtualServerOps()
-	updateAll(r, addresses, passKeys(r, t.Addresses, (*fullScope).addressesToAdd))
+	// Each pass runs only once those before it ran through: an interrupted
+	// sync never writes a virtual server before the members and addresses
+	// it needs.
+	if updateAll(r, addresses, passKeys(r, t.Addresses, (*fullScope).addressesToAdd)); r.interrupted {
+		return
+	}
 	// A set at its maxelem takes a new member only once the members this
 	// sync removes are gone (the admission keeps the total within it): such
 	// an add waits for the deletions below, and virtual servers that go are
 	// removed first, with their ownership records.
 	waitForRoom := updateAll(r, entries, passKeys(r, t.Entries, (*fullScope).entriesToAdd))
-	deleteAll(r, virtualServers, passKeys(r, t.VirtualServers, (*fullScope).virtualServersToRemove))
+	if r.interrupted {
+		return
+	}
+	if deleteAll(r, virtualServers, passKeys(r, t.VirtualServers, (*fullScope).virtualServersToRemove)); r.interrupted {
+		return
+	}
 	foreign := updateAll(r, virtualServers, passKeys(r, t.VirtualServers, (*fullScope).virtualServersToUpdate))
 	// A virtual server someone else made in the way wins its key: the
 	// model makes the Service that wanted it lose it, and the members and
@@ -229,7 +299,12 @@ func (r *reconciler) writeObjects(t ipvsproxy.Touched) {
 		r.settle(vsID(found.key), nil) // someone else's: nothing of ours to retry
 		r.found.FoundForeign = append(r.found.FoundForeign, found.key)
 	}
-	deleteAll(r, entries, passKeys(r, t.Entries, (*fullScope).entriesToRemove))
+	if r.interrupted {
+		return
+	}
+	if deleteAll(r, entries, passKeys(r, t.Entries, (*fullScope).entriesToRemove)); r.interrupted {
+		return
+	}
 	for _, k := range waitForRoom {
 		r.settle(entries.id(k.key), entries.update(k.key))
 	}

@@ -1,0 +1,123 @@
+package proxier
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// writeCost is what one kernel write takes in these tests' clock: about
+// what a netlink write takes under emulation.
+const writeCost = 10 * time.Millisecond
+
+// widePorts are the ports of the large Service: a legal Service whose
+// writes (a set member and a virtual server each) take a minute at
+// writeCost.
+const widePorts = 3000
+
+func wideService() *v1.Service {
+	return servicetest.Service("wide", "10.96.0.30", func(s *v1.Service) {
+		s.Spec.Ports = nil
+		for i := range widePorts {
+			s.Spec.Ports = append(s.Spec.Ports, v1.ServicePort{Name: "p" + strconv.Itoa(i), Port: int32(1 + i), Protocol: v1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)})
+		}
+	})
+}
+
+// A Service made while a large one is being written waits for about one
+// write slice, not for the large one's every write: the sync writing it
+// yields to the newer change, the next writes that change first, and the
+// rest follows. Whether the large Service stays or is deleted before it is
+// all written, the kernel ends as a sync that never yielded leaves it.
+func TestALargeServiceYieldsTheWriterToANewerChange(t *testing.T) {
+	for _, deleteWide := range []bool{false, true} {
+		name := "the large Service stays"
+		if deleteWide {
+			name = "the large Service is deleted half-written"
+		}
+		t.Run(name, func(t *testing.T) {
+			after := servicetest.Service("after", "10.96.0.31")
+			fk := newFakeKernel()
+			f := &faults{}
+			p, err := New(testConfig(), servicetest.ThisNode, fk.faultyKernel(f), newRecorder())
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+			p.now = func() time.Time { return now }
+			p.Tracker().SetService(apiServerService())
+			if res := p.Sync(); !res.Full || !res.Completed {
+				t.Fatalf("first sync: full=%v completed=%v", res.Full, res.Completed)
+			}
+
+			writes := 0
+			var arrived, programmed time.Time
+			f.set(func(op, object string) error {
+				if op == "iptables-restore" {
+					return nil
+				}
+				now = now.Add(writeCost)
+				writes++
+				if writes == 200 {
+					// 2 s into the large Service's writes.
+					p.Tracker().SetService(after)
+					arrived = now
+					if deleteWide {
+						p.Tracker().DeleteService("default", "wide")
+					}
+				}
+				if op == "ipvs-add" && strings.HasPrefix(object, "TCP 10.96.0.31:80") {
+					programmed = now
+				}
+				return nil
+			})
+			p.Tracker().SetService(wideService())
+			syncs, yielded := 0, 0
+			for {
+				res := p.Sync()
+				syncs++
+				if res.Yielded {
+					yielded++
+				}
+				if services, endpoints, _ := p.tracker.Pending(); !res.Yielded && services+endpoints == 0 {
+					break
+				}
+				if syncs > 50 {
+					t.Fatalf("still yielding after %d syncs", syncs)
+				}
+			}
+			if programmed.IsZero() {
+				t.Fatal("the Service made during the large one's writes was never programmed")
+			}
+			if waited := programmed.Sub(arrived); waited > 2*writeSlice {
+				t.Errorf("the Service made during the large one's writes waited %s of writes (%d syncs, %d yielded), more than twice the write slice (%s)", waited, syncs, yielded, writeSlice)
+			}
+			t.Logf("waited %s of writes; %d syncs, %d yielded", programmed.Sub(arrived), syncs, yielded)
+			if yielded == 0 {
+				t.Errorf("no sync yielded in %d", syncs)
+			}
+
+			// What a sync that never yields leaves.
+			ref := newFakeKernel()
+			rp, err := New(testConfig(), servicetest.ThisNode, ref.kernel(), newRecorder())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp.now = p.now
+			rp.Tracker().SetService(apiServerService())
+			if !deleteWide {
+				rp.Tracker().SetService(wideService())
+			}
+			rp.Tracker().SetService(after)
+			rp.Sync()
+			if got, want := fk.node.Dump(), ref.node.Dump(); got != want {
+				t.Errorf("after the syncs that yielded the kernel is not what one sync leaves:\n%s", lineDiff(want, got))
+			}
+		})
+	}
+}
