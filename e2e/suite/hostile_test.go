@@ -24,11 +24,13 @@ import (
 // etcd refuses a request over 1.5 MiB (a Service of 10,000 ports with its
 // managed fields is beyond it), and an EndpointSlice holds at most 100 ports
 // and 1,000 endpoints. It is refused, named in a ServiceTooLarge Event with
-// the cap it is beyond, and programs nothing; a dual-stack Service made
-// before it and one made after it answer c1 and c2 on both families; node1's
+// the cap it is beyond, and programs nothing; dual-stack Services made
+// before it, while its virtual servers are being written (before its
+// slices: the writer yields to the newer change) and after it answer c1
+// and c2 on both families, each programmed within 30 s; node1's
 // daemon's peak RSS stays within the DaemonSet's memory limit.
 func scenarioHostileService(s *S) {
-	s.Step("hostile-service", "a hostile Service (3,000 ports, 30 slices of 100 ports x 1,000 endpoints, a 250 KiB annotation) is refused naming its cap; Services before and after it answer on both families; the daemon stays within its memory limit", func(v *V) {
+	s.Step("hostile-service", "a hostile Service (3,000 ports, 30 slices of 100 ports x 1,000 endpoints, a 250 KiB annotation) is refused naming its cap; Services made before it, while it is written and after it answer on both families; the daemon stays within its memory limit", func(v *V) {
 		v.Heading("A hostile Service takes nothing from the others")
 		before := v.v6Service("before-hostile", service("{name: before-hostile}", "ipFamilyPolicy: RequireDualStack", httpPort), podIP("web")+"@node1", v6.pod("web")+"@node1")
 		for _, f := range families {
@@ -47,6 +49,18 @@ func scenarioHostileService(s *S) {
 		manifest, err := json.Marshal(svc)
 		v.Must(err)
 		hostile := v.ApplyService(string(manifest))
+		// A Service made while the hostile one's 3,000 virtual servers are
+		// being written: the writer yields to it within a second or so of
+		// writes.
+		made := time.Now()
+		during := v.v6Service("during-hostile", service("{name: during-hostile}", "ipFamilyPolicy: RequireDualStack", httpPort), podIP("s2")+"@node2", v6.pod("s2")+"@node2")
+		for _, node := range []string{"node1", "node2"} {
+			for _, f := range families {
+				v.WaitRealServers(node, ipvs.TCP, f.clusterIP(during), 80, hostPort(f.pod("s2"), 8080))
+			}
+		}
+		v.Show("node1+node2", "ipvsadm -Ln -t CLUSTER_IP:80  # during-hostile, on both nodes and families; read with the ipvs package",
+			fmt.Sprintf("programmed %s s after it was made", seconds(time.Since(made))))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		slices := guest.client.DiscoveryV1().EndpointSlices("default")
@@ -76,12 +90,15 @@ func scenarioHostileService(s *S) {
 			fmt.Sprintf("CLUSTER_IP=%s; slices written in %s s", hostile.Spec.ClusterIP, seconds(time.Since(start))))
 		v.WaitEvent("hostile", "ServiceTooLarge", "--ipvs-max-real-servers-per-service")
 
+		made = time.Now()
 		after := v.v6Service("after-hostile", service("{name: after-hostile}", "ipFamilyPolicy: RequireDualStack", httpPort), podIP("s2")+"@node2", v6.pod("s2")+"@node2")
 		for _, node := range []string{"node1", "node2"} {
 			for _, f := range families {
 				v.WaitRealServers(node, ipvs.TCP, f.clusterIP(after), 80, hostPort(f.pod("s2"), 8080))
 			}
 		}
+		v.Show("node1+node2", "ipvsadm -Ln -t CLUSTER_IP:80  # after-hostile, on both nodes and families; read with the ipvs package",
+			fmt.Sprintf("programmed %s s after it was made", seconds(time.Since(made))))
 		for _, node := range []string{"node1", "node2"} {
 			if vs, err := virtualServer(node, ipvs.TCP, hostile.Spec.ClusterIP, 1); err == nil {
 				v.Errorf("%s programs the hostile Service: %s", node, vs.String())
@@ -90,6 +107,7 @@ func scenarioHostileService(s *S) {
 		for _, c := range []string{"c1", "c2"} {
 			for _, f := range families {
 				v.ExpectServed(v.Curl(c, httpURL(f.clusterIP(before), 80)), "hostname=web", "client_address="+f.pod(c)+" ")
+				v.ExpectServed(v.Curl(c, httpURL(f.clusterIP(during), 80)), "hostname=s2", "client_address="+f.pod(c)+" ")
 				v.ExpectServed(v.Curl(c, httpURL(f.clusterIP(after), 80)), "hostname=s2", "client_address="+f.pod(c)+" ")
 			}
 		}

@@ -72,17 +72,14 @@ var scenarios = []scenario{
 	{"servicelb-node-addresses", []string{"servicelb-node-addresses"}, scenarioServiceLBNodeAddresses},
 	{"api-vip-claim-refused", []string{"api-vip-claim-refused"}, scenarioAPIVIPClaim},
 	{"upgrade-downgrade", []string{"upgrade-downgrade", "upgrade-downgrade-ipv6"}, scenarioUpgradeDowngrade},
+	{"hostile-service", []string{"hostile-service"}, scenarioHostileService},
 	{"restart-under-load", []string{"restart-under-load"}, scenarioRestart},
 	{"cleanup-leaves-nothing", []string{"cleanup-leaves-nothing"}, scenarioCleanup},
 }
 
 // byName are the scenarios left out of the default order: a selection runs
-// them when it names them (`make e2e-migrate` names the migrations). The
-// hostile Service is among them while the Services made beside it can wait
-// a minute under emulation for its virtual servers to be written and
-// removed again.
+// them when it names them (`make e2e-migrate` names the migrations).
 var byName = []scenario{
-	{"hostile-service", []string{"hostile-service"}, scenarioHostileService},
 	{"rollback-to-kube-proxy-ipvs", []string{"rollback-to-kube-proxy-ipvs"}, scenarioRollbackKubeProxyIPVS},
 	{"migrate-from-kube-proxy-iptables", []string{"migrate-from-kube-proxy-iptables"}, scenarioMigrateKubeProxyMode("iptables")},
 	{"migrate-from-kube-proxy-nftables", []string{"migrate-from-kube-proxy-nftables"}, scenarioMigrateKubeProxyMode("nftables")},
