@@ -11,7 +11,7 @@
 # (the commit, the date, what ran and how long it took) when the script ends: the file is the
 # current table, its history is git's. Exits 1 when any line failed. The whole matrix is long:
 # run one minor or one kernel per call (`make k8s-matrix K8S=1.35`,
-# `make kernel-matrix KERNELS=6.1`), each inside /work/bin/vm-slot or on a machine of its own.
+# `make kernel-matrix KERNELS=6.1`), one VM run at a time on the machine.
 #
 # Environment: IPVSPROXY_MATRIX_SCENARIOS overrides the scenarios (kubernetes: the core set
 # below; kernels: every scenario, as `make e2e`). IPVSPROXY_MATRIX_STAGES chooses a kernel line's

@@ -11,7 +11,8 @@
 #      default 6.1 and 6.12 (IPVSPROXY_E2E_KERNEL, e2e/vm/prepare.sh).
 #   3. make fresh-check: make test from a clean clone with every cache empty.
 # Each step prints PASS or FAIL; the last line is `N passed, N failed`. Every VM-booting command
-# runs through /work/bin/vm-slot when the machine has it (one VM at a time).
+# runs through IPVSPROXY_VM_WRAP when it is set: a command that takes the VM run as its
+# arguments, such as a lock that keeps a shared machine at one VM run at a time.
 #
 # usage: release/check.sh [--only conformance|e2e|fresh]
 set -euo pipefail
@@ -26,7 +27,7 @@ case ${1:-} in
 esac
 cd "$repo"
 say() { echo "release-check: $*" >&2; }
-vm() { if [[ -x /work/bin/vm-slot ]]; then /work/bin/vm-slot test -- "$@"; else "$@"; fi; }
+vm() { if [[ -n ${IPVSPROXY_VM_WRAP:-} ]]; then $IPVSPROXY_VM_WRAP "$@"; else "$@"; fi; }
 
 git diff --quiet HEAD -- . ':!e2e/conformance/ledger.tsv' && [[ -z $(git status --porcelain --untracked-files=normal -- . ':!e2e/conformance/ledger.tsv') ]] ||
 	{ say "the tree differs from HEAD (git status): the gate speaks for a commit"; exit 2; }
