@@ -166,17 +166,21 @@ func (p *Proxier) finishRecheck() (res SyncResult, ok bool) {
 
 // notePartialSync records what a partial sync did while a re-check reads.
 func (r *recheckRead) notePartialSync(w *reconciler, drained []ipvs.VirtualServerKey) {
-	for k := range w.touched.VirtualServers {
-		r.compared.VirtualServers[k] = true
+	// The keys an earlier sync carried were compared too, after this
+	// sync's own (reconciler.yield).
+	for _, t := range []ipvsproxy.Touched{w.touched, w.carried} {
+		for k := range t.VirtualServers {
+			r.compared.VirtualServers[k] = true
+		}
+		for a := range t.Addresses {
+			r.compared.Addresses[a] = true
+		}
+		for e := range t.Entries {
+			r.compared.Entries[e] = true
+		}
 	}
 	for _, k := range drained {
 		r.compared.VirtualServers[k] = true
-	}
-	for a := range w.touched.Addresses {
-		r.compared.Addresses[a] = true
-	}
-	for e := range w.touched.Entries {
-		r.compared.Entries[e] = true
 	}
 	if len(w.view.sets) != len(r.sets) || !maps.Equal(w.view.routes, r.routes) {
 		r.redo = true

@@ -1,11 +1,14 @@
 package proxier
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -119,5 +122,84 @@ func TestALargeServiceYieldsTheWriterToANewerChange(t *testing.T) {
 				t.Errorf("after the syncs that yielded the kernel is not what one sync leaves:\n%s", lineDiff(want, got))
 			}
 		})
+	}
+}
+
+// slowWrites charges each virtual server it creates to a test's clock and
+// calls onWrite after it.
+type slowWrites struct {
+	ipvs.Interface
+	onWrite func()
+}
+
+func (s slowWrites) AddVirtualServer(vs ipvs.VirtualServer) error {
+	err := s.Interface.AddVirtualServer(vs)
+	s.onWrite()
+	return err
+}
+
+func (s slowWrites) EachRealServerList(fn func(ipvs.VirtualServerKey, []ipvs.RealServer) error) error {
+	return s.Interface.(ipvs.RealServerTable).EachRealServerList(fn)
+}
+
+// A re-check whose read began after a sync yielded, and ran while the next
+// wrote what it carried, takes those writes from the view the syncs kept,
+// as it takes the syncs' own: the large Service's virtual servers, written
+// after the read passed them, are not taken for someone else's, and the
+// re-check's sync has nothing left to write.
+func TestRecheckTakesWhatAYieldedSyncCarried(t *testing.T) {
+	fk := newFakeKernel()
+	gate := newReadGate()
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	writes := 0
+	var p *Proxier
+	after := servicetest.Service("after", "10.96.0.31")
+	onWrite := func() {
+		mu.Lock()
+		now = now.Add(writeCost)
+		writes++
+		n := writes
+		mu.Unlock()
+		if n == 200 {
+			p.Tracker().SetService(after)
+		}
+	}
+	p = recheckProxier(t, fk, 2, func(i ipvs.Interface) ipvs.Interface {
+		return gatedTable{Interface: slowWrites{Interface: i, onWrite: onWrite}, gate: gate}
+	})
+	p.now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	mu.Lock()
+	writes = 0
+	mu.Unlock()
+	p.Tracker().SetService(wideService())
+	if res := mustSync(t, p); res.Full || !res.Yielded {
+		t.Fatalf("the sync of the large Service: full=%v yielded=%v", res.Full, res.Yielded)
+	}
+	res := runRecheck(t, p, gate, func() {
+		if res := mustSync(t, p); res.Full || res.Yielded {
+			t.Fatalf("the next sync during the read: full=%v yielded=%v", res.Full, res.Yielded)
+		}
+	})
+	for k := range p.view.foreign {
+		t.Errorf("%s was taken for someone else's", k)
+	}
+	for _, st := range p.desired.Services {
+		for _, pr := range st.Problems {
+			t.Errorf("problem after the re-check: %s", pr.Message)
+		}
+	}
+	if res.Writes != 0 {
+		t.Errorf("the re-check wrote %d times after partial syncs had written everything", res.Writes)
+	}
+	for i := range widePorts {
+		k := ipvs.VirtualServerKey{Protocol: ipvs.TCP, Address: netip.MustParseAddr("10.96.0.30"), Port: uint16(1 + i)}
+		if _, err := fk.ipvs.RealServers(k); err != nil {
+			t.Fatalf("the large Service's %s after the re-check: %v", k, err)
+		}
 	}
 }
