@@ -392,14 +392,9 @@ func (p *Proxier) carry(w *reconciler, t ipvsproxy.Touched, res *SyncResult) {
 		p.carried = ipvsproxy.Touched{}
 		return
 	}
-	next := ipvsproxy.Touched{
-		VirtualServers: maps.Clone(t.VirtualServers),
-		Addresses:      maps.Clone(t.Addresses),
-		Entries:        maps.Clone(t.Entries),
-	}
-	maps.Copy(next.VirtualServers, p.carried.VirtualServers)
-	maps.Copy(next.Addresses, p.carried.Addresses)
-	maps.Copy(next.Entries, p.carried.Entries)
+	next := ipvsproxy.NewTouched()
+	addKeys(next, t)
+	addKeys(next, p.carried)
 	p.carried = next
 	res.Yielded = true
 	res.Carried = len(next.VirtualServers) + len(next.Addresses) + len(next.Entries)

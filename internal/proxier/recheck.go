@@ -168,17 +168,8 @@ func (p *Proxier) finishRecheck() (res SyncResult, ok bool) {
 func (r *recheckRead) notePartialSync(w *reconciler, drained []ipvs.VirtualServerKey) {
 	// The keys an earlier sync carried were compared too, after this
 	// sync's own (reconciler.yield).
-	for _, t := range []ipvsproxy.Touched{w.touched, w.carried} {
-		for k := range t.VirtualServers {
-			r.compared.VirtualServers[k] = true
-		}
-		for a := range t.Addresses {
-			r.compared.Addresses[a] = true
-		}
-		for e := range t.Entries {
-			r.compared.Entries[e] = true
-		}
-	}
+	addKeys(r.compared, w.touched)
+	addKeys(r.compared, w.carried)
 	for _, k := range drained {
 		r.compared.VirtualServers[k] = true
 	}

@@ -109,6 +109,13 @@ const (
 	yieldingBatch = 64
 )
 
+// addKeys adds the keys from compares to those into compares.
+func addKeys(into, from ipvsproxy.Touched) {
+	maps.Copy(into.VirtualServers, from.VirtualServers)
+	maps.Copy(into.Addresses, from.Addresses)
+	maps.Copy(into.Entries, from.Entries)
+}
+
 // noKeys reports whether t holds no key to compare.
 func noKeys(t ipvsproxy.Touched) bool {
 	return len(t.VirtualServers) == 0 && len(t.Addresses) == 0 && len(t.Entries) == 0
@@ -204,15 +211,7 @@ func (r *reconciler) writeTakenIn(t ipvsproxy.Touched) ipvsproxy.Observed {
 	r.scope, r.carried, r.yield, r.interrupted = nil, ipvsproxy.Touched{}, nil, false
 	r.writeObjects(t)
 	r.scope, r.carried, r.yield, r.interrupted = scope, carried, yield, interrupted
-	for k := range t.VirtualServers {
-		r.touched.VirtualServers[k] = true
-	}
-	for a := range t.Addresses {
-		r.touched.Addresses[a] = true
-	}
-	for e := range t.Entries {
-		r.touched.Entries[e] = true
-	}
+	addKeys(r.touched, t)
 	return r.takeFound()
 }
 
