@@ -719,14 +719,24 @@ func (r *reconciler) updateVirtualServer(k ipvs.VirtualServerKey) error {
 		}
 	}
 	r.realServerWrites = ws
-	r.writes += len(ws)
-	for i, err := range ipvs.WriteRealServers(r.k.IPVS, ws) {
-		if err != nil && !(ws[i].Op == ipvs.AddReal && errors.Is(err, ipvs.ErrExists)) {
-			errs = append(errs, err)
-			continue
+	for start := 0; start < len(ws); start += realServerChunk {
+		if start > 0 && r.newerWait != nil && r.newerWait() {
+			// The view holds what was written; the next sync compares
+			// this virtual server again and writes the rest, removals
+			// included, after the newer changes.
+			r.deferred = append(r.deferred, k)
+			return errors.Join(errs...)
 		}
-		present++
-		r.keepRealServer(have, ws[i].RealServer)
+		chunk := ws[start:min(start+realServerChunk, len(ws))]
+		r.writes += len(chunk)
+		for i, err := range ipvs.WriteRealServers(r.k.IPVS, chunk) {
+			if err != nil && !(chunk[i].Op == ipvs.AddReal && errors.Is(err, ipvs.ErrExists)) {
+				errs = append(errs, err)
+				continue
+			}
+			present++
+			r.keepRealServer(have, chunk[i].RealServer)
+		}
 	}
 	if present != have.realServerCount() {
 		var gone []ipvs.RealServerKey

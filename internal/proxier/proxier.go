@@ -75,10 +75,13 @@ type SyncResult struct {
 	DeletionsHeld bool
 	HeldDeletions int
 	// Yielded is true when this partial sync stopped writing after
-	// writeSlice for newer changes; Carried counts the keys it hands to the
-	// next sync, which writes the newer changes first.
-	Yielded bool
-	Carried int
+	// writeSlice for newer changes; Deferred counts the virtual servers
+	// (of any sync) whose remaining real servers it left for the same
+	// reason; Carried counts the keys it hands to the next sync, which
+	// writes the newer changes first.
+	Yielded  bool
+	Deferred int
+	Carried  int
 }
 
 // ConntrackPass is one family's deletion of stale conntrack flows.
@@ -339,15 +342,16 @@ func (p *Proxier) sync(read *recheckRead) SyncResult {
 
 	// Apply.
 	w := &reconciler{k: p.kernel, cfg: p.cfg, nodePodCIDRs: ipvsproxy.PodCIDRsOf(p.tracker.Node()), desired: p.desired, view: p.view, draining: p.draining, status: p.objects, retries: retries, now: now, full: full, setSizes: p.model.SetSizes(), hold: &p.hold, appliedRules: p.appliedRules}
+	w.newerWait = func() bool {
+		if p.now().Sub(now) < writeSlice {
+			return false
+		}
+		services, endpoints, _ := p.tracker.Pending()
+		return services+endpoints > 0
+	}
 	if !full {
 		w.carried = p.carried
-		w.yield = func() bool {
-			if p.now().Sub(now) < writeSlice {
-				return false
-			}
-			services, endpoints, _ := p.tracker.Pending()
-			return services+endpoints > 0
-		}
+		w.yield = w.newerWait
 	}
 	share := p.resync.due
 	p.resync.due = 0
@@ -385,18 +389,26 @@ func (p *Proxier) apply(w *reconciler, t ipvsproxy.Touched, share int) int {
 }
 
 // carry keeps, when w yielded to newer changes, every key it was to compare
-// (those it wrote compare equal next time, without a write) for the next
-// sync, and asks for it. A sync that ran through compared them all.
+// (those it wrote compare equal next time, without a write), and the
+// virtual servers whose real servers it deferred, for the next sync, and
+// asks for it. A sync that ran through compared them all.
 func (p *Proxier) carry(w *reconciler, t ipvsproxy.Touched, res *SyncResult) {
-	if !w.interrupted {
+	if !w.interrupted && len(w.deferred) == 0 {
 		p.carried = ipvsproxy.Touched{}
 		return
 	}
 	next := ipvsproxy.NewTouched()
-	addKeys(next, t)
-	addKeys(next, p.carried)
+	if w.interrupted {
+		addKeys(next, t)
+		addKeys(next, p.carried)
+	}
+	// A virtual server whose real servers were deferred (a full sync's
+	// too) is compared again by the next sync.
+	for _, k := range w.deferred {
+		next.VirtualServers[k] = true
+	}
 	p.carried = next
-	res.Yielded = true
+	res.Yielded, res.Deferred = w.interrupted, len(w.deferred)
 	res.Carried = len(next.VirtualServers) + len(next.Addresses) + len(next.Entries)
 	klog.V(2).InfoS("Newer changes wait: they are written first, then the rest of this sync's", "carried", res.Carried)
 	p.requestSync()

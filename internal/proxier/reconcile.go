@@ -93,6 +93,15 @@ type reconciler struct {
 	// carried are the keys an interrupted sync left, compared once this
 	// sync's own are written.
 	carried ipvsproxy.Touched
+	// newerWait, set on every sync but writeTakenIn's, is yield's question
+	// for the real servers of one virtual server: a Service of 100,000
+	// endpoints is one key whose writes take minutes under emulation (the
+	// kernel looks each new real server up in its virtual server's list).
+	// Once it says so between two chunks, the rest of that virtual
+	// server's real servers is deferred to the next sync, a full sync's
+	// too; deferred are those virtual servers.
+	newerWait func() bool
+	deferred  []ipvs.VirtualServerKey
 }
 
 // writeSlice is how long a partial sync writes before newer changes,
@@ -108,6 +117,10 @@ const (
 	askYieldEvery = 16
 	yieldingBatch = 64
 )
+
+// realServerChunk is how many real servers of one virtual server are
+// written between two questions to newerWait.
+const realServerChunk = 64
 
 // addKeys adds the keys from compares to those into compares.
 func addKeys(into, from ipvsproxy.Touched) {
@@ -206,11 +219,11 @@ func (r *reconciler) run(t ipvsproxy.Touched, share int) (resynced int, found ip
 // and returns what these writes found in turn. The objects count as
 // compared by this sync (comparedContested, the re-check's notePartialSync).
 func (r *reconciler) writeTakenIn(t ipvsproxy.Touched) ipvsproxy.Observed {
-	scope, carried, yield, interrupted := r.scope, r.carried, r.yield, r.interrupted
+	scope, carried, yield, interrupted, newerWait := r.scope, r.carried, r.yield, r.interrupted, r.newerWait
 	// These keys only, on a full sync too, and all of them.
-	r.scope, r.carried, r.yield, r.interrupted = nil, ipvsproxy.Touched{}, nil, false
+	r.scope, r.carried, r.yield, r.interrupted, r.newerWait = nil, ipvsproxy.Touched{}, nil, false, nil
 	r.writeObjects(t)
-	r.scope, r.carried, r.yield, r.interrupted = scope, carried, yield, interrupted
+	r.scope, r.carried, r.yield, r.interrupted, r.newerWait = scope, carried, yield, interrupted, newerWait
 	addKeys(r.touched, t)
 	return r.takeFound()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
 	"github.com/ipvsproxy/ipvsproxy/internal/servicetest"
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -201,5 +202,123 @@ func TestRecheckTakesWhatAYieldedSyncCarried(t *testing.T) {
 		if _, err := fk.ipvs.RealServers(k); err != nil {
 			t.Fatalf("the large Service's %s after the re-check: %v", k, err)
 		}
+	}
+}
+
+// deepEndpoints are the endpoints of the deep Service: one virtual server
+// whose real servers take 30 s to write at writeCost.
+const deepEndpoints = 3000
+
+// deepService is a Service of one port with deepEndpoints endpoints, in
+// slices of 100.
+func deepService() (*v1.Service, []*discovery.EndpointSlice) {
+	svc := servicetest.Service("deep", "10.96.0.40")
+	var slices []*discovery.EndpointSlice
+	for s := range deepEndpoints / 100 {
+		eps := make([]string, 100)
+		for i := range eps {
+			n := s*100 + i
+			eps[i] = "10.244." + strconv.Itoa(n/250) + "." + strconv.Itoa(1+n%250) + "@node2"
+		}
+		slices = append(slices, servicetest.Slice(svc, "deep-"+strconv.Itoa(s), 8080, eps...))
+	}
+	return svc, slices
+}
+
+// A Service made while the real servers of a Service of many endpoints
+// are being written waits for about one write slice: the rest of that
+// virtual server's real servers is deferred to the syncs after the one
+// that writes the newer change, whether a partial sync or a full one
+// (the re-check's, or a Node change's) was writing them. The kernel ends
+// as a sync that never deferred leaves it.
+func TestAServiceOfManyEndpointsYieldsTheWriterToANewerChange(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		name := "in a partial sync"
+		if full {
+			name = "in a full sync"
+		}
+		t.Run(name, func(t *testing.T) {
+			after := servicetest.Service("after", "10.96.0.31")
+			deep, deepSlices := deepService()
+			fk := newFakeKernel()
+			f := &faults{}
+			p, err := New(testConfig(), servicetest.ThisNode, fk.faultyKernel(f), newRecorder())
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+			p.now = func() time.Time { return now }
+			p.Tracker().SetService(apiServerService())
+			if res := p.Sync(); !res.Full || !res.Completed {
+				t.Fatalf("first sync: full=%v completed=%v", res.Full, res.Completed)
+			}
+
+			writes := 0
+			var arrived, programmed time.Time
+			f.set(func(op, object string) error {
+				if op == "iptables-restore" {
+					return nil
+				}
+				now = now.Add(writeCost)
+				writes++
+				if writes == 200 {
+					// 2 s into the deep Service's writes.
+					p.Tracker().SetService(after)
+					arrived = now
+				}
+				if op == "ipvs-add" && strings.HasPrefix(object, "TCP 10.96.0.31:80") {
+					programmed = now
+				}
+				return nil
+			})
+			p.Tracker().SetService(deep)
+			for _, s := range deepSlices {
+				p.Tracker().SetEndpointSlice(s)
+			}
+			p.needFull = full
+			syncs, deferred := 0, 0
+			for {
+				res := p.Sync()
+				if syncs == 0 && res.Full != full {
+					t.Fatalf("the sync of the deep Service: full=%v, want %v", res.Full, full)
+				}
+				syncs++
+				deferred += res.Deferred
+				if services, endpoints, _ := p.tracker.Pending(); res.Carried == 0 && services+endpoints == 0 {
+					break
+				}
+				if syncs > 50 {
+					t.Fatalf("still deferring after %d syncs", syncs)
+				}
+			}
+			if programmed.IsZero() {
+				t.Fatal("the Service made during the deep one's writes was never programmed")
+			}
+			if waited := programmed.Sub(arrived); waited > 2*writeSlice {
+				t.Errorf("the Service made during the deep one's writes waited %s of writes (%d syncs, %d deferred), more than twice the write slice (%s)", waited, syncs, deferred, writeSlice)
+			}
+			t.Logf("waited %s of writes; %d syncs, %d deferred", programmed.Sub(arrived), syncs, deferred)
+			if deferred == 0 {
+				t.Errorf("no sync deferred the deep Service's real servers in %d", syncs)
+			}
+
+			// What a sync that never defers leaves.
+			ref := newFakeKernel()
+			rp, err := New(testConfig(), servicetest.ThisNode, ref.kernel(), newRecorder())
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp.now = p.now
+			rp.Tracker().SetService(apiServerService())
+			rp.Tracker().SetService(deep)
+			for _, s := range deepSlices {
+				rp.Tracker().SetEndpointSlice(s)
+			}
+			rp.Tracker().SetService(after)
+			rp.Sync()
+			if got, want := fk.node.Dump(), ref.node.Dump(); got != want {
+				t.Errorf("after the syncs that deferred the kernel is not what one sync leaves:\n%s", lineDiff(want, got))
+			}
+		})
 	}
 }
