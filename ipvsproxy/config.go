@@ -94,7 +94,7 @@ type Config struct {
 	RefuseEndpointCIDRs []netip.Prefix
 	RefuseNodeEndpoints bool
 	// SyncPeriod is the full re-check period; MinSyncPeriod bounds how often
-	// the kernel is written.
+	// the kernel is written (DefaultMinSyncPeriod).
 	SyncPeriod, MinSyncPeriod time.Duration
 	// ResyncShares (--ipvs-resync-shares) spreads the re-check over that
 	// many periods: every K-th period is a full sync, and each other one
@@ -139,7 +139,7 @@ func DefaultConfig() Config {
 		MasqueradeMark: 0x4000,
 		Scheduler:      DefaultScheduler,
 		SyncPeriod:     30 * time.Second,
-		MinSyncPeriod:  time.Second,
+		MinSyncPeriod:  DefaultMinSyncPeriod,
 		ResyncShares:   1,
 		DrainTimeout:   defaultDrainTimeout,
 		Conntrack:      DefaultConntrack(),
@@ -244,6 +244,16 @@ func (c Config) HasFamily(f v1.IPFamily) bool {
 // DefaultScheduler is the scheduler unless --ipvs-scheduler names one:
 // weighted random twos choice (Linux 5.12, CONFIG_IP_VS_TWOS).
 const DefaultScheduler = "twos"
+
+// DefaultMinSyncPeriod is the shortest time between two syncs unless
+// --ipvs-min-sync-period says otherwise. A partial sync writes only what
+// changed, so it is short (tens of milliseconds at 20,000 Services under
+// emulation); under continuous churn a change waits for the next sync, and at
+// kube-proxy's nftables default of a second that wait alone put the p99 of
+// network programming latency above a second. A tenth of a second still
+// batches changes that arrive together and bounds the sync loop's share of a
+// CPU under a flood of them, which kube-proxy's IPVS default (0) does not.
+const DefaultMinSyncPeriod = 100 * time.Millisecond
 
 // MaxResyncShares bounds --ipvs-resync-shares: beyond it a full re-check
 // would come too rarely to repair anything (hours at the default period).

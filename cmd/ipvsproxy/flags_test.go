@@ -42,7 +42,7 @@ func TestFlagsFollowKubeProxyDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Scheduler != "twos" || cfg.SyncPeriod != 30*time.Second || cfg.MinSyncPeriod != time.Second ||
+	if cfg.Scheduler != "twos" || cfg.SyncPeriod != 30*time.Second || cfg.MinSyncPeriod != 100*time.Millisecond ||
 		cfg.MasqueradeMark != 0x4000 || cfg.NodePortMin != 30000 || cfg.NodePortMax != 32767 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
