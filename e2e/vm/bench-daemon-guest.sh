@@ -532,16 +532,18 @@ run_side() {
 		# Both record the latency when the sync that wrote it ends, after its kernel writes.
 		wait_np_count "$np_cnt0" 300
 		np_cnt=$(np_count) np_sum=$(metric kubeproxy_network_programming_duration_seconds_sum)
-		if [[ ${BENCH_RESYNC:-1} == 1 ]] && ((extras)); then
+		if [[ ${BENCH_RESYNC:-1} == 1 && ($side == kube-proxy-nftables || $side == kube-proxy-iptables) ]]; then
+			# Their sync period is only the retry interval after a failed sync: they sync on
+			# changes, and in full once an hour (pkg/proxy/util.FullSyncPeriod), so there is no
+			# periodic sync to wait for.
+			kind="none (a full sync once an hour)"
+		elif [[ ${BENCH_RESYNC:-1} == 1 ]] && ((extras)); then
 			# One periodic sync: ipvsproxy's full re-check (it counts full syncs); every kube-proxy
-			# IPVS sync is a full one, so the next sync after the change is its periodic resync;
-			# the nftables and iptables modes' periodic sync is a partial one (a full one comes
-			# once an hour, or after a failure).
+			# IPVS sync is a full one, so the next sync after the change is its periodic resync.
 			local name=kubeproxy_sync_full_proxy_rules_duration_seconds filter=""
 			kind="full re-check"
 			case $side in
 			kube-proxy | kube-proxy-ipvs) name=kubeproxy_sync_proxy_rules_duration_seconds filter='ip_family="IPv4"' kind=full ;;
-			kube-proxy-*) name=kubeproxy_sync_proxy_rules_duration_seconds filter='ip_family="IPv4"' kind=partial ;;
 			esac
 			local c0 s0 c s
 			c0=$(metric "${name}_count" "$filter") s0=$(metric "${name}_sum" "$filter")
