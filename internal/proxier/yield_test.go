@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -45,41 +46,12 @@ func TestALargeServiceYieldsTheWriterToANewerChange(t *testing.T) {
 			name = "the large Service is deleted half-written"
 		}
 		t.Run(name, func(t *testing.T) {
-			after := servicetest.Service("after", "10.96.0.31")
-			fk := newFakeKernel()
-			f := &faults{}
-			p, err := New(testConfig(), servicetest.ThisNode, fk.faultyKernel(f), newRecorder())
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-			p.now = func() time.Time { return now }
-			p.Tracker().SetService(apiServerService())
-			if res := p.Sync(); !res.Full || !res.Completed {
-				t.Fatalf("first sync: full=%v completed=%v", res.Full, res.Completed)
-			}
-
-			writes := 0
-			var arrived, programmed time.Time
-			f.set(func(op, object string) error {
-				if op == "iptables-restore" {
-					return nil
+			w := newPaidWrites(t, func(p *Proxier) {
+				if deleteWide {
+					p.Tracker().DeleteService("default", "wide")
 				}
-				now = now.Add(writeCost)
-				writes++
-				if writes == 200 {
-					// 2 s into the large Service's writes.
-					p.Tracker().SetService(after)
-					arrived = now
-					if deleteWide {
-						p.Tracker().DeleteService("default", "wide")
-					}
-				}
-				if op == "ipvs-add" && strings.HasPrefix(object, "TCP 10.96.0.31:80") {
-					programmed = now
-				}
-				return nil
 			})
+			p := w.p
 			p.Tracker().SetService(wideService())
 			syncs, yielded := 0, 0
 			for {
@@ -95,33 +67,15 @@ func TestALargeServiceYieldsTheWriterToANewerChange(t *testing.T) {
 					t.Fatalf("still yielding after %d syncs", syncs)
 				}
 			}
-			if programmed.IsZero() {
-				t.Fatal("the Service made during the large one's writes was never programmed")
-			}
-			if waited := programmed.Sub(arrived); waited > 2*writeSlice {
-				t.Errorf("the Service made during the large one's writes waited %s of writes (%d syncs, %d yielded), more than twice the write slice (%s)", waited, syncs, yielded, writeSlice)
-			}
-			t.Logf("waited %s of writes; %d syncs, %d yielded", programmed.Sub(arrived), syncs, yielded)
+			w.checkWait(t, "the large", fmt.Sprintf("%d syncs, %d yielded", syncs, yielded))
 			if yielded == 0 {
 				t.Errorf("no sync yielded in %d", syncs)
 			}
-
-			// What a sync that never yields leaves.
-			ref := newFakeKernel()
-			rp, err := New(testConfig(), servicetest.ThisNode, ref.kernel(), newRecorder())
-			if err != nil {
-				t.Fatal(err)
-			}
-			rp.now = p.now
-			rp.Tracker().SetService(apiServerService())
-			if !deleteWide {
-				rp.Tracker().SetService(wideService())
-			}
-			rp.Tracker().SetService(after)
-			rp.Sync()
-			if got, want := fk.node.Dump(), ref.node.Dump(); got != want {
-				t.Errorf("after the syncs that yielded the kernel is not what one sync leaves:\n%s", lineDiff(want, got))
-			}
+			w.checkAsOneSync(t, "yielded", func(rp *Proxier) {
+				if !deleteWide {
+					rp.Tracker().SetService(wideService())
+				}
+			})
 		})
 	}
 }
@@ -238,43 +192,16 @@ func TestAServiceOfManyEndpointsYieldsTheWriterToANewerChange(t *testing.T) {
 			name = "in a full sync"
 		}
 		t.Run(name, func(t *testing.T) {
-			after := servicetest.Service("after", "10.96.0.31")
-			deep, deepSlices := deepService()
-			fk := newFakeKernel()
-			f := &faults{}
-			p, err := New(testConfig(), servicetest.ThisNode, fk.faultyKernel(f), newRecorder())
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
-			p.now = func() time.Time { return now }
-			p.Tracker().SetService(apiServerService())
-			if res := p.Sync(); !res.Full || !res.Completed {
-				t.Fatalf("first sync: full=%v completed=%v", res.Full, res.Completed)
-			}
-
-			writes := 0
-			var arrived, programmed time.Time
-			f.set(func(op, object string) error {
-				if op == "iptables-restore" {
-					return nil
+			setDeep := func(p *Proxier) {
+				deep, slices := deepService()
+				p.Tracker().SetService(deep)
+				for _, s := range slices {
+					p.Tracker().SetEndpointSlice(s)
 				}
-				now = now.Add(writeCost)
-				writes++
-				if writes == 200 {
-					// 2 s into the deep Service's writes.
-					p.Tracker().SetService(after)
-					arrived = now
-				}
-				if op == "ipvs-add" && strings.HasPrefix(object, "TCP 10.96.0.31:80") {
-					programmed = now
-				}
-				return nil
-			})
-			p.Tracker().SetService(deep)
-			for _, s := range deepSlices {
-				p.Tracker().SetEndpointSlice(s)
 			}
+			w := newPaidWrites(t, func(*Proxier) {})
+			p := w.p
+			setDeep(p)
 			p.needFull = full
 			syncs, deferred := 0, 0
 			for {
@@ -291,34 +218,80 @@ func TestAServiceOfManyEndpointsYieldsTheWriterToANewerChange(t *testing.T) {
 					t.Fatalf("still deferring after %d syncs", syncs)
 				}
 			}
-			if programmed.IsZero() {
-				t.Fatal("the Service made during the deep one's writes was never programmed")
-			}
-			if waited := programmed.Sub(arrived); waited > 2*writeSlice {
-				t.Errorf("the Service made during the deep one's writes waited %s of writes (%d syncs, %d deferred), more than twice the write slice (%s)", waited, syncs, deferred, writeSlice)
-			}
-			t.Logf("waited %s of writes; %d syncs, %d deferred", programmed.Sub(arrived), syncs, deferred)
+			w.checkWait(t, "the deep", fmt.Sprintf("%d syncs, %d deferred", syncs, deferred))
 			if deferred == 0 {
 				t.Errorf("no sync deferred the deep Service's real servers in %d", syncs)
 			}
-
-			// What a sync that never defers leaves.
-			ref := newFakeKernel()
-			rp, err := New(testConfig(), servicetest.ThisNode, ref.kernel(), newRecorder())
-			if err != nil {
-				t.Fatal(err)
-			}
-			rp.now = p.now
-			rp.Tracker().SetService(apiServerService())
-			rp.Tracker().SetService(deep)
-			for _, s := range deepSlices {
-				rp.Tracker().SetEndpointSlice(s)
-			}
-			rp.Tracker().SetService(after)
-			rp.Sync()
-			if got, want := fk.node.Dump(), ref.node.Dump(); got != want {
-				t.Errorf("after the syncs that deferred the kernel is not what one sync leaves:\n%s", lineDiff(want, got))
-			}
+			w.checkAsOneSync(t, "deferred", setDeep)
 		})
+	}
+}
+
+// paidWrites is a proxier on the fakes, past its first full sync, whose
+// every kernel write (but iptables-restore) costs writeCost of its clock.
+// At the 200th such write, 2 s into a large Service's writes, the Service
+// after (10.96.0.31) is made and meanwhile runs; programmed is when after's
+// virtual server was created.
+type paidWrites struct {
+	p                   *Proxier
+	fk                  *fakeKernel
+	after               *v1.Service
+	arrived, programmed time.Time
+}
+
+func newPaidWrites(t *testing.T, meanwhile func(*Proxier)) *paidWrites {
+	t.Helper()
+	w := &paidWrites{fk: newFakeKernel(), after: servicetest.Service("after", "10.96.0.31")}
+	f := &faults{}
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	w.p = proxierAt(t, w.fk.faultyKernel(f), &now)
+	if res := w.p.Sync(); !res.Full || !res.Completed {
+		t.Fatalf("first sync: full=%v completed=%v", res.Full, res.Completed)
+	}
+	writes := 0
+	f.set(func(op, object string) error {
+		if op == "iptables-restore" {
+			return nil
+		}
+		now = now.Add(writeCost)
+		writes++
+		if writes == 200 {
+			w.p.Tracker().SetService(w.after)
+			w.arrived = now
+			meanwhile(w.p)
+		}
+		if op == "ipvs-add" && strings.HasPrefix(object, "TCP 10.96.0.31:80") {
+			w.programmed = now
+		}
+		return nil
+	})
+	return w
+}
+
+// checkWait: the Service after was programmed within twice the write slice
+// of writes after it was made during what's writes.
+func (w *paidWrites) checkWait(t *testing.T, what, syncs string) {
+	t.Helper()
+	if w.programmed.IsZero() {
+		t.Fatalf("the Service made during %s one's writes was never programmed", what)
+	}
+	if waited := w.programmed.Sub(w.arrived); waited > 2*writeSlice {
+		t.Errorf("the Service made during %s one's writes waited %s of writes (%s), more than twice the write slice (%s)", what, waited, syncs, writeSlice)
+	}
+	t.Logf("waited %s of writes; %s", w.programmed.Sub(w.arrived), syncs)
+}
+
+// checkAsOneSync: the kernel is what one sync that never stopped leaves of
+// the objects set makes, with the Service after.
+func (w *paidWrites) checkAsOneSync(t *testing.T, stopped string, set func(*Proxier)) {
+	t.Helper()
+	ref := newFakeKernel()
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	rp := proxierAt(t, ref.kernel(), &now)
+	set(rp)
+	rp.Tracker().SetService(w.after)
+	rp.Sync()
+	if got, want := w.fk.node.Dump(), ref.node.Dump(); got != want {
+		t.Errorf("after the syncs that %s the kernel is not what one sync leaves:\n%s", stopped, lineDiff(want, got))
 	}
 }
