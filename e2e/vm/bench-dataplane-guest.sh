@@ -203,7 +203,7 @@ dp_round() {
 	udp=$(dp_median per_s "${udps[@]}")
 	iperf=$(printf '%s\n' "${iperfs[@]}" | jq -s 'map(select(type == "number")) | sort | if length == 0 then null else .[(length - 1) / 2 | floor] end')
 	if ((${DP_REPEAT:-3} > 1)); then
-		extra+=",\"repeat\":${DP_REPEAT},\"rate_samples_per_s\":$(dp_samples per_s "${rates[@]}"),\"iperf_samples_bits_per_s\":$(printf '%s\n' "${iperfs[@]}" | jq -sc .),\"udp_samples_per_s\":$(dp_samples per_s "${udps[@]}")"
+		extra+=",\"repeat\":${DP_REPEAT:-3},\"rate_samples_per_s\":$(dp_samples per_s "${rates[@]}"),\"iperf_samples_bits_per_s\":$(printf '%s\n' "${iperfs[@]}" | jq -sc .),\"udp_samples_per_s\":$(dp_samples per_s "${udps[@]}")"
 	fi
 	printf '{"side":"%s","services":%d,"table":"%s","at":%.0f%s,"connect":{"pod_clusterip_first":%s,"pod_clusterip_last":%s,"outside_nodeport_first":%s,"outside_nodeport_last":%s},"rate":%s,"iperf_bits_per_s":%s,"udp":%s}\n' \
 		"$who" "$BENCH_N" "$table" "$at" "$extra" "${c_cf:-null}" "${c_cl:-null}" "${c_nf:-null}" "${c_nl:-null}" "${rate:-null}" "${iperf:-null}" "${udp:-null}"

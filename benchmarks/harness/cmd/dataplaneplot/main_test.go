@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,3 +51,21 @@ func TestALineWithoutTableStateIsAnError(t *testing.T) {
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// The guest script runs under `set -u`, and the full run leaves the knobs
+// that the smoke form sets (DP_REPEAT, DP_HOLD, ...) unset: a knob read
+// without its default ends the guest before it writes a figure.
+func TestGuestScriptReadsEveryKnobWithItsDefault(t *testing.T) {
+	script, err := os.ReadFile("../../../../e2e/vm/bench-dataplane-guest.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	knob := regexp.MustCompile(`\$\{DP_[A-Z_]+([^A-Z_])`)
+	for i, line := range strings.Split(string(script), "\n") {
+		for _, m := range knob.FindAllStringSubmatch(line, -1) {
+			if m[1] != ":" {
+				t.Errorf("bench-dataplane-guest.sh:%d reads %s} without a default: %s", i+1, strings.TrimSuffix(m[0], m[1]), strings.TrimSpace(line))
+			}
+		}
+	}
+}
