@@ -98,8 +98,9 @@ e2e-migrate: deps build
 # control plane's and the conformance cluster's builds in the background first (nice 19): on a new
 # machine they are most of the run, and the VM stages leave a core idle for them. fuzz: FUZZTIME per
 # target (2 targets).
-# e2e/stages.sh runs them in this order and prints each one's time.
-TEST_STAGES := prebuild unit fuzz bench-smoke vm-test e2e bench-daemon-smoke bench-dataplane-smoke conformance-smoke
+# e2e/stages.sh runs them in this order and prints each one's time; A+B runs A and B at once (each
+# boots one guest of one vCPU: two use the host's two cores), after `build` made the binary they share.
+TEST_STAGES := prebuild unit fuzz bench-smoke build vm-test+bench-dataplane-smoke e2e bench-daemon-smoke+conformance-smoke
 test:
 	MAKE="$(MAKE)" e2e/stages.sh $(TEST_STAGES)
 
