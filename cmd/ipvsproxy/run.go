@@ -61,30 +61,6 @@ func runAction(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	ctx, restart := context.WithCancelCause(ctx)
-	watchConfigFile(ctx, source, configWatchInterval, func() { restart(errConfigChanged) })
-
-	lock, err := takeNodeLock(ctx, c)
-	if err != nil {
-		return err
-	}
-	defer lock.Release()
-
-	m := newDaemonMetrics()
-	recorder := events.New(client.Events(), kubeapi.Scheme(), v1.EventSource{Component: "ipvsproxy", Host: nodeName})
-	defer recorder.Shutdown()
-	health := healthcheck.NewProxyHealth(cfg.SyncPeriod, clock.RealClock{})
-	health.CountResponses(m.ProxyHealthzTotal, m.ProxyLivezTotal)
-
-	// The informers list the cluster while the families are found and the
-	// kernel is set up; the first sync waits for them below.
-	sources := proxier.NewSources(nodeName)
-	informersSynced, err := startInformers(ctx, informerClient, nodeName, sources.Tracker(), sources.ClusterNodes(), nodeAddresses,
-		newAPIAccess(health, m.APIPermissionMissing, recorder, nodeName))
-	if err != nil {
-		return err
-	}
-
 	cfg.APIServers = findAPIServers(ctx, server, client, lookupHost)
 	if cfg.Families, err = familiesToProxy(ctx, c.String("ip-families"), client, nodeName, cfg.ServiceCIDRs, c.String("sysctl-root")); err != nil {
 		return err
@@ -94,6 +70,14 @@ func runAction(c *cli.Context) error {
 			return err
 		}
 	}
+	ctx, restart := context.WithCancelCause(ctx)
+	watchConfigFile(ctx, source, configWatchInterval, func() { restart(errConfigChanged) })
+
+	lock, err := takeNodeLock(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	kernelOptions := adapters.Options{Families: cfg.Families, SysctlRoot: c.String("sysctl-root"), Fake: fakeKernel}
 	k, closeKernel, err := adapters.Open(kernelOptions)
 	if err != nil {
@@ -110,12 +94,19 @@ func runAction(c *cli.Context) error {
 	cfg = prepared.Config
 	allowedSchedulers(&cfg, hostsetup.KernelSchedulerSources(release))
 
+	m := newDaemonMetrics()
 	m.SetSchedulerFallback(prepared.Requested, prepared.SchedulerFellBack)
+
+	recorder := events.New(client.Events(), kubeapi.Scheme(), v1.EventSource{Component: "ipvsproxy", Host: nodeName})
+	defer recorder.Shutdown()
+
+	health := healthcheck.NewProxyHealth(cfg.SyncPeriod, clock.RealClock{})
 	health.SetIPFamilies(cfg.Families...)
+	health.CountResponses(m.ProxyHealthzTotal, m.ProxyLivezTotal)
 	serviceHealth := healthcheck.NewServiceHealthServer(cfg.NodePortAddresses, recorder, health, healthcheck.WithNodeName(nodeName))
 	defer serviceHealth.Close()
 
-	p, err := proxier.NewFromSources(cfg, sources, k, recorder)
+	p, err := proxier.New(cfg, nodeName, k, recorder)
 	if err != nil {
 		return err
 	}
@@ -126,6 +117,12 @@ func runAction(c *cli.Context) error {
 	defer closeReader()
 	p.ReadBeside(reader)
 	observeProxier(p, m, health, serviceHealth, cfg.Families)
+
+	informersSynced, err := startInformers(ctx, informerClient, nodeName, p.Tracker(), p.ClusterNodes(), nodeAddresses,
+		newAPIAccess(health, m.APIPermissionMissing, recorder, nodeName))
+	if err != nil {
+		return err
+	}
 
 	status, err := statusAndInspectServers(c, m.Registry, p, k.IPVS)
 	if err != nil {
@@ -166,7 +163,7 @@ func runAction(c *cli.Context) error {
 // and health servers. Every metric with an ip_family label is set once per
 // family the node proxies, each with its own value.
 func observeProxier(p *proxier.Proxier, m *metrics.Metrics, health *healthcheck.ProxyHealth, serviceHealth *healthcheck.ServiceHealthServer, families []v1.IPFamily) {
-	queued := func() {
+	p.OnQueued = func() {
 		health.QueuedUpdate()
 		services, endpoints, _ := p.Tracker().Pending()
 		m.ServiceChangesPending.Set(float64(services))
@@ -174,12 +171,6 @@ func observeProxier(p *proxier.Proxier, m *metrics.Metrics, health *healthcheck.
 		for _, f := range families {
 			m.SyncProxyRulesLastQueuedTimestamp.WithLabelValues(string(f)).SetToCurrentTime()
 		}
-	}
-	p.SetOnQueued(queued)
-	// The informers started before the proxier: what they queued until now
-	// is reported once.
-	if services, endpoints, _ := p.Tracker().Pending(); services+endpoints > 0 {
-		queued()
 	}
 	p.OnSync = func(r proxier.SyncResult) { observeSync(m, health, serviceHealth, families, r) }
 }

@@ -108,8 +108,9 @@ type Proxier struct {
 	recorder events.Recorder
 	tracker  *ipvsproxy.ChangeTracker
 	// OnSync, when set, is called after every sync.
-	OnSync  func(SyncResult)
-	sources *Sources
+	OnSync func(SyncResult)
+	// OnQueued, when set, is called whenever a change is queued.
+	OnQueued func()
 
 	mu sync.Mutex // one sync at a time; guards what follows
 	// model computes what the kernel should hold; desired is its desired
@@ -162,13 +163,6 @@ type Proxier struct {
 
 // New returns a proxier; nothing touches the kernel before the first Sync.
 func New(cfg ipvsproxy.Config, nodeName string, k adapters.Kernel, recorder events.Recorder) (*Proxier, error) {
-	return NewFromSources(cfg, NewSources(nodeName), k, recorder)
-}
-
-// NewFromSources returns a proxier fed by src, whose informers may be running
-// already; nothing touches the kernel before the first Sync.
-func NewFromSources(cfg ipvsproxy.Config, src *Sources, k adapters.Kernel, recorder events.Recorder) (*Proxier, error) {
-	nodeName := src.nodeName
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
@@ -187,12 +181,11 @@ func NewFromSources(cfg ipvsproxy.Config, src *Sources, k adapters.Kernel, recor
 		reported:     map[types.NamespacedName]map[string]bool{},
 		appliedRules: map[v1.IPFamily]string{},
 		now:          time.Now,
-		sources:      src,
-		trigger:      src.trigger,
+		trigger:      make(chan struct{}, 1),
 		objects:      newStatusTable(),
 	}
-	p.tracker = src.tracker
-	p.clusterNodes = src.clusterNodes
+	p.tracker = ipvsproxy.NewChangeTracker(nodeName, p.requestSync)
+	p.clusterNodes = ipvsproxy.NewClusterNodes(p.requestSync)
 	p.model = ipvsproxy.NewModel(cfg, nodeName, p.tracker, p.clusterNodes, runtime.GOMAXPROCS(0))
 	p.desired = p.model.Desired()
 	return p, nil
@@ -208,17 +201,15 @@ func (p *Proxier) Tracker() *ipvsproxy.ChangeTracker { return p.tracker }
 // Config returns the configuration in force (after a scheduler fallback).
 func (p *Proxier) Config() ipvsproxy.Config { return p.cfg }
 
-// SetOnQueued makes f be called whenever a change is queued (nil: none).
-// The informers may be running already.
-func (p *Proxier) SetOnQueued(f func()) {
-	if f == nil {
-		p.sources.onQueued.Store(nil)
-		return
+func (p *Proxier) requestSync() {
+	if p.OnQueued != nil {
+		p.OnQueued()
 	}
-	p.sources.onQueued.Store(&f)
+	select {
+	case p.trigger <- struct{}{}:
+	default:
+	}
 }
-
-func (p *Proxier) requestSync() { p.sources.requestSync() }
 
 // Run syncs whenever something changed, at most once per MinSyncPeriod, and
 // re-checks the kernel SyncPeriod after the last re-check ended (fully, or
