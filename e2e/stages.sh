@@ -17,7 +17,7 @@ summary() { echo "stages: ${times[*]}; total $((SECONDS - start))s"; }
 
 # group runs the targets of one A+B stage at once; it fails when any does.
 group() {
-	local logs pids=() t=$SECONDS target i rc=0 failed=()
+	local logs pids=() t=$SECONDS i rc=0 failed=() targets
 	logs=$(mktemp -d /var/tmp/ipvsproxy-stages.XXXXXX)
 	IFS=+ read -ra targets <<<"$1"
 	for i in "${!targets[@]}"; do

@@ -451,7 +451,6 @@ func wantErr(t *testing.T, err, sentinel error) {
 	}
 }
 
-// wantVirtualServers: a listing holds want, in any order (want is sorted).
 // settledCount is how many virtual servers a's listing holds once two
 // listings in a row agree. The kernel (before per-namespace service tables)
 // keeps one service table for every network namespace, and a dump longer
@@ -474,6 +473,7 @@ func settledCount(t *testing.T, a Interface) int {
 	return last
 }
 
+// wantVirtualServers: a listing holds want, in any order (want is sorted).
 func wantVirtualServers(t *testing.T, a Interface, want ...VirtualServer) {
 	t.Helper()
 	got, err := a.VirtualServers()
