@@ -22,7 +22,7 @@ const (
 )
 
 // kustomizations are every directory a user may apply.
-var kustomizations = []string{"base", "overlays/example", "overlays/modprobe", "overlays/kube-proxy-labels", "overlays/kubeadm", "overlays/migrate"}
+var kustomizations = []string{"base", "overlays/example", "overlays/modprobe", "overlays/kube-proxy-labels", "overlays/kubeadm", "overlays/migrate", "overlays/node-watch"}
 
 // rendered holds the typed objects of one kustomization.
 type rendered struct {
@@ -31,10 +31,14 @@ type rendered struct {
 	binding        *rbacv1.ClusterRoleBinding
 	config         *corev1.ConfigMap
 	daemonSet      *appsv1.DaemonSet
+	// publisher are the objects of the Node address publisher
+	// (base/node-addresses.yaml), by kind.
+	publisher map[string]any
 }
 
-// renderTyped renders dir and decodes every object strictly; each of the five
-// kinds must appear exactly once and nothing else may.
+// renderTyped renders dir and decodes every object strictly; each of the
+// daemon's five kinds must appear exactly once, and nothing else but the
+// publisher's objects (named nodeAddressesPublisher) may.
 func renderTyped(t *testing.T, dir string) rendered {
 	t.Helper()
 	objs, err := Render(dir)
@@ -47,6 +51,16 @@ func renderTyped(t *testing.T, dir string) rendered {
 		typed, err := Decode(o)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)
+		}
+		if o.GetName() == nodeAddressesPublisher {
+			if r.publisher == nil {
+				r.publisher = map[string]any{}
+			}
+			if r.publisher[o.GetKind()] != nil {
+				t.Fatalf("%s: two publisher objects of kind %s", dir, o.GetKind())
+			}
+			r.publisher[o.GetKind()] = typed
+			continue
 		}
 		count[o.GetKind()]++
 		switch v := typed.(type) {

@@ -28,6 +28,7 @@ func TestChartRendersTheKustomizations(t *testing.T) {
 		{"ci/kube-proxy-labels-values.yaml", "overlays/kube-proxy-labels"},
 		{"ci/modprobe-values.yaml", "overlays/modprobe"},
 		{"ci/migrate-values.yaml", "overlays/migrate"},
+		{"ci/node-watch-values.yaml", "overlays/node-watch"},
 	} {
 		t.Run(c.kustomization, func(t *testing.T) {
 			var files []string

@@ -36,6 +36,7 @@ fi
 exec "$GO" run ./deploy/test/apply -kubeconfig "$kubeconfig" ${token_out:+-token-kubeconfig "$token_out"} ${image:+-image "$image"} \
 	-install-commands README.md:install $release \
 	deploy/overlays/example deploy/overlays/modprobe deploy/overlays/kube-proxy-labels deploy/overlays/kubeadm deploy/overlays/migrate \
+	deploy/overlays/node-watch \
 	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/example-values.yaml \
 	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/kubeadm-values.yaml \
 	deploy/helm/ipvsproxy=deploy/helm/ipvsproxy/ci/migrate-values.yaml \

@@ -6,12 +6,14 @@
 # etcd, kube-apiserver, kube-controller-manager and kube-scheduler, and one tap per node; each node
 # is a qemu guest of e2e/vm/run.sh on its tap (203.0.113.1N) running containerd, runc, bridge +
 # host-local CNI and the kubelet (node.sh). No kube-proxy: ipvsproxy is server-side applied from
-# deploy/base plus overlay/ and must become Ready on every node. Then e2e.test runs in the
+# deploy/base plus overlay/ and must become Ready on every node, its Node address publisher
+# available with every node's addresses published. Then e2e.test runs in the
 # namespace; its JUnit report lands in e2e/results/ and the summary line is
 # `N passed, N failed, N skipped` with each failure's name.
 #
 # Usage: run.sh [--smoke] [--shard K/N] [--nodes 1|2] [--focus RE] [--skip RE] [--dual-stack] [--keep]
-#   --smoke   the DaemonSet becomes Ready and one Service conformance test passes (make test's form)
+#   --smoke   the DaemonSet becomes Ready, the publisher publishes every node, and one Service
+#             conformance test passes (make test's form)
 #   --shard   K/N: the K-th of N shards of the selected specs sorted by name (K,K/N: several);
 #             a shard run and a full run append their results to ledger.tsv (docs/conformance.md)
 #   --kube-proxy-ipvs  the same cluster with upstream's kube-proxy (the release go.mod requires) in IPVS mode on each
@@ -303,6 +305,22 @@ else
 		fi
 	done
 	log "ipvsproxy DaemonSet Ready on $nodes nodes after $((SECONDS - t_ds))s"
+	# The base's publisher of Node addresses: available, and its slices name every node (what
+	# each daemon's address guard reads instead of watching every Node).
+	t_pub=$SECONDS
+	published() {
+		kubectl -n ipvsproxy-node-addresses get endpointslices \
+			-o jsonpath='{range .items[*].endpoints[*]}{.nodeName}{"\n"}{end}' 2>/dev/null | sort -u | grep -c . || true
+	}
+	until kubectl -n kube-system rollout status deployment/ipvsproxy-node-addresses --timeout=10s >/dev/null 2>&1 &&
+		(($(published) >= nodes)); do
+		((SECONDS - t_pub < 600)) || {
+			kubectl -n kube-system describe pods -l app.kubernetes.io/name=ipvsproxy-node-addresses >&2
+			die "the Node address publisher is not available, or its slices name $(published) of $nodes nodes, after 600 s"
+		}
+		sleep 2
+	done
+	log "the Node address publisher available, every node's addresses published, after $((SECONDS - t_pub))s"
 	kubectl -n kube-system get pods -o wide >&2
 fi
 

@@ -93,63 +93,69 @@ func servedOn(node string, addrs ...string) ([]string, error) {
 // and the API through its VIP, and the client outside is answered through
 // every node address, both families.
 func scenarioServiceLBNodeAddresses(s *S) {
+	s.Step("servicelb-node-addresses", "ServiceLB-shaped LoadBalancer (ingress = both nodes' IPv4 and IPv6 addresses, :8080): each node serves its own addresses unbound and refuses the other's with an Event; node1 and node2 still reach each other's sshd and the API through its VIP; the client is answered through every node address, both families", func(v *V) {
+		v.Heading("A ServiceLB-shaped LoadBalancer: each node serves its own address, none takes another's")
+		v.checkServiceLBNodeAddresses("servicelb")
+	})
+}
+
+// checkServiceLBNodeAddresses is servicelb-node-addresses's check, on a
+// Service of this name.
+func (v *V) checkServiceLBNodeAddresses(name string) {
 	const port = 8080
 	nodes := []string{"node1", "node2"}
 	other := map[string]string{"node1": "node2", "node2": "node1"}
-	s.Step("servicelb-node-addresses", "ServiceLB-shaped LoadBalancer (ingress = both nodes' IPv4 and IPv6 addresses, :8080): each node serves its own addresses unbound and refuses the other's with an Event; node1 and node2 still reach each other's sshd and the API through its VIP; the client is answered through every node address, both families", func(v *V) {
-		v.Heading("A ServiceLB-shaped LoadBalancer: each node serves its own address, none takes another's")
-		for _, n := range nodes {
-			v.Background(n, "socat TCP-LISTEN:22,fork,reuseaddr SYSTEM:'echo sshd-"+n+"'")
-			v.Background(n, "socat TCP6-LISTEN:22,ipv6only=1,fork,reuseaddr SYSTEM:'echo sshd-"+n+"'")
-			v.WaitListening(n, 22)
+	for _, n := range nodes {
+		v.Background(n, "socat TCP-LISTEN:22,fork,reuseaddr SYSTEM:'echo sshd-"+n+"'")
+		v.Background(n, "socat TCP6-LISTEN:22,ipv6only=1,fork,reuseaddr SYSTEM:'echo sshd-"+n+"'")
+		v.WaitListening(n, 22)
+	}
+	v.Show("-", "socat TCP-LISTEN:22 ... and TCP6-LISTEN:22 ...  # an sshd stand-in on each node, both families", "")
+	svc := v.ApplyService(service("{name: "+name+"}", "type: LoadBalancer", "ipFamilyPolicy: RequireDualStack",
+		fmt.Sprintf("ports: [{port: %d, targetPort: 8080, protocol: TCP}]", port)))
+	v.SetEndpoints(svc, "web@node1", "s2@node2", v6.pod("web")+"@node1", v6.pod("s2")+"@node2")
+	ingress := []string{node1Addr, node2Addr, v6.node("node1"), v6.node("node2")}
+	v.SetIngresses(svc, "", ingress...)
+	v.Show("-", "e2ectl apply-service "+name+".yaml  # LoadBalancer, RequireDualStack, :8080, endpoints web and s2; ingress "+strings.Join(ingress, " "), "")
+	for _, n := range nodes {
+		for _, f := range families {
+			v.WaitRealServers(n, ipvs.TCP, f.node(n), port, hostPort(f.pod("web"), 8080), hostPort(f.pod("s2"), 8080))
 		}
-		v.Show("-", "socat TCP-LISTEN:22 ... and TCP6-LISTEN:22 ...  # an sshd stand-in on each node, both families", "")
-		svc := v.ApplyService(service("{name: servicelb}", "type: LoadBalancer", "ipFamilyPolicy: RequireDualStack",
-			fmt.Sprintf("ports: [{port: %d, targetPort: 8080, protocol: TCP}]", port)))
-		v.SetEndpoints(svc, "web@node1", "s2@node2", v6.pod("web")+"@node1", v6.pod("s2")+"@node2")
-		ingress := []string{node1Addr, node2Addr, v6.node("node1"), v6.node("node2")}
-		v.SetIngresses(svc, "", ingress...)
-		v.Show("-", "e2ectl apply-service servicelb.yaml  # LoadBalancer, RequireDualStack, :8080, endpoints web and s2; ingress "+strings.Join(ingress, " "), "")
-		for _, n := range nodes {
-			for _, f := range families {
-				v.WaitRealServers(n, ipvs.TCP, f.node(n), port, hostPort(f.pod("web"), 8080), hostPort(f.pod("s2"), 8080))
-			}
+	}
+	for _, n := range nodes {
+		theirs := []string{ipFamily(4).node(other[n]), v6.node(other[n])}
+		for _, a := range theirs {
+			v.WaitEvent(name, "LoadBalancerIPRefused", "load balancer ingress IP "+a+" is an address of Node "+other[n])
 		}
-		for _, n := range nodes {
-			theirs := []string{ipFamily(4).node(other[n]), v6.node(other[n])}
-			for _, a := range theirs {
-				v.WaitEvent("servicelb", "LoadBalancerIPRefused", "load balancer ingress IP "+a+" is an address of Node "+other[n])
-			}
-			bound, err := boundIn(n, hostPrefix(node1Addr), hostPrefix(node2Addr), hostPrefix(v6.node("node1")), hostPrefix(v6.node("node2")))
-			v.Show(n, "ip -o addr show dev kube-ipvs0 | grep -E ' (198.51.100.[12]|2001:db8:1::[12])/'  # read with the netif package", fmt.Sprint(joined(bound), " ", errText(err)))
-			if err != nil || len(bound) > 0 {
-				v.Errorf("%s's kube-ipvs0 holds node addresses %v %s", n, bound, errText(err))
-			}
-			served, err := servedOn(n, theirs...)
-			v.Show(n, "ipvsadm -Ln | grep -E '"+strings.Join(theirs, "|")+"'  # read with the ipvs package", fmt.Sprint(strings.Join(served, " "), " ", errText(err)))
-			if err != nil || len(served) > 0 {
-				v.Errorf("%s has virtual servers on %s's addresses: %v %s", n, other[n], served, errText(err))
-			}
+		bound, err := boundIn(n, hostPrefix(node1Addr), hostPrefix(node2Addr), hostPrefix(v6.node("node1")), hostPrefix(v6.node("node2")))
+		v.Show(n, "ip -o addr show dev kube-ipvs0 | grep -E ' (198.51.100.[12]|2001:db8:1::[12])/'  # read with the netif package", fmt.Sprint(joined(bound), " ", errText(err)))
+		if err != nil || len(bound) > 0 {
+			v.Errorf("%s's kube-ipvs0 holds node addresses %v %s", n, bound, errText(err))
 		}
-		for _, n := range nodes {
-			for _, f := range families {
-				if a := v.Ask(n, "socat -T2 - TCP:"+hostPort(f.node(other[n]), 22)+",connect-timeout=2 </dev/null"); a.Out != "sshd-"+other[n] {
-					v.Errorf("%s: '%s', want %s's sshd", v.last(), a.Out, other[n])
-				}
-			}
-			if a := readyzThroughVIP(v, n); a.Out != "ok" {
-				v.Errorf("%s: '%s', want the API server's ok through its VIP", v.last(), a.Out)
+		served, err := servedOn(n, theirs...)
+		v.Show(n, "ipvsadm -Ln | grep -E '"+strings.Join(theirs, "|")+"'  # read with the ipvs package", fmt.Sprint(strings.Join(served, " "), " ", errText(err)))
+		if err != nil || len(served) > 0 {
+			v.Errorf("%s has virtual servers on %s's addresses: %v %s", n, other[n], served, errText(err))
+		}
+	}
+	for _, n := range nodes {
+		for _, f := range families {
+			if a := v.Ask(n, "socat -T2 - TCP:"+hostPort(f.node(other[n]), 22)+",connect-timeout=2 </dev/null"); a.Out != "sshd-"+other[n] {
+				v.Errorf("%s: '%s', want %s's sshd", v.last(), a.Out, other[n])
 			}
 		}
-		// Traffic through each node's own address, from outside and from a pod of the other node.
-		for _, n := range nodes {
-			for _, f := range families {
-				for _, from := range []string{"client", map[string]string{"node1": "c2", "node2": "c1"}[n]} {
-					v.ExpectServed(v.Curl(from, httpURL(f.node(n), port)), "hostname=")
-				}
+		if a := readyzThroughVIP(v, n); a.Out != "ok" {
+			v.Errorf("%s: '%s', want the API server's ok through its VIP", v.last(), a.Out)
+		}
+	}
+	// Traffic through each node's own address, from outside and from a pod of the other node.
+	for _, n := range nodes {
+		for _, f := range families {
+			for _, from := range []string{"client", map[string]string{"node1": "c2", "node2": "c1"}[n]} {
+				v.ExpectServed(v.Curl(from, httpURL(f.node(n), port)), "hostname=")
 			}
 		}
-	})
+	}
 }
 
 // scenarioAPIVIPClaim: a tenant claims the address the nodes dial the API

@@ -232,9 +232,15 @@ func realServersAre(node, addr string, port uint16, want []string) (bool, string
 func (v *V) olderRole(name, dropped string) string {
 	objs, err := cluster.ReadManifests(filepath.Join(guest.repo, "deploy/base"), "kube-system")
 	v.Must(err)
-	roles := cluster.FilterKinds(objs, []string{"ClusterRole"})
+	// The daemon's; deploy/base also holds the Node address publisher's.
+	var roles []*unstructured.Unstructured
+	for _, r := range cluster.FilterKinds(objs, []string{"ClusterRole"}) {
+		if r.GetName() == "ipvsproxy" {
+			roles = append(roles, r)
+		}
+	}
 	if len(roles) != 1 {
-		v.Fatalf("deploy/base has %d ClusterRoles, want 1", len(roles))
+		v.Fatalf("deploy/base has %d ClusterRoles named ipvsproxy, want 1", len(roles))
 	}
 	role := roles[0].DeepCopy()
 	role.SetName(name)
@@ -270,6 +276,24 @@ func (v *V) olderRole(name, dropped string) string {
 		_ = guest.client.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
 		_ = guest.client.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
 	})
+	out := v.accountKubeconfig(name)
+	var rows []string
+	for _, r := range kept {
+		resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+		rows = append(rows, "resources: ["+strings.Join(resources, ",")+"]")
+	}
+	v.Show("-", "e2ectl apply-rbac --dir rbac49-"+name+"  # deploy/base's ClusterRole without the "+dropped+" row", fmt.Sprintf("%d rows: %s", len(kept), strings.Join(rows, " ")))
+	return out
+}
+
+// accountKubeconfig writes a kubeconfig with a token of ServiceAccount
+// kube-system/name (made if missing), for a process in a node's namespace,
+// and returns the file.
+func (v *V) accountKubeconfig(name string) string {
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("ADMIN_KUBECONFIG"))
+	v.Must(err)
+	ctx, cancel := v.s.ctx()
+	defer cancel()
 	account := cluster.ProxierAccount{Namespace: "kube-system", Name: name}
 	v.Must(cluster.EnsureServiceAccount(ctx, guest.client, account))
 	token, err := cluster.MintToken(ctx, guest.client, account, 24*time.Hour)
@@ -281,12 +305,6 @@ func (v *V) olderRole(name, dropped string) string {
 	}
 	out := filepath.Join(guest.logs, name+".kubeconfig")
 	v.Must(cluster.WriteKubeconfig(out, "https://"+os.Getenv("E2E_HOST_ADDR")+":6443", ca, account.Username(), cluster.Credentials{Token: token}))
-	var rows []string
-	for _, r := range kept {
-		resources, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
-		rows = append(rows, "resources: ["+strings.Join(resources, ",")+"]")
-	}
-	v.Show("-", "e2ectl apply-rbac --dir rbac49-"+name+"  # deploy/base's ClusterRole without the "+dropped+" row", fmt.Sprintf("%d rows: %s", len(kept), strings.Join(rows, " ")))
 	return out
 }
 

@@ -70,6 +70,7 @@ var scenarios = []scenario{
 	{"api-outage", []string{"api-outage", "api-outage-ipv6"}, scenarioAPIOutage},
 	{"second-service-cidr", []string{"second-service-cidr"}, scenarioSecondServiceCIDR},
 	{"servicelb-node-addresses", []string{"servicelb-node-addresses"}, scenarioServiceLBNodeAddresses},
+	{"published-node-addresses", []string{"published-node-addresses"}, scenarioPublishedNodeAddresses},
 	{"api-vip-claim-refused", []string{"api-vip-claim-refused"}, scenarioAPIVIPClaim},
 	{"upgrade-downgrade", []string{"upgrade-downgrade", "upgrade-downgrade-ipv6"}, scenarioUpgradeDowngrade},
 	{"hostile-service", []string{"hostile-service"}, scenarioHostileService},

@@ -60,8 +60,8 @@ func TestRenderedManifestsPinTheDigest(t *testing.T) {
 		}
 	}
 	migrate, _ := os.ReadFile(filepath.Join(out, "migrate.yaml"))
-	if n := bytes.Count(migrate, []byte("image: "+pinned.Ref())); n != 2 {
-		t.Errorf("migrate.yaml runs the image %d times, want 2 (the proxy and its init container)", n)
+	if n := bytes.Count(migrate, []byte("image: "+pinned.Ref())); n != 3 {
+		t.Errorf("migrate.yaml runs the image %d times, want 3 (the proxy, its init container and the Node address publisher)", n)
 	}
 }
 

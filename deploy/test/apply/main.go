@@ -44,6 +44,9 @@ import (
 // forbidden are requests the proxy must never be able to make; each one is
 // a way a compromised node daemon could spread (read credentials, rewrite
 // where traffic goes, or hide itself).
+// daemonName is the daemon's ServiceAccount and ClusterRole.
+const daemonName = "ipvsproxy"
+
 var forbidden = []deploy.RBACRule{
 	{APIGroup: "", Resource: "secrets", Verb: "get"},
 	{APIGroup: "", Resource: "secrets", Verb: "list"},
@@ -138,11 +141,17 @@ func run(ctx context.Context, kubeconfig, fieldManager, rbacDoc, tokenKubeconfig
 			if err != nil {
 				return err
 			}
+			// The daemon's identity; the Node address publisher's is checked
+			// against its table by deploy's unit tests.
 			switch v := typed.(type) {
 			case *corev1.ServiceAccount:
-				serviceAccount = v
+				if v.Name == daemonName {
+					serviceAccount = v
+				}
 			case *rbacv1.ClusterRole:
-				role = v
+				if v.Name == daemonName {
+					role = v
+				}
 			}
 			stored, err := apply(ctx, dyn, mapper, fieldManager, obj)
 			if err != nil {
