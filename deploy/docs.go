@@ -42,6 +42,16 @@ func ExpandRules(role *rbacv1.ClusterRole) ([]RBACRule, error) {
 	return out, nil
 }
 
+// ruleOfRow is the rule of a row of docs/rbac.md's tables, where the core
+// group is written `""`.
+func ruleOfRow(row map[string]string) RBACRule {
+	group := row["apiGroup"]
+	if group == `""` {
+		group = ""
+	}
+	return RBACRule{APIGroup: group, Resource: row["resource"], Verb: row["verb"]}
+}
+
 // DocumentedRBAC reads the rules table of docs/rbac.md (columns apiGroup,
 // resource, verb, reason) and returns each rule with its reason. A row
 // without a reason, or a rule listed twice, is an error.
@@ -52,11 +62,7 @@ func DocumentedRBAC(path string) (map[RBACRule]string, error) {
 	}
 	out := map[RBACRule]string{}
 	for _, row := range rows {
-		group := row["apiGroup"]
-		if group == `""` {
-			group = ""
-		}
-		rule := RBACRule{APIGroup: group, Resource: row["resource"], Verb: row["verb"]}
+		rule := ruleOfRow(row)
 		if rule.Resource == "" || rule.Verb == "" {
 			return nil, fmt.Errorf("%s: row %v has no resource or verb", path, row)
 		}

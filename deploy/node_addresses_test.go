@@ -83,11 +83,7 @@ func checkPublisher(t *testing.T, objs map[string]any) {
 	}
 	documented := map[RBACRule]string{}
 	for _, row := range rows {
-		group := row["apiGroup"]
-		if group == `""` {
-			group = ""
-		}
-		r := RBACRule{APIGroup: group, Resource: row["resource"], Verb: row["verb"]}
+		r := ruleOfRow(row)
 		documented[r] = row["reason"]
 		if where[r] != "" && where[r] != row["where"] {
 			t.Errorf("%s granted in %s, documented in %s", r, where[r], row["where"])

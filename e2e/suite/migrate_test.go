@@ -210,18 +210,30 @@ func (v *V) EachNodeOnOneProxy(want map[string]string) {
 }
 
 // JoinNode registers a Node as a kubelet does when it joins (its hostname
-// and OS labels, no migration label); it is deleted when the scenario
-// ends. It has no addresses and is not Ready: nothing but the DaemonSets'
-// choice of nodes looks at it.
-func (v *V) JoinNode(name string) {
+// and OS labels, no migration label), with addrs as its InternalIPs; it is
+// deleted when the scenario ends. It is not Ready: no kubelet runs for it.
+func (v *V) JoinNode(name string, addrs ...string) {
 	ctx, cancel := v.s.ctx()
 	defer cancel()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
 	}}}
-	_, err := guest.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	for _, a := range addrs {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
+	}
+	created, err := guest.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 	v.Must(err)
-	v.Show("-", "# a node joins: the kubelet of "+name+" registers it (kubernetes.io/os=linux, no "+proxyLabel+")", "")
+	if len(created.Status.Addresses) != len(addrs) {
+		// The API server kept no status on create: written as the kubelet's status update is.
+		created.Status.Addresses = n.Status.Addresses
+		_, err = guest.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		v.Must(err)
+	}
+	what := "kubernetes.io/os=linux, no " + proxyLabel
+	if len(addrs) > 0 {
+		what += ", InternalIP " + strings.Join(addrs, " ")
+	}
+	v.Show("-", "# a node joins: the kubelet of "+name+" registers it ("+what+")", "")
 	t := v.s.t
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

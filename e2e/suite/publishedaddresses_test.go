@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/ipvsproxy/ipvsproxy/internal/kernel/ipvs"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -60,7 +58,7 @@ func scenarioPublishedNodeAddresses(s *S) {
 
 		publisher.Stop()
 		v.Show("node1", "kill %ipvsproxy  # the publisher stops", "")
-		v.registerNode(joinerName, joinerV4, joinerV6)
+		v.JoinNode(joinerName, joinerV4, joinerV6)
 		const port = 8080
 		claim := v.ApplyService(service("{name: joiner-claim}", "ipFamilyPolicy: RequireDualStack",
 			"externalIPs: ["+joinerV4+", "+joinerV6+"]", fmt.Sprintf("ports: [{port: %d, targetPort: 8080, protocol: TCP}]", port)))
@@ -148,35 +146,4 @@ func (v *V) waitPublished(want map[string][]string) {
 	}
 	slices.Sort(lines)
 	v.Show("-", "kubectl get endpointslices -n "+publisherName+" -o jsonpath='{..endpoints}'  # by node", strings.Join(lines, " "))
-}
-
-// registerNode registers a Node with an InternalIP of each family, as a
-// kubelet that joins writes it (no kubelet runs for it); it is deleted when
-// the scenario ends.
-func (v *V) registerNode(name string, addrs ...string) {
-	ctx, cancel := v.s.ctx()
-	defer cancel()
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-		"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-	}}}
-	for _, a := range addrs {
-		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
-	}
-	created, err := guest.client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-	v.Must(err)
-	if len(created.Status.Addresses) != len(addrs) {
-		// The API server kept no status on create: written as the kubelet's status update is.
-		created.Status.Addresses = n.Status.Addresses
-		_, err = guest.client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
-		v.Must(err)
-	}
-	v.Show("-", "# Node "+name+" registers, InternalIP "+strings.Join(addrs, " "), "")
-	t := v.s.t
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := guest.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("clean-up: delete Node %s: %v", name, err)
-		}
-	})
 }
