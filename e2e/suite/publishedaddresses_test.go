@@ -5,6 +5,7 @@ package suite
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -81,18 +82,15 @@ func scenarioPublishedNodeAddresses(s *S) {
 		}
 		for _, n := range []string{"node1", "node2"} {
 			var served []string
-			var bound []string
+			var bound []netip.Addr
 			v.WaitUntil(60*time.Second, n+" still serves or binds "+joinerName+"'s addresses", func() (bool, string) {
-				vs, err := servedOn(n, joinerV4, joinerV6)
-				addrs, err2 := boundIn(n, hostPrefix(joinerV4), hostPrefix(joinerV6))
-				served, bound = vs, nil
-				for _, a := range addrs {
-					bound = append(bound, a.String())
-				}
-				return err == nil && err2 == nil && len(vs) == 0 && len(addrs) == 0, fmt.Sprint(vs, addrs, errText(err), errText(err2))
+				var err, err2 error
+				served, err = servedOn(n, joinerV4, joinerV6)
+				bound, err2 = boundIn(n, hostPrefix(joinerV4), hostPrefix(joinerV6))
+				return err == nil && err2 == nil && len(served) == 0 && len(bound) == 0, fmt.Sprint(served, bound, errText(err), errText(err2))
 			})
 			v.Show(n, "ipvsadm -Ln; ip -o addr show dev kube-ipvs0  # "+joinerName+"'s addresses, read with the ipvs and netif packages",
-				fmt.Sprintf("%s%s (%s s after the publisher's restart)", strings.Join(served, " "), strings.Join(bound, " "), seconds(time.Since(restarted))))
+				fmt.Sprintf("%s%s (%s s after the publisher's restart)", strings.Join(served, " "), joined(bound), seconds(time.Since(restarted))))
 		}
 	})
 }

@@ -41,12 +41,12 @@ import (
 	"github.com/ipvsproxy/ipvsproxy/internal/doctable"
 )
 
-// forbidden are requests the proxy must never be able to make; each one is
-// a way a compromised node daemon could spread (read credentials, rewrite
-// where traffic goes, or hide itself).
 // daemonName is the daemon's ServiceAccount and ClusterRole.
 const daemonName = "ipvsproxy"
 
+// forbidden are requests the proxy must never be able to make; each one is
+// a way a compromised node daemon could spread (read credentials, rewrite
+// where traffic goes, or hide itself).
 var forbidden = []deploy.RBACRule{
 	{APIGroup: "", Resource: "secrets", Verb: "get"},
 	{APIGroup: "", Resource: "secrets", Verb: "list"},
