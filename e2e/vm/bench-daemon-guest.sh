@@ -319,6 +319,31 @@ cpu_profiles() {
 	done
 }
 
+# heap_samples: with BENCH_HEAP, ipvsproxy's heap goal every 10 s (seconds since T0, NextGC and
+# HeapAlloc in KiB) beside the memory log, and the heap profile taken when the goal was highest:
+# the goal is (1 + GOGC/100) × what the last collection found live, so that profile shows what
+# the heap held at the run's peak, which the one taken at the end does not.
+heap_samples() {
+	local t0_us=${t0/./} t goal alloc top=0 tmp=$BENCH_LOGS/heap-$side-$BENCH_N.tmp
+	echo "# seconds	NextGC_KiB	HeapAlloc_KiB"
+	while kill -0 "$pid" 2>/dev/null; do
+		if ip netns exec "$node" curl -sf --max-time 30 -o "$tmp" "http://127.0.0.1:10249/debug/pprof/heap?debug=1"; then
+			goal=$(awk '$2 == "NextGC" { print int($4 / 1024) }' "$tmp")
+			alloc=$(awk '$2 == "HeapAlloc" { print int($4 / 1024) }' "$tmp")
+			t=$(( (${EPOCHREALTIME/./} - t0_us) / 100000 ))
+			if [[ -n $goal ]]; then
+				printf '%d.%d\t%s\t%s\n' $((t / 10)) $((t % 10)) "$goal" "$alloc"
+				if ((goal > top)); then
+					top=$goal
+					mv "$tmp" "$BENCH_LOGS/heap-peak-$side-$BENCH_N.txt"
+				fi
+			fi
+		fi
+		snooze 10
+	done
+	rm -f "$tmp"
+}
+
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 # sample_rss PID T0: a line per half second while PID lives: seconds since T0, VmRSS, RssAnon,
@@ -450,7 +475,7 @@ big_service() {
 }
 
 run_side() {
-	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt rss_log sampler
+	local t0 t_ready t_connect t_write t_kernel hwm rss anon file np_sum0 np_cnt0 np_sum np_cnt rss_log sampler heap_sampler
 	local cold resync="" vs heap="" ok=1 pollers=() timed_out=0 cpu busy0 busy1 start_cpu t_started series="" read_split="" churn=""
 	local timeout seen_by kind="" series_json="" big_json="" more="" extras=1 w
 	timeout=$(timeout_of "$side")
@@ -470,6 +495,11 @@ run_side() {
 	: >"$rss_log"
 	sample_rss "$pid" "$t0" >>"$rss_log" &
 	sampler=$!
+	heap_sampler=
+	if [[ $side == ipvsproxy* && -n ${BENCH_HEAP:-} ]]; then
+		heap_samples >"$BENCH_LOGS/heap-goal-$side-$BENCH_N.tsv" &
+		heap_sampler=$!
+	fi
 	first_at /run/bench-ready is_ready &
 	pollers+=($!)
 	first_at /run/bench-connect probe_connects &
@@ -612,8 +642,8 @@ run_side() {
 		big_json=$(big_service)
 		log "bench/big: $big_json"
 	fi
-	kill "$sampler" 2>/dev/null
-	wait "$sampler" 2>/dev/null
+	kill "$sampler" $heap_sampler 2>/dev/null
+	wait "$sampler" $heap_sampler 2>/dev/null
 	echo "# VmHWM before bench/big $hwm" >>"$rss_log"
 	kill "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
