@@ -18,13 +18,13 @@ import (
 type ChangeTracker struct {
 	mu       sync.Mutex
 	nodeName string
-	// services are the compact Services the informer's cache holds,
-	// shared, with the one the cluster-IP index last recorded.
+	// services are the compact Services the informer delivered (this is
+	// their only cache), with the one the cluster-IP index last recorded.
 	services map[types.NamespacedName]trackedService
 	// Slices are each Service's EndpointSlices, in a plain slice: a
 	// Service has one or a few, and with a map per Service the tracker held
 	// 531 bytes per slice, with this 310 (BenchmarkTrackerHeldMemory).
-	// They are the compact slices the informer's cache holds, shared.
+	// They are the compact slices the informer delivered, their only cache.
 	Slices map[types.NamespacedName][]*EndpointSlice
 	// filed is each recorded slice as filed, by its namespace/name: its
 	// ServiceName is the Service it is filed under. A slice's
@@ -365,7 +365,7 @@ func (t *ChangeTracker) Service(name types.NamespacedName) *Service {
 	return t.services[name].current
 }
 
-// trackedService is a Service as the informer's cache holds it (current,
+// trackedService is a Service as the informer last delivered it (current,
 // nil once deleted), and as the model's cluster-IP index last recorded it
 // (indexed), which the index compares the next one with. Kept here beside
 // the current one, where a map of its own in the index cost about 55
@@ -526,4 +526,65 @@ func (t *ChangeTracker) CurrentServices() []*Service {
 		}
 	}
 	return out
+}
+
+// ServiceKeys is the tracker as its Service informer's record of what it
+// delivered (cmd/ipvsproxy's trackedInformer): the Services it holds, by
+// namespace/name key. The informer keeps no cache of its own.
+func (t *ChangeTracker) ServiceKeys() cache.KeyListerGetter { return trackedServiceKeys{t} }
+
+// SliceKeys is the same for the EndpointSlice informer: the slices the
+// tracker has filed under a Service.
+func (t *ChangeTracker) SliceKeys() cache.KeyListerGetter { return trackedSliceKeys{t} }
+
+type trackedServiceKeys struct{ t *ChangeTracker }
+
+func (k trackedServiceKeys) ListKeys() []string {
+	k.t.mu.Lock()
+	defer k.t.mu.Unlock()
+	keys := make([]string, 0, len(k.t.services))
+	for name, e := range k.t.services {
+		if e.current != nil {
+			keys = append(keys, name.Namespace+"/"+name.Name)
+		}
+	}
+	return keys
+}
+
+func (k trackedServiceKeys) GetByKey(key string) (any, bool, error) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, false, err
+	}
+	svc := k.t.Service(types.NamespacedName{Namespace: namespace, Name: name})
+	if svc == nil {
+		return nil, false, nil
+	}
+	return svc, true, nil
+}
+
+type trackedSliceKeys struct{ t *ChangeTracker }
+
+func (k trackedSliceKeys) ListKeys() []string {
+	k.t.mu.Lock()
+	defer k.t.mu.Unlock()
+	keys := make([]string, 0, len(k.t.filed))
+	for id := range k.t.filed {
+		keys = append(keys, id.Namespace+"/"+id.Name)
+	}
+	return keys
+}
+
+func (k trackedSliceKeys) GetByKey(key string) (any, bool, error) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, false, err
+	}
+	k.t.mu.Lock()
+	defer k.t.mu.Unlock()
+	slice, ok := k.t.filed[types.NamespacedName{Namespace: namespace, Name: name}]
+	if !ok {
+		return nil, false, nil
+	}
+	return slice, true, nil
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // EndpointSlice is what the proxier keeps of a discovery.EndpointSlice: the
-// daemon's informer cache and the tracker hold these, not the API objects.
+// tracker holds these as the daemon's only cache of slices, not the API objects.
 // Every node caches every slice of the cluster, and a decoded
 // discovery.Endpoint cost about 280 bytes after trimming (a pointer and an
 // allocation per field); an endpoint here is 16 bytes in one array per
@@ -24,11 +24,11 @@ import (
 // an address that does not parse is kept as written, so it is reported as
 // before, and ToDiscovery gives back the API object's kept fields.
 //
-// It is never written after CompactEndpointSlice builds it: the cache and
-// the tracker share it.
+// It is never written after CompactEndpointSlice builds it: the tracker
+// and whoever it hands it to share it.
 type EndpointSlice struct {
 	Namespace, Name string
-	// identity holds the UID and the resource version the informer's store
+	// identity holds the UID and the resource version the informer's queue
 	// reads.
 	identity objectIdentity
 	// ServiceName is the kubernetes.io/service-name label, "" when unset.

@@ -117,6 +117,15 @@ func normalWatchEnd(err error) bool {
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
+// requiredInformer is what watchRequiredList watches: a shared informer or
+// a trackedInformer, before it runs.
+type requiredInformer interface {
+	SetWatchErrorHandlerWithContext(cache.WatchErrorHandlerWithContext) error
+	HasSynced() bool
+	LastSyncResourceVersion() string
+	RunWithContext(context.Context)
+}
+
 // recoveryPoll is how often a failing informer is checked for having listed
 // again; a var so tests need not wait.
 var recoveryPoll = time.Second
@@ -125,7 +134,7 @@ var recoveryPoll = time.Second
 // the health endpoints within one retry of the reflector (the first is
 // immediate), and clears them once it has listed again. Call it before the
 // informer starts.
-func watchRequiredList(ctx context.Context, informer cache.SharedIndexInformer, resource schema.GroupResource, access *apiAccess) error {
+func watchRequiredList(ctx context.Context, informer requiredInformer, resource schema.GroupResource, access *apiAccess) error {
 	var mu sync.Mutex
 	failing := false
 	var syncedAtFailure bool

@@ -74,6 +74,19 @@ func withoutLabels(keys ...string) string {
 // informers held 4 MB (a set of keys per namespace, a key string per
 // object). The client says whether its watches can stream a watch-list.
 func newInformer[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher[L], example runtime.Object, tweak func(*metav1.ListOptions), transform cache.TransformFunc) cache.SharedIndexInformer {
+	informer := cache.NewSharedIndexInformerWithOptions(listWatcher(client, lw, tweak),
+		example, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
+	if transform == nil {
+		transform = trimCached
+	}
+	// Only a started informer refuses a transform; this one is new.
+	_ = informer.SetTransform(transform)
+	return informer
+}
+
+// listWatcher lists and watches lw's kind as tweak selects it; the client
+// says whether its watches can stream a watch-list.
+func listWatcher[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher[L], tweak func(*metav1.ListOptions)) cache.ListerWatcher {
 	options := func(o metav1.ListOptions) metav1.ListOptions {
 		if tweak != nil {
 			tweak(&o)
@@ -92,14 +105,7 @@ func newInformer[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher
 			return lw.Watch(ctx, options(o))
 		},
 	}
-	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(listWatch, client),
-		example, cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
-	if transform == nil {
-		transform = trimCached
-	}
-	// Only a started informer refuses a transform; this one is new.
-	_ = informer.SetTransform(transform)
-	return informer
+	return cache.ToListWatcherWithWatchListSemantics(listWatch, client)
 }
 
 // trimCached drops from a cached object what the proxier never reads. Every
@@ -124,8 +130,8 @@ func newInformer[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher
 //
 // Slices with equal port lists share one (cachedSlicePorts).
 //
-// The informer's store and the tracker share both; nothing else reads these
-// caches. Of other objects it drops managedFields, often the largest part of
+// The tracker is the only cache of both (trackedInformer); nothing else
+// reads them. Of other objects it drops managedFields, often the largest part of
 // an object written by server-side apply, and kubectl's
 // last-applied-configuration annotation, a second copy of the whole object.
 // The informer hands over a freshly decoded object, so changing it in place
@@ -220,43 +226,61 @@ func startInformers(ctx context.Context, client kubeapi.Client, nodeName string,
 		// informer watches already: nothing more is watched.
 		sliceHandlers = append(sliceHandlers, clusterNodes.PublishedHandler(nodes.namespace, nodeaddresses.ServiceName))
 	}
+	// Services and EndpointSlices are cached in the tracker alone
+	// (trackedInformer); this Node and the others' addresses in shared
+	// informers of their own, which are small.
+	services := newTrackedInformer(client, client.Services(), &v1.Service{}, selectServices, tracker.ServiceKeys(), tracker.ServiceHandler())
+	endpointSlices := newTrackedInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, tracker.SliceKeys(), sliceHandlers...)
+	thisNode := newInformer(client, client.Nodes(), &v1.Node{}, selectNode, nil)
 	required := []struct {
-		informer cache.SharedIndexInformer
+		informer requiredInformer
 		resource schema.GroupResource
-		handlers []cache.ResourceEventHandler
+		synced   cache.InformerSynced
 	}{
-		{newInformer(client, client.Services(), &v1.Service{}, selectServices, nil), v1.Resource("services"), []cache.ResourceEventHandler{tracker.ServiceHandler()}},
-		{newInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, nil), discovery.Resource("endpointslices"), sliceHandlers},
-		{newInformer(client, client.Nodes(), &v1.Node{}, selectNode, nil), v1.Resource("nodes"), []cache.ResourceEventHandler{tracker.NodeHandler(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { health.SyncNode(asNode(obj)) },
-			UpdateFunc: func(_, obj any) { health.SyncNode(asNode(obj)) },
-			DeleteFunc: func(obj any) { health.SyncNode(nil) },
-		}}},
+		{services, v1.Resource("services"), services.HasSynced},
+		{endpointSlices, discovery.Resource("endpointslices"), endpointSlices.HasSynced},
 	}
+	nodeHandlers := []cache.ResourceEventHandler{tracker.NodeHandler(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { health.SyncNode(asNode(obj)) },
+		UpdateFunc: func(_, obj any) { health.SyncNode(asNode(obj)) },
+		DeleteFunc: func(obj any) { health.SyncNode(nil) },
+	}}
+	shared := []struct {
+		informer cache.SharedIndexInformer
+		handlers []cache.ResourceEventHandler
+	}{{thisNode, nodeHandlers}}
 	if !nodes.fromSlices {
 		// Every Node's addresses, for the node guard: no external IP may take one.
-		required = append(required, struct {
+		shared = append(shared, struct {
 			informer cache.SharedIndexInformer
-			resource schema.GroupResource
 			handlers []cache.ResourceEventHandler
-		}{newInformer(client, client.Nodes(), &v1.Node{}, nil, keepNodeAddresses), v1.Resource("nodes"), []cache.ResourceEventHandler{clusterNodes.Handler()}})
+		}{newInformer(client, client.Nodes(), &v1.Node{}, nil, keepNodeAddresses), []cache.ResourceEventHandler{clusterNodes.Handler()}})
+	}
+	for _, s := range shared {
+		var synced cache.InformerSynced
+		for i, h := range s.handlers {
+			reg, err := s.informer.AddEventHandler(h)
+			if err != nil {
+				return nil, fmt.Errorf("watch nodes: %w", err)
+			}
+			// The first handler is the one to wait for: until it, not
+			// only the cache, has seen every object.
+			if i == 0 {
+				synced = reg.HasSynced
+			}
+		}
+		required = append(required, struct {
+			informer requiredInformer
+			resource schema.GroupResource
+			synced   cache.InformerSynced
+		}{s.informer, v1.Resource("nodes"), synced})
 	}
 	var synced []cache.InformerSynced
 	for _, r := range required {
 		if err := watchRequiredList(ctx, r.informer, r.resource, access); err != nil {
 			return nil, fmt.Errorf("watch %s: %w", r.resource, err)
 		}
-		for i, h := range r.handlers {
-			reg, err := r.informer.AddEventHandler(h)
-			if err != nil {
-				return nil, fmt.Errorf("watch %s: %w", r.resource, err)
-			}
-			// The tracker's own handler is the first: wait until it, not
-			// only the cache, has seen every object.
-			if i == 0 {
-				synced = append(synced, reg.HasSynced)
-			}
-		}
+		synced = append(synced, r.synced)
 	}
 	for _, r := range required {
 		go r.informer.RunWithContext(ctx)

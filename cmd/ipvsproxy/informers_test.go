@@ -44,14 +44,15 @@ func TestInformerCachesTrimWhatTheProxierNeverReads(t *testing.T) {
 		Spec: v1.ServiceSpec{ClusterIP: "10.96.0.20", Ports: []v1.ServicePort{{Port: 80}}},
 	}
 	client := kubeapitest.FromClientset(fake.NewClientset(svc))
-	informer := newInformer(client, client.Services(), &v1.Service{}, nil, nil)
+	tracker := ipvsproxy.NewChangeTracker("node1", nil)
+	informer := newTrackedInformer(client, client.Services(), &v1.Service{}, nil, tracker.ServiceKeys(), tracker.ServiceHandler())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go informer.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		t.Fatal("the Service informer did not sync")
 	}
-	obj, ok, err := informer.GetStore().GetByKey("default/web")
+	obj, ok, err := tracker.ServiceKeys().GetByKey("default/web")
 	if err != nil || !ok {
 		t.Fatalf("cached Service: ok=%v err=%v", ok, err)
 	}
@@ -217,10 +218,11 @@ func TestInformerSelectionsKeepTheReflectorsOptions(t *testing.T) {
 	}
 }
 
-// The Service and EndpointSlice caches keep no namespace index (nothing
-// lists by namespace; at 10,000 Services it held 4 MB) and still trim, and
-// the informers still list with the daemon's selections.
-func TestServiceAndSliceCachesHaveNoIndexAndStillTrim(t *testing.T) {
+// The Service and EndpointSlice informers keep no cache of their own: the
+// tracker holds each object once, trimmed (a shared informer's store held a
+// second reference under a key string), and the informers still list with
+// the daemon's selections.
+func TestServiceAndSliceInformersCacheInTheTrackerAlone(t *testing.T) {
 	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web",
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}}
 	other := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "theirs",
@@ -230,8 +232,9 @@ func TestServiceAndSliceCachesHaveNoIndexAndStillTrim(t *testing.T) {
 		Endpoints: []discovery.Endpoint{{Addresses: []string{"10.244.1.5"}, TargetRef: &v1.ObjectReference{Kind: "Pod", Name: "web-1"}}}}
 	client := kubeapitest.FromClientset(fake.NewClientset(svc, other, slice))
 	selectServices, selectSlices, _ := informerSelections("node1")
-	services := newInformer(client, client.Services(), &v1.Service{}, selectServices, nil)
-	slices := newInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, nil)
+	tracker := ipvsproxy.NewChangeTracker("node1", nil)
+	services := newTrackedInformer(client, client.Services(), &v1.Service{}, selectServices, tracker.ServiceKeys(), tracker.ServiceHandler())
+	slices := newTrackedInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, tracker.SliceKeys(), tracker.EndpointSliceHandler())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go services.RunWithContext(ctx)
@@ -239,21 +242,16 @@ func TestServiceAndSliceCachesHaveNoIndexAndStillTrim(t *testing.T) {
 	if !cache.WaitForCacheSync(ctx.Done(), services.HasSynced, slices.HasSynced) {
 		t.Fatal("the informers did not sync")
 	}
-	for name, inf := range map[string]cache.SharedIndexInformer{"Service": services, "EndpointSlice": slices} {
-		if idx := inf.GetIndexer().GetIndexers(); len(idx) != 0 {
-			t.Errorf("the %s cache keeps indexes %v", name, idx)
-		}
-	}
-	if keys := services.GetStore().ListKeys(); len(keys) != 1 || keys[0] != "default/web" {
+	if keys := tracker.ServiceKeys().ListKeys(); len(keys) != 1 || keys[0] != "default/web" {
 		t.Errorf("the Service cache holds %v, want default/web alone (another proxy's Service left out)", keys)
 	}
-	if obj, ok, _ := services.GetStore().GetByKey("default/web"); !ok {
-		t.Errorf("the cached Service is missing: %v", services.GetStore().ListKeys())
+	if obj, ok, _ := tracker.ServiceKeys().GetByKey("default/web"); !ok {
+		t.Errorf("the cached Service is missing: %v", tracker.ServiceKeys().ListKeys())
 	} else if _, compact := obj.(*ipvsproxy.Service); !compact {
 		t.Errorf("the cached Service is not the compact one: %#v", obj)
 	}
-	if obj, ok, _ := slices.GetStore().GetByKey("default/web-abcde"); !ok {
-		t.Errorf("the cached EndpointSlice is missing: %v", slices.GetStore().ListKeys())
+	if obj, ok, _ := tracker.SliceKeys().GetByKey("default/web-abcde"); !ok {
+		t.Errorf("the cached EndpointSlice is missing: %v", tracker.SliceKeys().ListKeys())
 	} else if s, compact := obj.(*ipvsproxy.EndpointSlice); !compact || s.Endpoints[0].NodeName() != "" {
 		t.Errorf("the cached EndpointSlice is not the compact one: %#v", obj)
 	}
@@ -318,7 +316,7 @@ func TestCachedEndpointsShareNodeNamesAndConditions(t *testing.T) {
 	}
 }
 
-// Through a real informer on a fake API server, the tracker follows a slice
+// Through the daemon's informer on a fake API server, the tracker follows a slice
 // the cache holds compact: added, updated (the store reads its resource
 // version and key through meta.Accessor) and deleted.
 func TestTrackerFollowsCompactSlicesThroughTheInformer(t *testing.T) {
@@ -329,10 +327,7 @@ func TestTrackerFollowsCompactSlicesThroughTheInformer(t *testing.T) {
 	client := kubeapitest.FromClientset(fakeClient)
 	tracker := ipvsproxy.NewChangeTracker("node1", nil)
 	_, selectSlices, _ := informerSelections("node1")
-	informer := newInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, nil)
-	if _, err := informer.AddEventHandler(tracker.EndpointSliceHandler()); err != nil {
-		t.Fatal(err)
-	}
+	informer := newTrackedInformer(client, client.EndpointSlices(), &discovery.EndpointSlice{}, selectSlices, tracker.SliceKeys(), tracker.EndpointSliceHandler())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go informer.RunWithContext(ctx)
@@ -362,7 +357,7 @@ func TestTrackerFollowsCompactSlicesThroughTheInformer(t *testing.T) {
 		}
 	}
 	waitFor("added", []string{"10.244.1.5"})
-	if obj, ok, _ := informer.GetStore().GetByKey("default/web-abcde"); !ok {
+	if obj, ok, _ := tracker.SliceKeys().GetByKey("default/web-abcde"); !ok {
 		t.Fatal("the slice is not in the cache")
 	} else if _, compact := obj.(*ipvsproxy.EndpointSlice); !compact {
 		t.Fatalf("the cache holds a %T", obj)
@@ -378,7 +373,7 @@ func TestTrackerFollowsCompactSlicesThroughTheInformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("deleted", nil)
-	if keys := informer.GetStore().ListKeys(); len(keys) != 0 {
+	if keys := tracker.SliceKeys().ListKeys(); len(keys) != 0 {
 		t.Errorf("the cache still holds %v", keys)
 	}
 }
@@ -444,10 +439,7 @@ func TestTrackerFollowsCompactServicesThroughTheInformer(t *testing.T) {
 	client := kubeapitest.FromClientset(clientset)
 	tracker := ipvsproxy.NewChangeTracker("node1", nil)
 	selectServices, _, _ := informerSelections("node1")
-	informer := newInformer(client, client.Services(), &v1.Service{}, selectServices, nil)
-	if _, err := informer.AddEventHandler(tracker.ServiceHandler()); err != nil {
-		t.Fatal(err)
-	}
+	informer := newTrackedInformer(client, client.Services(), &v1.Service{}, selectServices, tracker.ServiceKeys(), tracker.ServiceHandler())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go informer.RunWithContext(ctx)
@@ -473,7 +465,7 @@ func TestTrackerFollowsCompactServicesThroughTheInformer(t *testing.T) {
 		}
 	}
 	waitFor("added", []string{"10.96.0.20"})
-	if obj, ok, _ := informer.GetStore().GetByKey("default/web"); !ok {
+	if obj, ok, _ := tracker.ServiceKeys().GetByKey("default/web"); !ok {
 		t.Fatal("the Service is not in the cache")
 	} else if compact, ok := obj.(*ipvsproxy.Service); !ok {
 		t.Fatalf("the cache holds a %T", obj)
@@ -491,7 +483,7 @@ func TestTrackerFollowsCompactServicesThroughTheInformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("deleted", nil)
-	if keys := informer.GetStore().ListKeys(); len(keys) != 0 {
+	if keys := tracker.ServiceKeys().ListKeys(); len(keys) != 0 {
 		t.Errorf("the cache still holds %v", keys)
 	}
 }
