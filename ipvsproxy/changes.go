@@ -18,14 +18,11 @@ import (
 type ChangeTracker struct {
 	mu       sync.Mutex
 	nodeName string
-	// services are the compact Services the informer delivered (this is
-	// their only cache), with the one the cluster-IP index last recorded.
+	// services are, by Service name, the compact Service the informer
+	// delivered (this is its only cache), the one the cluster-IP index last
+	// recorded, and the EndpointSlices filed under the name: one entry for
+	// all three (trackedService).
 	services map[types.NamespacedName]trackedService
-	// Slices are each Service's EndpointSlices, in a plain slice: a
-	// Service has one or a few, and with a map per Service the tracker held
-	// 531 bytes per slice, with this 310 (BenchmarkTrackerHeldMemory).
-	// They are the compact slices the informer delivered, their only cache.
-	Slices map[types.NamespacedName][]*EndpointSlice
 	// filed is each recorded slice as filed, by its namespace/name: its
 	// ServiceName is the Service it is filed under. A slice's
 	// kubernetes.io/service-name label can change or go, and then it must
@@ -69,7 +66,6 @@ func NewChangeTracker(nodeName string, notify func()) *ChangeTracker {
 	t := &ChangeTracker{
 		nodeName: nodeName,
 		services: map[types.NamespacedName]trackedService{},
-		Slices:   map[types.NamespacedName][]*EndpointSlice{},
 		notify:   notify,
 		start:    time.Now(),
 
@@ -120,12 +116,11 @@ func (t *ChangeTracker) SetCompactService(svc *Service) {
 func (t *ChangeTracker) DeleteService(namespace, name string) {
 	n := types.NamespacedName{Namespace: namespace, Name: name}
 	t.mu.Lock()
-	if e := t.services[n]; e.indexed != nil {
-		// Until the index forgets it (indexService).
-		t.services[n] = trackedService{indexed: e.indexed}
-	} else {
-		delete(t.services, n)
-	}
+	// What the index recorded stays until it forgets it (indexService),
+	// and the slices filed under the name until they go.
+	e := t.services[n]
+	e.current = nil
+	t.put(n, e)
 	t.changed(n, false)
 	t.mu.Unlock()
 	t.fire()
@@ -153,11 +148,12 @@ func (t *ChangeTracker) SetSlice(slice *EndpointSlice) {
 		}
 		return
 	}
-	filed := t.Slices[name]
-	if i := slices.IndexFunc(filed, func(s *EndpointSlice) bool { return s.Name == slice.Name }); i >= 0 {
-		filed[i] = slice
+	e := t.services[name]
+	if i := slices.IndexFunc(e.slices, func(s *EndpointSlice) bool { return s.Name == slice.Name }); i >= 0 {
+		e.slices[i] = slice
 	} else {
-		t.Slices[name] = append(filed, slice)
+		e.slices = append(e.slices, slice)
+		t.services[name] = e
 	}
 	t.filed[id] = slice
 	t.changed(name, true)
@@ -215,11 +211,11 @@ func (t *ChangeTracker) unfileSlice(id, keep types.NamespacedName, keeping bool)
 		return false
 	}
 	delete(t.filed, id)
-	if filed := slices.DeleteFunc(t.Slices[owner], func(s *EndpointSlice) bool { return s.Name == id.Name }); len(filed) == 0 {
-		delete(t.Slices, owner)
-	} else {
-		t.Slices[owner] = filed
+	e := t.services[owner]
+	if e.slices = slices.DeleteFunc(e.slices, func(s *EndpointSlice) bool { return s.Name == id.Name }); len(e.slices) == 0 {
+		e.slices = nil
 	}
+	t.put(owner, e)
 	t.changed(owner, true)
 	return true
 }
@@ -351,7 +347,7 @@ func (t *ChangeTracker) EndpointSlicesOf(name types.NamespacedName) []*EndpointS
 
 func (t *ChangeTracker) slicesOf(name types.NamespacedName) []*EndpointSlice {
 	var out []*EndpointSlice
-	for _, s := range t.Slices[name] {
+	for _, s := range t.services[name].slices {
 		out = append(out, s)
 	}
 	return out
@@ -367,10 +363,26 @@ func (t *ChangeTracker) Service(name types.NamespacedName) *Service {
 
 // trackedService is a Service as the informer last delivered it (current,
 // nil once deleted), and as the model's cluster-IP index last recorded it
-// (indexed), which the index compares the next one with. Kept here beside
-// the current one, where a map of its own in the index cost about 55
-// bytes per Service (2.6 MiB at 50,000).
-type trackedService struct{ current, indexed *Service }
+// (indexed), which the index compares the next one with, with the
+// EndpointSlices filed under its name (slices, in a plain slice: a Service
+// has one or a few, and with a map per Service the tracker held 531 bytes
+// per slice, with this 297, BenchmarkTrackerHeldMemory). One entry for the
+// three: a map of its own for the indexed Services cost about 55 bytes per
+// Service (2.6 MiB at 50,000), one for the slices 2.4 MiB more.
+type trackedService struct {
+	current, indexed *Service
+	slices           []*EndpointSlice
+}
+
+// put records e as name's entry, or forgets name when e holds nothing.
+// Called with the lock held.
+func (t *ChangeTracker) put(name types.NamespacedName, e trackedService) {
+	if e.current == nil && e.indexed == nil && len(e.slices) == 0 {
+		delete(t.services, name)
+		return
+	}
+	t.services[name] = e
+}
 
 // indexService gives the Service the cluster-IP index last recorded as
 // name and the current one (either nil: none), and records the current
@@ -379,14 +391,12 @@ func (t *ChangeTracker) indexService(name types.NamespacedName) (indexed, curren
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.services[name]
-	switch {
-	case !ok:
-	case e.current == nil:
-		delete(t.services, name)
-	case e.indexed != e.current:
-		t.services[name] = trackedService{current: e.current, indexed: e.current}
+	indexed, current = e.indexed, e.current
+	if ok && e.indexed != e.current {
+		e.indexed = e.current
+		t.put(name, e)
 	}
-	return e.indexed, e.current
+	return indexed, current
 }
 
 // ServiceNames lists every Service known.
@@ -411,9 +421,9 @@ func (t *ChangeTracker) AppendServicesWithEndpointsAt(out []types.NamespacedName
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for name, slices_ := range t.Slices {
+	for name, e := range t.services {
 	service:
-		for _, s := range slices_ {
+		for _, s := range e.slices {
 			for i := range s.Endpoints {
 				if a, _, ok := s.Address(i); ok && want[a] {
 					out = append(out, name)

@@ -301,7 +301,7 @@ func bulkSlice(i int) *discovery.EndpointSlice {
 // The owners of the daemon's heap, and the Fakes standing for the kernel.
 const (
 	ownerCompactObjects = "informer caches: compact Services and slices"
-	ownerInformerStores = "informer caches: stores and queues"
+	ownerInformerStores = "informer queues (client-go)"
 	ownerTracker        = "change tracker"
 	ownerDesired        = "desired state"
 	ownerClusterIPs     = "cluster-IP index"

@@ -80,8 +80,8 @@ func testTrackerRefilesRelabelledSlice(t *testing.T, as func(*discovery.Endpoint
 	if got := sliceNames(tr, "web"); len(got) != 0 {
 		t.Fatalf("web still has %v after the slice was deleted", got)
 	}
-	if len(tr.Slices) != 0 {
-		t.Fatalf("tracker keeps slices %v", tr.Slices)
+	if keys := tr.SliceKeys().ListKeys(); len(keys) != 0 {
+		t.Fatalf("tracker keeps slices %v", keys)
 	}
 }
 
