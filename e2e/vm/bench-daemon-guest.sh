@@ -275,7 +275,10 @@ start_side() {
 		*) env=$(variant_env "${side#ipvsproxy-}") ;;
 		esac
 		# Profiling (pprof, and the heap sampling it needs) only when a profile is asked for: the
-		# DaemonSet runs without it, and so is measured.
+		# DaemonSet runs without it, and so is measured. A variant can ask for it alone
+		# (IPVSPROXY_PROFILING=true): its heap goal is then sampled as with IPVSPROXY_BENCH_HEAP.
+		side_profiling=$profiling
+		[[ " $env " == *" IPVSPROXY_PROFILING=true "* ]] && side_profiling=1
 		# --ipvs-resync-shares is left at its default, 1 (everything re-checked every period, as
 		# kube-proxy does), so that the side ipvsproxy-env can set IPVSPROXY_IPVS_RESYNC_SHARES.
 		# shellcheck disable=SC2086 # BENCH_IPVSPROXY_ENV is NAME=VALUE words (GOMEMLIMIT, GOGC)
@@ -344,6 +347,8 @@ heap_samples() {
 	rm -f "$tmp"
 }
 
+# side_profiling: the side that start_side started serves pprof.
+side_profiling=
 status_kb() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status"; }
 
 # sample_rss PID T0: a line per half second while PID lives: seconds since T0, VmRSS, RssAnon,
@@ -496,7 +501,7 @@ run_side() {
 	sample_rss "$pid" "$t0" >>"$rss_log" &
 	sampler=$!
 	heap_sampler=
-	if [[ $side == ipvsproxy* && -n ${BENCH_HEAP:-} ]]; then
+	if [[ $side == ipvsproxy* && -n ${side_profiling:-} ]]; then
 		heap_samples >"$BENCH_LOGS/heap-goal-$side-$BENCH_N.tsv" &
 		heap_sampler=$!
 	fi

@@ -42,7 +42,8 @@
 # "kube-proxy-ipvs=2400"), IPVSPROXY_BENCH_DP_OUT (the data plane's JSON file),
 # IPVSPROXY_VM_MEM (guest MiB, default 3072, 4096 with the data plane), IPVSPROXY_BENCH_OUT (the
 # JSON file), IPVSPROXY_BENCH_HEAP=1 (keep ipvsproxy's
-# heap profile per N, at the end and where its heap goal was highest, and the goal every 10 s), IPVSPROXY_BENCH_CPU=1 (ipvsproxy's CPU profile until ready, per N),
+# heap profile per N, at the end and where its heap goal was highest, and the goal every 10 s;
+# a variant whose environment sets IPVSPROXY_PROFILING=true gets the same alone), IPVSPROXY_BENCH_CPU=1 (ipvsproxy's CPU profile until ready, per N),
 # IPVSPROXY_BENCH_ENV (NAME=VALUE words for the environment of the side ipvsproxy-env, e.g.
 # "GOMEMLIMIT=64MiB"), IPVSPROXY_BENCH_BASELINE (the binary of the side ipvsproxy-baseline, to
 # measure a change: IPVSPROXY_BENCH_SIDES="ipvsproxy-baseline ipvsproxy kube-proxy"),
