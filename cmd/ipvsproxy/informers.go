@@ -131,8 +131,8 @@ func listWatcher[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher
 // Slices with equal port lists share one (cachedSlicePorts).
 //
 // The tracker is the only cache of both (trackedInformer); nothing else
-// reads them. Of other objects it drops managedFields, often the largest part of
-// an object written by server-side apply, and kubectl's
+// reads them. Of other objects it drops managedFields, often the largest
+// part of an object written by server-side apply, and kubectl's
 // last-applied-configuration annotation, a second copy of the whole object.
 // The informer hands over a freshly decoded object, so changing it in place
 // is safe; a compact object (a transform may be handed what it already
