@@ -540,61 +540,83 @@ func (t *ChangeTracker) CurrentServices() []*Service {
 
 // ServiceKeys is the tracker as its Service informer's record of what it
 // delivered (cmd/ipvsproxy's trackedInformer): the Services it holds, by
-// namespace/name key. The informer keeps no cache of its own.
-func (t *ChangeTracker) ServiceKeys() cache.KeyListerGetter { return trackedServiceKeys{t} }
+// namespace/name. The informer keeps no cache of its own.
+func (t *ChangeTracker) ServiceKeys() *TrackedKeys {
+	return &TrackedKeys{t: t,
+		each: func(yield func(types.NamespacedName)) {
+			for name, e := range t.services {
+				if e.current != nil {
+					yield(name)
+				}
+			}
+		},
+		get: func(name types.NamespacedName) (any, bool) {
+			if svc := t.services[name].current; svc != nil {
+				return svc, true
+			}
+			return nil, false
+		},
+	}
+}
 
 // SliceKeys is the same for the EndpointSlice informer: the slices the
 // tracker has filed under a Service.
-func (t *ChangeTracker) SliceKeys() cache.KeyListerGetter { return trackedSliceKeys{t} }
+func (t *ChangeTracker) SliceKeys() *TrackedKeys {
+	return &TrackedKeys{t: t,
+		each: func(yield func(types.NamespacedName)) {
+			for id := range t.filed {
+				yield(id)
+			}
+		},
+		get: func(id types.NamespacedName) (any, bool) {
+			if slice, ok := t.filed[id]; ok {
+				return slice, true
+			}
+			return nil, false
+		},
+	}
+}
 
-type trackedServiceKeys struct{ t *ChangeTracker }
+// TrackedKeys is what an informer asks of the tracker in place of a store:
+// client-go's queue lists and gets by namespace/name key at a relist
+// (cache.KeyListerGetter), and the informer asks, per delta, what the tracker
+// holds of the object's name (Get) without making a key of it.
+type TrackedKeys struct {
+	t *ChangeTracker
+	// each and get are called with the tracker's lock held.
+	each func(yield func(types.NamespacedName))
+	get  func(types.NamespacedName) (any, bool)
+}
 
-func (k trackedServiceKeys) ListKeys() []string {
+func (k *TrackedKeys) ListKeys() []string {
 	k.t.mu.Lock()
 	defer k.t.mu.Unlock()
-	keys := make([]string, 0, len(k.t.services))
-	for name, e := range k.t.services {
-		if e.current != nil {
-			keys = append(keys, name.Namespace+"/"+name.Name)
-		}
-	}
+	var keys []string
+	k.each(func(name types.NamespacedName) { keys = append(keys, name.Namespace+"/"+name.Name) })
 	return keys
 }
 
-func (k trackedServiceKeys) GetByKey(key string) (any, bool, error) {
+func (k *TrackedKeys) GetByKey(key string) (any, bool, error) {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil, false, err
 	}
-	svc := k.t.Service(types.NamespacedName{Namespace: namespace, Name: name})
-	if svc == nil {
-		return nil, false, nil
-	}
-	return svc, true, nil
+	obj, ok := k.lookup(types.NamespacedName{Namespace: namespace, Name: name})
+	return obj, ok, nil
 }
 
-type trackedSliceKeys struct{ t *ChangeTracker }
-
-func (k trackedSliceKeys) ListKeys() []string {
-	k.t.mu.Lock()
-	defer k.t.mu.Unlock()
-	keys := make([]string, 0, len(k.t.filed))
-	for id := range k.t.filed {
-		keys = append(keys, id.Namespace+"/"+id.Name)
-	}
-	return keys
-}
-
-func (k trackedSliceKeys) GetByKey(key string) (any, bool, error) {
-	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+// Get is what the tracker holds under obj's namespace and name.
+func (k *TrackedKeys) Get(obj any) (any, bool, error) {
+	name, err := cache.ObjectToName(obj)
 	if err != nil {
 		return nil, false, err
 	}
+	old, ok := k.lookup(types.NamespacedName{Namespace: name.Namespace, Name: name.Name})
+	return old, ok, nil
+}
+
+func (k *TrackedKeys) lookup(name types.NamespacedName) (any, bool) {
 	k.t.mu.Lock()
 	defer k.t.mu.Unlock()
-	slice, ok := k.t.filed[types.NamespacedName{Namespace: namespace, Name: name}]
-	if !ok {
-		return nil, false, nil
-	}
-	return slice, true, nil
+	return k.get(name)
 }

@@ -24,7 +24,7 @@ import (
 type trackedInformer struct {
 	lw        cache.ListerWatcher
 	example   runtime.Object
-	known     cache.KeyListerGetter
+	known     knownObjects
 	transform cache.TransformFunc
 	handlers  []cache.ResourceEventHandler
 
@@ -36,8 +36,16 @@ type trackedInformer struct {
 // newTrackedInformer watches lw's kind as tweak selects it into handlers,
 // each object trimmed by trimCached; known is what the first handler keeps
 // of what it was handed (ChangeTracker.ServiceKeys, SliceKeys).
-func newTrackedInformer[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher[L], example runtime.Object, tweak func(*metav1.ListOptions), known cache.KeyListerGetter, handlers ...cache.ResourceEventHandler) *trackedInformer {
+func newTrackedInformer[L runtime.Object](client kubeapi.Client, lw kubeapi.ListWatcher[L], example runtime.Object, tweak func(*metav1.ListOptions), known knownObjects, handlers ...cache.ResourceEventHandler) *trackedInformer {
 	return &trackedInformer{lw: listWatcher(client, lw, tweak), example: example, known: known, transform: trimCached, handlers: handlers}
+}
+
+// knownObjects is what the handlers hold: the queue lists and gets it by
+// key at a relist, the informer gets it by object for each delta
+// (ipvsproxy.TrackedKeys).
+type knownObjects interface {
+	cache.KeyListerGetter
+	Get(obj any) (item any, exists bool, err error)
 }
 
 // SetWatchErrorHandlerWithContext is called by the reflector after a failed
@@ -115,11 +123,7 @@ func (i *trackedInformer) process(obj any, isInInitialList bool) error {
 	for _, d := range deltas {
 		switch d.Type {
 		case cache.Sync, cache.Replaced, cache.Added, cache.Updated:
-			key, err := cache.MetaNamespaceKeyFunc(d.Object)
-			if err != nil {
-				return err
-			}
-			old, exists, err := i.known.GetByKey(key)
+			old, exists, err := i.known.Get(d.Object)
 			if err != nil {
 				return err
 			}
